@@ -1,0 +1,1 @@
+void vs_bench_print_placeholder(void);

@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Block backends: where a LUN's blocks live.  file (io_uring, buffered or O_DIRECT),
+ * ram (anonymous memory) and null (discards writes, reads zeros).
+ *
+ * I/O is asynchronous and per thread: each worker thread owns one struct vs_io_ctx
+ * (an io_uring and an eventfd) and submits bios of any backend into it.  Completion
+ * callbacks run on that thread, from vs_io_ctx_reap(), never from inside
+ * vs_backend_submit() (so a caller never re-enters itself).
+ */
+#ifndef VS_BACKEND_H
+#define VS_BACKEND_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+enum vs_bio_op {
+	VS_BIO_READ,
+	VS_BIO_WRITE,
+	VS_BIO_FLUSH,        /* make every completed write durable (fdatasync) */
+	VS_BIO_DISCARD,      /* deallocate; reads of the range then return zeros */
+	VS_BIO_WRITE_ZEROES, /* like DISCARD but the range must read as zeros */
+};
+
+struct vs_bio;
+typedef void (*vs_bio_done_fn)(struct vs_bio *bio, int res); /* res: 0 or -errno */
+
+struct vs_bio {
+	enum vs_bio_op op;
+	uint64_t offset;         /* bytes from the start of the backend */
+	uint64_t len;            /* bytes; must equal the iovec total for READ/WRITE */
+	const struct iovec *iov; /* caller-owned, valid until done() */
+	int iovcnt;
+	bool fua;                /* WRITE: durable before completion (RWF_DSYNC) */
+	vs_bio_done_fn done;
+	void *priv;              /* caller's */
+	struct vs_bio *next;     /* backend-private: completion list link */
+	int res;                 /* backend-private */
+};
+
+struct vs_io_ctx;
+struct vs_backend;
+
+/* Per-thread I/O context: an io_uring of `depth` entries and an eventfd that becomes
+ * readable when completions are pending. */
+int vs_io_ctx_create(struct vs_io_ctx **ctx, unsigned depth);
+void vs_io_ctx_destroy(struct vs_io_ctx *ctx);
+int vs_io_ctx_fd(const struct vs_io_ctx *ctx);
+/* Submit what was queued since the last call (callers batch, then submit once). */
+int vs_io_ctx_submit(struct vs_io_ctx *ctx);
+/* Run the done() callbacks of completed bios; returns how many, or -errno.
+ * wait_one: block until at least one completes (used when draining). */
+int vs_io_ctx_reap(struct vs_io_ctx *ctx, bool wait_one);
+/* Bios submitted and not yet completed. */
+unsigned vs_io_ctx_inflight(const struct vs_io_ctx *ctx);
+
+/* Open a backend from a spec: "file=PATH[,ro][,direct]", "ram=SIZE", "null=SIZE".
+ * SIZE takes K/M/G/T suffixes (powers of 1024).  On error returns -errno and, when
+ * err is not NULL, a message saying what was wrong (static or in errbuf). */
+int vs_backend_open(struct vs_backend **be, const char *spec, char *err, size_t errlen);
+void vs_backend_close(struct vs_backend *be);
+uint64_t vs_backend_size(const struct vs_backend *be);       /* bytes */
+bool vs_backend_read_only(const struct vs_backend *be);
+bool vs_backend_supports_discard(const struct vs_backend *be);
+const char *vs_backend_kind(const struct vs_backend *be);    /* "file", "ram", "null" */
+/* Alignment O_DIRECT needs for buffers, offsets and lengths (1 when buffered). */
+unsigned vs_backend_alignment(const struct vs_backend *be);
+/* O_DIRECT bios that did not meet that alignment and were still served, through a
+ * bounce buffer or the page cache (a slow path worth watching; 0 when buffered). */
+uint64_t vs_backend_bounce_count(const struct vs_backend *be);
+
+/* Queue a bio on ctx (not yet submitted to the kernel: call vs_io_ctx_submit).
+ * Returns 0, or -errno for a bio that is invalid: then done() is NOT called.
+ *   -EINVAL      malformed: no done(), unknown op, len != iovec total, iovcnt > IOV_MAX
+ *   -ERANGE      offset + len beyond the size (or overflowing)
+ *   -EROFS       WRITE, DISCARD or WRITE_ZEROES on a read-only backend
+ *   -EOPNOTSUPP  DISCARD or WRITE_ZEROES where vs_backend_supports_discard() is false
+ *   -EAGAIN      the context is full (depth bios in flight): reap and retry
+ * FLUSH ignores offset and len.  Zero-length bios complete with 0.  Misalignment for
+ * O_DIRECT is not an error (see vs_backend_bounce_count).  done() may report -EIO for
+ * a READ that meets end of file (the file shrank after open). */
+int vs_backend_submit(struct vs_backend *be, struct vs_io_ctx *ctx, struct vs_bio *bio);
+
+#endif /* VS_BACKEND_H */

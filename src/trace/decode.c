@@ -1,0 +1,126 @@
+/* SPDX-License-Identifier: MIT */
+/* `trace decode`: one line per event, like tracefmt, or JSON lines. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "trace/record.h"
+
+struct dctx {
+	const struct vs_decode_opts *o;
+	FILE *out;
+	uint64_t first_ns;
+	bool have_first;
+	uint64_t shown, lost;
+};
+
+static void json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\')
+			fprintf(f, "\\%c", c);
+		else if (c < 0x20)
+			fprintf(f, "\\u%04x", c);
+		else
+			fputc(c, f);
+	}
+	fputc('"', f);
+}
+
+static int on_event(const struct vs_cap_event *ev, void *opaque)
+{
+	struct dctx *d = opaque;
+	const struct vs_decode_opts *o = d->o;
+	char when[64], msg[4096];
+
+	if (!d->have_first && ev->real_ns) {
+		d->first_ns = ev->real_ns;
+		d->have_first = true;
+	}
+	double rel = d->have_first ? (double)(ev->real_ns - d->first_ns) / 1e9 : 0;
+	if (o->tid && ev->tid != o->tid)
+		return 0;
+	if (ev->real_ns && (rel < o->from_s || (o->to_s >= 0 && rel > o->to_s)))
+		return 0;
+	if (!ev->site) {
+		/* Losses are always shown: a filter must not hide that events are missing. */
+		d->lost += ev->lost;
+		if (o->json) {
+			fprintf(d->out, "{\"type\":\"loss\",\"time_ns\":%llu,\"tid\":%u,\"count\":%llu,"
+					"\"what\":",
+				(unsigned long long)ev->real_ns, ev->tid, (unsigned long long)ev->lost);
+			json_str(d->out, ev->lost_what);
+			fputs("}\n", d->out);
+		} else {
+			vs_format_walltime(when, sizeof when, ev->real_ns);
+			fprintf(d->out, "%s %-6u ***** %llu events %s\n", ev->real_ns ? when : "-",
+				ev->tid, (unsigned long long)ev->lost, ev->lost_what);
+		}
+		return 0;
+	}
+	if (o->max_level && ev->site->level > o->max_level)
+		return 0;
+	if (o->flag_mask && !(o->flag_mask & (1u << ev->site->flag)))
+		return 0;
+	vs_format_message(msg, sizeof msg, ev->site, ev->args, ev->args_len);
+	d->shown++;
+	if (o->json) {
+		fprintf(d->out, "{\"type\":\"event\",\"time_ns\":%llu,\"tid\":%u,\"thread\":",
+			(unsigned long long)ev->real_ns, ev->tid);
+		json_str(d->out, ev->thread_name ? ev->thread_name : "");
+		fprintf(d->out, ",\"level\":\"%s\",\"flag\":", vs_level_name(ev->site->level));
+		json_str(d->out, ev->site->flag_name);
+		fputs(",\"function\":", d->out);
+		json_str(d->out, ev->site->func);
+		if (ev->caller) {
+			fputs(",\"caller\":", d->out);
+			json_str(d->out, ev->caller->func);
+		}
+		fputs(",\"file\":", d->out);
+		json_str(d->out, ev->site->file);
+		fprintf(d->out, ",\"line\":%u,\"hot\":%s,\"message\":", ev->site->line,
+			ev->site->hot ? "true" : "false");
+		json_str(d->out, msg);
+		fputs("}\n", d->out);
+	} else {
+		char prefix[512];
+		vs_format_prefix(prefix, sizeof prefix, ev->real_ns, ev->tid, ev->site->level,
+				 ev->site->flag_name, ev->caller ? ev->caller->func : NULL,
+				 ev->site->func);
+		fprintf(d->out, "%s%s\n", prefix, msg);
+	}
+	return 0;
+}
+
+int vs_trace_decode(const char *path, const struct vs_decode_opts *o, FILE *out, char *why,
+		    size_t whylen)
+{
+	struct vs_capture *c;
+	struct vs_decode_opts opts = *o;
+	int rc = vs_capture_open(&c, path, why, whylen);
+	if (rc < 0)
+		return rc;
+	if (opts.flag_spec) {
+		/* reuse the spec parser: "verbose:" + names */
+		char spec[512];
+		uint32_t level;
+		snprintf(spec, sizeof spec, "verbose:%s", opts.flag_spec);
+		rc = vs_spec_parse(spec, (const char *const *)vs_capture_meta(c)->flag_names, &level,
+				   &opts.flag_mask, why, whylen);
+		if (rc < 0) {
+			vs_capture_close(c);
+			return rc;
+		}
+	}
+	struct dctx d = { .o = &opts, .out = out };
+	rc = vs_capture_walk(c, on_event, &d, why, whylen);
+	vs_capture_close(c);
+	if (fflush(out) != 0 && rc == 0) {
+		snprintf(why, whylen, "writing output: %s", strerror(errno));
+		rc = -EIO;
+	}
+	return rc;
+}

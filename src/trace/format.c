@@ -1,0 +1,300 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Formatting recorded events: a printf interpreter that takes its arguments from
+ * raw record bytes, typed by the site's metadata, and hands each conversion to
+ * snprintf with a C type that matches the conversion.  The record may come from a
+ * hostile file, so every read is bounds-checked and %n is never passed on.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "trace/tracefmt.h"
+
+struct out {
+	char *p;
+	size_t len, cap;
+};
+
+static void emit(struct out *o, const char *s, size_t n)
+{
+	if (o->cap == 0)
+		return;
+	size_t room = o->cap - 1 - o->len;
+	if (n > room)
+		n = room;
+	memcpy(o->p + o->len, s, n);
+	o->len += n;
+	o->p[o->len] = '\0';
+}
+
+static void emitf(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void emitf(struct out *o, const char *fmt, ...)
+{
+	char tmp[512];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		emit(o, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
+}
+
+struct args {
+	const struct vs_meta_site *site;
+	const uint8_t *p;
+	size_t len, off;
+	unsigned idx;
+};
+
+enum { A_INT, A_UINT, A_DBL, A_PTR, A_STR };
+struct val {
+	int kind;
+	int64_t i;
+	uint64_t u;
+	double d;
+	const char *s;
+	size_t slen;
+	int cut;
+};
+
+/* Next argument, or -1 when the record doesn't hold it. */
+static int next_arg(struct args *a, struct val *v)
+{
+	if (a->idx >= a->site->nargs)
+		return -1;
+	uint8_t t = a->site->types[a->idx++];
+	size_t size = t == VS_ARG_I32 || t == VS_ARG_U32 ? 4 : t == VS_ARG_STR ? 2 : 8;
+	if (size > a->len - a->off)
+		return -1;
+	const uint8_t *p = a->p + a->off;
+	a->off += size;
+	memset(v, 0, sizeof *v);
+	switch (t) {
+	case VS_ARG_I32: {
+		int32_t x;
+		memcpy(&x, p, 4);
+		v->kind = A_INT;
+		v->i = x;
+		v->u = (uint64_t)(int64_t)x;
+		return 0;
+	}
+	case VS_ARG_U32: {
+		uint32_t x;
+		memcpy(&x, p, 4);
+		v->kind = A_UINT;
+		v->u = x;
+		v->i = x;
+		return 0;
+	}
+	case VS_ARG_I64:
+	case VS_ARG_U64:
+	case VS_ARG_PTR:
+		memcpy(&v->u, p, 8);
+		v->i = (int64_t)v->u;
+		v->kind = t == VS_ARG_I64 ? A_INT : t == VS_ARG_U64 ? A_UINT : A_PTR;
+		return 0;
+	case VS_ARG_F64:
+	case VS_ARG_LDBL:
+		memcpy(&v->d, p, 8);
+		v->kind = A_DBL;
+		return 0;
+	case VS_ARG_STR: {
+		uint16_t l;
+		memcpy(&l, p, 2);
+		v->cut = (l & VS_TRACE_STR_CUT) != 0;
+		l &= (uint16_t)~VS_TRACE_STR_CUT;
+		if (l > a->len - a->off)
+			return -1;
+		v->kind = A_STR;
+		v->s = (const char *)a->p + a->off;
+		v->slen = l;
+		a->off += l;
+		return 0;
+	}
+	}
+	return -1;
+}
+
+int vs_format_message(char *buf, size_t buflen, const struct vs_meta_site *site,
+		      const uint8_t *args, size_t len)
+{
+	struct out o = { buf, 0, buflen };
+	struct args a = { site, args, len, 0, 0 };
+	const char *f = site->fmt;
+	int rc = 0;
+
+	if (buflen)
+		buf[0] = '\0';
+	while (*f) {
+		const char *pct = strchr(f, '%');
+		if (!pct) {
+			emit(&o, f, strlen(f));
+			break;
+		}
+		emit(&o, f, (size_t)(pct - f));
+		f = pct + 1;
+		if (*f == '%') {
+			emit(&o, "%", 1);
+			f++;
+			continue;
+		}
+		/* flags, width, precision, length, conversion */
+		char spec[64] = "%";
+		size_t sl = 1;
+		while (*f && strchr("-+ #0'", *f) && sl < 16)
+			spec[sl++] = *f++;
+		struct val v;
+		int width = -1, prec = -1;
+		if (*f == '*') {
+			f++;
+			if (next_arg(&a, &v) < 0 || (v.kind != A_INT && v.kind != A_UINT))
+				goto bad;
+			width = (int)v.i;
+		} else {
+			while (*f >= '0' && *f <= '9') {
+				width = (width < 0 ? 0 : width) * 10 + (*f++ - '0');
+				if (width > 4096)
+					width = 4096;
+			}
+		}
+		if (*f == '.') {
+			f++;
+			prec = 0;
+			if (*f == '*') {
+				f++;
+				if (next_arg(&a, &v) < 0 || (v.kind != A_INT && v.kind != A_UINT))
+					goto bad;
+				prec = (int)v.i;
+			} else {
+				while (*f >= '0' && *f <= '9') {
+					prec = prec * 10 + (*f++ - '0');
+					if (prec > 4096)
+						prec = 4096;
+				}
+			}
+		}
+		if (width > 4096 || width < -4096)
+			width = 4096;
+		if (prec > 4096)
+			prec = 4096;
+		/* length modifiers decide how an integer is narrowed, as printf would */
+		int bits = 32;
+		if (f[0] == 'h' && f[1] == 'h') {
+			bits = 8;
+			f += 2;
+		} else if (f[0] == 'h') {
+			bits = 16;
+			f++;
+		} else if (f[0] == 'l' && f[1] == 'l') {
+			bits = 64;
+			f += 2;
+		} else if (strchr("ljztqL", f[0]) && f[0]) {
+			bits = 64;
+			f++;
+		}
+		char conv = *f ? *f++ : '\0';
+		if (width >= 0)
+			sl += (size_t)snprintf(spec + sl, sizeof spec - sl, "%d", width);
+		if (prec >= 0)
+			sl += (size_t)snprintf(spec + sl, sizeof spec - sl, ".%d", prec);
+		switch (conv) {
+		case 'd':
+		case 'i':
+		case 'u':
+		case 'x':
+		case 'X':
+		case 'o':
+		case 'c': {
+			if (next_arg(&a, &v) < 0 || (v.kind != A_INT && v.kind != A_UINT))
+				goto bad;
+			uint64_t u = v.u;
+			if (bits < 64)
+				u &= (1ull << bits) - 1;
+			if (conv == 'c') {
+				snprintf(spec + sl, sizeof spec - sl, "c");
+				emitf(&o, spec, (int)(unsigned char)u);
+			} else if (conv == 'd' || conv == 'i') {
+				int64_t s = (int64_t)u;
+				if (bits < 64 && (u >> (bits - 1)) & 1)
+					s = (int64_t)(u | ~((1ull << bits) - 1));
+				snprintf(spec + sl, sizeof spec - sl, "ll%c", conv);
+				emitf(&o, spec, (long long)s);
+			} else {
+				snprintf(spec + sl, sizeof spec - sl, "ll%c", conv);
+				emitf(&o, spec, (unsigned long long)u);
+			}
+			break;
+		}
+		case 'f':
+		case 'F':
+		case 'e':
+		case 'E':
+		case 'g':
+		case 'G':
+		case 'a':
+		case 'A':
+			if (next_arg(&a, &v) < 0 || v.kind != A_DBL)
+				goto bad;
+			snprintf(spec + sl, sizeof spec - sl, "%c", conv);
+			emitf(&o, spec, v.d);
+			break;
+		case 'p':
+			if (next_arg(&a, &v) < 0)
+				goto bad;
+			snprintf(spec + sl, sizeof spec - sl, "p");
+			emitf(&o, spec, (void *)(uintptr_t)v.u);
+			break;
+		case 's': {
+			if (next_arg(&a, &v) < 0 || v.kind != A_STR)
+				goto bad;
+			char tmp[VS_TRACE_STR_MAX + 16];
+			size_t n = v.slen < VS_TRACE_STR_MAX ? v.slen : VS_TRACE_STR_MAX;
+			memcpy(tmp, v.s, n);
+			tmp[n] = '\0';
+			if (v.cut)
+				strcat(tmp, "[...]");
+			snprintf(spec + sl, sizeof spec - sl, "s");
+			emitf(&o, spec, tmp);
+			break;
+		}
+		default:
+			/* %n, %m and anything unknown are shown, never interpreted. */
+			emit(&o, "<%", 2);
+			if (conv)
+				emit(&o, &conv, 1);
+			emit(&o, "?>", 2);
+			break;
+		}
+		continue;
+bad:
+		emit(&o, "<bad arg>", 9);
+		rc = -EINVAL;
+		break;
+	}
+	return rc;
+}
+
+void vs_format_walltime(char *out, size_t outlen, uint64_t real_ns)
+{
+	time_t sec = (time_t)(real_ns / 1000000000ull);
+	struct tm tm;
+	char date[32];
+	localtime_r(&sec, &tm);
+	strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S", &tm);
+	snprintf(out, outlen, "%s.%09llu", date, (unsigned long long)(real_ns % 1000000000ull));
+}
+
+int vs_format_prefix(char *out, size_t outlen, uint64_t real_ns, uint32_t tid, unsigned level,
+		     const char *flag, const char *caller, const char *func)
+{
+	char t[64];
+	static const char *const tags[] = { "OFF", "CRIT", "ERROR", "WARN", "INFO", "VERB" };
+	vs_format_walltime(t, sizeof t, real_ns);
+	return snprintf(out, outlen, "%s %-6u %-5s %-8s %s%s%s: ", t, tid,
+			level <= VS_LEVEL_MAX ? tags[level] : "?", flag ? flag : "?",
+			caller ? caller : "", caller ? ">" : "", func ? func : "?");
+}

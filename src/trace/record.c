@@ -1,0 +1,213 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Taking events out of a process's rings into a capture file: `dump` (one pass
+ * over the flight recorder, live or dead process) and `record` (stream while the
+ * process runs).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "trace/record.h"
+
+static int start_capture(struct vs_shm *s, struct vs_capw *w, const char *target, const char *out,
+			 char *why, size_t whylen)
+{
+	int rc = vs_shm_open(s, target, why, whylen);
+	if (rc < 0)
+		return rc;
+	rc = vs_capw_open(w, out, s);
+	if (rc < 0) {
+		snprintf(why, whylen, "%s: %s", out, strerror(-rc));
+		vs_shm_close(s);
+	}
+	return rc;
+}
+
+static int finish_capture(struct vs_shm *s, struct vs_capw *w, const char *out, char *why,
+			  size_t whylen)
+{
+	int rc = vs_capw_close(w, s);
+	if (rc < 0)
+		snprintf(why, whylen, "%s: write failed: %s", out, strerror(-rc));
+	vs_shm_close(s);
+	return rc;
+}
+
+int vs_trace_dump(const char *target, const char *out, struct vs_dump_stats *st, char *why,
+		  size_t whylen)
+{
+	struct vs_shm s;
+	struct vs_capw w;
+	int rc = start_capture(&s, &w, target, out, why, whylen);
+	if (rc < 0)
+		return rc;
+	uint8_t *buf = malloc(s.hdr->ring_size);
+	if (!buf) {
+		vs_capw_close(&w, &s);
+		vs_shm_close(&s);
+		return -ENOMEM;
+	}
+	memset(st, 0, sizeof *st);
+	st->alive = vs_shm_owner_alive(s.hdr);
+	for (unsigned i = 0; i < s.hdr->ring_count; i++) {
+		struct vs_shm_ring *r = vs_shm_ring(&s, i);
+		uint32_t state = __atomic_load_n(&r->state, __ATOMIC_ACQUIRE);
+		if (state == VS_RING_FREE)
+			continue;
+		uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
+		uint64_t from = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+		size_t n = vs_ring_copy(&s, i, &from, head, buf, s.hdr->ring_size);
+		vs_capw_events(&w, r, i, buf, n);
+		vs_capw_loss(&w, r, i, r->dropped, r->overwritten);
+		st->threads++;
+		st->bytes += n;
+		st->overwritten += r->overwritten;
+		st->dropped += r->dropped;
+	}
+	free(buf);
+	return finish_capture(&s, &w, out, why, whylen);
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+int vs_trace_record(const char *target, const char *out, const struct vs_record_opts *o,
+		    struct vs_dump_stats *st, char *why, size_t whylen)
+{
+	struct vs_shm s;
+	struct vs_capw w;
+	int rc = start_capture(&s, &w, target, out, why, whylen);
+	if (rc < 0)
+		return rc;
+	struct vs_shm_header *h = s.hdr;
+	unsigned n = h->ring_count;
+	uint8_t *buf = malloc(h->ring_size);
+	uint64_t *from = calloc(n, sizeof *from);
+	uint32_t *gen = calloc(n, sizeof *gen);
+	bool *seen = calloc(n, sizeof *seen);
+	if (!buf || !from || !gen || !seen) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	memset(st, 0, sizeof *st);
+	if (o->enable_spec) {
+		uint32_t level, mask;
+		rc = vs_spec_parse(o->enable_spec, (const char *const *)s.meta.flag_names, &level,
+				   &mask, why, whylen);
+		if (rc < 0)
+			goto out;
+		struct vs_trace_control c;
+		vs_ctl_compute(&c, level, mask);
+		h->level = level;
+		h->flags = mask;
+		for (int i = 0; i < 8; i++)
+			__atomic_store_n(&h->ctl.enabled[i], c.enabled[i], __ATOMIC_RELAXED);
+	}
+	__atomic_store_n(&h->recorder_pid, (int32_t)getpid(), __ATOMIC_RELAXED);
+	__atomic_store_n(&h->mode, VS_MODE_STREAM, __ATOMIC_RELEASE);
+	if (o->started)
+		o->started(o->opaque);
+
+	uint64_t t_end = o->duration_s > 0 ? now_ns() + (uint64_t)(o->duration_s * 1e9) : 0;
+	bool last_pass = false;
+	for (;;) {
+		size_t got = 0;
+		bool owner_gone = !vs_shm_owner_alive(h) || __atomic_load_n(&h->exited, __ATOMIC_ACQUIRE);
+		for (unsigned i = 0; i < n; i++) {
+			struct vs_shm_ring *r = vs_shm_ring(&s, i);
+			uint32_t state = __atomic_load_n(&r->state, __ATOMIC_ACQUIRE);
+			if (state == VS_RING_FREE && !seen[i])
+				continue;
+			uint32_t g = __atomic_load_n(&r->generation, __ATOMIC_ACQUIRE);
+			if (!seen[i] || g != gen[i]) {
+				if (seen[i])
+					vs_capw_loss(&w, r, i, 0, 0);
+				seen[i] = true;
+				gen[i] = g;
+				from[i] = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+			}
+			uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
+			if (head != from[i]) {
+				uint64_t old_tail = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+				size_t k = vs_ring_copy(&s, i, &from[i], head, buf, h->ring_size);
+				vs_capw_events(&w, r, i, buf, k);
+				got += k;
+				st->bytes += k;
+				/* Hand the space back; the owner only moves the tail itself in
+				 * flight mode, i.e. before it noticed us. */
+				__atomic_compare_exchange_n(&r->tail, &old_tail, from[i], false,
+							    __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+			} else if (state == VS_RING_RETIRED) {
+				/* Drained a thread that has exited: its slot may be reused. */
+				uint32_t want = VS_RING_RETIRED;
+				__atomic_compare_exchange_n(&r->state, &want, VS_RING_FREE, false,
+							    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+			}
+		}
+		if (w.err) {
+			rc = w.err;
+			snprintf(why, whylen, "%s: write failed: %s", out, strerror(-rc));
+			goto out;
+		}
+		if (last_pass)
+			break;
+		if (owner_gone || (o->stop && *o->stop) || (t_end && now_ns() >= t_end)) {
+			last_pass = true; /* one more pass picks up what came meanwhile */
+			continue;
+		}
+		if (!got)
+			usleep(200);
+	}
+	for (unsigned i = 0; i < n; i++) {
+		if (!seen[i])
+			continue;
+		struct vs_shm_ring *r = vs_shm_ring(&s, i);
+		vs_capw_loss(&w, r, i, r->dropped, r->overwritten);
+		st->threads++;
+		st->dropped += r->dropped;
+		st->overwritten += r->overwritten;
+	}
+	st->alive = vs_shm_owner_alive(h) && !h->exited;
+out:
+	__atomic_store_n(&h->mode, VS_MODE_FLIGHT, __ATOMIC_RELEASE);
+	__atomic_store_n(&h->recorder_pid, 0, __ATOMIC_RELAXED);
+	free(buf);
+	free(from);
+	free(gen);
+	free(seen);
+	if (rc < 0) {
+		vs_capw_close(&w, &s);
+		vs_shm_close(&s);
+		return rc;
+	}
+	return finish_capture(&s, &w, out, why, whylen);
+}
+
+int vs_trace_enable(const char *target, const char *spec, char *why, size_t whylen)
+{
+	struct vs_shm s;
+	uint32_t level, mask;
+	int rc = vs_shm_open(&s, target, why, whylen);
+	if (rc < 0)
+		return rc;
+	rc = vs_spec_parse(spec, (const char *const *)s.meta.flag_names, &level, &mask, why, whylen);
+	if (rc == 0) {
+		struct vs_trace_control c;
+		vs_ctl_compute(&c, level, mask);
+		s.hdr->level = level;
+		s.hdr->flags = mask;
+		for (int i = 0; i < 8; i++)
+			__atomic_store_n(&s.hdr->ctl.enabled[i], c.enabled[i], __ATOMIC_RELAXED);
+	}
+	vs_shm_close(&s);
+	return rc;
+}

@@ -1,0 +1,573 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Trace runtime: sets itself up before main() (control block and per-thread rings
+ * in a shared-memory file), owns the slow path of event recording, and tears down
+ * at exit.  The fast path is inline in <vioscope/trace.h>.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
+#include "trace/tracefmt.h"
+#include "trace/runtime.h"
+
+#define DEFAULT_RINGS     64
+#define DEFAULT_RING_SIZE (1u << 20)
+
+/* Before init (and for the off flavour) sites see an all-zero control block. */
+static struct vs_trace_control boot_ctl;
+struct vs_trace_control *vs__ctl = &boot_ctl;
+int vs__ts_is_tsc;
+
+/* fast_end == 0 sends the first event of each thread to the slow path, which
+ * attaches a ring; a thread that has exited gets the dead writer and drops. */
+static struct vs_ring_writer attach_writer;
+static struct vs_ring_writer dead_writer;
+__thread struct vs_ring_writer *vs__tls_writer = &attach_writer;
+
+struct thread_ring {
+	struct vs_ring_writer w; /* first: the fast path sees only this */
+	struct vs_shm_ring *shm;
+	uint64_t size;
+	uint64_t pending_drops; /* to report with a marker once there is room */
+	unsigned slot;
+	unsigned drops_since_check;
+};
+
+static struct {
+	struct vs_shm_header *hdr;
+	size_t size;
+	char path[PATH_MAX];
+	pthread_key_t key;
+	bool key_ok;
+	FILE *print_file;
+	pthread_mutex_t print_lock;
+	struct vs_meta meta; /* for the print backend and flag names */
+	bool meta_ok;
+} rt = { .print_lock = PTHREAD_MUTEX_INITIALIZER };
+
+uint64_t vs__clock_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t realtime_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The TSC is usable when it is invariant (constant rate, runs in deep C-states),
+ * which CPUID 0x80000007 EDX bit 8 advertises. */
+static bool tsc_usable(void)
+{
+	const char *force = getenv("VIOSCOPE_TRACE_CLOCK");
+	if (force && strcmp(force, "monotonic") == 0)
+		return false;
+#if defined(__x86_64__) || defined(__i386__)
+	unsigned a, b, c, d;
+	if (!__get_cpuid(0x80000000, &a, &b, &c, &d) || a < 0x80000007)
+		return false;
+	__get_cpuid(0x80000007, &a, &b, &c, &d);
+	return (d >> 8) & 1;
+#else
+	return false;
+#endif
+}
+
+static pid_t gettid_(void)
+{
+	return (pid_t)syscall(SYS_gettid);
+}
+
+static uint64_t parse_size(const char *s)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 0);
+	if (errno || end == s)
+		return 0;
+	switch (*end) {
+	case 'k': case 'K': v <<= 10; end++; break;
+	case 'm': case 'M': v <<= 20; end++; break;
+	case 'g': case 'G': v <<= 30; end++; break;
+	}
+	return *end ? 0 : v;
+}
+
+static uint64_t ring_size_from_env(void)
+{
+	const char *s = getenv("VIOSCOPE_TRACE_RING");
+	if (!s)
+		return DEFAULT_RING_SIZE;
+	uint64_t v = parse_size(s);
+	if (v < 4096 || v > (1ull << 30) || (v & (v - 1))) {
+		fprintf(stderr, "vioscope trace: VIOSCOPE_TRACE_RING=%s: need a power of two "
+				"between 4K and 1G; using %u\n", s, DEFAULT_RING_SIZE);
+		return DEFAULT_RING_SIZE;
+	}
+	return v;
+}
+
+static unsigned rings_from_env(void)
+{
+	const char *s = getenv("VIOSCOPE_TRACE_THREADS");
+	if (!s)
+		return DEFAULT_RINGS;
+	uint64_t v = parse_size(s);
+	if (v < 1 || v > 4096) {
+		fprintf(stderr, "vioscope trace: VIOSCOPE_TRACE_THREADS=%s: need 1..4096; "
+				"using %u\n", s, DEFAULT_RINGS);
+		return DEFAULT_RINGS;
+	}
+	return (unsigned)v;
+}
+
+/* Map the control block and rings: a shared-memory file others can open, or, if
+ * that is impossible, private memory so tracing still works in-process. */
+static int map_shm(size_t size)
+{
+	void *p = MAP_FAILED;
+	int fd;
+
+	snprintf(rt.path, sizeof rt.path, "%s/%s%d", vs_shm_dir(), VS_SHM_PREFIX, (int)getpid());
+	fd = open(rt.path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd >= 0) {
+		if (ftruncate(fd, (off_t)size) == 0)
+			p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		close(fd);
+		if (p == MAP_FAILED)
+			unlink(rt.path);
+	}
+	if (p == MAP_FAILED) {
+		fprintf(stderr, "vioscope trace: cannot create %s (%s); tracing in private "
+				"memory\n", rt.path, strerror(errno));
+		rt.path[0] = '\0';
+		p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p == MAP_FAILED)
+			return -errno;
+	}
+	rt.hdr = p;
+	rt.size = size;
+	return 0;
+}
+
+static void apply_env_spec(void)
+{
+	const char *spec = getenv("VIOSCOPE_TRACE");
+	uint32_t level = VS_LEVEL_INFO, mask = 0xffffffffu;
+	char why[256];
+
+	if (spec && *spec) {
+		if (vs_spec_parse(spec, (const char *const *)rt.meta.flag_names, &level, &mask, why,
+				  sizeof why) < 0) {
+			fprintf(stderr, "vioscope trace: VIOSCOPE_TRACE=%s: %s; using info:all\n",
+				spec, why);
+			level = VS_LEVEL_INFO;
+			mask = 0xffffffffu;
+		}
+	}
+	vs_trace_set((int)level, mask);
+}
+
+static void on_exit_cleanup(void)
+{
+	if (!rt.hdr)
+		return;
+	__atomic_store_n(&rt.hdr->exited, 1, __ATOMIC_RELEASE);
+	if (rt.path[0] && !__atomic_load_n(&rt.hdr->keep, __ATOMIC_RELAXED))
+		unlink(rt.path);
+	if (rt.print_file && rt.print_file != stderr)
+		fflush(rt.print_file);
+}
+
+static void thread_exit(void *arg)
+{
+	struct thread_ring *tr = arg;
+	vs__tls_writer = &dead_writer;
+	__atomic_store_n(&tr->shm->state, VS_RING_RETIRED, __ATOMIC_RELEASE);
+	/* The ring's data stays in the file: a recorder drains it, a dump shows it. */
+}
+
+static void open_print_file(void)
+{
+	const char *path = getenv("VIOSCOPE_TRACE_FILE");
+	rt.print_file = stderr;
+	if (path && *path) {
+		FILE *f = fopen(path, "ae");
+		if (f)
+			rt.print_file = f;
+		else
+			fprintf(stderr, "vioscope trace: VIOSCOPE_TRACE_FILE=%s: %s; printing to "
+					"stderr\n", path, strerror(errno));
+	}
+}
+
+static void child_after_fork(void);
+
+int vs__runtime_init(void)
+{
+	void *blob = NULL;
+	size_t blob_len = 0;
+	char why[256];
+	int rc;
+
+	if (rt.hdr)
+		return 0;
+	rc = vs_meta_build_self(&blob, &blob_len);
+	if (rc < 0)
+		return rc;
+	rt.meta_ok = vs_meta_parse(&rt.meta, blob, blob_len, why, sizeof why) == 0;
+
+	unsigned nrings = rings_from_env();
+	uint64_t ring_size = ring_size_from_env();
+	size_t meta_off = (sizeof(struct vs_shm_header) + 63) & ~(size_t)63;
+	size_t rings_off = (meta_off + blob_len + 4095) & ~(size_t)4095;
+	size_t data_off = (rings_off + nrings * sizeof(struct vs_shm_ring) + 4095) & ~(size_t)4095;
+	size_t size = data_off + (size_t)nrings * ring_size;
+
+	rc = map_shm(size);
+	if (rc < 0) {
+		free(blob);
+		return rc;
+	}
+	struct vs_shm_header *h = rt.hdr;
+	h->version = VS_SHM_VERSION;
+	h->header_size = sizeof *h;
+	h->total_size = size;
+	h->pid = (int32_t)getpid();
+	h->start_time = vs_proc_start_time(getpid());
+	ssize_t n = readlink("/proc/self/exe", h->exe, sizeof h->exe - 1);
+	if (n < 0)
+		n = 0;
+	h->exe[n] = '\0';
+	snprintf(h->flavour, sizeof h->flavour, "%s", vs_trace_flavour());
+	vs__ts_is_tsc = tsc_usable();
+	h->clock_is_tsc = (uint32_t)vs__ts_is_tsc;
+	h->clk_ts0 = vs__now();
+	h->clk_mono0 = vs__clock_ns();
+	h->clk_real0 = realtime_ns();
+	h->meta_offset = meta_off;
+	h->meta_size = blob_len;
+	memcpy((uint8_t *)h + meta_off, blob, blob_len);
+	free(blob);
+	h->rings_offset = rings_off;
+	h->ring_count = nrings;
+	h->ring_size = ring_size;
+	h->data_offset = data_off;
+	h->mode = VS_MODE_FLIGHT;
+	const char *keep = getenv("VIOSCOPE_TRACE_KEEP");
+	h->keep = keep && *keep && strcmp(keep, "0") != 0;
+	/* Magic last: a tool that sees it sees a complete header. */
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	memcpy(h->magic, VS_SHM_MAGIC, 8);
+
+	vs__ctl = &h->ctl;
+	apply_env_spec();
+	rt.key_ok = pthread_key_create(&rt.key, thread_exit) == 0;
+	if (VS_TRACE_PRINT)
+		open_print_file();
+	atexit(on_exit_cleanup);
+	pthread_atfork(NULL, NULL, child_after_fork);
+	return 0;
+}
+
+__attribute__((constructor(101))) static void runtime_ctor(void)
+{
+	vs__runtime_init();
+}
+
+/* The child of fork() must not write into its parent's rings: give it its own file. */
+static void child_after_fork(void)
+{
+	struct vs_trace_control saved = rt.hdr ? rt.hdr->ctl : boot_ctl;
+	uint32_t level = rt.hdr ? rt.hdr->level : 0, flags = rt.hdr ? rt.hdr->flags : 0;
+
+	vs__ctl = &boot_ctl;
+	vs__tls_writer = &attach_writer;
+	if (rt.hdr)
+		munmap(rt.hdr, rt.size);
+	rt.hdr = NULL;
+	if (rt.meta_ok) {
+		vs_meta_free(&rt.meta);
+		rt.meta_ok = false;
+	}
+	if (vs__runtime_init() == 0) {
+		rt.hdr->ctl = saved;
+		rt.hdr->level = level;
+		rt.hdr->flags = flags;
+	}
+}
+
+static struct thread_ring *attach_ring(void)
+{
+	struct vs_shm_header *h = rt.hdr;
+	if (!h)
+		return NULL;
+	struct vs_shm_ring *rings = (struct vs_shm_ring *)((uint8_t *)h + h->rings_offset);
+	bool streaming = __atomic_load_n(&h->mode, __ATOMIC_ACQUIRE) == VS_MODE_STREAM;
+
+	for (int pass = 0; pass < 2; pass++) {
+		for (unsigned i = 0; i < h->ring_count; i++) {
+			uint32_t want = pass == 0 ? VS_RING_FREE : VS_RING_RETIRED;
+			uint32_t cur = want;
+			/* A retired ring still holds another thread's last events: only
+			 * reuse one when no recorder is waiting to drain it. */
+			if (pass == 1 && streaming)
+				break;
+			if (!__atomic_compare_exchange_n(&rings[i].state, &cur, VS_RING_ACTIVE,
+							 false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+				continue;
+			struct thread_ring *tr = calloc(1, sizeof *tr);
+			if (!tr) {
+				__atomic_store_n(&rings[i].state, want, __ATOMIC_RELEASE);
+				return NULL;
+			}
+			struct vs_shm_ring *r = &rings[i];
+			r->tid = (uint32_t)gettid_();
+			memset(r->thread_name, 0, sizeof r->thread_name);
+			pthread_getname_np(pthread_self(), r->thread_name, sizeof r->thread_name);
+			r->dropped = 0;
+			r->overwritten = 0;
+			/* Continue the stream position so a recorder never sees it go back. */
+			uint64_t pos = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
+			__atomic_store_n(&r->tail, pos, __ATOMIC_RELEASE);
+			__atomic_fetch_add(&r->generation, 1, __ATOMIC_RELEASE);
+			tr->shm = r;
+			tr->size = h->ring_size;
+			tr->slot = i;
+			tr->w.head = pos;
+			tr->w.data = (uint8_t *)h + h->data_offset + (size_t)i * h->ring_size;
+			tr->w.mask = h->ring_size - 1;
+			tr->w.pub = &r->head;
+			tr->w.fast_end = 0;
+			if (rt.key_ok)
+				pthread_setspecific(rt.key, tr);
+			return tr;
+		}
+	}
+	return NULL;
+}
+
+/* Oldest record at tail: how many bytes to skip and whether it was an event. */
+static uint64_t record_span(const struct thread_ring *tr, uint64_t pos, bool *is_event)
+{
+	uint64_t off = pos & tr->w.mask, room = tr->size - off;
+	*is_event = false;
+	if (room < sizeof(struct vs_event_header))
+		return room;
+	const struct vs_event_header *e = (const void *)(tr->w.data + off);
+	if (e->size < sizeof *e || e->size > room || (e->size & 7))
+		return room; /* cannot happen with our own writes; resynchronise at the wrap */
+	*is_event = e->site != VS_EVENT_PAD;
+	return e->site == VS_EVENT_PAD ? room : e->size;
+}
+
+/* Flight mode: make room by advancing the tail past whole records, at least a
+ * sixteenth of the ring at a time so a full ring doesn't take this path per event. */
+static uint64_t overwrite_oldest(struct thread_ring *tr, uint64_t need_tail)
+{
+	uint64_t tail = __atomic_load_n(&tr->shm->tail, __ATOMIC_ACQUIRE);
+	uint64_t target = need_tail + tr->size / 16;
+	uint64_t head = tr->w.head, lost = 0;
+	uint64_t t = tail;
+
+	if (target > head)
+		target = head;
+	while (t < target) {
+		bool is_event;
+		t += record_span(tr, t, &is_event);
+		lost += is_event;
+	}
+	/* A recorder attaching right now may move the tail too: whoever moves it first
+	 * wins, the other re-evaluates. */
+	if (!__atomic_compare_exchange_n(&tr->shm->tail, &tail, t, false, __ATOMIC_ACQ_REL,
+					 __ATOMIC_ACQUIRE))
+		return tail;
+	__atomic_store_n(&tr->shm->overwritten, tr->shm->overwritten + lost, __ATOMIC_RELAXED);
+	return t;
+}
+
+static bool recorder_gone(struct thread_ring *tr)
+{
+	if (++tr->drops_since_check < 4096)
+		return false;
+	tr->drops_since_check = 0;
+	int pid = __atomic_load_n(&rt.hdr->recorder_pid, __ATOMIC_RELAXED);
+	if (pid > 0 && kill(pid, 0) < 0 && errno == ESRCH) {
+		/* A recorder that died must not leave us dropping forever. */
+		__atomic_store_n(&rt.hdr->mode, VS_MODE_FLIGHT, __ATOMIC_RELEASE);
+		__atomic_store_n(&rt.hdr->recorder_pid, 0, __ATOMIC_RELAXED);
+		return true;
+	}
+	return false;
+}
+
+static void put_record(struct thread_ring *tr, uint32_t site, uint32_t size, const void *payload,
+		       size_t plen)
+{
+	struct vs_event_header e = { .ts = vs__now(), .site = site, .size = (uint16_t)size };
+	uint8_t *p = tr->w.data + (tr->w.head & tr->w.mask);
+	memcpy(p, &e, sizeof e);
+	if (plen)
+		memcpy(p + sizeof e, payload, plen);
+	tr->w.head += size;
+}
+
+uint8_t *vs__reserve_slow(struct vs_ring_writer *w, uint32_t len)
+{
+	struct thread_ring *tr;
+
+	if (w == &dead_writer || len > 0xfff8)
+		return NULL;
+	if (w == &attach_writer) {
+		tr = attach_ring();
+		if (!tr) {
+			if (rt.hdr)
+				__atomic_fetch_add(&rt.hdr->no_ring_drops, 1, __ATOMIC_RELAXED);
+			return NULL;
+		}
+		vs__tls_writer = &tr->w;
+	} else {
+		tr = (struct thread_ring *)w;
+	}
+	if (len > tr->size / 4) {
+		tr->pending_drops++;
+		return NULL;
+	}
+
+	for (;;) {
+		uint64_t head = tr->w.head;
+		uint64_t off = head & tr->w.mask;
+		uint32_t marker = tr->pending_drops ? 24 : 0;
+		/* A record never straddles the end: pad to the start when it wouldn't fit. */
+		uint64_t pad = off + marker + len > tr->size ? tr->size - off : 0;
+		uint64_t need = pad + marker + len;
+		uint64_t tail = __atomic_load_n(&tr->shm->tail, __ATOMIC_ACQUIRE);
+
+		if (head + need - tail > tr->size) {
+			uint32_t mode = __atomic_load_n(&rt.hdr->mode, __ATOMIC_ACQUIRE);
+			if (mode == VS_MODE_STREAM && !recorder_gone(tr)) {
+				tr->pending_drops++;
+				__atomic_store_n(&tr->shm->dropped, tr->shm->dropped + 1,
+						 __ATOMIC_RELAXED);
+				tr->w.fast_end = 0;
+				return NULL;
+			}
+			if (mode != VS_MODE_STREAM)
+				overwrite_oldest(tr, head + need - tr->size);
+			continue;
+		}
+		if (pad) {
+			if (pad >= sizeof(struct vs_event_header))
+				put_record(tr, VS_EVENT_PAD, (uint32_t)pad, NULL, 0);
+			else
+				tr->w.head += pad;
+		}
+		if (marker) {
+			uint64_t n = tr->pending_drops;
+			put_record(tr, VS_EVENT_DROPS, marker, &n, sizeof n);
+			tr->pending_drops = 0;
+		}
+		if (pad || marker)
+			__atomic_store_n(tr->w.pub, tr->w.head, __ATOMIC_RELEASE);
+		uint64_t wrap = (tr->w.head & ~tr->w.mask) + tr->size;
+		uint64_t limit = tail + tr->size;
+		tr->w.fast_end = wrap < limit ? wrap : limit;
+		return tr->w.data + (tr->w.head & tr->w.mask);
+	}
+}
+
+/* ---- control -------------------------------------------------------------------------- */
+int vs_trace_set(int level, uint32_t flag_mask)
+{
+	if (level < 0 || level > VS_LEVEL_MAX)
+		return -EINVAL;
+	if (!rt.hdr)
+		return -ENODEV;
+	struct vs_trace_control c;
+	vs_ctl_compute(&c, (uint32_t)level, flag_mask);
+	rt.hdr->level = (uint32_t)level;
+	rt.hdr->flags = flag_mask;
+	for (int i = 0; i < 8; i++)
+		__atomic_store_n(&rt.hdr->ctl.enabled[i], c.enabled[i], __ATOMIC_RELAXED);
+	return 0;
+}
+
+int vs_trace_set_spec(const char *spec)
+{
+	uint32_t level, mask;
+	char why[256];
+	if (vs_spec_parse(spec, (const char *const *)rt.meta.flag_names, &level, &mask, why,
+			  sizeof why) < 0)
+		return -EINVAL;
+	return vs_trace_set((int)level, mask);
+}
+
+void vs_trace_keep_on_exit(int keep)
+{
+	if (rt.hdr)
+		__atomic_store_n(&rt.hdr->keep, keep ? 1u : 0u, __ATOMIC_RELAXED);
+}
+
+const char *vs_trace_shm_path(void)
+{
+	return rt.hdr && rt.path[0] ? rt.path : NULL;
+}
+
+const char *vs_trace_flavour(void)
+{
+	return VS_TRACE_TIER >= 2 ? (VS_TRACE_PRINT ? "all-print" : "all")
+				  : (VS_TRACE_PRINT ? "cold-print" : "cold");
+}
+
+/* ---- print backend ------------------------------------------------------------------------ */
+void vs__print(const struct vs_site *site, const struct vs_caller *caller, const char *fmt, ...)
+{
+	char prefix[256];
+	va_list ap;
+
+	if (!rt.print_file)
+		open_print_file();
+	vs_format_prefix(prefix, sizeof prefix, realtime_ns(), (uint32_t)gettid_(), site->level,
+			 site->flag_name, caller ? caller->func : NULL, site->func);
+	pthread_mutex_lock(&rt.print_lock);
+	fputs(prefix, rt.print_file);
+	va_start(ap, fmt);
+	vfprintf(rt.print_file, fmt, ap);
+	va_end(ap);
+	fputc('\n', rt.print_file);
+	pthread_mutex_unlock(&rt.print_lock);
+}
+
+/* For the benchmark: redirect print output without touching the environment. */
+int vs__print_to(const char *path)
+{
+	FILE *f = fopen(path, "we");
+	if (!f)
+		return -errno;
+	pthread_mutex_lock(&rt.print_lock);
+	if (rt.print_file && rt.print_file != stderr)
+		fclose(rt.print_file);
+	rt.print_file = f;
+	pthread_mutex_unlock(&rt.print_lock);
+	return 0;
+}

@@ -1,0 +1,208 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The trace layer's interface for tools: the shared-memory layout a traced process
+ * exposes, the metadata blob, the capture file, and the decoder.  Traced programs
+ * never include this; they include <vioscope/trace.h> only.
+ */
+#ifndef VS_TRACEFMT_H
+#define VS_TRACEFMT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <vioscope/trace.h>
+
+/* ---- shared-memory file: $VIOSCOPE_TRACE_DIR (default /dev/shm)/vioscope-trace-<pid> ---- */
+#define VS_SHM_MAGIC   "VSTRSHM1"
+#define VS_SHM_VERSION 1
+#define VS_SHM_PREFIX  "vioscope-trace-"
+
+enum vs_ring_state { VS_RING_FREE = 0, VS_RING_ACTIVE = 1, VS_RING_RETIRED = 2 };
+enum vs_trace_mode { VS_MODE_FLIGHT = 0, VS_MODE_STREAM = 1 };
+
+/* Special site ids in event records. */
+#define VS_EVENT_PAD 0xfffffffeu /* filler up to the end of the ring; skip to its start */
+/* VS_EVENT_DROPS (trace.h): payload u64 count of events dropped just before this point */
+
+/* One per thread slot.  Owner-written and reader-written fields sit on different
+ * cache lines so a streaming recorder doesn't slow the producer. */
+struct vs_shm_ring {
+	uint64_t head;        /* published write position, bytes, monotonic */
+	uint64_t dropped;     /* events dropped: stream mode and ring full */
+	uint64_t overwritten; /* events overwritten: flight mode */
+	uint32_t state;       /* enum vs_ring_state */
+	uint32_t tid;
+	uint32_t generation;  /* bumped each time a thread takes the slot */
+	uint32_t pad0;
+	char thread_name[16];
+	uint8_t pad1[64 - 56];
+	uint64_t tail;        /* oldest valid position: the recorder's (stream) or owner's (flight) */
+	uint8_t pad2[56];
+};
+_Static_assert(sizeof(struct vs_shm_ring) == 128, "ring header is two cache lines");
+
+struct vs_shm_header {
+	char magic[8];
+	uint32_t version;
+	uint32_t header_size;
+	uint64_t total_size;
+	struct vs_trace_control ctl; /* what sites test; rewritten live by `trace enable` */
+	uint32_t level;              /* threshold and mask that ctl was computed from */
+	uint32_t flags;
+	uint32_t mode;               /* enum vs_trace_mode */
+	int32_t recorder_pid;        /* 0 when nobody streams */
+	int32_t pid;
+	uint32_t exited;             /* set by a normal exit */
+	uint64_t start_time;         /* /proc/PID/stat starttime: tells a reused pid apart */
+	char exe[256];
+	char flavour[16];
+	uint32_t clock_is_tsc;       /* else timestamps are CLOCK_MONOTONIC ns */
+	uint32_t keep;               /* keep the file at exit */
+	uint64_t clk_ts0;            /* reference point taken at start: timestamp, */
+	uint64_t clk_mono0;          /* CLOCK_MONOTONIC ns */
+	uint64_t clk_real0;          /* CLOCK_REALTIME ns */
+	uint64_t meta_offset;        /* metadata blob (vs_meta_*) */
+	uint64_t meta_size;
+	uint64_t rings_offset;       /* struct vs_shm_ring[ring_count] */
+	uint32_t ring_count;
+	uint32_t pad0;
+	uint64_t ring_size;          /* data bytes per ring, power of two */
+	uint64_t data_offset;        /* ring i's data at data_offset + i * ring_size */
+	uint64_t no_ring_drops;      /* events lost because every slot was taken */
+};
+
+/* ---- metadata blob: site table, flag names, callers (also a capture section) ---------- */
+struct vs_meta_site {
+	const char *file, *func, *fmt, *flag_name;
+	uint32_t line;
+	uint8_t level, flag, hot, nargs;
+	uint8_t types[VS_TRACE_MAX_ARGS];
+};
+struct vs_meta_caller {
+	const char *func, *file;
+	uint32_t line;
+};
+struct vs_meta {
+	uint32_t nsites, nflags, ncallers;
+	struct vs_meta_site *sites;
+	struct vs_meta_caller *callers;
+	const char *flag_names[32]; /* NULL where no flag has that bit */
+	char *strings;              /* owns every string above */
+};
+
+/* Serialise this process's own sections (runtime use); malloc'd blob. */
+int vs_meta_build_self(void **blob, size_t *len);
+/* Parse a blob; on error -EINVAL and `why` says at which byte and what. */
+int vs_meta_parse(struct vs_meta *m, const void *blob, size_t len, char *why, size_t whylen);
+void vs_meta_free(struct vs_meta *m);
+/* Flag name lookup (case-insensitive); -1 if unknown. */
+int vs_meta_flag_bit(const struct vs_meta *m, const char *name);
+
+/* Parse "LEVEL[:FLAG,FLAG...]" (flags also "all" or 0xMASK).  Unknown names are an
+ * error that names the culprit. */
+int vs_spec_parse(const char *spec, const char *const flag_names[32], uint32_t *level,
+		  uint32_t *mask, char *why, size_t whylen);
+/* Recompute control words from a threshold and mask. */
+void vs_ctl_compute(struct vs_trace_control *ctl, uint32_t level, uint32_t mask);
+const char *vs_level_name(unsigned level);
+
+/* ---- tool side: attach to a process's shared memory ------------------------------------ */
+struct vs_shm {
+	char path[512];
+	int fd;
+	struct vs_shm_header *hdr;
+	size_t size;
+	struct vs_meta meta;
+};
+const char *vs_shm_dir(void);
+/* target: a pid or a path to a shm file.  Validates the layout fully. */
+int vs_shm_open(struct vs_shm *s, const char *target, char *why, size_t whylen);
+void vs_shm_close(struct vs_shm *s);
+struct vs_shm_ring *vs_shm_ring(const struct vs_shm *s, unsigned i);
+const uint8_t *vs_shm_ring_data(const struct vs_shm *s, unsigned i);
+/* Is the process that owns this file alive (same pid and start time)? */
+bool vs_shm_owner_alive(const struct vs_shm_header *h);
+uint64_t vs_proc_start_time(int pid);
+
+/* Copy the valid records in [*from, head) of ring i into buf (unwrapped, pads
+ * removed); returns bytes copied and sets *from to the position after the last
+ * record copied.  Safe against a live producer: records it may have overwritten
+ * during the copy are left out. */
+size_t vs_ring_copy(const struct vs_shm *s, unsigned i, uint64_t *from, uint64_t head, uint8_t *buf,
+		    size_t buflen);
+
+/* ---- capture file -------------------------------------------------------------------- */
+#define VS_CAP_MAGIC   "VIOSCOPE"
+#define VS_CAP_VERSION 1
+enum vs_cap_section {
+	VS_SEC_PROCESS = 1, /* u32 pid, u32 flavour_len... see docs/CAPTURE-FORMAT.md */
+	VS_SEC_CLOCK = 2,   /* u32 is_tsc, u32 0, u64 ts0, mono0, real0, ts1, mono1, real1 */
+	VS_SEC_META = 3,    /* metadata blob */
+	VS_SEC_EVENTS = 4,  /* u32 tid, u32 slot, u32 generation, u32 0, char name[16], records */
+	VS_SEC_LOSS = 5,    /* u32 tid, u32 slot, u64 dropped, u64 overwritten */
+	VS_SEC_END = 6,     /* u64 events, u64 no_ring_drops */
+};
+struct vs_cap_file_header {
+	char magic[8];
+	uint16_t version;
+	uint16_t header_size;
+	uint32_t flags;
+};
+struct vs_cap_section_header {
+	uint32_t type;
+	uint32_t reserved;
+	uint64_t size; /* payload bytes, payload padded to 8 */
+};
+struct vs_cap_clock {
+	uint32_t is_tsc, pad;
+	uint64_t ts0, mono0, real0, ts1, mono1, real1;
+};
+
+struct vs_capw {
+	FILE *f;
+	uint64_t events;
+	int err;
+};
+int vs_capw_open(struct vs_capw *w, const char *path, const struct vs_shm *s);
+int vs_capw_events(struct vs_capw *w, const struct vs_shm_ring *r, unsigned slot, const void *data,
+		   size_t len);
+int vs_capw_loss(struct vs_capw *w, const struct vs_shm_ring *r, unsigned slot, uint64_t dropped,
+		 uint64_t overwritten);
+int vs_capw_close(struct vs_capw *w, const struct vs_shm *s);
+void vs_clock_now(const struct vs_shm_header *h, uint64_t *ts, uint64_t *mono, uint64_t *real);
+
+/* ---- decoding ---------------------------------------------------------------------- */
+struct vs_cap_event {
+	uint64_t real_ns; /* wall clock */
+	uint32_t tid;
+	const char *thread_name;
+	const struct vs_meta_site *site; /* NULL for a drop/loss marker */
+	const struct vs_meta_caller *caller;
+	uint64_t lost;                   /* for markers: events lost here */
+	const char *lost_what;           /* "dropped" or "overwritten" */
+	const uint8_t *args;
+	size_t args_len;
+};
+struct vs_capture; /* an opened, validated capture */
+int vs_capture_open(struct vs_capture **c, const char *path, char *why, size_t whylen);
+void vs_capture_close(struct vs_capture *c);
+const struct vs_meta *vs_capture_meta(const struct vs_capture *c);
+/* Visit every event in time order (threads merged).  A callback returning non-zero
+ * stops the walk and is returned.  Malformed records: -EINVAL with `why`. */
+typedef int (*vs_event_fn)(const struct vs_cap_event *ev, void *opaque);
+int vs_capture_walk(struct vs_capture *c, vs_event_fn fn, void *opaque, char *why, size_t whylen);
+
+/* Format a site's message from recorded argument bytes.  Returns 0, or -EINVAL when
+ * the bytes don't match the site's argument types (text then shows where). */
+int vs_format_message(char *out, size_t outlen, const struct vs_meta_site *site, const uint8_t *args,
+		      size_t len);
+/* "2026-11-29 20:31:05.123456789" */
+void vs_format_walltime(char *out, size_t outlen, uint64_t real_ns);
+/* The prefix shared by the decoder and the print backend:
+ * "TIME TID LEVEL FLAG FUNC: " (FUNC is caller>callee for inline helpers). */
+int vs_format_prefix(char *out, size_t outlen, uint64_t real_ns, uint32_t tid, unsigned level,
+		     const char *flag, const char *caller, const char *func);
+
+#endif /* VS_TRACEFMT_H */

@@ -1,0 +1,320 @@
+/* SPDX-License-Identifier: MIT */
+/* `vioscope trace ...`: the tools side of tracing. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tools/commands.h"
+#include "trace/record.h"
+
+static volatile sig_atomic_t stop_requested;
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop_requested = 1;
+}
+
+static void trace_usage(FILE *f)
+{
+	fputs("usage: vioscope trace SUBCOMMAND\n"
+	      "  list                         traced processes (live and dead) and their settings\n"
+	      "  enable PID SPEC              set level and flags live, SPEC = LEVEL[:FLAG,...]\n"
+	      "                               e.g. verbose:io,queue   info:all   off\n"
+	      "  record PID -o FILE [--duration S] [--enable SPEC]\n"
+	      "                               stream events to FILE until PID exits, S seconds\n"
+	      "                               pass, or Ctrl-C\n"
+	      "  dump PID|SHMFILE -o FILE     take the last events (flight recorder) of a live or\n"
+	      "                               dead process\n"
+	      "  decode FILE [--json] [--level L] [--flag F,...] [--thread TID]\n"
+	      "              [--from S] [--to S]\n"
+	      "                               print events; S = seconds from the first event\n"
+	      "  clean [--dry-run]            remove trace files of dead processes\n",
+	      f);
+}
+
+double parse_seconds(const char *s)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || end == s || *end || v < 0)
+		return -1;
+	return v;
+}
+
+static int trace_list(int argc, char **argv)
+{
+	(void)argv;
+	if (argc > 1) {
+		fprintf(stderr, "vioscope trace list: takes no arguments\n");
+		return 2;
+	}
+	DIR *d = opendir(vs_shm_dir());
+	if (!d) {
+		fprintf(stderr, "vioscope trace list: %s: %s\n", vs_shm_dir(), strerror(errno));
+		return 1;
+	}
+	printf("%-8s %-5s %-10s %-8s %-24s %-7s %s\n", "PID", "STATE", "FLAVOUR", "LEVEL", "FLAGS",
+	       "THREADS", "PROGRAM");
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (strncmp(e->d_name, VS_SHM_PREFIX, strlen(VS_SHM_PREFIX)) != 0)
+			continue;
+		char path[1024], why[512];
+		struct vs_shm s;
+		snprintf(path, sizeof path, "%s/%s", vs_shm_dir(), e->d_name);
+		if (vs_shm_open(&s, path, why, sizeof why) < 0) {
+			printf("%-8s %-5s %s\n", "?", "bad", why);
+			continue;
+		}
+		char flags[256] = "";
+		if (s.hdr->flags == 0xffffffffu) {
+			strcpy(flags, "all");
+		} else {
+			for (int i = 0; i < 32; i++) {
+				if (!(s.hdr->flags & (1u << i)))
+					continue;
+				size_t n = strlen(flags);
+				snprintf(flags + n, sizeof flags - n, "%s%s", n ? "," : "",
+					 s.meta.flag_names[i] ? s.meta.flag_names[i] : "?");
+			}
+		}
+		unsigned threads = 0;
+		for (unsigned i = 0; i < s.hdr->ring_count; i++)
+			threads += vs_shm_ring(&s, i)->state != VS_RING_FREE;
+		bool alive = vs_shm_owner_alive(s.hdr) && !s.hdr->exited;
+		printf("%-8d %-5s %-10s %-8s %-24s %-7u %s\n", s.hdr->pid, alive ? "live" : "dead",
+		       s.hdr->flavour, vs_level_name(s.hdr->level), flags, threads, s.hdr->exe);
+		vs_shm_close(&s);
+	}
+	closedir(d);
+	return 0;
+}
+
+static int trace_clean(int argc, char **argv)
+{
+	bool dry = argc > 1 && !strcmp(argv[1], "--dry-run");
+	if (argc > 2 || (argc == 2 && !dry)) {
+		fprintf(stderr, "vioscope trace clean: usage: clean [--dry-run]\n");
+		return 2;
+	}
+	DIR *d = opendir(vs_shm_dir());
+	if (!d) {
+		fprintf(stderr, "vioscope trace clean: %s: %s\n", vs_shm_dir(), strerror(errno));
+		return 1;
+	}
+	struct dirent *e;
+	int removed = 0, rc = 0;
+	while ((e = readdir(d))) {
+		if (strncmp(e->d_name, VS_SHM_PREFIX, strlen(VS_SHM_PREFIX)) != 0)
+			continue;
+		char path[1024], why[512];
+		struct vs_shm s;
+		snprintf(path, sizeof path, "%s/%s", vs_shm_dir(), e->d_name);
+		bool dead;
+		if (vs_shm_open(&s, path, why, sizeof why) < 0) {
+			/* Not even a valid header: only remove it if its pid is gone. */
+			long pid = strtol(e->d_name + strlen(VS_SHM_PREFIX), NULL, 10);
+			dead = pid > 0 && kill((pid_t)pid, 0) < 0 && errno == ESRCH;
+		} else {
+			dead = !vs_shm_owner_alive(s.hdr);
+			vs_shm_close(&s);
+		}
+		if (!dead)
+			continue;
+		printf("%s %s\n", dry ? "would remove" : "removed", path);
+		if (!dry && unlink(path) < 0) {
+			fprintf(stderr, "vioscope trace clean: %s: %s\n", path, strerror(errno));
+			rc = 1;
+		}
+		removed++;
+	}
+	closedir(d);
+	if (!removed)
+		printf("no trace files of dead processes in %s\n", vs_shm_dir());
+	return rc;
+}
+
+static int trace_enable(int argc, char **argv)
+{
+	char why[512];
+	if (argc != 3) {
+		fprintf(stderr, "vioscope trace enable: usage: enable PID LEVEL[:FLAG,...]\n");
+		return 2;
+	}
+	if (vs_trace_enable(argv[1], argv[2], why, sizeof why) < 0) {
+		fprintf(stderr, "vioscope trace enable: %s\n", why);
+		return 1;
+	}
+	printf("pid %s: tracing set to %s\n", argv[1], argv[2]);
+	return 0;
+}
+
+static int trace_record_or_dump(int argc, char **argv, bool record)
+{
+	static const struct option opts[] = { { "output", required_argument, 0, 'o' },
+					      { "duration", required_argument, 0, 'd' },
+					      { "enable", required_argument, 0, 'e' },
+					      { "help", no_argument, 0, 'h' },
+					      { 0, 0, 0, 0 } };
+	const char *out = NULL, *spec = NULL;
+	const char *name = record ? "record" : "dump";
+	double duration = 0;
+	int c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "o:d:e:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'o':
+			out = optarg;
+			break;
+		case 'd':
+			duration = parse_seconds(optarg);
+			if (duration < 0 || !record) {
+				fprintf(stderr, "vioscope trace %s: bad --duration '%s'\n", name,
+					optarg);
+				return 2;
+			}
+			break;
+		case 'e':
+			spec = optarg;
+			break;
+		case 'h':
+			trace_usage(stdout);
+			return 0;
+		default:
+			return 2;
+		}
+	}
+	if (optind != argc - 1 || !out) {
+		fprintf(stderr, "vioscope trace %s: usage: %s PID -o FILE%s\n", name, name,
+			record ? " [--duration S] [--enable SPEC]" : "");
+		return 2;
+	}
+	char why[512];
+	struct vs_dump_stats st;
+	int rc;
+	if (record) {
+		struct sigaction sa = { .sa_handler = on_signal };
+		sigaction(SIGINT, &sa, NULL);
+		sigaction(SIGTERM, &sa, NULL);
+		struct vs_record_opts ro = { .duration_s = duration, .stop = &stop_requested,
+					     .enable_spec = spec };
+		rc = vs_trace_record(argv[optind], out, &ro, &st, why, sizeof why);
+	} else {
+		rc = vs_trace_dump(argv[optind], out, &st, why, sizeof why);
+	}
+	if (rc < 0) {
+		fprintf(stderr, "vioscope trace %s: %s\n", name, why);
+		return 1;
+	}
+	fprintf(stderr, "%s: %u thread(s), %llu bytes of events, %llu dropped, %llu overwritten%s\n",
+		out, st.threads, (unsigned long long)st.bytes, (unsigned long long)st.dropped,
+		(unsigned long long)st.overwritten, st.alive ? "" : " (process not running)");
+	return 0;
+}
+
+static int trace_decode(int argc, char **argv)
+{
+	static const struct option opts[] = { { "json", no_argument, 0, 'j' },
+					      { "level", required_argument, 0, 'l' },
+					      { "flag", required_argument, 0, 'f' },
+					      { "thread", required_argument, 0, 't' },
+					      { "from", required_argument, 0, 'F' },
+					      { "to", required_argument, 0, 'T' },
+					      { "help", no_argument, 0, 'h' },
+					      { 0, 0, 0, 0 } };
+	struct vs_decode_opts o = { .to_s = -1 };
+	int c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "jl:f:t:h", opts, NULL)) != -1) {
+		char why[256];
+		uint32_t mask;
+		char *end;
+		switch (c) {
+		case 'j':
+			o.json = true;
+			break;
+		case 'l':
+			if (vs_spec_parse(optarg, NULL, &o.max_level, &mask, why, sizeof why) < 0 ||
+			    o.max_level == 0) {
+				fprintf(stderr, "vioscope trace decode: --level %s: %s\n", optarg,
+					o.max_level == 0 ? "level must not be off" : why);
+				return 2;
+			}
+			break;
+		case 'f':
+			o.flag_spec = optarg;
+			break;
+		case 't':
+			errno = 0;
+			o.tid = (uint32_t)strtoul(optarg, &end, 10);
+			if (errno || *end || !o.tid) {
+				fprintf(stderr, "vioscope trace decode: bad --thread '%s'\n", optarg);
+				return 2;
+			}
+			break;
+		case 'F':
+		case 'T': {
+			double v = parse_seconds(optarg);
+			if (v < 0) {
+				fprintf(stderr, "vioscope trace decode: bad --%s '%s' (seconds)\n",
+					c == 'F' ? "from" : "to", optarg);
+				return 2;
+			}
+			*(c == 'F' ? &o.from_s : &o.to_s) = v;
+			break;
+		}
+		case 'h':
+			trace_usage(stdout);
+			return 0;
+		default:
+			return 2;
+		}
+	}
+	if (optind != argc - 1) {
+		fprintf(stderr, "vioscope trace decode: usage: decode FILE [options]\n");
+		return 2;
+	}
+	char why[512];
+	if (vs_trace_decode(argv[optind], &o, stdout, why, sizeof why) < 0) {
+		fprintf(stderr, "vioscope trace decode: %s\n", why);
+		return 1;
+	}
+	return 0;
+}
+
+int cmd_trace(int argc, char **argv)
+{
+	if (argc < 2) {
+		trace_usage(stderr);
+		return 2;
+	}
+	const char *sub = argv[1];
+	argc--;
+	argv++;
+	if (!strcmp(sub, "list"))
+		return trace_list(argc, argv);
+	if (!strcmp(sub, "enable"))
+		return trace_enable(argc, argv);
+	if (!strcmp(sub, "record"))
+		return trace_record_or_dump(argc, argv, true);
+	if (!strcmp(sub, "dump"))
+		return trace_record_or_dump(argc, argv, false);
+	if (!strcmp(sub, "decode"))
+		return trace_decode(argc, argv);
+	if (!strcmp(sub, "clean"))
+		return trace_clean(argc, argv);
+	if (!strcmp(sub, "-h") || !strcmp(sub, "--help")) {
+		trace_usage(stdout);
+		return 0;
+	}
+	fprintf(stderr, "vioscope trace: unknown subcommand '%s'\n", sub);
+	trace_usage(stderr);
+	return 2;
+}

@@ -1,0 +1,21 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef VS_TOOLS_COMMANDS_H
+#define VS_TOOLS_COMMANDS_H
+
+struct command {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+	const char *help;
+};
+
+/* Each returns the process exit status: 0 ok, 1 failure, 2 bad command line. */
+int cmd_trace(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_bench_trace(int argc, char **argv);
+int cmd_demo(int argc, char **argv);
+int cmd_target(int argc, char **argv);
+
+/* Parse a non-negative decimal number of seconds; -1 when malformed. */
+double parse_seconds(const char *s);
+
+#endif
