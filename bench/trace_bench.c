@@ -1,2 +1,515 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * `vioscope bench trace`: what one trace event costs, case against case in the
+ * same run.  Cases are interleaved round by round so that drift on a shared
+ * machine hits them all alike; figures are min/median/max over the rounds.
+ * Instruction counts come from callgrind (the binary re-runs itself under
+ * valgrind at two iteration counts; the difference divided by the count
+ * difference removes start-up costs).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <vioscope/trace.h>
+
+#include "bench/trace_bench.h"
 #include "tools/commands.h"
-int cmd_bench_trace(int argc, char **argv) { (void)argc; (void)argv; return 0; }
+#include "trace/record.h"
+#include "trace/runtime.h"
+
+#define BARRIER() __asm__ __volatile__("" ::: "memory")
+
+/* ---- the measured loops -------------------------------------------------------------------- */
+static void loop_empty(uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++)
+		BARRIER();
+}
+
+static void loop_disabled(uint64_t n)
+{
+	/* BENCH is enabled only up to warning level here: this info site is compiled in,
+	 * switched off, and re-tested each iteration (the barrier forbids hoisting). */
+	for (uint64_t i = 0; i < n; i++) {
+		VS_INFO(BENCH, "disabled %llu %d", (unsigned long long)i, 7);
+		BARRIER();
+	}
+}
+
+static void loop_args0(uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++) {
+		VS_WARNING(BENCH, "event without arguments");
+		BARRIER();
+	}
+}
+
+static void loop_args2(uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++) {
+		VS_WARNING(BENCH, "event %u %u", (unsigned)i, 42u);
+		BARRIER();
+	}
+}
+
+static void loop_args4(uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++) {
+		VS_WARNING(BENCH, "event %u %u %u %u", (unsigned)i, 1u, 2u, 3u);
+		BARRIER();
+	}
+}
+
+static void loop_string(uint64_t n)
+{
+	const char *s = "sixteen-chars-ab";
+	for (uint64_t i = 0; i < n; i++) {
+		VS_WARNING(BENCH, "event %u %s", (unsigned)i, s);
+		BARRIER();
+	}
+}
+
+static FILE *fprintf_file;
+static void loop_fprintf(uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++) {
+		fprintf(fprintf_file, "event %u %u\n", (unsigned)i, 42u);
+		BARRIER();
+	}
+}
+
+/* The floor: a TSC read and a 24-byte store into a per-thread array. */
+struct floor_rec {
+	uint64_t ts;
+	uint32_t a, b, c, d;
+};
+static __thread struct floor_rec floor_ring[4096];
+static void loop_floor(uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++) {
+		struct floor_rec *r = &floor_ring[i & 4095];
+		r->ts = vs__rdtsc();
+		r->a = (uint32_t)i;
+		r->b = 42;
+		BARRIER();
+	}
+}
+
+struct bcase {
+	const char *name;
+	void (*fn)(uint64_t n);
+	bool two_threads; /* also measured on two threads */
+};
+
+static const struct bcase cases[] = {
+	{ "loop-overhead", loop_empty, false },
+	{ "disabled", loop_disabled, true },
+	{ "floor-tsc+store24", loop_floor, true },
+	{ "binary-0-args", loop_args0, true },
+	{ "binary-2-ints", loop_args2, true },
+	{ "binary-4-ints", loop_args4, true },
+	{ "binary-string16", loop_string, true },
+	{ "print-backend", vs_bench_loop_print, false },
+	{ "fprintf-file", loop_fprintf, false },
+};
+#define NCASES (sizeof cases / sizeof cases[0])
+
+static int find_case(const char *name)
+{
+	for (size_t i = 0; i < NCASES; i++)
+		if (!strcmp(cases[i].name, name))
+			return (int)i;
+	return -1;
+}
+
+/* ---- timing ----------------------------------------------------------------------------------- */
+static double now_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static void pin(int cpu)
+{
+	cpu_set_t set;
+	int ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
+	CPU_ZERO(&set);
+	CPU_SET(ncpu > 0 ? cpu % ncpu : 0, &set);
+	sched_setaffinity(0, sizeof set, &set);
+}
+
+struct run_arg {
+	const struct bcase *c;
+	uint64_t n;
+	int cpu;
+	double ns;
+	pthread_barrier_t *start;
+};
+
+static void *run_thread(void *p)
+{
+	struct run_arg *a = p;
+	pin(a->cpu);
+	a->c->fn(a->n / 16); /* warm: attach the ring, fault pages in */
+	if (a->start)
+		pthread_barrier_wait(a->start);
+	double t0 = now_s();
+	a->c->fn(a->n);
+	a->ns = (now_s() - t0) * 1e9 / (double)a->n;
+	return NULL;
+}
+
+/* One measurement: ns per event on 1 thread, or the mean per thread on 2. */
+static double measure(const struct bcase *c, uint64_t n, int threads)
+{
+	struct run_arg a[2] = { { c, n, 0, 0, NULL }, { c, n, 1, 0, NULL } };
+	pthread_t t[2];
+	pthread_barrier_t b;
+	if (threads == 1) {
+		run_thread(&a[0]);
+		return a[0].ns;
+	}
+	pthread_barrier_init(&b, NULL, 2);
+	for (int i = 0; i < 2; i++) {
+		a[i].start = &b;
+		pthread_create(&t[i], NULL, run_thread, &a[i]);
+	}
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	pthread_barrier_destroy(&b);
+	return (a[0].ns + a[1].ns) / 2;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+struct result {
+	const char *name;
+	int threads;
+	double min, med, max;
+	double instr; /* < 0: not measured */
+	double rate;  /* sustained: events/s */
+	uint64_t dropped;
+};
+
+/* ---- callgrind ----------------------------------------------------------------------------- */
+static double callgrind_total(const char *exe, const char *cname, uint64_t n)
+{
+	char out[] = "/tmp/vioscope-cg-XXXXXX";
+	int fd = mkstemp(out);
+	if (fd < 0)
+		return -1;
+	close(fd);
+	char nbuf[32], outarg[64];
+	snprintf(nbuf, sizeof nbuf, "%llu", (unsigned long long)n);
+	snprintf(outarg, sizeof outarg, "--callgrind-out-file=%s", out);
+	pid_t pid = fork();
+	if (pid == 0) {
+		int devnull = open("/dev/null", O_WRONLY);
+		if (devnull >= 0) {
+			dup2(devnull, 1);
+			dup2(devnull, 2);
+		}
+		execlp("valgrind", "valgrind", "--tool=callgrind", outarg, exe, "bench", "trace",
+		       "--inner", cname, nbuf, (char *)NULL);
+		_exit(127);
+	}
+	int st;
+	waitpid(pid, &st, 0);
+	double total = -1;
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
+		FILE *f = fopen(out, "r");
+		char line[256];
+		while (f && fgets(line, sizeof line, f))
+			if (!strncmp(line, "summary:", 8) || !strncmp(line, "totals:", 7))
+				total = strtod(strchr(line, ':') + 1, NULL);
+		if (f)
+			fclose(f);
+	}
+	unlink(out);
+	return total;
+}
+
+static bool have_valgrind(void)
+{
+	return system("valgrind --version >/dev/null 2>&1") == 0;
+}
+
+/* ---- sustained recording ------------------------------------------------------------------- */
+static int sustained(const char *exe, uint64_t n, struct result *r, const char *dir)
+{
+	char capture[512], pidbuf[32];
+	snprintf(capture, sizeof capture, "%s/vioscope-bench-%d.vst", dir, (int)getpid());
+	snprintf(pidbuf, sizeof pidbuf, "%d", (int)getpid());
+	pid_t rec = fork();
+	if (rec == 0) {
+		pin(1);
+		int devnull = open("/dev/null", O_WRONLY);
+		if (devnull >= 0)
+			dup2(devnull, 2);
+		execl(exe, exe, "trace", "record", pidbuf, "-o", capture, (char *)NULL);
+		_exit(127);
+	}
+	/* Wait until the recorder has switched us to streaming. */
+	struct vs_shm s;
+	char why[256];
+	if (vs_shm_open(&s, pidbuf, why, sizeof why) < 0) {
+		fprintf(stderr, "bench: %s\n", why);
+		kill(rec, SIGKILL);
+		waitpid(rec, NULL, 0);
+		return -1;
+	}
+	for (int i = 0; i < 5000 && __atomic_load_n(&s.hdr->mode, __ATOMIC_ACQUIRE) != VS_MODE_STREAM;
+	     i++)
+		usleep(1000);
+	pin(0);
+	loop_args2(1000);
+	uint64_t before = 0;
+	for (unsigned i = 0; i < s.hdr->ring_count; i++)
+		before += vs_shm_ring(&s, i)->dropped;
+	double t0 = now_s();
+	loop_args2(n);
+	double dt = now_s() - t0;
+	uint64_t after = 0;
+	for (unsigned i = 0; i < s.hdr->ring_count; i++)
+		after += vs_shm_ring(&s, i)->dropped;
+	kill(rec, SIGINT);
+	int st;
+	waitpid(rec, &st, 0);
+	vs_shm_close(&s);
+	struct stat sb;
+	r->name = "sustained-record-2-ints";
+	r->threads = 1;
+	r->rate = (double)n / dt;
+	r->min = r->med = r->max = dt * 1e9 / (double)n;
+	r->dropped = after - before;
+	r->instr = -1;
+	bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0 && stat(capture, &sb) == 0;
+	unlink(capture);
+	return ok ? 0 : -1;
+}
+
+/* ---- command ----------------------------------------------------------------------------------- */
+static void usage(FILE *f)
+{
+	fputs("usage: vioscope bench trace [--json] [--rounds N] [--events N] [--quick]\n"
+	      "                            [--no-callgrind] [--no-sustained]\n"
+	      "ns per event (min/median/max over interleaved rounds, pinned) and instructions\n"
+	      "per event (callgrind) for each case, on one thread and on two; then the\n"
+	      "sustained rate while `vioscope trace record` streams to a file.\n",
+	      f);
+}
+
+int cmd_bench_trace(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, 0, 'j' },        { "rounds", required_argument, 0, 'r' },
+		{ "events", required_argument, 0, 'n' }, { "quick", no_argument, 0, 'q' },
+		{ "no-callgrind", no_argument, 0, 'C' }, { "no-sustained", no_argument, 0, 'S' },
+		{ "inner", required_argument, 0, 'I' },  { "help", no_argument, 0, 'h' },
+		{ 0, 0, 0, 0 }
+	};
+	bool json = false, callgrind = true, sust = true;
+	int rounds = 11;
+	uint64_t events = 2000000;
+	const char *inner = NULL;
+	char *end;
+	int c;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "jr:n:qh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'j':
+			json = true;
+			break;
+		case 'r':
+			rounds = (int)strtol(optarg, &end, 10);
+			if (*end || rounds < 1 || rounds > 1000) {
+				fprintf(stderr, "bench trace: bad --rounds '%s' (1-1000)\n", optarg);
+				return 2;
+			}
+			break;
+		case 'n':
+			events = strtoull(optarg, &end, 10);
+			if (*end || events < 1000) {
+				fprintf(stderr, "bench trace: bad --events '%s' (>= 1000)\n", optarg);
+				return 2;
+			}
+			break;
+		case 'q':
+			rounds = 5;
+			events = 300000;
+			break;
+		case 'C':
+			callgrind = false;
+			break;
+		case 'S':
+			sust = false;
+			break;
+		case 'I':
+			inner = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (!getenv("VIOSCOPE_TRACE_RING")) {
+		/* Sustained recording wants a ring of a few MiB: re-run with one. */
+		setenv("VIOSCOPE_TRACE_RING", "4M", 1);
+		setenv("VIOSCOPE_TRACE", "warning:all", 1);
+		execv("/proc/self/exe", vs_main_argv);
+		fprintf(stderr, "bench trace: re-exec: %s\n", strerror(errno));
+		return 1;
+	}
+	vs_trace_set(VS_LEVEL_WARNING, 0xffffffffu);
+	char tmpl[] = "/tmp/vioscope-bench-XXXXXX";
+	const char *dir = mkdtemp(tmpl);
+	if (!dir) {
+		fprintf(stderr, "bench trace: mkdtemp: %s\n", strerror(errno));
+		return 1;
+	}
+	char path[600];
+	snprintf(path, sizeof path, "%s/fprintf.txt", dir);
+	fprintf_file = fopen(path, "w");
+	snprintf(path, sizeof path, "%s/print.txt", dir);
+	vs__print_to(path);
+	int rc = 0;
+
+	if (inner) {
+		/* Child mode under valgrind: run one case n times. */
+		int i = find_case(inner);
+		if (i < 0 || optind != argc - 1)
+			return 2;
+		cases[i].fn(strtoull(argv[optind], NULL, 10));
+		goto out;
+	}
+	if (optind != argc) {
+		usage(stderr);
+		return 2;
+	}
+
+	struct result res[2 * NCASES + 1];
+	size_t nres = 0;
+	double *samples = calloc((size_t)rounds * NCASES * 2, sizeof(double));
+	if (!samples)
+		return 1;
+	if (!json)
+		fprintf(stderr, "bench trace: %d rounds x %llu events per case (%s flavour)\n",
+			rounds, (unsigned long long)events, vs_trace_flavour());
+	for (int r = 0; r < rounds; r++) {
+		for (size_t i = 0; i < NCASES; i++) {
+			/* Slow cases run fewer events: same statistics, less waiting. */
+			uint64_t n = cases[i].fn == loop_fprintf || cases[i].fn == vs_bench_loop_print
+					     ? events / 10 : events;
+			samples[(i * 2) * (size_t)rounds + (size_t)r] = measure(&cases[i], n, 1);
+			if (cases[i].two_threads)
+				samples[(i * 2 + 1) * (size_t)rounds + (size_t)r] =
+					measure(&cases[i], n, 2);
+		}
+		if (!json)
+			fprintf(stderr, "\r  round %d/%d", r + 1, rounds);
+		rewind(fprintf_file);
+	}
+	if (!json)
+		fprintf(stderr, "\n");
+	bool cg = callgrind && have_valgrind();
+	if (callgrind && !cg)
+		fprintf(stderr, "bench trace: valgrind not found: no instruction counts\n");
+	for (size_t i = 0; i < NCASES; i++) {
+		for (int t = 1; t <= (cases[i].two_threads ? 2 : 1); t++) {
+			double *s = &samples[(i * 2 + (size_t)(t - 1)) * (size_t)rounds];
+			qsort(s, (size_t)rounds, sizeof *s, cmp_double);
+			struct result *x = &res[nres++];
+			x->name = cases[i].name;
+			x->threads = t;
+			x->min = s[0];
+			x->med = s[rounds / 2];
+			x->max = s[rounds - 1];
+			x->instr = -1;
+			x->rate = 0;
+			if (cg && t == 1) {
+				uint64_t n1 = 100000, n2 = 200000;
+				double a = callgrind_total("/proc/self/exe", cases[i].name, n1);
+				double b = callgrind_total("/proc/self/exe", cases[i].name, n2);
+				if (a > 0 && b > 0)
+					x->instr = (b - a) / (double)(n2 - n1);
+			}
+		}
+	}
+	if (sust) {
+		char exe[512];
+		ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+		exe[k > 0 ? k : 0] = '\0';
+		if (sustained(exe, events * 10, &res[nres], dir) == 0)
+			nres++;
+		else
+			fprintf(stderr, "bench trace: sustained recording failed\n");
+	}
+
+	double floor1 = 0;
+	for (size_t i = 0; i < nres; i++)
+		if (!strcmp(res[i].name, "floor-tsc+store24") && res[i].threads == 1)
+			floor1 = res[i].med;
+	if (json) {
+		printf("[\n");
+		for (size_t i = 0; i < nres; i++) {
+			printf("  {\"name\": \"%s\", \"threads\": %d, \"ns_min\": %.2f, "
+			       "\"ns_median\": %.2f, \"ns_max\": %.2f",
+			       res[i].name, res[i].threads, res[i].min, res[i].med, res[i].max);
+			if (res[i].instr >= 0)
+				printf(", \"instructions\": %.1f", res[i].instr);
+			if (res[i].rate > 0)
+				printf(", \"events_per_s\": %.0f, \"dropped\": %llu", res[i].rate,
+				       (unsigned long long)res[i].dropped);
+			printf("}%s\n", i + 1 < nres ? "," : "");
+		}
+		printf("]\n");
+	} else {
+		printf("%-24s %7s %9s %9s %9s %9s %8s\n", "case", "threads", "ns min", "ns median",
+		       "ns max", "x floor", "instr");
+		for (size_t i = 0; i < nres; i++) {
+			char ins[32] = "-";
+			if (res[i].instr >= 0)
+				snprintf(ins, sizeof ins, "%.1f", res[i].instr);
+			printf("%-24s %7d %9.2f %9.2f %9.2f %9.2f %8s", res[i].name, res[i].threads,
+			       res[i].min, res[i].med, res[i].max, floor1 > 0 ? res[i].med / floor1 : 0,
+			       ins);
+			if (res[i].rate > 0)
+				printf("   %.1f M events/s, %llu dropped", res[i].rate / 1e6,
+				       (unsigned long long)res[i].dropped);
+			printf("\n");
+		}
+		for (size_t i = 0; i + 1 < nres; i++)
+			if (res[i].threads == 1 && res[i + 1].threads == 2 &&
+			    !strcmp(res[i].name, res[i + 1].name) && res[i + 1].med > 0)
+				printf("two-thread scaling %-22s %.2fx\n", res[i].name,
+				       2 * res[i].med / res[i + 1].med);
+	}
+	free(samples);
+out:
+	fclose(fprintf_file);
+	snprintf(path, sizeof path, "rm -rf '%s'", dir);
+	if (system(path) != 0)
+		rc = 1;
+	return rc;
+}

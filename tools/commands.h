@@ -15,6 +15,9 @@ int cmd_bench_trace(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_target(int argc, char **argv);
 
+/* main()'s argv, for commands that re-execute themselves. */
+extern char **vs_main_argv;
+
 /* Parse a non-negative decimal number of seconds; -1 when malformed. */
 double parse_seconds(const char *s);
 

@@ -25,8 +25,11 @@ static void usage(FILE *f)
 	fprintf(f, "\n`vioscope COMMAND --help` for a command's options.\n");
 }
 
+char **vs_main_argv;
+
 int main(int argc, char **argv)
 {
+	vs_main_argv = argv;
 	if (argc < 2) {
 		usage(stderr);
 		return 2;

@@ -214,7 +214,12 @@ static inline uint64_t vs__now(void)
 /* Length of a string argument, up to VS_TRACE_STR_MAX + 1 (one more means "cut"). */
 static inline __attribute__((always_inline)) size_t vs__strlen(const char *s)
 {
-	return s ? strnlen(s, VS_TRACE_STR_MAX + 1) : 0;
+	/* A plain loop: strnlen with a bound larger than a literal makes gcc warn. */
+	size_t n = 0;
+	if (s)
+		while (n <= VS_TRACE_STR_MAX && s[n])
+			n++;
+	return n;
 }
 static inline __attribute__((always_inline)) size_t vs__strclip(size_t n)
 {
@@ -346,6 +351,7 @@ static inline __attribute__((always_inline)) void vs__put_str(uint8_t **p, const
 			VS__EACH(VS__SLEN, __VA_ARGS__)                                            \
 			uint32_t vs__len = (uint32_t)((sizeof(struct vs_event_header)              \
 				VS__EACH(VS__SIZE, __VA_ARGS__) + 7) & ~(size_t)7);                \
+			uint64_t vs__ts = vs__now(); /* first: overlaps the TSC's latency */       \
 			struct vs_ring_writer *vs__w = vs__tls_writer;                             \
 			uint64_t vs__head = vs__w->head;                                           \
 			uint8_t *vs__rec = __builtin_expect(vs__head + vs__len <= vs__w->fast_end, 1) \
@@ -353,7 +359,7 @@ static inline __attribute__((always_inline)) void vs__put_str(uint8_t **p, const
 				: vs__reserve_slow(vs__w, vs__len);                                \
 			if (vs__rec) {                                                             \
 				struct vs_event_header vs__h = {                                   \
-					.ts = vs__now(),                                           \
+					.ts = vs__ts,                                              \
 					.site = (uint32_t)(&vs__site - __start_vs_trace_sites),    \
 					.size = (uint16_t)vs__len,                                 \
 					.caller = vs__caller_id                                    \

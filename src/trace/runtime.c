@@ -336,7 +336,11 @@ static struct thread_ring *attach_ring(void)
 			if (!__atomic_compare_exchange_n(&rings[i].state, &cur, VS_RING_ACTIVE,
 							 false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
 				continue;
-			struct thread_ring *tr = calloc(1, sizeof *tr);
+			/* Own cache lines: the head is written per event, and a neighbour
+			 * thread's ring state must not share its line. */
+			struct thread_ring *tr = aligned_alloc(128, (sizeof *tr + 127) & ~(size_t)127);
+			if (tr)
+				memset(tr, 0, sizeof *tr);
 			if (!tr) {
 				__atomic_store_n(&rings[i].state, want, __ATOMIC_RELEASE);
 				return NULL;

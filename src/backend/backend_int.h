@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Private to src/backend: the backend object, the per-kind ops table and the
+ * per-thread I/O context internals shared by io_ctx.c and the backends.
+ */
+#ifndef VS_BACKEND_INT_H
+#define VS_BACKEND_INT_H
+
+#include <stddef.h>
+#include <liburing.h>
+
+#include "backend/backend.h"
+
+struct vs_be_ops {
+	const char *kind;
+	/* Called after the common checks (valid bio, in range, writable, ctx not full,
+	 * len > 0 for data ops).  Returns 0 once the bio is queued or deferred. */
+	int (*submit)(struct vs_backend *be, struct vs_io_ctx *ctx, struct vs_bio *bio);
+	void (*close)(struct vs_backend *be);
+};
+
+struct vs_backend {
+	const struct vs_be_ops *ops;
+	uint64_t size;	    /* bytes */
+	bool ro;	    /* writes, discards rejected with -EROFS */
+	bool discard;	    /* DISCARD / WRITE_ZEROES supported */
+	unsigned mem_align; /* O_DIRECT buffer address alignment; 1 when buffered */
+	unsigned off_align; /* O_DIRECT offset/length alignment; 1 when buffered */
+	uint64_t bounces;   /* bios not sent O_DIRECT as given (atomic, relaxed) */
+	union {
+		struct {
+			int fd;		 /* O_DIRECT when direct */
+			int fd_buffered; /* page-cache fd for unaligned bios, or -1 */
+			bool direct;
+			bool bdev;
+		} file;
+		struct {
+			void *mem;
+			size_t map_len;
+		} ram;
+	};
+};
+
+/* One io_uring operation in flight (file backend).  Lives in ctx->reqs. */
+struct vs_io_req {
+	struct vs_bio *bio;
+	struct vs_backend *be;
+	int fd;			/* fd the operation goes to (may switch to fd_buffered) */
+	unsigned retries;	/* -EINTR/-EAGAIN resubmissions */
+	uint64_t done;		/* READ/WRITE bytes transferred so far */
+	void *bounce;		/* O_DIRECT bounce buffer, or NULL */
+	struct iovec biov;	/* the bounce buffer as an iovec */
+	struct iovec *tail;	/* remainder iovecs after a short transfer, or NULL */
+	struct vs_io_req *next; /* free list */
+};
+
+struct vs_io_ctx {
+	struct io_uring ring;
+	int efd;		   /* eventfd registered with the ring */
+	unsigned depth;		   /* bios accepted at most (io_uring + deferred) */
+	unsigned inflight;	   /* accepted, done() not yet called */
+	unsigned ring_busy;	   /* reqs owned by io_uring */
+	bool signalled;		   /* efd already written for the deferred list */
+	struct vs_bio *defer_head; /* synchronously completed, done() pending */
+	struct vs_bio **defer_tail;
+	struct vs_io_req *free;
+	struct vs_io_req reqs[];
+};
+
+/* Queue bio for completion with res at the next reap (ram, null, zero-length). */
+void vs_io_ctx_defer(struct vs_io_ctx *ctx, struct vs_bio *bio, int res);
+/* Take a free request slot for bio on be (NULL when none); the caller then takes an
+ * SQE, so that nothing it cannot undo happens before every fallible step. */
+struct vs_io_req *vs_io_req_get(struct vs_io_ctx *ctx, struct vs_backend *be, struct vs_bio *bio);
+/* Give back a slot that was never submitted; frees its bounce buffer. */
+void vs_io_req_put(struct vs_io_ctx *ctx, struct vs_io_req *req);
+/* Fill sqe with the READ/WRITE remainder of req (from req->done on); 0 or -ENOMEM. */
+int vs_io_req_prep_rw(struct vs_io_req *req, struct io_uring_sqe *sqe);
+/* Hand a prepared sqe to the ring on behalf of req (sets user_data, counts it). */
+void vs_io_req_queue(struct vs_io_ctx *ctx, struct vs_io_req *req, struct io_uring_sqe *sqe);
+
+int vs_be_file_open(struct vs_backend *be, const char *args, char *err, size_t errlen);
+int vs_be_ram_open(struct vs_backend *be, uint64_t size, char *err, size_t errlen);
+int vs_be_null_open(struct vs_backend *be, uint64_t size, char *err, size_t errlen);
+
+const char *vs_bio_op_name(enum vs_bio_op op);
+
+static inline void vs_be_count_bounce(struct vs_backend *be)
+{
+	__atomic_fetch_add(&be->bounces, 1, __ATOMIC_RELAXED);
+}
+
+#endif /* VS_BACKEND_INT_H */

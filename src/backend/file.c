@@ -1,0 +1,257 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * file=PATH[,ro][,direct]: a regular file or a block device through io_uring.
+ *
+ * Data goes straight between the kernel and the caller's iovecs.  With O_DIRECT, a
+ * bio whose buffers do not meet the memory alignment goes through a bounce buffer,
+ * and one whose offset or length does not meet the block alignment goes through a
+ * second, buffered fd of the same file (the kernel keeps both views coherent: direct
+ * I/O writes back and invalidates the page cache of its range).  Either way it is
+ * counted (vs_backend_bounce_count), never refused.
+ *
+ * DISCARD and WRITE_ZEROES are fallocate(PUNCH_HOLE | KEEP_SIZE) for both kinds:
+ * on a regular file the range then reads as zeros; on a block device the kernel
+ * turns it into a zero-out that may unmap (blkdev_fallocate), which needs offsets and
+ * lengths aligned to the logical block size and fails with -EOPNOTSUPP on devices
+ * that cannot zero without writing.  Done asynchronously, unlike BLKDISCARD/BLKZEROOUT.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+
+#include <vioscope/trace.h>
+
+#include "backend/backend_int.h"
+
+#define VS_FILE_DEFAULT_ALIGN 512
+
+static void file_close(struct vs_backend *be)
+{
+	if (be->file.fd_buffered >= 0)
+		close(be->file.fd_buffered);
+	if (be->file.fd >= 0)
+		close(be->file.fd);
+}
+
+static bool iov_aligned(const struct vs_bio *bio, unsigned mem_align, unsigned len_align)
+{
+	for (int i = 0; i < bio->iovcnt; i++) {
+		if ((uintptr_t)bio->iov[i].iov_base % mem_align || bio->iov[i].iov_len % len_align)
+			return false;
+	}
+	return true;
+}
+
+/* O_DIRECT: pick the fd and, when the buffers are misaligned, a bounce buffer. */
+static void file_direct_route(struct vs_backend *be, struct vs_io_req *req)
+{
+	struct vs_bio *bio = req->bio;
+	size_t align, size;
+
+	req->fd = be->file.fd;
+	if ((bio->offset | bio->len) % be->off_align) {
+		req->fd = be->file.fd_buffered;
+		vs_be_count_bounce(be);
+		VS_VERBOSE_HP(BACKEND, "%s off %llu len %llu unaligned: buffered fd",
+			      vs_bio_op_name(bio->op), (unsigned long long)bio->offset,
+			      (unsigned long long)bio->len);
+		return;
+	}
+	if (iov_aligned(bio, be->mem_align, be->off_align))
+		return;
+	vs_be_count_bounce(be);
+	align = vs_backend_alignment(be);
+	size = (bio->len + align - 1) / align * align;
+	req->bounce = aligned_alloc(align, size);
+	if (!req->bounce) {
+		req->fd = be->file.fd_buffered; /* no memory for a copy: no copy needed */
+		return;
+	}
+	req->biov.iov_base = req->bounce;
+	req->biov.iov_len = bio->len;
+	if (bio->op == VS_BIO_WRITE) {
+		char *dst = req->bounce;
+
+		for (int i = 0; i < bio->iovcnt; i++) {
+			memcpy(dst, bio->iov[i].iov_base, bio->iov[i].iov_len);
+			dst += bio->iov[i].iov_len;
+		}
+	}
+	VS_VERBOSE_HP(BACKEND, "%s off %llu len %llu misaligned buffers: bounce %p",
+		      vs_bio_op_name(bio->op), (unsigned long long)bio->offset,
+		      (unsigned long long)bio->len, req->bounce);
+}
+
+static int file_submit(struct vs_backend *be, struct vs_io_ctx *ctx, struct vs_bio *bio)
+{
+	struct vs_io_req *req = vs_io_req_get(ctx, be, bio);
+	struct io_uring_sqe *sqe;
+	bool rw = bio->op == VS_BIO_READ || bio->op == VS_BIO_WRITE;
+
+	if (!req)
+		return -EAGAIN;
+	req->fd = be->file.fd;
+	if (rw && be->file.direct)
+		file_direct_route(be, req);
+	sqe = io_uring_get_sqe(&ctx->ring);
+	if (!sqe) {
+		vs_io_req_put(ctx, req);
+		return -EAGAIN;
+	}
+	switch (bio->op) {
+	case VS_BIO_READ:
+	case VS_BIO_WRITE:
+		vs_io_req_prep_rw(req, sqe); /* done == 0: cannot fail */
+		break;
+	case VS_BIO_FLUSH:
+		io_uring_prep_fsync(sqe, req->fd, IORING_FSYNC_DATASYNC);
+		break;
+	case VS_BIO_DISCARD:
+	case VS_BIO_WRITE_ZEROES:
+		io_uring_prep_fallocate(sqe, req->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+					(off_t)bio->offset, (off_t)bio->len);
+		break;
+	}
+	vs_io_req_queue(ctx, req, sqe);
+	return 0;
+}
+
+static const struct vs_be_ops file_ops = {
+    .kind = "file",
+    .submit = file_submit,
+    .close = file_close,
+};
+
+/* Direct I/O alignment: statx(STATX_DIOALIGN) where the kernel reports it (6.1+),
+ * else the device's logical block size, else 512. */
+static void file_dio_align(struct vs_backend *be, int fd)
+{
+	struct statx stx;
+	int lbs = 0;
+
+	be->mem_align = be->off_align = VS_FILE_DEFAULT_ALIGN;
+	if (be->file.bdev && ioctl(fd, BLKSSZGET, &lbs) == 0 && lbs > 0)
+		be->mem_align = be->off_align = (unsigned)lbs;
+	if (statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &stx) == 0 &&
+	    (stx.stx_mask & STATX_DIOALIGN) && stx.stx_dio_offset_align) {
+		be->mem_align = stx.stx_dio_mem_align ? stx.stx_dio_mem_align : 1;
+		be->off_align = stx.stx_dio_offset_align;
+	}
+}
+
+static int file_parse(const char *args, char *path, size_t pathlen, bool *ro, bool *direct,
+		      char *err, size_t errlen)
+{
+	const char *comma = strchr(args, ',');
+	size_t n = comma ? (size_t)(comma - args) : strlen(args);
+
+	if (n == 0 || n >= pathlen) {
+		snprintf(err, errlen, "file=%s: %s", args, n ? "path too long" : "missing path");
+		return -EINVAL;
+	}
+	memcpy(path, args, n);
+	path[n] = '\0';
+	while (comma) {
+		const char *opt = comma + 1;
+		size_t olen;
+
+		comma = strchr(opt, ',');
+		olen = comma ? (size_t)(comma - opt) : strlen(opt);
+		if (olen == 2 && !strncmp(opt, "ro", 2)) {
+			*ro = true;
+		} else if (olen == 6 && !strncmp(opt, "direct", 6)) {
+			*direct = true;
+		} else {
+			snprintf(err, errlen, "file=%s: unknown option '%.*s' (use ro, direct)",
+				 args, (int)olen, opt);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+int vs_be_file_open(struct vs_backend *be, const char *args, char *err, size_t errlen)
+{
+	char path[4096], dummy[1];
+	bool ro = false, direct = false;
+	struct stat st;
+	int flags, fd = -1, rc;
+
+	if (!err) {
+		err = dummy;
+		errlen = sizeof(dummy);
+	}
+	rc = file_parse(args, path, sizeof(path), &ro, &direct, err, errlen);
+	if (rc < 0)
+		goto out_err;
+	be->ops = &file_ops;
+	be->ro = ro;
+	be->file.direct = direct;
+	flags = (ro ? O_RDONLY : O_RDWR) | O_CLOEXEC;
+	fd = open(path, flags | (direct ? O_DIRECT : 0));
+	if (fd < 0) {
+		rc = -errno;
+		if (direct && rc == -EINVAL)
+			snprintf(err, errlen, "O_DIRECT not supported by the file system of %s",
+				 path);
+		else
+			snprintf(err, errlen, "file=%s: cannot open %s: %s", args, path,
+				 strerror(-rc));
+		goto out_err;
+	}
+	be->file.fd = fd;
+	if (fstat(fd, &st) < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "file=%s: fstat: %s", args, strerror(-rc));
+		goto out_err;
+	}
+	if (S_ISBLK(st.st_mode)) {
+		be->file.bdev = true;
+		if (ioctl(fd, BLKGETSIZE64, &be->size) < 0) {
+			rc = -errno;
+			snprintf(err, errlen, "file=%s: BLKGETSIZE64: %s", args, strerror(-rc));
+			goto out_err;
+		}
+	} else if (S_ISREG(st.st_mode)) {
+		be->size = (uint64_t)st.st_size;
+	} else {
+		rc = -EINVAL;
+		snprintf(err, errlen, "file=%s: %s is neither a regular file nor a block device",
+			 args, path);
+		goto out_err;
+	}
+	if (be->size == 0) {
+		rc = -EINVAL;
+		snprintf(err, errlen, "file=%s: %s is empty (size it first, e.g. truncate -s 1G)",
+			 args, path);
+		goto out_err;
+	}
+	if (direct) {
+		file_dio_align(be, fd);
+		be->file.fd_buffered = open(path, flags);
+		if (be->file.fd_buffered < 0) {
+			rc = -errno;
+			snprintf(err, errlen, "file=%s: cannot open %s again: %s", args, path,
+				 strerror(-rc));
+			goto out_err;
+		}
+	}
+	/* Punching a hole past the end is a no-op that tells whether the file system
+	 * can punch at all; block devices can be asked only with real data at stake. */
+	if (!ro)
+		be->discard =
+		    be->file.bdev || fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+					       (off_t)be->size, 4096) == 0;
+	return 0;
+out_err:
+	VS_ERROR(BACKEND, "file backend '%s': %s", args, err == dummy ? "failed" : err);
+	file_close(be);
+	return rc;
+}

@@ -1,0 +1,346 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Per-thread I/O context: one io_uring, one eventfd, and a list of bios that
+ * completed synchronously (ram, null) whose done() must still wait for a reap, so
+ * that a caller of vs_backend_submit() is never re-entered.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/eventfd.h>
+
+#include <vioscope/trace.h>
+
+#include "backend/backend_int.h"
+
+#define VS_IO_MAX_DEPTH	  4096
+#define VS_IO_MAX_RETRIES 8
+
+int vs_io_ctx_create(struct vs_io_ctx **out, unsigned depth)
+{
+	struct vs_io_ctx *ctx;
+	int rc;
+
+	*out = NULL;
+	if (depth == 0 || depth > VS_IO_MAX_DEPTH) {
+		VS_ERROR(BACKEND, "io ctx: depth %u out of range 1..%u", depth, VS_IO_MAX_DEPTH);
+		return -EINVAL;
+	}
+	ctx = calloc(1, sizeof(*ctx) + depth * sizeof(ctx->reqs[0]));
+	if (!ctx)
+		return -ENOMEM;
+	ctx->depth = depth;
+	ctx->defer_tail = &ctx->defer_head;
+	for (unsigned i = depth; i-- > 0;) {
+		ctx->reqs[i].next = ctx->free;
+		ctx->free = &ctx->reqs[i];
+	}
+	rc = io_uring_queue_init(depth, &ctx->ring, 0);
+	if (rc < 0) {
+		VS_ERROR(BACKEND, "io ctx: io_uring_queue_init(%u): %s", depth, strerror(-rc));
+		free(ctx);
+		return rc;
+	}
+	ctx->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (ctx->efd < 0) {
+		rc = -errno;
+		VS_ERROR(BACKEND, "io ctx: eventfd: %s", strerror(-rc));
+		goto out_ring;
+	}
+	rc = io_uring_register_eventfd(&ctx->ring, ctx->efd);
+	if (rc < 0) {
+		VS_ERROR(BACKEND, "io ctx: io_uring_register_eventfd: %s", strerror(-rc));
+		close(ctx->efd);
+		goto out_ring;
+	}
+	VS_INFO(BACKEND, "io ctx %p: depth %u, eventfd %d", ctx, depth, ctx->efd);
+	*out = ctx;
+	return 0;
+out_ring:
+	io_uring_queue_exit(&ctx->ring);
+	free(ctx);
+	return rc;
+}
+
+void vs_io_ctx_destroy(struct vs_io_ctx *ctx)
+{
+	if (!ctx)
+		return;
+	/* The kernel may still write into caller buffers: never tear the ring down
+	 * under live requests.  Their done() runs here (callers should drain first). */
+	if (ctx->inflight)
+		VS_WARNING(BACKEND, "io ctx %p: destroyed with %u bios in flight, draining", ctx,
+			   ctx->inflight);
+	while (ctx->inflight) {
+		if (vs_io_ctx_reap(ctx, true) < 0)
+			break;
+	}
+	io_uring_queue_exit(&ctx->ring);
+	close(ctx->efd);
+	VS_INFO(BACKEND, "io ctx %p: destroyed", ctx);
+	free(ctx);
+}
+
+int vs_io_ctx_fd(const struct vs_io_ctx *ctx)
+{
+	return ctx->efd;
+}
+
+unsigned vs_io_ctx_inflight(const struct vs_io_ctx *ctx)
+{
+	return ctx->inflight;
+}
+
+/* Make the fd readable for deferred completions too: once per non-empty list. */
+static void ctx_signal_deferred(struct vs_io_ctx *ctx)
+{
+	uint64_t one = 1;
+
+	if (!ctx->defer_head || ctx->signalled)
+		return;
+	if (write(ctx->efd, &one, sizeof(one)) == sizeof(one))
+		ctx->signalled = true;
+}
+
+int vs_io_ctx_submit(struct vs_io_ctx *ctx)
+{
+	int rc = 0;
+
+	if (io_uring_sq_ready(&ctx->ring)) {
+		rc = io_uring_submit(&ctx->ring);
+		if (rc < 0)
+			VS_ERROR(BACKEND, "io ctx %p: io_uring_submit: %s", ctx, strerror(-rc));
+	}
+	ctx_signal_deferred(ctx);
+	return rc < 0 ? rc : 0;
+}
+
+void vs_io_ctx_defer(struct vs_io_ctx *ctx, struct vs_bio *bio, int res)
+{
+	bio->res = res;
+	bio->next = NULL;
+	*ctx->defer_tail = bio;
+	ctx->defer_tail = &bio->next;
+}
+
+struct vs_io_req *vs_io_req_get(struct vs_io_ctx *ctx, struct vs_backend *be, struct vs_bio *bio)
+{
+	struct vs_io_req *req = ctx->free;
+
+	if (!req)
+		return NULL;
+	ctx->free = req->next;
+	memset(req, 0, sizeof(*req));
+	req->bio = bio;
+	req->be = be;
+	req->fd = -1;
+	return req;
+}
+
+void vs_io_req_put(struct vs_io_ctx *ctx, struct vs_io_req *req)
+{
+	free(req->bounce);
+	free(req->tail);
+	req->bounce = NULL;
+	req->tail = NULL;
+	req->next = ctx->free;
+	ctx->free = req;
+}
+
+void vs_io_req_queue(struct vs_io_ctx *ctx, struct vs_io_req *req, struct io_uring_sqe *sqe)
+{
+	io_uring_sqe_set_data(sqe, req);
+	ctx->ring_busy++;
+}
+
+int vs_io_req_prep_rw(struct vs_io_req *req, struct io_uring_sqe *sqe)
+{
+	const struct vs_bio *bio = req->bio;
+	const struct iovec *iov = req->bounce ? &req->biov : bio->iov;
+	int cnt = req->bounce ? 1 : bio->iovcnt;
+
+	if (req->done) {
+		/* Short transfer: describe what is left.  Rare, so allocate here. */
+		uint64_t skip = req->done;
+		int i = 0;
+
+		while (i < cnt && skip >= iov[i].iov_len)
+			skip -= iov[i++].iov_len;
+		if (!req->tail) {
+			req->tail = malloc(sizeof(*req->tail) * (size_t)cnt);
+			if (!req->tail)
+				return -ENOMEM;
+		}
+		memcpy(req->tail, iov + i, sizeof(*iov) * (size_t)(cnt - i));
+		req->tail[0].iov_base = (char *)req->tail[0].iov_base + skip;
+		req->tail[0].iov_len -= skip;
+		iov = req->tail;
+		cnt -= i;
+	}
+	if (bio->op == VS_BIO_READ)
+		io_uring_prep_readv2(sqe, req->fd, iov, (unsigned)cnt, bio->offset + req->done, 0);
+	else
+		io_uring_prep_writev2(sqe, req->fd, iov, (unsigned)cnt, bio->offset + req->done,
+				      bio->fua ? RWF_DSYNC : 0);
+	return 0;
+}
+
+static void bio_complete(struct vs_io_ctx *ctx, struct vs_bio *bio, int res)
+{
+	ctx->inflight--;
+	VS_VERBOSE_HP(BACKEND, "complete %s off %llu len %llu res %d", vs_bio_op_name(bio->op),
+		      (unsigned long long)bio->offset, (unsigned long long)bio->len, res);
+	if (res < 0)
+		VS_WARNING(BACKEND, "%s off %llu len %llu failed: %s", vs_bio_op_name(bio->op),
+			   (unsigned long long)bio->offset, (unsigned long long)bio->len,
+			   strerror(-res));
+	bio->done(bio, res);
+}
+
+static void copy_to_iov(const struct iovec *iov, int cnt, const char *src, uint64_t len)
+{
+	for (int i = 0; i < cnt && len; i++) {
+		size_t n = iov[i].iov_len < len ? iov[i].iov_len : len;
+
+		memcpy(iov[i].iov_base, src, n);
+		src += n;
+		len -= n;
+	}
+}
+
+/* Resubmit what is left of req; false when no SQE or memory (then res is the error). */
+static bool req_resubmit(struct vs_io_ctx *ctx, struct vs_io_req *req, int *res)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&ctx->ring);
+	enum vs_bio_op op = req->bio->op;
+
+	/* Cannot happen: each slot owns at most one SQE and the SQ has depth entries. */
+	if (!sqe) {
+		*res = -EBUSY;
+		return false;
+	}
+	if (op == VS_BIO_READ || op == VS_BIO_WRITE) {
+		*res = vs_io_req_prep_rw(req, sqe);
+		if (*res < 0) {
+			io_uring_prep_nop(sqe); /* an SQE once taken must be submitted */
+			io_uring_sqe_set_data(sqe, NULL);
+			return false;
+		}
+	} else if (op == VS_BIO_FLUSH) {
+		io_uring_prep_fsync(sqe, req->fd, IORING_FSYNC_DATASYNC);
+	} else {
+		io_uring_prep_fallocate(sqe, req->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+					(off_t)req->bio->offset, (off_t)req->bio->len);
+	}
+	io_uring_sqe_set_data(sqe, req);
+	return true;
+}
+
+/* One CQE for req: finish the bio, or resubmit it (returns true) after a short
+ * transfer, an interrupted call, or O_DIRECT refusing what the alignment check allowed. */
+static bool req_cqe(struct vs_io_ctx *ctx, struct vs_io_req *req, int res)
+{
+	struct vs_bio *bio = req->bio;
+	struct vs_backend *be = req->be;
+	bool rw = bio->op == VS_BIO_READ || bio->op == VS_BIO_WRITE;
+
+	if ((res == -EINTR || res == -EAGAIN) && req->retries++ < VS_IO_MAX_RETRIES)
+		goto again;
+	if (res == -EINVAL && rw && req->fd == be->file.fd && be->file.fd_buffered >= 0) {
+		VS_WARNING(BACKEND, "O_DIRECT %s off %llu len %llu refused, retrying buffered",
+			   vs_bio_op_name(bio->op), (unsigned long long)bio->offset,
+			   (unsigned long long)bio->len);
+		vs_be_count_bounce(be);
+		req->fd = be->file.fd_buffered;
+		goto again;
+	}
+	if (res > 0 && rw) {
+		req->done += (unsigned)res;
+		if (req->done < bio->len) {
+			VS_VERBOSE_HP(BACKEND, "short %s off %llu: %llu of %llu done, resubmitting",
+				      vs_bio_op_name(bio->op), (unsigned long long)bio->offset,
+				      (unsigned long long)req->done, (unsigned long long)bio->len);
+			goto again;
+		}
+		res = 0;
+	} else if (res == 0 && rw) {
+		/* A read at end of file, or a write making no progress.  The SCSI layer
+		 * never reads beyond the size, so this means the file shrank under us. */
+		VS_ERROR(BACKEND, "%s off %llu: no progress at %llu of %llu (file truncated?)",
+			 vs_bio_op_name(bio->op), (unsigned long long)bio->offset,
+			 (unsigned long long)req->done, (unsigned long long)bio->len);
+		res = -EIO;
+	}
+	goto finish;
+again:
+	if (req_resubmit(ctx, req, &res))
+		return true;
+finish:
+	if (res == 0 && req->bounce && bio->op == VS_BIO_READ)
+		copy_to_iov(bio->iov, bio->iovcnt, req->bounce, bio->len);
+	ctx->ring_busy--;
+	vs_io_req_put(ctx, req);
+	bio_complete(ctx, bio, res < 0 ? res : 0);
+	return false;
+}
+
+int vs_io_ctx_reap(struct vs_io_ctx *ctx, bool wait_one)
+{
+	struct io_uring_cqe *cqe;
+	struct vs_bio *list;
+	unsigned resubmits = 0, budget;
+	uint64_t cnt;
+	int n = 0, rc;
+
+	/* Drain first: a completion posted after this read signals again. */
+	if (read(ctx->efd, &cnt, sizeof(cnt)) < 0 && errno != EAGAIN)
+		return -errno;
+	ctx->signalled = false;
+
+	if (wait_one && !ctx->defer_head && ctx->ring_busy) {
+		do
+			rc = io_uring_submit_and_wait(&ctx->ring, 1);
+		while (rc == -EINTR);
+		if (rc < 0) {
+			VS_ERROR(BACKEND, "io ctx %p: wait: %s", ctx, strerror(-rc));
+			return rc;
+		}
+	}
+
+	/* Bounded, so callbacks that keep submitting cannot keep us here forever. */
+	budget = 2 * ctx->depth;
+	while (budget-- && io_uring_peek_cqe(&ctx->ring, &cqe) == 0) {
+		struct vs_io_req *req = io_uring_cqe_get_data(cqe);
+		int res = cqe->res;
+
+		io_uring_cqe_seen(&ctx->ring, cqe);
+		if (!req)
+			continue; /* a NOP standing in for a failed resubmission */
+		if (req_cqe(ctx, req, res))
+			resubmits++;
+		else
+			n++;
+	}
+	if (resubmits) {
+		rc = io_uring_submit(&ctx->ring);
+		if (rc < 0)
+			VS_ERROR(BACKEND, "io ctx %p: resubmit: %s", ctx, strerror(-rc));
+	}
+
+	/* Deferred bios: take the list as it is; bios their done() adds go to the next reap. */
+	list = ctx->defer_head;
+	ctx->defer_head = NULL;
+	ctx->defer_tail = &ctx->defer_head;
+	while (list) {
+		struct vs_bio *bio = list;
+
+		list = bio->next;
+		bio_complete(ctx, bio, bio->res);
+		n++;
+	}
+	ctx_signal_deferred(ctx);
+	return n;
+}

@@ -1,0 +1,258 @@
+/* SPDX-License-Identifier: MIT */
+/* ram and null backends, and the I/O context behaviour they expose: deferred
+ * completions, the eventfd, the depth limit, and the checks every bio passes. */
+#include "common.h"
+
+#include <poll.h>
+
+#define SZ (1u << 20)
+
+static bool fd_readable(int fd)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+
+	return poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+}
+
+static void open_pair(const char *spec, struct vs_backend **be, struct vs_io_ctx **ctx,
+		      unsigned depth)
+{
+	char err[128];
+
+	assert_int_equal(vs_backend_open(be, spec, err, sizeof(err)), 0);
+	assert_int_equal(vs_io_ctx_create(ctx, depth), 0);
+}
+
+static void close_pair(struct vs_backend *be, struct vs_io_ctx *ctx)
+{
+	assert_int_equal(vs_io_ctx_inflight(ctx), 0);
+	vs_io_ctx_destroy(ctx);
+	vs_backend_close(be);
+}
+
+/* Written through one irregular split, read back through another: same bytes. */
+static void test_ram_round_trip_scattered(void **state)
+{
+	struct vs_backend *be;
+	struct vs_io_ctx *ctx;
+	size_t len = 40000;
+	char *src = malloc(len), *dst = calloc(1, len);
+	struct iovec wiov[16], riov[5];
+	struct waiter w;
+	struct vs_bio bio;
+	int n;
+
+	(void)state;
+	open_pair("ram=1M", &be, &ctx, 8);
+	fill_pattern(src, len, 1);
+	n = scatter(wiov, 16, src, len);
+	bio_init(&bio, VS_BIO_WRITE, 12345, wiov, n, len, &w);
+	assert_int_equal(run_bio(be, ctx, &bio), 0);
+	for (int i = 0; i < 5; i++)
+		riov[i] = (struct iovec){dst + i * (len / 5), len / 5};
+	bio_init(&bio, VS_BIO_READ, 12345, riov, 5, len, &w);
+	assert_int_equal(run_bio(be, ctx, &bio), 0);
+	assert_memory_equal(src, dst, len);
+	close_pair(be, ctx);
+	free(src);
+	free(dst);
+}
+
+/* A completed ram bio makes the ctx fd readable once submitted; reaping drains it. */
+static void test_deferred_completion_signals_fd(void **state)
+{
+	struct vs_backend *be;
+	struct vs_io_ctx *ctx;
+	char buf[512];
+	struct iovec iov = {buf, sizeof(buf)};
+	struct waiter w = {0};
+	struct vs_bio bio;
+
+	(void)state;
+	open_pair("ram=64K", &be, &ctx, 4);
+	bio_init(&bio, VS_BIO_READ, 0, &iov, 1, sizeof(buf), &w);
+	assert_int_equal(vs_backend_submit(be, ctx, &bio), 0);
+	assert_int_equal(w.calls, 0);
+	assert_int_equal(vs_io_ctx_inflight(ctx), 1);
+	assert_int_equal(vs_io_ctx_submit(ctx), 0);
+	assert_true(fd_readable(vs_io_ctx_fd(ctx)));
+	assert_int_equal(vs_io_ctx_reap(ctx, false), 1);
+	assert_int_equal(w.calls, 1);
+	assert_int_equal(w.res, 0);
+	assert_int_equal(vs_io_ctx_inflight(ctx), 0);
+	assert_false(fd_readable(vs_io_ctx_fd(ctx)));
+	assert_int_equal(vs_io_ctx_reap(ctx, true), 0); /* nothing in flight: no block */
+	close_pair(be, ctx);
+}
+
+static void test_null_reads_zeros(void **state)
+{
+	struct vs_backend *be;
+	struct vs_io_ctx *ctx;
+	char buf[8192];
+	struct iovec iov[3];
+	struct waiter w;
+	struct vs_bio bio;
+	int n;
+
+	(void)state;
+	open_pair("null=1G", &be, &ctx, 4);
+	memset(buf, 0xaa, sizeof(buf));
+	assert_int_equal(run_rw(be, ctx, VS_BIO_WRITE, 4096, buf, sizeof(buf), false), 0);
+	n = scatter(iov, 3, buf, sizeof(buf));
+	bio_init(&bio, VS_BIO_READ, 4096, iov, n, sizeof(buf), &w);
+	assert_int_equal(run_bio(be, ctx, &bio), 0);
+	assert_true(all_zero(buf, sizeof(buf)));
+	assert_int_equal(run_op(be, ctx, VS_BIO_FLUSH, 0, 0), 0);
+	assert_int_equal(run_op(be, ctx, VS_BIO_DISCARD, 0, 1 << 20), 0);
+	close_pair(be, ctx);
+}
+
+/* DISCARD and WRITE_ZEROES over unaligned ranges spanning whole pages: zeros inside,
+ * data untouched outside. */
+static void test_ram_discard_reads_zeros(void **state)
+{
+	enum vs_bio_op ops[] = {VS_BIO_DISCARD, VS_BIO_WRITE_ZEROES};
+	struct vs_backend *be;
+	struct vs_io_ctx *ctx;
+	size_t len = 5 * 4096;
+	char *src = malloc(len), *dst = malloc(len);
+	uint64_t zoff = 1000, zlen = 3 * 4096 + 500;
+
+	(void)state;
+	open_pair("ram=1M", &be, &ctx, 4);
+	for (int k = 0; k < 2; k++) {
+		fill_pattern(src, len, 3);
+		src[0] |= 1; /* no zero byte in the range we check for zeros */
+		assert_int_equal(run_rw(be, ctx, VS_BIO_WRITE, 0, src, len, false), 0);
+		assert_int_equal(run_op(be, ctx, ops[k], zoff, zlen), 0);
+		assert_int_equal(run_rw(be, ctx, VS_BIO_READ, 0, dst, len, false), 0);
+		assert_memory_equal(dst, src, zoff);
+		assert_true(all_zero(dst + zoff, zlen));
+		assert_memory_equal(dst + zoff + zlen, src + zoff + zlen, len - zoff - zlen);
+	}
+	close_pair(be, ctx);
+	free(src);
+	free(dst);
+}
+
+/* Out of range and malformed bios come back from submit; done() never runs. */
+static void test_rejected_bios(void **state)
+{
+	struct vs_backend *be;
+	struct vs_io_ctx *ctx;
+	char buf[1024];
+	struct iovec iov = {buf, sizeof(buf)};
+	struct waiter w;
+	struct vs_bio bio;
+
+	(void)state;
+	open_pair("ram=64K", &be, &ctx, 4);
+	assert_int_equal(run_rw(be, ctx, VS_BIO_READ, SZ, buf, 1, false), -ERANGE);
+	assert_int_equal(run_rw(be, ctx, VS_BIO_READ, 65536 - 512, buf, 1024, false), -ERANGE);
+	assert_int_equal(run_op(be, ctx, VS_BIO_DISCARD, UINT64_MAX - 10, 20), -ERANGE);
+	assert_int_equal(run_op(be, ctx, VS_BIO_WRITE_ZEROES, 65536, 1), -ERANGE);
+	assert_int_equal(run_rw(be, ctx, VS_BIO_READ, 65536 - 1024, buf, 1024, false), 0);
+
+	bio_init(&bio, VS_BIO_READ, 0, &iov, 1, 1000, &w); /* len != iovec total */
+	assert_int_equal(run_bio(be, ctx, &bio), -EINVAL);
+	bio_init(&bio, VS_BIO_READ, 0, NULL, 1, 0, &w);
+	assert_int_equal(run_bio(be, ctx, &bio), -EINVAL);
+	bio_init(&bio, (enum vs_bio_op)42, 0, NULL, 0, 0, &w);
+	assert_int_equal(run_bio(be, ctx, &bio), -EINVAL);
+	bio_init(&bio, VS_BIO_READ, 0, &iov, 1, sizeof(buf), &w);
+	bio.done = NULL;
+	assert_int_equal(vs_backend_submit(be, ctx, &bio), -EINVAL);
+	assert_int_equal(vs_io_ctx_inflight(ctx), 0);
+	close_pair(be, ctx);
+}
+
+/* A zero-length read still completes (with 0) through the reap. */
+static void test_zero_length_completes(void **state)
+{
+	struct vs_backend *be;
+	struct vs_io_ctx *ctx;
+	struct waiter w;
+	struct vs_bio bio;
+
+	(void)state;
+	open_pair("ram=64K", &be, &ctx, 4);
+	bio_init(&bio, VS_BIO_READ, 65536, NULL, 0, 0, &w);
+	assert_int_equal(run_bio(be, ctx, &bio), 0);
+	close_pair(be, ctx);
+}
+
+/* depth bios in flight fill the context: the next gets -EAGAIN until a reap. */
+static void test_ctx_full_eagain(void **state)
+{
+	struct vs_backend *be;
+	struct vs_io_ctx *ctx;
+	char buf[4][512];
+	struct iovec iov[5];
+	struct waiter w[5] = {0};
+	struct vs_bio bio[5];
+
+	(void)state;
+	open_pair("ram=64K", &be, &ctx, 4);
+	for (int i = 0; i < 5; i++) {
+		iov[i] = (struct iovec){buf[i % 4], 512};
+		bio_init(&bio[i], VS_BIO_READ, (uint64_t)i * 512, &iov[i], 1, 512, &w[i]);
+	}
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(vs_backend_submit(be, ctx, &bio[i]), 0);
+	assert_int_equal(vs_backend_submit(be, ctx, &bio[4]), -EAGAIN);
+	assert_int_equal(vs_io_ctx_inflight(ctx), 4);
+	assert_int_equal(vs_io_ctx_submit(ctx), 0);
+	assert_int_equal(vs_io_ctx_reap(ctx, false), 4);
+	assert_int_equal(vs_backend_submit(be, ctx, &bio[4]), 0);
+	assert_int_equal(vs_io_ctx_reap(ctx, true), 1);
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(w[i].calls, 1);
+	close_pair(be, ctx);
+}
+
+/* Destroying a context with bios still in flight completes them first. */
+static void test_destroy_drains(void **state)
+{
+	struct vs_backend *be;
+	struct vs_io_ctx *ctx;
+	char buf[512];
+	struct iovec iov = {buf, sizeof(buf)};
+	struct waiter w = {0};
+	struct vs_bio bio;
+
+	(void)state;
+	open_pair("ram=64K", &be, &ctx, 4);
+	bio_init(&bio, VS_BIO_WRITE, 0, &iov, 1, sizeof(buf), &w);
+	assert_int_equal(vs_backend_submit(be, ctx, &bio), 0);
+	vs_io_ctx_destroy(ctx);
+	assert_int_equal(w.calls, 1);
+	assert_int_equal(w.res, 0);
+	vs_backend_close(be);
+}
+
+static void test_ctx_bad_depth(void **state)
+{
+	struct vs_io_ctx *ctx;
+
+	(void)state;
+	assert_int_equal(vs_io_ctx_create(&ctx, 0), -EINVAL);
+	assert_null(ctx);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_ram_round_trip_scattered),
+	    cmocka_unit_test(test_deferred_completion_signals_fd),
+	    cmocka_unit_test(test_null_reads_zeros),
+	    cmocka_unit_test(test_ram_discard_reads_zeros),
+	    cmocka_unit_test(test_rejected_bios),
+	    cmocka_unit_test(test_zero_length_completes),
+	    cmocka_unit_test(test_ctx_full_eagain),
+	    cmocka_unit_test(test_destroy_drains),
+	    cmocka_unit_test(test_ctx_bad_depth),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
