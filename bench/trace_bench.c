@@ -252,7 +252,20 @@ static bool have_valgrind(void)
 }
 
 /* ---- sustained recording ------------------------------------------------------------------- */
-static int sustained(const char *exe, uint64_t n, struct result *r, const char *dir)
+/* Emit n two-integer events at `rate` per second (0: as fast as possible), in
+ * bursts of 256, so the recorder's drain rate is what is tested. */
+static void paced_args2(uint64_t n, double rate)
+{
+	double t0 = now_s();
+	for (uint64_t done = 0; done < n; done += 256) {
+		loop_args2(256);
+		if (rate > 0)
+			while (now_s() - t0 < (double)(done + 256) / rate)
+				;
+	}
+}
+
+static int sustained(const char *exe, uint64_t n, double rate, struct result *r, const char *dir)
 {
 	char capture[512], pidbuf[32];
 	snprintf(capture, sizeof capture, "%s/vioscope-bench-%d.vst", dir, (int)getpid());
@@ -284,7 +297,7 @@ static int sustained(const char *exe, uint64_t n, struct result *r, const char *
 	for (unsigned i = 0; i < s.hdr->ring_count; i++)
 		before += vs_shm_ring(&s, i)->dropped;
 	double t0 = now_s();
-	loop_args2(n);
+	paced_args2(n, rate);
 	double dt = now_s() - t0;
 	uint64_t after = 0;
 	for (unsigned i = 0; i < s.hdr->ring_count; i++)
@@ -294,7 +307,7 @@ static int sustained(const char *exe, uint64_t n, struct result *r, const char *
 	waitpid(rec, &st, 0);
 	vs_shm_close(&s);
 	struct stat sb;
-	r->name = "sustained-record-2-ints";
+	r->name = rate > 0 ? "sustained-record-paced" : "sustained-record-max";
 	r->threads = 1;
 	r->rate = (double)n / dt;
 	r->min = r->med = r->max = dt * 1e9 / (double)n;
@@ -309,10 +322,11 @@ static int sustained(const char *exe, uint64_t n, struct result *r, const char *
 static void usage(FILE *f)
 {
 	fputs("usage: vioscope bench trace [--json] [--rounds N] [--events N] [--quick]\n"
-	      "                            [--no-callgrind] [--no-sustained]\n"
+	      "                            [--no-callgrind] [--no-sustained] [--rate MEPS]\n"
 	      "ns per event (min/median/max over interleaved rounds, pinned) and instructions\n"
 	      "per event (callgrind) for each case, on one thread and on two; then the\n"
-	      "sustained rate while `vioscope trace record` streams to a file.\n",
+	      "sustained rate while `vioscope trace record` streams to a file: paced at\n"
+	      "--rate million events/s (default 20), then as fast as possible.\n",
 	      f);
 }
 
@@ -323,12 +337,14 @@ int cmd_bench_trace(int argc, char **argv)
 		{ "events", required_argument, 0, 'n' }, { "quick", no_argument, 0, 'q' },
 		{ "no-callgrind", no_argument, 0, 'C' }, { "no-sustained", no_argument, 0, 'S' },
 		{ "inner", required_argument, 0, 'I' },  { "help", no_argument, 0, 'h' },
+		{ "rate", required_argument, 0, 'R' },
 		{ 0, 0, 0, 0 }
 	};
 	bool json = false, callgrind = true, sust = true;
 	int rounds = 11;
 	uint64_t events = 2000000;
 	const char *inner = NULL;
+	double sustain_rate = 20e6;
 	char *end;
 	int c;
 
@@ -364,6 +380,14 @@ int cmd_bench_trace(int argc, char **argv)
 			break;
 		case 'I':
 			inner = optarg;
+			break;
+		case 'R':
+			sustain_rate = strtod(optarg, &end) * 1e6;
+			if (*end || sustain_rate <= 0) {
+				fprintf(stderr, "bench trace: bad --rate '%s' (million events/s)\n",
+					optarg);
+				return 2;
+			}
 			break;
 		case 'h':
 			usage(stdout);
@@ -460,10 +484,14 @@ int cmd_bench_trace(int argc, char **argv)
 		char exe[512];
 		ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
 		exe[k > 0 ? k : 0] = '\0';
-		if (sustained(exe, events * 10, &res[nres], dir) == 0)
-			nres++;
-		else
-			fprintf(stderr, "bench trace: sustained recording failed\n");
+		/* At the goal's rate (must not drop), then unpaced (shows where it drops). */
+		double rates[2] = { sustain_rate, 0 };
+		for (int j = 0; j < 2; j++) {
+			if (sustained(exe, events * 10, rates[j], &res[nres], dir) == 0)
+				nres++;
+			else
+				fprintf(stderr, "bench trace: sustained recording failed\n");
+		}
 	}
 
 	double floor1 = 0;

@@ -53,7 +53,12 @@ static struct {
 	struct vs_shm_header *hdr;
 	size_t size;
 	char path[PATH_MAX];
+	char tmp_path[PATH_MAX];
 	pthread_key_t key;
+	bool atexit_done;
+	bool forked;                     /* a fork()ed child: set up on first use */
+	struct vs_trace_control fork_ctl; /* its settings until then */
+	uint32_t fork_level, fork_flags;
 	bool key_ok;
 	FILE *print_file;
 	pthread_mutex_t print_lock;
@@ -148,14 +153,18 @@ static int map_shm(size_t size)
 	void *p = MAP_FAILED;
 	int fd;
 
+	/* Built under a temporary name and renamed into place once complete, so a tool
+	 * never sees a half-initialised file (nor one a fork()ed child will replace). */
 	snprintf(rt.path, sizeof rt.path, "%s/%s%d", vs_shm_dir(), VS_SHM_PREFIX, (int)getpid());
-	fd = open(rt.path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	snprintf(rt.tmp_path, sizeof rt.tmp_path, "%s/.vioscope-init-%d", vs_shm_dir(),
+		 (int)getpid());
+	fd = open(rt.tmp_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd >= 0) {
 		if (ftruncate(fd, (off_t)size) == 0)
 			p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 		close(fd);
 		if (p == MAP_FAILED)
-			unlink(rt.path);
+			unlink(rt.tmp_path);
 	}
 	if (p == MAP_FAILED) {
 		fprintf(stderr, "vioscope trace: cannot create %s (%s); tracing in private "
@@ -280,13 +289,27 @@ int vs__runtime_init(void)
 	__atomic_thread_fence(__ATOMIC_RELEASE);
 	memcpy(h->magic, VS_SHM_MAGIC, 8);
 
+	if (rt.forked) {
+		/* A child keeps the settings it inherited. */
+		vs_trace_set((int)rt.fork_level, rt.fork_flags);
+		rt.forked = false;
+	} else {
+		apply_env_spec();
+	}
 	vs__ctl = &h->ctl;
-	apply_env_spec();
-	rt.key_ok = pthread_key_create(&rt.key, thread_exit) == 0;
-	if (VS_TRACE_PRINT)
-		open_print_file();
-	atexit(on_exit_cleanup);
-	pthread_atfork(NULL, NULL, child_after_fork);
+	if (rt.path[0] && rename(rt.tmp_path, rt.path) < 0) {
+		fprintf(stderr, "vioscope trace: rename %s: %s\n", rt.tmp_path, strerror(errno));
+		unlink(rt.tmp_path);
+		rt.path[0] = '\0';
+	}
+	if (!rt.atexit_done) {
+		rt.key_ok = pthread_key_create(&rt.key, thread_exit) == 0;
+		if (VS_TRACE_PRINT)
+			open_print_file();
+		atexit(on_exit_cleanup);
+		pthread_atfork(NULL, NULL, child_after_fork);
+		rt.atexit_done = true;
+	}
 	return 0;
 }
 
@@ -295,30 +318,33 @@ __attribute__((constructor(101))) static void runtime_ctor(void)
 	vs__runtime_init();
 }
 
-/* The child of fork() must not write into its parent's rings: give it its own file. */
+/* The child of fork() must not write into its parent's rings.  Only async-signal-
+ * safe work here: drop the parent's mapping and keep its settings; the child gets
+ * its own file on its first event (most children exec() before that). */
 static void child_after_fork(void)
 {
-	struct vs_trace_control saved = rt.hdr ? rt.hdr->ctl : boot_ctl;
-	uint32_t level = rt.hdr ? rt.hdr->level : 0, flags = rt.hdr ? rt.hdr->flags : 0;
-
-	vs__ctl = &boot_ctl;
-	vs__tls_writer = &attach_writer;
-	if (rt.hdr)
+	if (rt.hdr) {
+		rt.fork_ctl = rt.hdr->ctl;
+		rt.fork_level = rt.hdr->level;
+		rt.fork_flags = rt.hdr->flags;
 		munmap(rt.hdr, rt.size);
+	}
+	vs__ctl = &rt.fork_ctl;
+	vs__tls_writer = &attach_writer;
 	rt.hdr = NULL;
-	if (rt.meta_ok) {
-		vs_meta_free(&rt.meta);
-		rt.meta_ok = false;
-	}
-	if (vs__runtime_init() == 0) {
-		rt.hdr->ctl = saved;
-		rt.hdr->level = level;
-		rt.hdr->flags = flags;
-	}
+	rt.path[0] = '\0';
+	rt.forked = true;
 }
 
 static struct thread_ring *attach_ring(void)
 {
+	if (!rt.hdr && rt.forked) {
+		if (rt.meta_ok) {
+			vs_meta_free(&rt.meta);
+			rt.meta_ok = false;
+		}
+		vs__runtime_init();
+	}
 	struct vs_shm_header *h = rt.hdr;
 	if (!h)
 		return NULL;
@@ -505,10 +531,16 @@ int vs_trace_set(int level, uint32_t flag_mask)
 {
 	if (level < 0 || level > VS_LEVEL_MAX)
 		return -EINVAL;
-	if (!rt.hdr)
-		return -ENODEV;
 	struct vs_trace_control c;
 	vs_ctl_compute(&c, (uint32_t)level, flag_mask);
+	if (!rt.hdr && rt.forked) {
+		rt.fork_ctl = c;
+		rt.fork_level = (uint32_t)level;
+		rt.fork_flags = flag_mask;
+		return 0;
+	}
+	if (!rt.hdr)
+		return -ENODEV;
 	rt.hdr->level = (uint32_t)level;
 	rt.hdr->flags = flag_mask;
 	for (int i = 0; i < 8; i++)

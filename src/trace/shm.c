@@ -179,11 +179,23 @@ size_t vs_ring_copy(const struct vs_shm *s, unsigned i, uint64_t *from, uint64_t
 		}
 		if (e.size < sizeof e || (e.size & 7) || e.size > room || pos + e.size > head)
 			break; /* torn by a concurrent overwrite; the tail check below decides */
-		if (out + e.size > buflen)
+		/* Extend over the records that follow contiguously: one copy per run. */
+		uint64_t run = e.size;
+		while (pos + run < head && room - run >= sizeof e) {
+			struct vs_event_header n;
+			memcpy(&n, data + off + run, sizeof n);
+			if (n.site == VS_EVENT_PAD || n.size < sizeof n || (n.size & 7) ||
+			    n.size > room - run || pos + run + n.size > head)
+				break;
+			if (out + run + n.size > buflen)
+				break;
+			run += n.size;
+		}
+		if (out + run > buflen)
 			break;
-		memcpy(buf + out, data + off, e.size);
-		out += e.size;
-		pos += e.size;
+		memcpy(buf + out, data + off, run);
+		out += run;
+		pos += run;
 	}
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
 	uint64_t tail = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
