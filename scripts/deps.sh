@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Install what vioscope needs to build, test and benchmark, from Debian's archive.
+# Idempotent: installs only what is missing.  Usage: scripts/deps.sh [--guest]
+#   --guest  also what the QEMU guest test needs (qemu, busybox, sg3-utils, fio ...)
+set -euo pipefail
+
+pkgs=(build-essential cmake pkg-config clang libclang-rt-dev libcmocka-dev liburing-dev
+      valgrind binutils fio)
+if [[ "${1:-}" == "--guest" ]]; then
+	pkgs+=(qemu-system-x86 qemu-utils busybox-static sg3-utils kmod cpio xz-utils)
+fi
+
+missing=()
+for p in "${pkgs[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+	echo "deps: installing ${missing[*]}"
+	SUDO=""
+	[[ $(id -u) -ne 0 ]] && SUDO="sudo"
+	$SUDO apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it:
+#   1. gcc build, warnings are errors, all tests (unit, integration, guest)
+#   2. clang build, warnings are errors
+#   3. AddressSanitizer + UndefinedBehaviorSanitizer build (clang), all tests but the guest test
+#   4. libFuzzer targets (clang), each run briefly on its corpus
+# Usage: scripts/test.sh [--quick]   (--quick: step 1 only, without the guest test)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+quick=0
+[[ "${1:-}" == "--quick" ]] && quick=1
+
+if ((quick)); then
+	scripts/deps.sh
+else
+	scripts/deps.sh --guest
+fi
+
+step() { printf '\n==== %s\n' "$*"; }
+
+step "gcc build (-Werror)"
+CC=gcc scripts/build.sh build -DVIOSCOPE_WERROR=ON
+step "tests (gcc)"
+if ((quick)); then
+	(cd build && ctest --output-on-failure -j2 -LE guest)
+	exit 0
+fi
+(cd build && ctest --output-on-failure -j2)
+
+step "clang build (-Werror)"
+CC=clang scripts/build.sh build-clang -DVIOSCOPE_WERROR=ON
+
+step "sanitizer build and tests (ASan + UBSan)"
+CC=clang scripts/build.sh build-asan -DVIOSCOPE_SANITIZE=ON
+(cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	ctest --output-on-failure -j2 -LE guest)
+
+step "fuzz targets (libFuzzer, a few seconds each)"
+CC=clang scripts/build.sh build-fuzz -DVIOSCOPE_FUZZ=ON
+(cd build-fuzz && ctest --output-on-failure -R '^fuzz\.')
