@@ -457,6 +457,10 @@ int cmd_bench_trace(int argc, char **argv)
 	if (!json)
 		fprintf(stderr, "\n");
 	bool cg = callgrind && have_valgrind();
+	/* valgrind must be given our real path: "/proc/self/exe" would name valgrind. */
+	char self[512];
+	ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
+	self[sl > 0 ? sl : 0] = '\0';
 	if (callgrind && !cg)
 		fprintf(stderr, "bench trace: valgrind not found: no instruction counts\n");
 	for (size_t i = 0; i < NCASES; i++) {
@@ -473,8 +477,8 @@ int cmd_bench_trace(int argc, char **argv)
 			x->rate = 0;
 			if (cg && t == 1) {
 				uint64_t n1 = 100000, n2 = 200000;
-				double a = callgrind_total("/proc/self/exe", cases[i].name, n1);
-				double b = callgrind_total("/proc/self/exe", cases[i].name, n2);
+				double a = callgrind_total(self, cases[i].name, n1);
+				double b = callgrind_total(self, cases[i].name, n2);
 				if (a > 0 && b > 0)
 					x->instr = (b - a) / (double)(n2 - n1);
 			}

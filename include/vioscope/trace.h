@@ -144,12 +144,13 @@ struct vs_ring_writer {
 	uint8_t *data;          /* ring data */
 	uint64_t mask;          /* ring size - 1 */
 	volatile uint64_t *pub; /* shared head, read by recorders and dumpers */
+	uint64_t count;         /* events committed: lets the flight recorder count losses */
 };
 
 /* Event record header; records are 8-byte aligned in the ring and the capture. */
 struct vs_event_header {
 	uint64_t ts;     /* TSC, or CLOCK_MONOTONIC ns where there is no usable TSC */
-	uint32_t site;   /* site id, or one of VS_EVENT_* below */
+	uint32_t site;   /* low 32 bits of the site's address (64-aligned), or VS_EVENT_* */
 	uint16_t size;   /* whole record in bytes, multiple of 8 */
 	uint16_t caller; /* caller id + 1, or 0 */
 };
@@ -160,9 +161,10 @@ extern struct vs_trace_control *vs__ctl VS__HIDDEN;
 extern __thread struct vs_ring_writer *vs__tls_writer VS__HIDDEN
 	__attribute__((tls_model("initial-exec")));
 extern int vs__ts_is_tsc VS__HIDDEN;
-extern const struct vs_site __start_vs_trace_sites[] VS__HIDDEN;
 extern const struct vs_caller __start_vs_trace_callers[] VS__HIDDEN;
 
+/* Never NULL: when the event can't be kept (dropped, no ring) it returns scratch
+ * space and switches the thread to a writer whose commit goes nowhere. */
 uint8_t *vs__reserve_slow(struct vs_ring_writer *w, uint32_t len);
 void vs__print(const struct vs_site *site, const struct vs_caller *caller, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -357,22 +359,22 @@ static inline __attribute__((always_inline)) void vs__put_str(uint8_t **p, const
 			uint8_t *vs__rec = __builtin_expect(vs__head + vs__len <= vs__w->fast_end, 1) \
 				? vs__w->data + (vs__head & vs__w->mask)                           \
 				: vs__reserve_slow(vs__w, vs__len);                                \
-			if (vs__rec) {                                                             \
-				struct vs_event_header vs__h = {                                   \
-					.ts = vs__ts,                                              \
-					.site = (uint32_t)(&vs__site - __start_vs_trace_sites),    \
-					.size = (uint16_t)vs__len,                                 \
-					.caller = vs__caller_id                                    \
-						? (uint16_t)(vs__caller_id - __start_vs_trace_callers + 1) \
-						: 0,                                               \
-				};                                                                 \
-				memcpy(vs__rec, &vs__h, sizeof vs__h);                             \
-				uint8_t *vs__p __attribute__((unused)) = vs__rec + sizeof vs__h;   \
-				VS__EACH(VS__STORE, __VA_ARGS__)                                   \
-				vs__w = vs__tls_writer;                                            \
-				vs__w->head += vs__len;                                            \
-				__atomic_store_n(vs__w->pub, vs__w->head, __ATOMIC_RELEASE);       \
-			}                                                                          \
+			struct vs_event_header vs__h = {                                           \
+				.ts = vs__ts,                                                      \
+				.site = (uint32_t)(uintptr_t)&vs__site,                            \
+				.size = (uint16_t)vs__len,                                         \
+				.caller = vs__caller_id                                            \
+					? (uint16_t)(vs__caller_id - __start_vs_trace_callers + 1) \
+					: 0,                                                       \
+			};                                                                         \
+			memcpy(vs__rec, &vs__h, sizeof vs__h);                                     \
+			uint8_t *vs__p __attribute__((unused)) = vs__rec + sizeof vs__h;           \
+			VS__EACH(VS__STORE, __VA_ARGS__)                                           \
+			/* The slow path may have switched writers (first event, drop). */        \
+			vs__w = vs__tls_writer;                                                    \
+			vs__w->head += vs__len;                                                    \
+			vs__w->count++;                                                            \
+			__atomic_store_n(vs__w->pub, vs__w->head, __ATOMIC_RELEASE);               \
 		}                                                                                  \
 	} while (0)
 #endif

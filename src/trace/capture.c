@@ -219,14 +219,16 @@ static int check_records(struct vs_capture *c, uint64_t off, uint64_t len, char 
 		if (e.site == VS_EVENT_DROPS) {
 			if (e.size != 24)
 				return bad(why, whylen, c->path, off, "drop marker of size %u", e.size);
-		} else if (e.site >= c->meta.nsites) {
-			return bad(why, whylen, c->path, off, "event names site %u but the capture "
-				   "has %u sites", e.site, c->meta.nsites);
+		} else if (vs_meta_site_index(&c->meta, e.site) < 0) {
+			return bad(why, whylen, c->path, off, "event names site %#x, which is none of "
+				   "the capture's %u sites", e.site, c->meta.nsites);
 		} else {
-			const char *err = check_args(&c->meta.sites[e.site], c->map + off + sizeof e,
+			int64_t idx = vs_meta_site_index(&c->meta, e.site);
+			const char *err = check_args(&c->meta.sites[idx], c->map + off + sizeof e,
 						     e.size - sizeof e);
 			if (err)
-				return bad(why, whylen, c->path, off, "site %u: %s", e.site, err);
+				return bad(why, whylen, c->path, off, "site %lld: %s", (long long)idx,
+					   err);
 			if (e.caller > c->meta.ncallers)
 				return bad(why, whylen, c->path, off, "caller %u but the capture has "
 					   "%u callers", e.caller, c->meta.ncallers);
@@ -497,7 +499,7 @@ int vs_capture_walk(struct vs_capture *c, vs_event_fn fn, void *opaque, char *wh
 			best->marked += ev.lost;
 			ev.lost_what = "dropped (ring full while streaming)";
 		} else {
-			ev.site = &c->meta.sites[e.site];
+			ev.site = &c->meta.sites[vs_meta_site_index(&c->meta, e.site)];
 			ev.caller = e.caller ? &c->meta.callers[e.caller - 1] : NULL;
 			ev.args = payload;
 			ev.args_len = e.size - sizeof e;

@@ -4,7 +4,7 @@
  * serialised from the program's own ELF sections so tools can decode events
  * without the binary.  Little-endian, length-prefixed, validated on parse.
  *
- *   u32 magic 'VSMD', u32 version 1, u32 nsites, u32 nflags, u32 ncallers, u32 0
+ *   u32 magic 'VSMD', u32 version 1, u32 nsites, u32 nflags, u32 ncallers, u32 site_base
  *   site:   u32 line, u8 level, u8 flag, u8 hot, u8 nargs, u8 types[16],
  *           str file, str func, str fmt, str flag_name
  *   flag:   u32 bit, str name
@@ -92,7 +92,8 @@ int vs_meta_build_self(void **blob, size_t *len)
 	put32(&b, nsites);
 	put32(&b, nflags);
 	put32(&b, ncallers);
-	put32(&b, 0);
+	/* Events carry the low 32 bits of their site's address: this maps them back. */
+	put32(&b, (uint32_t)(uintptr_t)s0);
 	for (uint32_t i = 0; i < nsites; i++) {
 		const struct vs_site *s = &s0[i];
 		put32(&b, s->line);
@@ -201,7 +202,7 @@ int vs_meta_parse(struct vs_meta *m, const void *blob, size_t len, char *why, si
 	uint32_t nsites = get32(&r, "header");
 	uint32_t nflags = get32(&r, "header");
 	uint32_t ncallers = get32(&r, "header");
-	get32(&r, "header");
+	m->site_base = get32(&r, "header");
 	if (!r.err && magic != META_MAGIC)
 		fail(&r, "bad magic %#x", magic);
 	if (!r.err && version != 1)

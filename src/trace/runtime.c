@@ -28,6 +28,7 @@
 
 #define DEFAULT_RINGS     64
 #define DEFAULT_RING_SIZE (1u << 20)
+#define NCHUNK            16
 
 /* Before init (and for the off flavour) sites see an all-zero control block. */
 static struct vs_trace_control boot_ctl;
@@ -36,15 +37,34 @@ int vs__ts_is_tsc;
 
 /* fast_end == 0 sends the first event of each thread to the slow path, which
  * attaches a ring; a thread that has exited gets the dead writer and drops. */
-static struct vs_ring_writer attach_writer;
-static struct vs_ring_writer dead_writer;
+/* Where events that can't be kept are written (and forgotten): the fast path never
+ * tests for failure, so the slow path always hands out somewhere to write. */
+#define SCRATCH_SIZE 0x10000
+static uint8_t global_scratch[SCRATCH_SIZE];
+static uint64_t nowhere;
+static struct vs_ring_writer attach_writer = { .data = global_scratch, .pub = &nowhere };
+static struct vs_ring_writer dead_writer = { .data = global_scratch, .pub = &nowhere };
 __thread struct vs_ring_writer *vs__tls_writer = &attach_writer;
 
 struct thread_ring {
-	struct vs_ring_writer w; /* first: the fast path sees only this */
+	struct vs_ring_writer w;      /* first: the fast path sees only this */
+	struct vs_ring_writer drop_w; /* current after a drop: commits go nowhere */
+	uint64_t drop_pub;
+	uint8_t *scratch;
 	struct vs_shm_ring *shm;
 	uint64_t size;
 	uint64_t pending_drops; /* to report with a marker once there is room */
+	/* Flight-recorder checkpoints: for each of the last NCHUNK chunk boundaries, the
+	 * first record at or after it and the event count there.  Overwriting then moves
+	 * the tail a chunk at a time and counts the events it passes over without
+	 * reading them. */
+	uint64_t chunk;   /* ring size / NCHUNK */
+	uint64_t cp_next; /* next boundary to checkpoint */
+	struct {
+		uint64_t boundary, pos, count;
+	} cp[16];
+	uint64_t tail_pos;   /* where we last put the tail ... */
+	uint64_t tail_count; /* ... and the event count there (valid iff tail_pos == tail) */
 	unsigned slot;
 	unsigned drops_since_check;
 };
@@ -65,6 +85,8 @@ static struct {
 	struct vs_meta meta; /* for the print backend and flag names */
 	bool meta_ok;
 } rt = { .print_lock = PTHREAD_MUTEX_INITIALIZER };
+
+static __thread struct thread_ring *my_ring;
 
 uint64_t vs__clock_ns(void)
 {
@@ -212,6 +234,7 @@ static void thread_exit(void *arg)
 {
 	struct thread_ring *tr = arg;
 	vs__tls_writer = &dead_writer;
+	my_ring = NULL;
 	__atomic_store_n(&tr->shm->state, VS_RING_RETIRED, __ATOMIC_RELEASE);
 	/* The ring's data stays in the file: a recorder drains it, a dump shows it. */
 }
@@ -331,6 +354,7 @@ static void child_after_fork(void)
 	}
 	vs__ctl = &rt.fork_ctl;
 	vs__tls_writer = &attach_writer;
+	my_ring = NULL;
 	rt.hdr = NULL;
 	rt.path[0] = '\0';
 	rt.forked = true;
@@ -365,12 +389,17 @@ static struct thread_ring *attach_ring(void)
 			/* Own cache lines: the head is written per event, and a neighbour
 			 * thread's ring state must not share its line. */
 			struct thread_ring *tr = aligned_alloc(128, (sizeof *tr + 127) & ~(size_t)127);
-			if (tr)
+			if (tr) {
 				memset(tr, 0, sizeof *tr);
-			if (!tr) {
+				tr->scratch = malloc(SCRATCH_SIZE);
+			}
+			if (!tr || !tr->scratch) {
+				free(tr);
 				__atomic_store_n(&rings[i].state, want, __ATOMIC_RELEASE);
 				return NULL;
 			}
+			tr->drop_w.data = tr->scratch;
+			tr->drop_w.pub = &tr->drop_pub;
 			struct vs_shm_ring *r = &rings[i];
 			r->tid = (uint32_t)gettid_();
 			memset(r->thread_name, 0, sizeof r->thread_name);
@@ -389,6 +418,12 @@ static struct thread_ring *attach_ring(void)
 			tr->w.mask = h->ring_size - 1;
 			tr->w.pub = &r->head;
 			tr->w.fast_end = 0;
+			tr->chunk = h->ring_size / NCHUNK;
+			tr->cp_next = (pos + tr->chunk - 1) & ~(tr->chunk - 1);
+			for (int c = 0; c < NCHUNK; c++)
+				tr->cp[c].boundary = UINT64_MAX;
+			tr->tail_pos = pos;
+			tr->tail_count = 0;
 			if (rt.key_ok)
 				pthread_setspecific(rt.key, tr);
 			return tr;
@@ -407,33 +442,76 @@ static uint64_t record_span(const struct thread_ring *tr, uint64_t pos, bool *is
 	const struct vs_event_header *e = (const void *)(tr->w.data + off);
 	if (e->size < sizeof *e || e->size > room || (e->size & 7))
 		return room; /* cannot happen with our own writes; resynchronise at the wrap */
-	*is_event = e->site != VS_EVENT_PAD;
+	*is_event = e->site != VS_EVENT_PAD && e->site != VS_EVENT_DROPS;
 	return e->site == VS_EVENT_PAD ? room : e->size;
 }
 
-/* Flight mode: make room by advancing the tail past whole records, at least a
- * sixteenth of the ring at a time so a full ring doesn't take this path per event. */
-static uint64_t overwrite_oldest(struct thread_ring *tr, uint64_t need_tail)
+static void checkpoint(struct thread_ring *tr)
+{
+	while (tr->cp_next <= tr->w.head) {
+		unsigned i = (unsigned)(tr->cp_next / tr->chunk) % NCHUNK;
+		tr->cp[i].boundary = tr->cp_next;
+		tr->cp[i].pos = tr->w.head;
+		tr->cp[i].count = tr->w.count;
+		tr->cp_next += tr->chunk;
+	}
+}
+
+/* The checkpoint with the lowest position at or after `pos`, or -1. */
+static int checkpoint_at_or_after(const struct thread_ring *tr, uint64_t pos)
+{
+	int best = -1;
+	for (int i = 0; i < NCHUNK; i++) {
+		const uint64_t b = tr->cp[i].boundary;
+		if (b == UINT64_MAX || b + tr->size <= tr->w.head || tr->cp[i].pos < pos)
+			continue; /* empty, from an older lap, or too early */
+		if (best < 0 || tr->cp[i].pos < tr->cp[best].pos)
+			best = i;
+	}
+	return best;
+}
+
+/* Flight mode: make room by advancing the tail to a checkpoint at least a sixteenth
+ * of the ring past what is needed, counting the events overwritten.  Only when the
+ * tail was last moved by someone else (a recorder) are records walked one by one,
+ * up to the next checkpoint. */
+static void overwrite_oldest(struct thread_ring *tr, uint64_t need_tail)
 {
 	uint64_t tail = __atomic_load_n(&tr->shm->tail, __ATOMIC_ACQUIRE);
-	uint64_t target = need_tail + tr->size / 16;
-	uint64_t head = tr->w.head, lost = 0;
-	uint64_t t = tail;
+	uint64_t target = need_tail + tr->chunk;
+	uint64_t head = tr->w.head, t, lost, count_at_t;
 
 	if (target > head)
 		target = head;
-	while (t < target) {
-		bool is_event;
-		t += record_span(tr, t, &is_event);
-		lost += is_event;
+	int c = checkpoint_at_or_after(tr, target);
+	if (c >= 0 && tail == tr->tail_pos) {
+		t = tr->cp[c].pos;
+		lost = tr->cp[c].count - tr->tail_count;
+		count_at_t = tr->cp[c].count;
+	} else {
+		t = tail;
+		lost = 0;
+		for (;;) {
+			int at = checkpoint_at_or_after(tr, t);
+			if (t >= target && (at < 0 || tr->cp[at].pos == t || t >= head))
+				break;
+			bool is_event;
+			t += record_span(tr, t, &is_event);
+			lost += is_event;
+		}
+		int at = checkpoint_at_or_after(tr, t);
+		count_at_t = at >= 0 && tr->cp[at].pos == t ? tr->cp[at].count : tr->w.count;
+		if (t != head && (at < 0 || tr->cp[at].pos != t))
+			count_at_t = UINT64_MAX; /* unknown: the next overwrite walks again */
 	}
 	/* A recorder attaching right now may move the tail too: whoever moves it first
 	 * wins, the other re-evaluates. */
 	if (!__atomic_compare_exchange_n(&tr->shm->tail, &tail, t, false, __ATOMIC_ACQ_REL,
 					 __ATOMIC_ACQUIRE))
-		return tail;
+		return;
+	tr->tail_pos = count_at_t == UINT64_MAX ? UINT64_MAX : t;
+	tr->tail_count = count_at_t;
 	__atomic_store_n(&tr->shm->overwritten, tr->shm->overwritten + lost, __ATOMIC_RELAXED);
-	return t;
 }
 
 static bool recorder_gone(struct thread_ring *tr)
@@ -462,27 +540,37 @@ static void put_record(struct thread_ring *tr, uint32_t site, uint32_t size, con
 	tr->w.head += size;
 }
 
+/* Lose this event: the caller writes it into scratch space and commits it to a
+ * writer that publishes nowhere; the next event comes back here. */
+static uint8_t *drop(struct thread_ring *tr)
+{
+	tr->pending_drops++;
+	tr->w.fast_end = 0;
+	vs__tls_writer = &tr->drop_w;
+	return tr->scratch;
+}
+
 uint8_t *vs__reserve_slow(struct vs_ring_writer *w, uint32_t len)
 {
-	struct thread_ring *tr;
+	struct thread_ring *tr = my_ring;
 
-	if (w == &dead_writer || len > 0xfff8)
-		return NULL;
-	if (w == &attach_writer) {
+	if (w == &attach_writer && !tr) {
 		tr = attach_ring();
 		if (!tr) {
 			if (rt.hdr)
 				__atomic_fetch_add(&rt.hdr->no_ring_drops, 1, __ATOMIC_RELAXED);
-			return NULL;
+			return global_scratch; /* committed to attach_writer: nowhere */
 		}
-		vs__tls_writer = &tr->w;
-	} else {
-		tr = (struct thread_ring *)w;
+		my_ring = tr;
 	}
-	if (len > tr->size / 4) {
-		tr->pending_drops++;
-		return NULL;
+	if (!tr) { /* the thread has exited (a later TLS destructor traces) */
+		if (rt.hdr)
+			__atomic_fetch_add(&rt.hdr->no_ring_drops, 1, __ATOMIC_RELAXED);
+		return global_scratch;
 	}
+	vs__tls_writer = &tr->w;
+	if (len > tr->size / 4 || len > SCRATCH_SIZE)
+		return drop(tr);
 
 	for (;;) {
 		uint64_t head = tr->w.head;
@@ -496,11 +584,9 @@ uint8_t *vs__reserve_slow(struct vs_ring_writer *w, uint32_t len)
 		if (head + need - tail > tr->size) {
 			uint32_t mode = __atomic_load_n(&rt.hdr->mode, __ATOMIC_ACQUIRE);
 			if (mode == VS_MODE_STREAM && !recorder_gone(tr)) {
-				tr->pending_drops++;
 				__atomic_store_n(&tr->shm->dropped, tr->shm->dropped + 1,
 						 __ATOMIC_RELAXED);
-				tr->w.fast_end = 0;
-				return NULL;
+				return drop(tr);
 			}
 			if (mode != VS_MODE_STREAM)
 				overwrite_oldest(tr, head + need - tr->size);
@@ -519,9 +605,12 @@ uint8_t *vs__reserve_slow(struct vs_ring_writer *w, uint32_t len)
 		}
 		if (pad || marker)
 			__atomic_store_n(tr->w.pub, tr->w.head, __ATOMIC_RELEASE);
+		checkpoint(tr);
 		uint64_t wrap = (tr->w.head & ~tr->w.mask) + tr->size;
 		uint64_t limit = tail + tr->size;
-		tr->w.fast_end = wrap < limit ? wrap : limit;
+		uint64_t end = wrap < limit ? wrap : limit;
+		/* The first event past the next boundary comes here to checkpoint it. */
+		tr->w.fast_end = end < tr->cp_next ? end : tr->cp_next;
 		return tr->w.data + (tr->w.head & tr->w.mask);
 	}
 }

@@ -86,6 +86,7 @@ struct vs_meta_caller {
 };
 struct vs_meta {
 	uint32_t nsites, nflags, ncallers;
+	uint32_t site_base; /* low 32 bits of the first site's address in the process */
 	struct vs_meta_site *sites;
 	struct vs_meta_caller *callers;
 	const char *flag_names[32]; /* NULL where no flag has that bit */
@@ -97,6 +98,14 @@ int vs_meta_build_self(void **blob, size_t *len);
 /* Parse a blob; on error -EINVAL and `why` says at which byte and what. */
 int vs_meta_parse(struct vs_meta *m, const void *blob, size_t len, char *why, size_t whylen);
 void vs_meta_free(struct vs_meta *m);
+/* Site index of an event's site field, or -1 if it names no site. */
+static inline int64_t vs_meta_site_index(const struct vs_meta *m, uint32_t site)
+{
+	uint32_t off = site - m->site_base; /* 32-bit wrap-around is intended */
+	if (off % sizeof(struct vs_site) || off / sizeof(struct vs_site) >= m->nsites)
+		return -1;
+	return off / sizeof(struct vs_site);
+}
 /* Flag name lookup (case-insensitive); -1 if unknown. */
 int vs_meta_flag_bit(const struct vs_meta *m, const char *name);
 
