@@ -1,0 +1,294 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One profile through the user-space initiator: T threads, each keeping Q requests
+ * in flight on its queue (threads share queues round-robin when there are more
+ * threads than queues), for a fixed time.  Latency is measured per request from
+ * submit to completion callback.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench/storage.h"
+#include "initiator/initiator.h"
+
+static uint64_t mono_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+struct worker;
+struct slot {
+	struct vs_ini_io io;
+	struct iovec iov;
+	struct worker *w;
+};
+
+struct worker {
+	pthread_t thread;
+	unsigned idx;
+	struct vs_ini_queue *q;
+	const struct bench_profile *p;
+	bool write;
+	bool interrupt;
+	struct vs_ini_lun lun;
+	uint64_t stretch_start, stretch_blocks, next; /* sequential position, in LUN blocks */
+	uint64_t rng;
+	struct slot *slots;
+	struct bench_hist hist;
+	uint64_t bytes, ios, errors;
+	atomic_uint inflight;
+	_Atomic bool *stop;
+	uint64_t t_end; /* completions after this don't count */
+	/* Completions of a shared queue run on whichever thread polls it (or on the
+	 * initiator's completion thread): the worker's state is locked. */
+	pthread_mutex_t lock;
+	int err;
+};
+
+static uint64_t xorshift(uint64_t *s)
+{
+	uint64_t x = *s;
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	return *s = x;
+}
+
+static void pick(struct worker *w, struct vs_ini_io *io)
+{
+	uint32_t per = w->p->block / w->lun.block_size;
+	if (w->p->random) {
+		uint64_t slots = w->lun.num_blocks / per;
+		io->lba = (xorshift(&w->rng) % slots) * per;
+	} else {
+		if (w->next + per > w->stretch_start + w->stretch_blocks)
+			w->next = w->stretch_start;
+		io->lba = w->next;
+		w->next += per;
+	}
+	io->nblocks = per;
+}
+
+static int submit_one(struct slot *s);
+
+static void on_done(struct vs_ini_io *io)
+{
+	struct slot *s = io->opaque;
+	struct worker *w = s->w;
+	uint64_t now = mono_ns();
+	pthread_mutex_lock(&w->lock);
+	if (now <= w->t_end) {
+		if (io->result == 0) {
+			bench_hist_add(&w->hist, now - io->submit_ns);
+			w->bytes += w->p->block;
+			w->ios++;
+		} else {
+			w->errors++;
+		}
+	}
+	pthread_mutex_unlock(&w->lock);
+	atomic_fetch_sub(&w->inflight, 1);
+	if (!atomic_load(w->stop))
+		submit_one(s);
+}
+
+static int submit_one(struct slot *s)
+{
+	struct worker *w = s->w;
+	struct vs_ini_io *io = &s->io;
+	memset(io, 0, offsetof(struct vs_ini_io, result));
+	io->op = w->write ? VS_INI_WRITE : VS_INI_READ;
+	io->lun = 0;
+	pthread_mutex_lock(&w->lock);
+	pick(w, io);
+	pthread_mutex_unlock(&w->lock);
+	io->iov = &s->iov;
+	io->iovcnt = 1;
+	io->done = on_done;
+	io->opaque = s;
+	io->submit_ns = mono_ns();
+	atomic_fetch_add(&w->inflight, 1);
+	for (;;) {
+		int rc = vs_ini_submit(w->q, io);
+		if (rc == 0)
+			return 0;
+		if (rc != -EBUSY) {
+			atomic_fetch_sub(&w->inflight, 1);
+			pthread_mutex_lock(&w->lock);
+			w->err = rc;
+			w->errors++;
+			pthread_mutex_unlock(&w->lock);
+			return rc;
+		}
+		/* Queue full (shared with other threads): reap and retry. */
+		if (!w->interrupt)
+			vs_ini_poll(w->q, 64);
+		else
+			sched_yield();
+	}
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	for (unsigned i = 0; i < w->p->depth; i++)
+		if (submit_one(&w->slots[i]) < 0 && w->err != -EBUSY)
+			break;
+	while (!atomic_load(w->stop)) {
+		if (w->interrupt)
+			usleep(1000);
+		else
+			vs_ini_poll(w->q, 64);
+	}
+	/* Drain what is still in flight: requests must finish before buffers go. */
+	uint64_t give_up = mono_ns() + 10ull * 1000000000ull;
+	while (atomic_load(&w->inflight) && mono_ns() < give_up) {
+		if (w->interrupt)
+			usleep(100);
+		else
+			vs_ini_poll(w->q, 64);
+	}
+	return NULL;
+}
+
+int bench_run_initiator(const struct bench_opts *o, const struct bench_profile *p,
+			struct bench_result *r, char *why, size_t whylen)
+{
+	struct vs_ini_opts io = {
+		.socket = o->socket,
+		.queues = o->queues ? o->queues : (p->threads < 16 ? p->threads : 16),
+		.queue_size = 256,
+		.data_mem = (size_t)p->threads * p->depth * p->block + (16u << 20),
+		.interrupt = o->interrupt,
+	};
+	struct vs_ini *ini;
+	int rc = vs_ini_open(&ini, &io);
+	if (rc < 0) {
+		snprintf(why, whylen, "cannot connect to %s: %s", o->socket, strerror(-rc));
+		return rc;
+	}
+	struct vs_ini_lun lun;
+	if (vs_ini_lun_count(ini) == 0 || vs_ini_lun_info(ini, 0, &lun) < 0) {
+		snprintf(why, whylen, "the target at %s has no LUN", o->socket);
+		vs_ini_close(ini);
+		return -ENODEV;
+	}
+	if (p->block % lun.block_size || (uint64_t)p->block > lun.num_blocks * lun.block_size) {
+		snprintf(why, whylen, "block size %u does not fit LUN 0 (%u-byte blocks, %llu blocks)",
+			 p->block, lun.block_size, (unsigned long long)lun.num_blocks);
+		vs_ini_close(ini);
+		return -EINVAL;
+	}
+	_Atomic bool stop = false;
+	struct worker *ws = calloc(p->threads, sizeof *ws);
+	unsigned nq = vs_ini_queue_count(ini);
+	uint64_t per_thread = lun.num_blocks / p->threads;
+	for (unsigned t = 0; t < p->threads && ws; t++) {
+		struct worker *w = &ws[t];
+		w->idx = t;
+		w->q = vs_ini_get_queue(ini, t % nq);
+		w->p = p;
+		w->write = o->write;
+		w->interrupt = o->interrupt;
+		w->lun = lun;
+		w->stretch_start = per_thread * t;
+		w->stretch_blocks = per_thread;
+		w->next = w->stretch_start;
+		w->rng = 0x9e3779b97f4a7c15ull * (t + 1);
+		w->stop = &stop;
+		w->t_end = UINT64_MAX;
+		pthread_mutex_init(&w->lock, NULL);
+		w->slots = calloc(p->depth, sizeof *w->slots);
+		if (!w->slots) {
+			rc = -ENOMEM;
+			break;
+		}
+		for (unsigned i = 0; i < p->depth; i++) {
+			void *buf = vs_ini_alloc(ini, p->block, 4096);
+			if (!buf) {
+				snprintf(why, whylen, "out of initiator shared memory");
+				rc = -ENOMEM;
+				break;
+			}
+			if (o->write)
+				memset(buf, (int)(i + t), p->block);
+			w->slots[i].iov = (struct iovec){ buf, p->block };
+			w->slots[i].w = w;
+		}
+	}
+	if (!ws)
+		rc = -ENOMEM;
+	if (rc < 0) {
+		if (ws)
+			for (unsigned t = 0; t < p->threads; t++)
+				free(ws[t].slots);
+		free(ws);
+		vs_ini_close(ini);
+		if (rc == -ENOMEM && !why[0])
+			snprintf(why, whylen, "out of memory");
+		return rc;
+	}
+	uint64_t t0 = mono_ns(), t_end = t0 + (uint64_t)(o->seconds * 1e9);
+	for (unsigned t = 0; t < p->threads; t++) {
+		ws[t].t_end = t_end;
+		pthread_create(&ws[t].thread, NULL, worker_main, &ws[t]);
+	}
+	while (mono_ns() < t_end) {
+		usleep(100000);
+		if (o->progress) {
+			uint64_t bytes = 0;
+			for (unsigned t = 0; t < p->threads; t++)
+				bytes += ws[t].bytes;
+			double el = (double)(mono_ns() - t0) / 1e9;
+			fprintf(stderr, "\r  %-14s %-5s %4.1f/%.1f s %10.1f MiB/s   ", p->name,
+				o->write ? "write" : "read", el, o->seconds,
+				(double)bytes / (1024.0 * 1024.0) / el);
+		}
+	}
+	atomic_store(&stop, true);
+	memset(r, 0, sizeof *r);
+	struct bench_hist *h = calloc(1, sizeof *h);
+	for (unsigned t = 0; t < p->threads; t++) {
+		pthread_join(ws[t].thread, NULL);
+		if (h)
+			bench_hist_merge(h, &ws[t].hist);
+		r->errors += ws[t].errors;
+		r->mib_s += (double)ws[t].bytes;
+		r->iops += (double)ws[t].ios;
+		if (ws[t].err && ws[t].err != -EBUSY && !why[0])
+			snprintf(why, whylen, "submit failed: %s", strerror(-ws[t].err));
+		free(ws[t].slots);
+	}
+	if (o->progress)
+		fprintf(stderr, "\r%70s\r", "");
+	double secs = o->seconds;
+	snprintf(r->profile, sizeof r->profile, "%s", p->name);
+	snprintf(r->rw, sizeof r->rw, "%s", o->write ? "write" : "read");
+	r->mib_s = r->mib_s / (1024.0 * 1024.0) / secs;
+	r->iops /= secs;
+	r->seconds = secs;
+	if (h) {
+		r->mean_us = bench_hist_mean_us(h);
+		r->p50_us = bench_hist_percentile_us(h, 50);
+		r->p99_us = bench_hist_percentile_us(h, 99);
+		r->p999_us = bench_hist_percentile_us(h, 99.9);
+		free(h);
+	}
+	free(ws);
+	vs_ini_close(ini);
+	if (r->errors && r->iops == 0) {
+		if (!why[0])
+			snprintf(why, whylen, "every request failed");
+		return -EIO;
+	}
+	return 0;
+}

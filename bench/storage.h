@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: MIT */
+/* The storage benchmark (`vioscope bench`): profiles, statistics, runners. */
+#ifndef VS_BENCH_STORAGE_H
+#define VS_BENCH_STORAGE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+struct bench_profile {
+	char name[32];
+	bool random;
+	uint32_t block;   /* bytes */
+	unsigned depth;   /* requests in flight per thread */
+	unsigned threads;
+};
+int bench_profile_parse(const char *s, struct bench_profile *p, char *why, size_t whylen);
+
+#define BENCH_HIST_BUCKETS (64 * 40)
+struct bench_hist {
+	uint64_t count[BENCH_HIST_BUCKETS];
+	uint64_t n, sum;
+};
+void bench_hist_add(struct bench_hist *h, uint64_t ns);
+void bench_hist_merge(struct bench_hist *into, const struct bench_hist *from);
+double bench_hist_percentile_us(const struct bench_hist *h, double pct);
+double bench_hist_mean_us(const struct bench_hist *h);
+
+struct bench_result {
+	char profile[32];
+	char rw[8];
+	double mib_s, iops, mean_us, p50_us, p99_us, p999_us, seconds;
+	uint64_t errors;
+};
+void bench_result_print_header(FILE *f);
+void bench_result_print(FILE *f, const struct bench_result *r);
+void bench_result_json(FILE *f, const struct bench_result *r);
+double bench_json_number(const char *json, const char *key, double dflt);
+
+struct bench_opts {
+	const char *socket;      /* existing target, or NULL: start one */
+	const char *target_spec; /* "file=IMG" or "ram=SIZE" for the embedded target */
+	bool write;
+	double seconds;
+	bool interrupt;          /* completion threads instead of polling */
+	unsigned queues;
+	bool json;
+	bool progress;
+	const char *exe;         /* the vioscope binary to run the embedded target with */
+};
+
+/* Run one profile through the user-space initiator against opts->socket. */
+int bench_run_initiator(const struct bench_opts *o, const struct bench_profile *p,
+			struct bench_result *r, char *why, size_t whylen);
+/* Run one profile with fio (io_uring) on a file: the raw limit. */
+int bench_run_fio(const char *file, const struct bench_profile *p, bool write, double seconds,
+		  struct bench_result *r, char *why, size_t whylen);
+
+/* Start `exe target --socket SOCK --lun 0:SPEC ...` and wait for its socket. */
+int bench_target_start(const char *exe, const char *spec, unsigned queues, const char *sock,
+		       int *pid, char *why, size_t whylen);
+int bench_target_stop(int pid);
+/* Create the default image if missing; returns its spec ("file=PATH"). */
+int bench_default_image(char *spec, size_t len, char *why, size_t whylen);
+
+#endif

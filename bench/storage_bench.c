@@ -1,0 +1,494 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * `vioscope bench`: CrystalDiskMark-style profiles through the user-space
+ * initiator against a vhost-user-scsi target (one given by --socket, or one it
+ * starts itself), and `--flavours`: the same profiles for each trace build
+ * flavour, interleaved in rounds, printed as the seed driver's table.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <vioscope/trace.h>
+
+#include "bench/storage.h"
+#include "tools/commands.h"
+
+#define MAX_PROFILES 16
+
+static const char *const default_profiles[] = { "seq1m-q8t1", "seq1m-q1t1", "rnd4k-q32t16",
+						 "rnd4k-q1t1" };
+static const char *const flavour_profiles[] = { "seq1m-q8t1", "rnd4k-q32t16" };
+
+static void usage(FILE *f)
+{
+	fputs("usage: vioscope bench [--socket PATH | --target file=IMG|ram=SIZE] [--profile P]...\n"
+	      "                      [--rw read|write] [--time S] [--queues N] [--interrupt]\n"
+	      "                      [--fio] [--json] [--no-progress] [--record DIR]\n"
+	      "       vioscope bench --flavours [--rounds N] [--time S] [--target ...] [--json]\n"
+	      "       vioscope bench trace ...   (cost of one trace event: `bench trace --help`)\n"
+	      "profiles: seq1m-q8t1 seq1m-q1t1 rnd4k-q32t16 rnd4k-q1t1, or any seqNm-qQtT /\n"
+	      "rndNk-qQtT (T threads, Q requests in flight each).  Without --socket a target\n"
+	      "of this binary's flavour is started on a default 1 GiB image.  --fio adds the\n"
+	      "same profiles run by fio (io_uring) on the same file: the raw limit.\n",
+	      f);
+}
+
+static void self_path(char *buf, size_t len)
+{
+	ssize_t n = readlink("/proc/self/exe", buf, len - 1);
+	buf[n > 0 ? n : 0] = '\0';
+}
+
+/* Start recorders for pid (and its target) when --record is given. */
+static pid_t start_recorder(const char *exe, int pid, const char *dir, const char *what)
+{
+	char out[PATH_MAX], p[32];
+	snprintf(out, sizeof out, "%s/%s-%d.vst", dir, what, pid);
+	snprintf(p, sizeof p, "%d", pid);
+	pid_t r = fork();
+	if (r == 0) {
+		execl(exe, exe, "trace", "record", p, "-o", out, (char *)NULL);
+		_exit(127);
+	}
+	usleep(200000); /* it attaches within a few ms */
+	return r;
+}
+
+static uint64_t stop_recorder(pid_t r, const char *dir, const char *what, int pid)
+{
+	char out[PATH_MAX], cmd[PATH_MAX + 64];
+	int st;
+	kill(r, SIGINT);
+	waitpid(r, &st, 0);
+	/* Count what was lost from the capture itself: the decoder reports every loss. */
+	snprintf(out, sizeof out, "%s/%s-%d.vst", dir, what, pid);
+	snprintf(cmd, sizeof cmd, "/proc/%d/exe", getpid());
+	char self[PATH_MAX];
+	self_path(self, sizeof self);
+	snprintf(cmd, sizeof cmd, "'%s' trace decode --json '%s' | grep '\"type\":\"loss\"'", self,
+		 out);
+	FILE *f = popen(cmd, "r");
+	char line[512];
+	uint64_t lost = 0;
+	while (f && fgets(line, sizeof line, f))
+		lost += (uint64_t)bench_json_number(line, "count", 0);
+	if (f)
+		pclose(f);
+	return lost;
+}
+
+static int run_profiles(struct bench_opts *o, char **profiles, int nprof, bool fio,
+			const char *record_dir)
+{
+	char why[512] = "", exe[PATH_MAX], sockdir[] = "/tmp/vioscope-bench-XXXXXX";
+	char sock[PATH_MAX], spec[1024];
+	int tpid = -1, rc = 0;
+	pid_t rec_self = -1, rec_target = -1;
+
+	self_path(exe, sizeof exe);
+	if (!o->socket) {
+		if (!o->target_spec) {
+			if (bench_default_image(spec, sizeof spec, why, sizeof why) < 0) {
+				fprintf(stderr, "bench: %s\n", why);
+				return 1;
+			}
+			o->target_spec = spec;
+		}
+		if (!mkdtemp(sockdir)) {
+			fprintf(stderr, "bench: mkdtemp: %s\n", strerror(errno));
+			return 1;
+		}
+		snprintf(sock, sizeof sock, "%s/target.sock", sockdir);
+		unsigned q = o->queues ? o->queues : 16;
+		if (bench_target_start(exe, o->target_spec, q, sock, &tpid, why, sizeof why) < 0) {
+			fprintf(stderr, "bench: %s\n", why);
+			rmdir(sockdir);
+			return 1;
+		}
+		o->socket = sock;
+	}
+	if (record_dir) {
+		rec_self = start_recorder(exe, getpid(), record_dir, "initiator");
+		if (tpid > 0)
+			rec_target = start_recorder(exe, tpid, record_dir, "target");
+	}
+	struct bench_result res[2 * MAX_PROFILES];
+	int nres = 0;
+	if (!o->json) {
+		fprintf(stderr, "vioscope bench (%s flavour) against %s%s%s, %.1f s per profile\n",
+			vs_trace_flavour(), o->socket, o->target_spec ? " = " : "",
+			o->target_spec ? o->target_spec : "", o->seconds);
+		bench_result_print_header(stdout);
+	}
+	for (int i = 0; i < nprof; i++) {
+		struct bench_profile p;
+		bench_profile_parse(profiles[i], &p, why, sizeof why);
+		why[0] = '\0';
+		if (bench_run_initiator(o, &p, &res[nres], why, sizeof why) < 0) {
+			fprintf(stderr, "bench: %s: %s\n", p.name, why);
+			rc = 1;
+			break;
+		}
+		if (!o->json)
+			bench_result_print(stdout, &res[nres]);
+		nres++;
+	}
+	uint64_t lost = 0;
+	if (rec_self > 0)
+		lost += stop_recorder(rec_self, record_dir, "initiator", getpid());
+	if (rec_target > 0)
+		lost += stop_recorder(rec_target, record_dir, "target", tpid);
+	if (tpid > 0 && bench_target_stop(tpid) < 0) {
+		fprintf(stderr, "bench: the target did not exit cleanly\n");
+		rc = 1;
+	}
+	if (tpid > 0) {
+		unlink(sock);
+		rmdir(sockdir);
+	}
+	/* The raw limit: fio on the very file the target served. */
+	const char *file = o->target_spec && !strncmp(o->target_spec, "file=", 5)
+				   ? o->target_spec + 5 : NULL;
+	char fpath[1024] = "";
+	if (file)
+		snprintf(fpath, sizeof fpath, "%.*s", (int)strcspn(file, ","), file);
+	for (int i = 0; fio && fpath[0] && i < nprof && rc == 0; i++) {
+		struct bench_profile p;
+		bench_profile_parse(profiles[i], &p, why, sizeof why);
+		if (bench_run_fio(fpath, &p, o->write, o->seconds, &res[nres], why, sizeof why) < 0) {
+			fprintf(stderr, "bench: fio: %s\n", why);
+			rc = 1;
+			break;
+		}
+		snprintf(res[nres].rw, sizeof res[nres].rw, "%s", o->write ? "fio-w" : "fio-r");
+		if (!o->json)
+			bench_result_print(stdout, &res[nres]);
+		nres++;
+	}
+	if (o->json) {
+		printf("{\"flavour\": \"%s\", \"trace_lost\": %llu, \"results\": [", vs_trace_flavour(),
+		       (unsigned long long)lost);
+		for (int i = 0; i < nres; i++) {
+			printf(i ? ",\n  " : "\n  ");
+			bench_result_json(stdout, &res[i]);
+		}
+		printf("\n]}\n");
+	} else if (record_dir) {
+		printf("trace events lost while recording: %llu\n", (unsigned long long)lost);
+	}
+	return rc;
+}
+
+/* ---- --flavours: the seed driver's table ---------------------------------------------------- */
+struct flavour_run {
+	const char *label;
+	const char *binary;  /* next to this one */
+	const char *trace;   /* VIOSCOPE_TRACE for the run */
+	bool record;
+};
+
+static const struct flavour_run flavour_runs[] = {
+	{ "off", "vioscope-off", NULL, false },
+	{ "cold", "vioscope", NULL, false },
+	{ "all (hot off)", "vioscope-all", "info:all", false },
+	{ "cold-print", "vioscope-cold-print", NULL, false },
+	{ "all (hot on, recorded)", "vioscope-all", "verbose:all", true },
+};
+#define NFLAVOURS (sizeof flavour_runs / sizeof flavour_runs[0])
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof *v, cmp_double);
+	return n ? v[n / 2] : 0;
+}
+
+static int run_child(const char *bin, const struct flavour_run *f, const char *target,
+		     double seconds, const char *dir, char **out)
+{
+	char cmd[4096], t[32];
+	snprintf(t, sizeof t, "%.2f", seconds);
+	int n = snprintf(cmd, sizeof cmd, "%s%s%s VIOSCOPE_TRACE_FILE='%s/print.log' '%s' bench "
+			 "--json --no-progress --time %s --target '%s'",
+			 f->trace ? "VIOSCOPE_TRACE=" : "", f->trace ? f->trace : "",
+			 f->trace ? "" : "", dir, bin, t, target);
+	if (f->record)
+		n += snprintf(cmd + n, sizeof cmd - (size_t)n, " --record '%s'", dir);
+	for (size_t i = 0; i < sizeof flavour_profiles / sizeof flavour_profiles[0]; i++)
+		n += snprintf(cmd + n, sizeof cmd - (size_t)n, " --profile %s", flavour_profiles[i]);
+	FILE *p = popen(cmd, "r");
+	if (!p)
+		return -errno;
+	size_t cap = 8192, len = 0, k;
+	char *buf = malloc(cap);
+	while (buf && (k = fread(buf + len, 1, cap - len - 1, p)) > 0)
+		len += k;
+	int st = pclose(p);
+	if (!buf)
+		return -ENOMEM;
+	buf[len] = '\0';
+	*out = buf;
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -EIO;
+}
+
+static int run_flavours(struct bench_opts *o, int rounds, bool json)
+{
+	char exe[PATH_MAX], dir[PATH_MAX], why[512], spec[1024];
+	char tmp[] = "/tmp/vioscope-flavours-XXXXXX";
+	self_path(exe, sizeof exe);
+	snprintf(dir, sizeof dir, "%s", exe);
+	*strrchr(dir, '/') = '\0';
+	if (!o->target_spec) {
+		if (bench_default_image(spec, sizeof spec, why, sizeof why) < 0) {
+			fprintf(stderr, "bench: %s\n", why);
+			return 1;
+		}
+		o->target_spec = spec;
+	}
+	if (!mkdtemp(tmp)) {
+		fprintf(stderr, "bench: mkdtemp: %s\n", strerror(errno));
+		return 1;
+	}
+	const size_t np = sizeof flavour_profiles / sizeof flavour_profiles[0];
+	double mib[NFLAVOURS][2][64], iops[NFLAVOURS][64], lat[NFLAVOURS][64];
+	uint64_t lost[NFLAVOURS] = { 0 };
+	int got[NFLAVOURS] = { 0 };
+	if (rounds > 64)
+		rounds = 64;
+	if (!json)
+		fprintf(stderr, "bench --flavours: %d rounds x %zu flavours x %zu profiles x %.1f s "
+				"on %s (interleaved: each round runs every flavour once)\n",
+			rounds, NFLAVOURS, np, o->seconds, o->target_spec);
+	for (int r = 0; r < rounds; r++) {
+		for (size_t f = 0; f < NFLAVOURS; f++) {
+			char bin[PATH_MAX + 64], *out = NULL;
+			snprintf(bin, sizeof bin, "%s/%s", dir, flavour_runs[f].binary);
+			if (access(bin, X_OK) != 0)
+				continue;
+			if (!json)
+				fprintf(stderr, "\r  round %d/%d: %-24s", r + 1, rounds,
+					flavour_runs[f].label);
+			int rc = run_child(bin, &flavour_runs[f], o->target_spec, o->seconds, tmp,
+					   &out);
+			if (rc < 0 || !out) {
+				fprintf(stderr, "\nbench: %s failed: %s\n", flavour_runs[f].label,
+					out ? out : "");
+				free(out);
+				continue;
+			}
+			int g = got[f]++;
+			for (size_t i = 0; i < np; i++) {
+				char key[64];
+				snprintf(key, sizeof key, "\"profile\": \"%s\"", flavour_profiles[i]);
+				const char *at = strstr(out, key);
+				mib[f][i][g] = at ? bench_json_number(at, "mib_s", 0) : 0;
+				if (i == 1) {
+					iops[f][g] = at ? bench_json_number(at, "iops", 0) : 0;
+					lat[f][g] = at ? bench_json_number(at, "mean_us", 0) : 0;
+				}
+			}
+			lost[f] += (uint64_t)bench_json_number(out, "trace_lost", 0);
+			free(out);
+		}
+	}
+	if (!json)
+		fprintf(stderr, "\r%70s\r", "");
+	/* fio on the same file, once, as the raw limit row. */
+	struct bench_result fio[2];
+	bool have_fio = !strncmp(o->target_spec, "file=", 5);
+	for (size_t i = 0; i < np && have_fio; i++) {
+		struct bench_profile p;
+		char path[1024];
+		snprintf(path, sizeof path, "%.*s", (int)strcspn(o->target_spec + 5, ","),
+			 o->target_spec + 5);
+		bench_profile_parse(flavour_profiles[i], &p, why, sizeof why);
+		if (bench_run_fio(path, &p, false, o->seconds, &fio[i], why, sizeof why) < 0) {
+			fprintf(stderr, "bench: fio: %s\n", why);
+			have_fio = false;
+		}
+	}
+	double off_seq = got[0] ? median(mib[0][0], got[0]) : 0;
+	double off_rnd = got[0] ? median(mib[0][1], got[0]) : 0;
+	if (json)
+		printf("[\n");
+	else
+		printf("%-24s | %16s | %18s | %9s | %8s | %s\n", "flavour", "SEQ1M Q8T1 MiB/s",
+		       "RND4K Q32T16 MiB/s", "IOPS", "us", "x off (seq/rnd)");
+	for (size_t f = 0; f < NFLAVOURS; f++) {
+		if (!got[f])
+			continue;
+		double s = median(mib[f][0], got[f]), rr = median(mib[f][1], got[f]);
+		double io = median(iops[f], got[f]), us = median(lat[f], got[f]);
+		if (json) {
+			printf("  {\"flavour\": \"%s\", \"rounds\": %d, \"seq1m_q8t1_mib_s\": %.1f, "
+			       "\"rnd4k_q32t16_mib_s\": %.1f, \"rnd4k_q32t16_iops\": %.0f, "
+			       "\"rnd4k_q32t16_mean_us\": %.1f, \"ratio_seq\": %.3f, \"ratio_rnd\": "
+			       "%.3f, \"trace_lost\": %llu},\n",
+			       flavour_runs[f].label, got[f], s, rr, io, us,
+			       off_seq > 0 ? s / off_seq : 0, off_rnd > 0 ? rr / off_rnd : 0,
+			       (unsigned long long)lost[f]);
+		} else {
+			printf("%-24s | %16.1f | %18.1f | %9.0f | %8.1f | %.3f / %.3f", flavour_runs[f].label,
+			       s, rr, io, us, off_seq > 0 ? s / off_seq : 0,
+			       off_rnd > 0 ? rr / off_rnd : 0);
+			if (flavour_runs[f].record)
+				printf("  (%llu trace events lost)", (unsigned long long)lost[f]);
+			printf("\n");
+		}
+	}
+	if (have_fio) {
+		if (json)
+			printf("  {\"flavour\": \"fio io_uring (raw)\", \"seq1m_q8t1_mib_s\": %.1f, "
+			       "\"rnd4k_q32t16_mib_s\": %.1f, \"rnd4k_q32t16_iops\": %.0f, "
+			       "\"rnd4k_q32t16_mean_us\": %.1f}\n",
+			       fio[0].mib_s, fio[1].mib_s, fio[1].iops, fio[1].mean_us);
+		else
+			printf("%-24s | %16.1f | %18.1f | %9.0f | %8.1f |\n", "fio io_uring (raw)",
+			       fio[0].mib_s, fio[1].mib_s, fio[1].iops, fio[1].mean_us);
+	} else if (json) {
+		printf("  {}\n");
+	}
+	if (json)
+		printf("]\n");
+	char cmd[PATH_MAX + 16];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+	return system(cmd) == 0 ? 0 : 1;
+}
+
+int cmd_bench(int argc, char **argv)
+{
+	if (argc >= 2 && !strcmp(argv[1], "trace"))
+		return cmd_bench_trace(argc - 1, argv + 1);
+	static const struct option opts[] = {
+		{ "socket", required_argument, 0, 's' },   { "target", required_argument, 0, 't' },
+		{ "profile", required_argument, 0, 'p' },  { "rw", required_argument, 0, 'w' },
+		{ "time", required_argument, 0, 'T' },     { "queues", required_argument, 0, 'q' },
+		{ "interrupt", no_argument, 0, 'i' },      { "json", no_argument, 0, 'j' },
+		{ "no-progress", no_argument, 0, 'P' },    { "fio", no_argument, 0, 'f' },
+		{ "flavours", no_argument, 0, 'F' },       { "rounds", required_argument, 0, 'r' },
+		{ "record", required_argument, 0, 'R' },   { "help", no_argument, 0, 'h' },
+		{ 0, 0, 0, 0 }
+	};
+	struct bench_opts o = { .seconds = 5, .progress = true };
+	char *profiles[MAX_PROFILES];
+	int nprof = 0, rounds = 3, c;
+	bool fio = false, flavours = false;
+	const char *record = NULL;
+	char why[256], *end;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "s:t:p:w:T:q:ijPfFr:R:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			o.socket = optarg;
+			break;
+		case 't':
+			if (strncmp(optarg, "file=", 5) && strncmp(optarg, "ram=", 4) &&
+			    strncmp(optarg, "null=", 5)) {
+				fprintf(stderr, "bench: --target %s: expected file=IMG, ram=SIZE or "
+						"null=SIZE\n", optarg);
+				return 2;
+			}
+			o.target_spec = optarg;
+			break;
+		case 'p': {
+			struct bench_profile p;
+			if (bench_profile_parse(optarg, &p, why, sizeof why) < 0) {
+				fprintf(stderr, "bench: %s\n", why);
+				return 2;
+			}
+			if (nprof == MAX_PROFILES) {
+				fprintf(stderr, "bench: at most %d profiles\n", MAX_PROFILES);
+				return 2;
+			}
+			profiles[nprof++] = optarg;
+			break;
+		}
+		case 'w':
+			if (strcmp(optarg, "read") && strcmp(optarg, "write")) {
+				fprintf(stderr, "bench: --rw %s: read or write\n", optarg);
+				return 2;
+			}
+			o.write = !strcmp(optarg, "write");
+			break;
+		case 'T':
+			o.seconds = parse_seconds(optarg);
+			if (o.seconds < 0.2 || o.seconds > 3600) {
+				fprintf(stderr, "bench: --time %s: 0.2 to 3600 seconds\n", optarg);
+				return 2;
+			}
+			break;
+		case 'q':
+			o.queues = (unsigned)strtoul(optarg, &end, 10);
+			if (*end || o.queues < 1 || o.queues > 16) {
+				fprintf(stderr, "bench: --queues %s: 1 to 16\n", optarg);
+				return 2;
+			}
+			break;
+		case 'i':
+			o.interrupt = true;
+			break;
+		case 'j':
+			o.json = true;
+			o.progress = false;
+			break;
+		case 'P':
+			o.progress = false;
+			break;
+		case 'f':
+			fio = true;
+			break;
+		case 'F':
+			flavours = true;
+			break;
+		case 'r':
+			rounds = (int)strtol(optarg, &end, 10);
+			if (*end || rounds < 1 || rounds > 64) {
+				fprintf(stderr, "bench: --rounds %s: 1 to 64\n", optarg);
+				return 2;
+			}
+			break;
+		case 'R':
+			record = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind != argc) {
+		fprintf(stderr, "bench: unexpected argument '%s'\n", argv[optind]);
+		usage(stderr);
+		return 2;
+	}
+	if (o.socket && o.target_spec) {
+		fprintf(stderr, "bench: --socket and --target exclude each other\n");
+		return 2;
+	}
+	if (flavours) {
+		if (o.seconds == 5)
+			o.seconds = 2;
+		return run_flavours(&o, rounds, o.json);
+	}
+	if (!nprof)
+		for (size_t i = 0; i < sizeof default_profiles / sizeof default_profiles[0]; i++)
+			profiles[nprof++] = (char *)default_profiles[i];
+	return run_profiles(&o, profiles, nprof, fio, record);
+}

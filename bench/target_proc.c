@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: MIT */
+/* The benchmark's embedded target: a `vioscope target` child of the same flavour. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench/storage.h"
+
+#define DEFAULT_IMAGE_SIZE (1ull << 30)
+
+int bench_target_start(const char *exe, const char *spec, unsigned queues, const char *sock,
+		       int *pid, char *why, size_t whylen)
+{
+	char lun[1100], q[16];
+	snprintf(lun, sizeof lun, "0:%s", spec);
+	snprintf(q, sizeof q, "%u", queues ? queues : 1);
+	unlink(sock);
+	pid_t p = fork();
+	if (p < 0) {
+		snprintf(why, whylen, "fork: %s", strerror(errno));
+		return -errno;
+	}
+	if (p == 0) {
+		int fd = open("/dev/null", O_WRONLY);
+		if (fd >= 0 && !getenv("VIOSCOPE_BENCH_TARGET_LOG"))
+			dup2(fd, 2);
+		execl(exe, exe, "target", "--socket", sock, "--lun", lun, "--queues", q,
+		      (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 1000; i++) {
+		struct stat st;
+		int status;
+		if (stat(sock, &st) == 0 && S_ISSOCK(st.st_mode)) {
+			*pid = p;
+			return 0;
+		}
+		if (waitpid(p, &status, WNOHANG) == p) {
+			snprintf(why, whylen, "target exited before listening (status %d): run `%s "
+					      "target --socket %s --lun %s` to see why", status, exe,
+				 sock, lun);
+			return -EIO;
+		}
+		usleep(10000);
+	}
+	kill(p, SIGKILL);
+	waitpid(p, NULL, 0);
+	snprintf(why, whylen, "target did not create %s within 10 s", sock);
+	return -ETIMEDOUT;
+}
+
+int bench_target_stop(int pid)
+{
+	int status;
+	kill(pid, SIGTERM);
+	for (int i = 0; i < 500; i++) {
+		if (waitpid(pid, &status, WNOHANG) == pid)
+			return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EIO;
+		usleep(10000);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, &status, 0);
+	return -ETIMEDOUT;
+}
+
+/* A 1 GiB image in /dev/shm when it has room (the figures then measure the stack,
+ * not a disk), else in /var/tmp; written once so reads hit real data. */
+int bench_default_image(char *spec, size_t len, char *why, size_t whylen)
+{
+	const char *env = getenv("VIOSCOPE_BENCH_IMAGE");
+	char path[512];
+	if (env && *env) {
+		snprintf(path, sizeof path, "%s", env);
+	} else {
+		struct stat st;
+		snprintf(path, sizeof path, "/dev/shm/vioscope-bench.img");
+		if (stat("/dev/shm", &st) != 0)
+			snprintf(path, sizeof path, "/var/tmp/vioscope-bench.img");
+	}
+	struct stat st;
+	if (stat(path, &st) != 0 || (uint64_t)st.st_size != DEFAULT_IMAGE_SIZE) {
+		int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		if (fd < 0) {
+			snprintf(why, whylen, "%s: %s", path, strerror(errno));
+			return -errno;
+		}
+		char *buf = malloc(1 << 20);
+		if (!buf) {
+			close(fd);
+			return -ENOMEM;
+		}
+		for (uint64_t off = 0; off < DEFAULT_IMAGE_SIZE; off += 1 << 20) {
+			for (size_t i = 0; i < (1 << 20); i += 8) {
+				uint64_t v = (off + i) * 0x9e3779b97f4a7c15ull;
+				memcpy(buf + i, &v, 8);
+			}
+			if (pwrite(fd, buf, 1 << 20, (off_t)off) != 1 << 20) {
+				snprintf(why, whylen, "%s: writing the default image: %s", path,
+					 strerror(errno));
+				free(buf);
+				close(fd);
+				unlink(path);
+				return -EIO;
+			}
+		}
+		free(buf);
+		close(fd);
+	}
+	snprintf(spec, len, "file=%s", path);
+	return 0;
+}
