@@ -31,9 +31,10 @@ static void trace_usage(FILE *f)
 	      "                               pass, or Ctrl-C\n"
 	      "  dump PID|SHMFILE -o FILE     take the last events (flight recorder) of a live or\n"
 	      "                               dead process\n"
-	      "  decode FILE [--json] [--level L] [--flag F,...] [--thread TID]\n"
+	      "  decode FILE [--json|--chrome] [--level L] [--flag F,...] [--thread TID]\n"
 	      "              [--from S] [--to S]\n"
-	      "                               print events; S = seconds from the first event\n"
+	      "                               print events; S = seconds from the first event;\n"
+	      "                               --chrome: trace-event JSON for ui.perfetto.dev\n"
 	      "  clean [--dry-run]            remove trace files of dead processes\n",
 	      f);
 }
@@ -222,6 +223,7 @@ static int trace_record_or_dump(int argc, char **argv, bool record)
 static int trace_decode(int argc, char **argv)
 {
 	static const struct option opts[] = { { "json", no_argument, 0, 'j' },
+					      { "chrome", no_argument, 0, 'c' },
 					      { "level", required_argument, 0, 'l' },
 					      { "flag", required_argument, 0, 'f' },
 					      { "thread", required_argument, 0, 't' },
@@ -239,6 +241,9 @@ static int trace_decode(int argc, char **argv)
 		switch (c) {
 		case 'j':
 			o.json = true;
+			break;
+		case 'c':
+			o.chrome = true;
 			break;
 		case 'l':
 			if (vs_spec_parse(optarg, NULL, &o.max_level, &mask, why, sizeof why) < 0 ||

@@ -141,6 +141,7 @@ struct vs_capture {
 	struct vs_cap_clock clock;
 	bool have_clock, have_meta, have_end;
 	uint64_t no_ring_drops;
+	uint32_t pid;
 	struct stream *streams;
 	size_t nstreams;
 };
@@ -312,6 +313,8 @@ int vs_capture_open(struct vs_capture **out, const char *path, char *why, size_t
 		const uint8_t *p = c->map + body;
 		switch (sh.type) {
 		case VS_SEC_PROCESS:
+			if (sh.size >= 4)
+				memcpy(&c->pid, p, 4);
 			break;
 		case VS_SEC_CLOCK:
 			if (sh.size != sizeof c->clock) {
@@ -420,6 +423,11 @@ void vs_capture_close(struct vs_capture *c)
 	if (c->map && c->map != MAP_FAILED)
 		munmap((void *)c->map, c->size);
 	free(c);
+}
+
+uint32_t vs_capture_pid(const struct vs_capture *c)
+{
+	return c->pid;
 }
 
 const struct vs_meta *vs_capture_meta(const struct vs_capture *c)

@@ -13,6 +13,7 @@ struct dctx {
 	uint64_t first_ns;
 	bool have_first;
 	uint64_t shown, lost;
+	uint32_t pid;
 };
 
 static void json_str(FILE *f, const char *s)
@@ -48,7 +49,15 @@ static int on_event(const struct vs_cap_event *ev, void *opaque)
 	if (!ev->site) {
 		/* Losses are always shown: a filter must not hide that events are missing. */
 		d->lost += ev->lost;
-		if (o->json) {
+		if (o->chrome) {
+			d->shown++;
+			fprintf(d->out, "%s{\"ph\":\"i\",\"s\":\"t\",\"ts\":%.3f,\"pid\":%u,"
+					"\"tid\":%u,\"name\":\"events lost\",\"cat\":\"loss\","
+					"\"args\":{\"count\":%llu}}",
+				d->shown > 1 ? ",\n" : "",
+				ev->real_ns ? (double)(ev->real_ns - d->first_ns) / 1000.0 : 0,
+				d->pid, ev->tid, (unsigned long long)ev->lost);
+		} else if (o->json) {
 			fprintf(d->out, "{\"type\":\"loss\",\"time_ns\":%llu,\"tid\":%u,\"count\":%llu,"
 					"\"what\":",
 				(unsigned long long)ev->real_ns, ev->tid, (unsigned long long)ev->lost);
@@ -67,6 +76,32 @@ static int on_event(const struct vs_cap_event *ev, void *opaque)
 		return 0;
 	vs_format_message(msg, sizeof msg, ev->site, ev->args, ev->args_len);
 	d->shown++;
+	if (o->chrome) {
+		/* Chrome/Perfetto trace-event JSON: entry/exit sites become duration
+		 * begin/end pairs, everything else an instant event. */
+		const char *ph = !strncmp(ev->site->fmt, "--> enter", 9)  ? "B"
+				 : !strncmp(ev->site->fmt, "<-- exit", 8) ? "E"
+									   : "i";
+		fprintf(d->out, "%s{\"ph\":\"%s\",\"ts\":%.3f,\"pid\":%u,\"tid\":%u,\"name\":",
+			d->shown > 1 ? ",\n" : "", ph, (double)(ev->real_ns - d->first_ns) / 1000.0,
+			d->pid, ev->tid);
+		if (ev->caller) {
+			char both[256];
+			snprintf(both, sizeof both, "%s>%s", ev->caller->func, ev->site->func);
+			json_str(d->out, both);
+		} else {
+			json_str(d->out, ev->site->func);
+		}
+		fprintf(d->out, ",\"cat\":");
+		json_str(d->out, ev->site->flag_name);
+		if (*ph == 'i')
+			fputs(",\"s\":\"t\"", d->out);
+		fprintf(d->out, ",\"args\":{\"level\":\"%s\",\"message\":",
+			vs_level_name(ev->site->level));
+		json_str(d->out, msg);
+		fputs("}}", d->out);
+		return 0;
+	}
 	if (o->json) {
 		fprintf(d->out, "{\"type\":\"event\",\"time_ns\":%llu,\"tid\":%u,\"thread\":",
 			(unsigned long long)ev->real_ns, ev->tid);
@@ -115,8 +150,12 @@ int vs_trace_decode(const char *path, const struct vs_decode_opts *o, FILE *out,
 			return rc;
 		}
 	}
-	struct dctx d = { .o = &opts, .out = out };
+	struct dctx d = { .o = &opts, .out = out, .pid = vs_capture_pid(c) };
+	if (opts.chrome)
+		fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n", out);
 	rc = vs_capture_walk(c, on_event, &d, why, whylen);
+	if (opts.chrome)
+		fputs("\n]}\n", out);
 	vs_capture_close(c);
 	if (fflush(out) != 0 && rc == 0) {
 		snprintf(why, whylen, "writing output: %s", strerror(errno));

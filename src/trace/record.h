@@ -33,6 +33,7 @@ int vs_trace_enable(const char *target, const char *spec, char *why, size_t whyl
 
 struct vs_decode_opts {
 	bool json;
+	bool chrome;            /* Chrome/Perfetto trace-event JSON (chrome://tracing, ui.perfetto.dev) */
 	unsigned max_level;     /* 0: all */
 	uint32_t flag_mask;     /* 0: all */
 	uint32_t tid;           /* 0: all */

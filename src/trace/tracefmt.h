@@ -198,6 +198,7 @@ struct vs_capture; /* an opened, validated capture */
 int vs_capture_open(struct vs_capture **c, const char *path, char *why, size_t whylen);
 void vs_capture_close(struct vs_capture *c);
 const struct vs_meta *vs_capture_meta(const struct vs_capture *c);
+uint32_t vs_capture_pid(const struct vs_capture *c);
 /* Visit every event in time order (threads merged).  A callback returning non-zero
  * stops the walk and is returned.  Malformed records: -EINVAL with `why`. */
 typedef int (*vs_event_fn)(const struct vs_cap_event *ev, void *opaque);
