@@ -236,7 +236,10 @@ static void thread_exit(void *arg)
 	vs__tls_writer = &dead_writer;
 	my_ring = NULL;
 	__atomic_store_n(&tr->shm->state, VS_RING_RETIRED, __ATOMIC_RELEASE);
-	/* The ring's data stays in the file: a recorder drains it, a dump shows it. */
+	/* The ring's data stays in the file: a recorder drains it, a dump shows it.
+	 * Only the writer's private state goes. */
+	free(tr->scratch);
+	free(tr);
 }
 
 static void open_print_file(void)

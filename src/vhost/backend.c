@@ -1,0 +1,524 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * vhost-user back-end state machine: one *_exec handler per request behind a switch,
+ * no I/O of its own (server.c feeds it), so tests and the fuzzer drive it directly.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <vioscope/trace.h>
+
+#include "vhost/internal.h"
+
+/* Record the reason and evaluate to code. */
+#define FAIL(code, ...) (vs_vhost_why(why, whylen, __VA_ARGS__), (code))
+
+static void close_fd(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+/* Take ownership of msg's fd i (the caller closes whatever is left in msg). */
+static int take_fd(struct vs_vhost_msg *msg, unsigned i)
+{
+	int fd = msg->fds[i];
+	msg->fds[i] = -1;
+	return fd;
+}
+
+static bool proto_negotiated(const struct vs_vhost_backend *b)
+{
+	return b->features & (1ull << VS_VHOST_F_PROTOCOL_FEATURES);
+}
+
+static struct vs_vhost_ring *ring_get(struct vs_vhost_backend *b, unsigned idx, char *why,
+				      size_t whylen)
+{
+	if (idx >= b->max_queues) {
+		vs_vhost_why(why, whylen, "ring %u out of range (%u queues)", idx, b->max_queues);
+		return NULL;
+	}
+	return &b->rings[idx];
+}
+
+/* Host pointers for a ring of v->num entries: each part must lie inside one region, be
+ * aligned as the split-ring layout requires, and cover its whole size. */
+static int ring_translate(const struct vs_vhost_backend *b, const struct vs_vhost_ring *v,
+			  struct vs_vhost_vring *out, char *why, size_t whylen)
+{
+	const struct vs_vhost_vring_addr *a = &v->addr;
+
+	if (!v->num)
+		return FAIL(-EINVAL, "ring size not set");
+	if (!v->addr_set)
+		return FAIL(-EINVAL, "ring addresses not set");
+
+	const struct {
+		const char *name;
+		uint64_t uva, len;
+		uintptr_t align;
+		void **host;
+	} part[] = {
+	    {"descriptor table", a->desc_user_addr, vs_vring_desc_bytes(v->num), 16, &out->desc},
+	    {"available ring", a->avail_user_addr, vs_vring_avail_bytes(v->num), 2, &out->avail},
+	    {"used ring", a->used_user_addr, vs_vring_used_bytes(v->num), 4, &out->used},
+	};
+	for (unsigned i = 0; i < 3; i++) {
+		void *host = vs_mem_uva(&b->mem, part[i].uva, part[i].len);
+		if (!host)
+			return FAIL(-EFAULT, "%s %#llx..+%#llx is not inside one memory region",
+				    part[i].name, (unsigned long long)part[i].uva,
+				    (unsigned long long)part[i].len);
+		if ((uintptr_t)host & (part[i].align - 1))
+			return FAIL(-EINVAL, "%s at %#llx is not %u-byte aligned", part[i].name,
+				    (unsigned long long)part[i].uva, (unsigned)part[i].align);
+		*part[i].host = host;
+	}
+	return 0;
+}
+
+static int ring_start(struct vs_vhost_backend *b, unsigned idx, char *why, size_t whylen)
+{
+	struct vs_vhost_ring *v = &b->rings[idx];
+	struct vs_vhost_vring vr = {
+	    .index = idx,
+	    .size = v->num,
+	    .last_avail_idx = v->last_avail_idx,
+	    .kick_fd = v->kick_fd,
+	    .call_fd = v->call_fd,
+	    .err_fd = v->err_fd,
+	    .event_idx = !!(b->features & VS_VIRTIO_BIT(VIRTIO_F_EVENT_IDX)),
+	    .features = b->features,
+	    .mem = &b->mem,
+	};
+	int rc = ring_translate(b, v, &vr, why, whylen);
+
+	if (rc)
+		return rc;
+	if (b->ops.queue_start && (rc = b->ops.queue_start(b->opaque, idx, &vr)))
+		return FAIL(rc, "queue_start refused ring %u: %s", idx, strerror(-rc));
+	v->running = true;
+	VS_INFO(VHOST, "queue %u started: size %u desc %p avail %p used %p base %u kick %d call %d",
+		idx, v->num, vr.desc, vr.avail, vr.used, v->last_avail_idx, v->kick_fd, v->call_fd);
+	return 0;
+}
+
+static void ring_stop(struct vs_vhost_backend *b, unsigned idx)
+{
+	struct vs_vhost_ring *v = &b->rings[idx];
+	uint16_t last = v->last_avail_idx;
+
+	if (!v->running)
+		return;
+	if (b->ops.queue_stop)
+		b->ops.queue_stop(b->opaque, idx, &last);
+	v->running = false;
+	v->last_avail_idx = last;
+	VS_INFO(VHOST, "queue %u stopped at avail index %u", idx, last);
+}
+
+/* Bring a ring's running state in line with the protocol state. */
+static int ring_update(struct vs_vhost_backend *b, unsigned idx, char *why, size_t whylen)
+{
+	struct vs_vhost_ring *v = &b->rings[idx];
+	bool want = v->started && (v->enabled || !proto_negotiated(b));
+
+	if (want && !v->running)
+		return ring_start(b, idx, why, whylen);
+	if (!want && v->running)
+		ring_stop(b, idx);
+	return 0;
+}
+
+void vs_vhost_rings_stop(struct vs_vhost_backend *b)
+{
+	for (unsigned i = 0; i < b->max_queues; i++)
+		ring_stop(b, i);
+}
+
+/* Update every ring; the first failure is reported, the others still get their turn. */
+int vs_vhost_rings_update(struct vs_vhost_backend *b, char *why, size_t whylen)
+{
+	int first = 0;
+
+	for (unsigned i = 0; i < b->max_queues; i++) {
+		char w[WHY_LEN];
+		int rc = ring_update(b, i, w, sizeof(w));
+		if (rc) {
+			VS_ERROR(VHOST, "queue %u cannot start: %s", i, w);
+			if (!first) {
+				first = rc;
+				vs_vhost_why(why, whylen, "queue %u: %s", i, w);
+			}
+		}
+	}
+	return first;
+}
+
+/* Back to the initial ring state: stopped, disabled, no fds (memory is kept). */
+static void rings_reset(struct vs_vhost_backend *b)
+{
+	vs_vhost_rings_stop(b);
+	for (unsigned i = 0; i < b->max_queues; i++) {
+		struct vs_vhost_ring *v = &b->rings[i];
+		close_fd(&v->kick_fd);
+		close_fd(&v->call_fd);
+		close_fd(&v->err_fd);
+		*v = (struct vs_vhost_ring){.kick_fd = -1, .call_fd = -1, .err_fd = -1};
+	}
+}
+
+void vs_vhost_backend_reset(struct vs_vhost_backend *b)
+{
+	rings_reset(b);
+	vs_vhost_mem_unmap_all(b);
+	b->owner = false;
+	b->features = 0;
+	b->protocol_features = 0;
+}
+
+struct vs_vhost_backend *vs_vhost_backend_new(unsigned max_queues, uint64_t device_features,
+					      const struct vs_vhost_backend_ops *ops, void *opaque)
+{
+	struct vs_vhost_backend *b;
+
+	if (max_queues == 0 || max_queues > VS_VHOST_MAX_QUEUES) {
+		VS_ERROR(VHOST, "bad queue count %u (1..%u)", max_queues, VS_VHOST_MAX_QUEUES);
+		errno = EINVAL;
+		return NULL;
+	}
+	b = calloc(1, sizeof(*b));
+	if (!b || !(b->rings = calloc(max_queues, sizeof(*b->rings)))) {
+		free(b);
+		errno = ENOMEM;
+		return NULL;
+	}
+	b->max_queues = max_queues;
+	b->offered_features = device_features | (1ull << VS_VHOST_F_PROTOCOL_FEATURES);
+	if (ops)
+		b->ops = *ops;
+	b->opaque = opaque;
+	b->listen_fd = b->conn_fd = b->wake_fd = -1;
+	for (unsigned i = 0; i < max_queues; i++)
+		b->rings[i].kick_fd = b->rings[i].call_fd = b->rings[i].err_fd = -1;
+	return b;
+}
+
+void vs_vhost_backend_destroy(struct vs_vhost_backend *b)
+{
+	if (!b)
+		return;
+	vs_vhost_backend_reset(b);
+	vs_vhost_server_close(b);
+	free(b->rings);
+	free(b);
+}
+
+const struct vs_mem *vs_vhost_backend_mem(const struct vs_vhost_backend *b)
+{
+	return &b->mem;
+}
+
+/* ---- handlers ----------------------------------------------------------------------------- */
+
+static int set_features_exec(struct vs_vhost_backend *b, uint64_t f, char *why, size_t whylen)
+{
+	if (f & ~b->offered_features)
+		return FAIL(-EINVAL, "features %#llx were not offered",
+			    (unsigned long long)(f & ~b->offered_features));
+	b->features = f;
+	VS_INFO(VHOST, "features acked %#llx (protocol features %s)", (unsigned long long)f,
+		proto_negotiated(b) ? "on" : "off");
+	/* Without PROTOCOL_FEATURES rings count as enabled: that may start some. */
+	return vs_vhost_rings_update(b, why, whylen);
+}
+
+static int set_protocol_features_exec(struct vs_vhost_backend *b, uint64_t f, char *why,
+				      size_t whylen)
+{
+	if (f & ~VS_VHOST_BACKEND_PROTOCOL_FEATURES)
+		return FAIL(-EINVAL, "protocol features %#llx were not offered",
+			    (unsigned long long)(f & ~VS_VHOST_BACKEND_PROTOCOL_FEATURES));
+	b->protocol_features = f;
+	VS_INFO(VHOST, "protocol features acked %#llx", (unsigned long long)f);
+	return 0;
+}
+
+static int set_vring_num_exec(struct vs_vhost_backend *b, const struct vs_vhost_vring_state *s,
+			      char *why, size_t whylen)
+{
+	struct vs_vhost_ring *v = ring_get(b, s->index, why, whylen);
+
+	if (!v)
+		return -EINVAL;
+	if (v->started)
+		return FAIL(-EBUSY, "ring %u is started", s->index);
+	v->num = s->num; /* validated: power of two, <= 32768 */
+	VS_INFO(VHOST, "queue %u size %u", s->index, s->num);
+	return 0;
+}
+
+static int set_vring_addr_exec(struct vs_vhost_backend *b, const struct vs_vhost_vring_addr *a,
+			       char *why, size_t whylen)
+{
+	struct vs_vhost_ring *v = ring_get(b, a->index, why, whylen);
+	struct vs_vhost_ring tmp;
+	struct vs_vhost_vring vr;
+	int rc;
+
+	if (!v)
+		return -EINVAL;
+	if (v->started)
+		return FAIL(-EBUSY, "ring %u is started", a->index);
+	if (a->flags)
+		return FAIL(-EINVAL, "ring %u flags %#x: used-ring logging is not supported",
+			    a->index, a->flags);
+	if (!b->mem.nregions)
+		return FAIL(-EINVAL, "ring %u addresses before any memory table", a->index);
+	tmp = *v;
+	tmp.addr = *a;
+	tmp.addr_set = true;
+	/* Check now against the current size and map; start re-checks against later ones. */
+	if (tmp.num && (rc = ring_translate(b, &tmp, &vr, why, whylen)))
+		return rc;
+	v->addr = *a;
+	v->addr_set = true;
+	VS_INFO(VHOST, "queue %u addresses: desc %#llx avail %#llx used %#llx", a->index,
+		(unsigned long long)a->desc_user_addr, (unsigned long long)a->avail_user_addr,
+		(unsigned long long)a->used_user_addr);
+	return 0;
+}
+
+static int set_vring_base_exec(struct vs_vhost_backend *b, const struct vs_vhost_vring_state *s,
+			       char *why, size_t whylen)
+{
+	struct vs_vhost_ring *v = ring_get(b, s->index, why, whylen);
+
+	if (!v)
+		return -EINVAL;
+	if (v->started)
+		return FAIL(-EBUSY, "ring %u is started", s->index);
+	v->last_avail_idx = (uint16_t)s->num;
+	VS_INFO(VHOST, "queue %u base %u", s->index, s->num);
+	return 0;
+}
+
+/* Stops the ring (spec: "stop ring upon receiving GET_VRING_BASE") and reports where the
+ * device stopped consuming. */
+static int get_vring_base_exec(struct vs_vhost_backend *b, const struct vs_vhost_vring_state *s,
+			       struct vs_vhost_msg *reply, char *why, size_t whylen)
+{
+	struct vs_vhost_ring *v = ring_get(b, s->index, why, whylen);
+
+	if (!v)
+		return -EINVAL;
+	ring_stop(b, s->index);
+	v->started = false;
+	close_fd(&v->kick_fd); /* a restart brings a new SET_VRING_KICK */
+	reply->size = sizeof(reply->payload.state);
+	reply->payload.state.index = s->index;
+	reply->payload.state.num = v->last_avail_idx;
+	VS_INFO(VHOST, "queue %u get base: %u", s->index, v->last_avail_idx);
+	return 0;
+}
+
+enum vring_fd { FD_KICK, FD_CALL, FD_ERR };
+
+static int set_vring_fd_exec(struct vs_vhost_backend *b, struct vs_vhost_msg *msg,
+			     enum vring_fd which, char *why, size_t whylen)
+{
+	static const char *const names[] = {"kick", "call", "err"};
+	unsigned idx = (unsigned)(msg->payload.u64 & VS_VHOST_VRING_IDX_MASK);
+	struct vs_vhost_ring *v = ring_get(b, idx, why, whylen);
+	int fd, old, *slot;
+	bool restart;
+
+	if (!v)
+		return -EINVAL;
+	fd = (msg->payload.u64 & VS_VHOST_VRING_NOFD) ? -1 : take_fd(msg, 0);
+	slot = which == FD_KICK ? &v->kick_fd : which == FD_CALL ? &v->call_fd : &v->err_fd;
+	old = *slot;
+	VS_INFO(VHOST, "queue %u %s fd %d%s", idx, names[which], fd,
+		fd < 0 ? " (none: polling)" : "");
+
+	if (which == FD_CALL && v->running && b->ops.call_fd_changed) {
+		/* Frequent at run time (guest masks/unmasks its interrupt): swap in place. */
+		b->ops.call_fd_changed(b->opaque, idx, fd);
+		*slot = fd;
+		close_fd(&old);
+		return 0;
+	}
+	/* The worker holds the old fd: never close it under a running ring. */
+	restart = v->running;
+	if (restart)
+		ring_stop(b, idx);
+	*slot = fd;
+	close_fd(&old);
+	if (which == FD_KICK)
+		v->started = true; /* spec: a ring starts once it has its kick */
+	if (restart || which == FD_KICK)
+		return ring_update(b, idx, why, whylen);
+	return 0;
+}
+
+static int set_vring_enable_exec(struct vs_vhost_backend *b, const struct vs_vhost_vring_state *s,
+				 char *why, size_t whylen)
+{
+	struct vs_vhost_ring *v = ring_get(b, s->index, why, whylen);
+
+	if (!v)
+		return -EINVAL;
+	v->enabled = s->num;
+	VS_INFO(VHOST, "queue %u %s", s->index, s->num ? "enabled" : "disabled");
+	return ring_update(b, s->index, why, whylen);
+}
+
+static void reply_u64(struct vs_vhost_msg *reply, uint64_t v)
+{
+	reply->size = sizeof(reply->payload.u64);
+	reply->payload.u64 = v;
+}
+
+/* Requests whose sender waits for a reply even without NEED_REPLY. */
+static bool has_reply(uint32_t request)
+{
+	switch (request) {
+	case VS_VHOST_GET_FEATURES:
+	case VS_VHOST_GET_PROTOCOL_FEATURES:
+	case VS_VHOST_GET_VRING_BASE:
+	case VS_VHOST_GET_QUEUE_NUM:
+	case VS_VHOST_GET_CONFIG:
+	case VS_VHOST_GET_INFLIGHT_FD:
+	case VS_VHOST_GET_MAX_MEM_SLOTS:
+	case VS_VHOST_GET_STATUS:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static int dispatch(struct vs_vhost_backend *b, struct vs_vhost_msg *msg,
+		    struct vs_vhost_msg *reply, char *why, size_t whylen)
+{
+	switch (msg->request) {
+	case VS_VHOST_GET_FEATURES:
+		reply_u64(reply, b->offered_features);
+		VS_INFO(VHOST, "features offered %#llx", (unsigned long long)b->offered_features);
+		return 0;
+	case VS_VHOST_SET_FEATURES:
+		return set_features_exec(b, msg->payload.u64, why, whylen);
+	case VS_VHOST_GET_PROTOCOL_FEATURES:
+		reply_u64(reply, VS_VHOST_BACKEND_PROTOCOL_FEATURES);
+		return 0;
+	case VS_VHOST_SET_PROTOCOL_FEATURES:
+		return set_protocol_features_exec(b, msg->payload.u64, why, whylen);
+	case VS_VHOST_GET_QUEUE_NUM:
+		reply_u64(reply, b->max_queues);
+		return 0;
+	case VS_VHOST_GET_MAX_MEM_SLOTS:
+		reply_u64(reply, VS_MEM_MAX_REGIONS);
+		return 0;
+	case VS_VHOST_SET_OWNER:
+		VS_INFO(VHOST, "frontend took ownership%s", b->owner ? " (again)" : "");
+		b->owner = true;
+		return 0;
+	case VS_VHOST_RESET_OWNER: /* deprecated; the spec allows "disable all rings" */
+	case VS_VHOST_RESET_DEVICE:
+		VS_INFO(VHOST, "%s: all rings reset", vs_vhost_request_name(msg->request));
+		rings_reset(b);
+		if (msg->request == VS_VHOST_RESET_DEVICE)
+			b->features = 0;
+		return 0;
+	case VS_VHOST_SET_MEM_TABLE:
+		return vs_vhost_set_mem_table_exec(b, msg, why, whylen);
+	case VS_VHOST_ADD_MEM_REG:
+		return vs_vhost_add_mem_reg_exec(b, msg, why, whylen);
+	case VS_VHOST_REM_MEM_REG:
+		return vs_vhost_rem_mem_reg_exec(b, msg, why, whylen);
+	case VS_VHOST_SET_VRING_NUM:
+		return set_vring_num_exec(b, &msg->payload.state, why, whylen);
+	case VS_VHOST_SET_VRING_ADDR:
+		return set_vring_addr_exec(b, &msg->payload.addr, why, whylen);
+	case VS_VHOST_SET_VRING_BASE:
+		return set_vring_base_exec(b, &msg->payload.state, why, whylen);
+	case VS_VHOST_GET_VRING_BASE:
+		return get_vring_base_exec(b, &msg->payload.state, reply, why, whylen);
+	case VS_VHOST_SET_VRING_KICK:
+		return set_vring_fd_exec(b, msg, FD_KICK, why, whylen);
+	case VS_VHOST_SET_VRING_CALL:
+		return set_vring_fd_exec(b, msg, FD_CALL, why, whylen);
+	case VS_VHOST_SET_VRING_ERR:
+		return set_vring_fd_exec(b, msg, FD_ERR, why, whylen);
+	case VS_VHOST_SET_VRING_ENABLE:
+		return set_vring_enable_exec(b, &msg->payload.state, why, whylen);
+	case VS_VHOST_GET_CONFIG:
+		/* vhost-user-scsi keeps its config in QEMU; an empty payload means "error". */
+		reply->size = 0;
+		VS_WARNING(VHOST, "GET_CONFIG not supported: empty reply");
+		return 0;
+	default: /* SET_CONFIG, logging, inflight, slave channel, status: not offered */
+		return FAIL(-ENOTSUP, "%s is not supported", vs_vhost_request_name(msg->request));
+	}
+}
+
+int vs_vhost_backend_handle(struct vs_vhost_backend *b, struct vs_vhost_msg *msg,
+			    struct vs_vhost_msg *reply)
+{
+	char why[WHY_LEN] = "";
+	bool need_reply = msg->flags & VS_VHOST_FLAG_NEED_REPLY;
+	int rc;
+
+	memset(reply, 0, offsetof(struct vs_vhost_msg, payload) + sizeof(reply->payload.u64));
+	reply->nfds = 0;
+	reply->request = msg->request;
+	reply->flags = VS_VHOST_VERSION | VS_VHOST_FLAG_REPLY;
+
+	/* Cheap, and makes this entry point safe on any input. */
+	if ((rc = vs_vhost_msg_validate(msg, why, sizeof(why)))) {
+		VS_ERROR(VHOST, "bad message %s (%u): %s", vs_vhost_request_name(msg->request),
+			 msg->request, why);
+		vs_vhost_msg_close_fds(msg);
+		return vs_vhost_backend_reject(b, msg, reply);
+	}
+	VS_VERBOSE(VHOST, "msg %s (%u) size %u", vs_vhost_request_name(msg->request), msg->request,
+		   msg->size);
+	rc = dispatch(b, msg, reply, why, sizeof(why));
+	vs_vhost_msg_close_fds(msg); /* whatever a handler did not keep */
+	if (rc == 0)
+		goto ok;
+
+	VS_ERROR(VHOST, "%s failed: %s (%d)", vs_vhost_request_name(msg->request), why, rc);
+	if (need_reply) {
+		reply_u64(reply, 1);
+		return 1;
+	}
+	if (rc == -ENOTSUP && !has_reply(msg->request))
+		return 0; /* refused, but the session can go on */
+	return rc;
+ok:
+	if (has_reply(msg->request))
+		return 1;
+	if (need_reply) {
+		reply_u64(reply, 0);
+		return 1;
+	}
+	return 0;
+}
+
+int vs_vhost_backend_reject(struct vs_vhost_backend *b, const struct vs_vhost_msg *msg,
+			    struct vs_vhost_msg *reply)
+{
+	(void)b;
+	if (!(msg->flags & VS_VHOST_FLAG_NEED_REPLY) ||
+	    (msg->flags & VS_VHOST_VERSION_MASK) != VS_VHOST_VERSION)
+		return -EBADMSG;
+	memset(reply, 0, sizeof(*reply));
+	reply->request = msg->request;
+	reply->flags = VS_VHOST_VERSION | VS_VHOST_FLAG_REPLY;
+	reply_u64(reply, 1);
+	return 1;
+}

@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: MIT */
+/* Private to src/vhost: the back-end's state, shared by backend.c, memtable.c and server.c. */
+#ifndef VS_VHOST_INTERNAL_H
+#define VS_VHOST_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "vhost/vhost.h"
+
+#define WHY_LEN 192 /* reason strings for errors */
+
+/* One ring's session state.  Spec states: stopped until a kick fd arrives ("started"),
+ * then stopped again by GET_VRING_BASE; enabled/disabled by SET_VRING_ENABLE, or always
+ * enabled when VHOST_USER_F_PROTOCOL_FEATURES was not negotiated.  A storage device has
+ * no side-effect-free way to process a disabled ring, so it runs (queue_start) only while
+ * started AND enabled. */
+struct vs_vhost_ring {
+	uint32_t num; /* 0 until SET_VRING_NUM */
+	struct vs_vhost_vring_addr addr;
+	bool addr_set;
+	uint16_t last_avail_idx;
+	int kick_fd, call_fd, err_fd; /* -1: none */
+	bool started;		      /* kick set, no GET_VRING_BASE since */
+	bool enabled;		      /* SET_VRING_ENABLE */
+	bool running;		      /* between queue_start() and queue_stop() */
+};
+
+/* Our mapping behind one region of b->mem (same index). */
+struct vs_vhost_map {
+	void *base;
+	size_t len;
+};
+
+struct vs_vhost_backend {
+	unsigned max_queues;
+	uint64_t offered_features; /* device features | VS_VHOST_F_PROTOCOL_FEATURES */
+	struct vs_vhost_backend_ops ops;
+	void *opaque;
+
+	/* socket side (server.c); -1 when unused */
+	int listen_fd, conn_fd, wake_fd;
+	char *path;
+
+	/* session state, reset on disconnect */
+	bool owner;
+	uint64_t features;	    /* acked by SET_FEATURES */
+	uint64_t protocol_features; /* acked by SET_PROTOCOL_FEATURES */
+	struct vs_mem mem;
+	struct vs_vhost_map maps[VS_MEM_MAX_REGIONS];
+	struct vs_vhost_ring *rings; /* max_queues */
+};
+
+static inline __attribute__((format(printf, 3, 4))) int vs_vhost_why(char *why, size_t whylen,
+								     const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, whylen, fmt, ap);
+	va_end(ap);
+	return 0;
+}
+
+/* backend.c */
+void vs_vhost_rings_stop(struct vs_vhost_backend *b);
+int vs_vhost_rings_update(struct vs_vhost_backend *b, char *why, size_t whylen);
+
+/* memtable.c: one handler per memory message; msg fds are closed by the caller. */
+int vs_vhost_set_mem_table_exec(struct vs_vhost_backend *b, struct vs_vhost_msg *msg, char *why,
+				size_t whylen);
+int vs_vhost_add_mem_reg_exec(struct vs_vhost_backend *b, struct vs_vhost_msg *msg, char *why,
+			      size_t whylen);
+int vs_vhost_rem_mem_reg_exec(struct vs_vhost_backend *b, struct vs_vhost_msg *msg, char *why,
+			      size_t whylen);
+void vs_vhost_mem_unmap_all(struct vs_vhost_backend *b);
+
+/* server.c */
+void vs_vhost_server_close(struct vs_vhost_backend *b);
+
+#endif /* VS_VHOST_INTERNAL_H */

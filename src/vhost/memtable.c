@@ -1,0 +1,200 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Guest memory: SET_MEM_TABLE, ADD_MEM_REG, REM_MEM_REG.  A new map is built (and every
+ * region mapped) before anything changes, so a failure leaves the old map in force; the
+ * swap itself happens with every ring stopped, so a worker never sees an unmapped region.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <vioscope/trace.h>
+
+#include "vhost/internal.h"
+
+#define FAIL(code, ...) (vs_vhost_why(why, whylen, __VA_ARGS__), (code))
+
+/* Map one region of fd.  The file must really hold [mmap_offset, mmap_offset + size):
+ * touching a page past its end would raise SIGBUS in a worker, so check it here. */
+static int map_region(const struct vs_vhost_mem_region *r, int fd, struct vs_vhost_map *map,
+		      uint8_t **host, char *why, size_t whylen)
+{
+	uint64_t align = (uint64_t)sysconf(_SC_PAGESIZE), start, lead;
+	struct stat st;
+	void *p;
+
+	if (fstat(fd, &st) < 0)
+		return FAIL(-errno, "fstat: %s", strerror(errno));
+	if (!S_ISREG(st.st_mode))
+		return FAIL(-EINVAL, "region fd is not a memory file (mode %#o)",
+			    (unsigned)st.st_mode);
+	/* validated: mmap_offset + memory_size does not wrap */
+	if ((uint64_t)st.st_size < r->mmap_offset + r->memory_size)
+		return FAIL(-EINVAL, "region needs %#llx bytes of its file, which has %#llx",
+			    (unsigned long long)(r->mmap_offset + r->memory_size),
+			    (unsigned long long)st.st_size);
+	/* hugetlbfs reports its page size here; mappings must start on one. */
+	if (st.st_blksize > 0 && ((uint64_t)st.st_blksize & ((uint64_t)st.st_blksize - 1)) == 0 &&
+	    (uint64_t)st.st_blksize > align)
+		align = (uint64_t)st.st_blksize;
+	start = r->mmap_offset & ~(align - 1);
+	lead = r->mmap_offset - start;
+	if (r->memory_size + lead > SIZE_MAX)
+		return FAIL(-EINVAL, "region too large to map");
+	p = mmap(NULL, (size_t)(r->memory_size + lead), PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+		 (off_t)start);
+	if (p == MAP_FAILED)
+		return FAIL(-errno, "mmap of %#llx bytes at offset %#llx: %s",
+			    (unsigned long long)(r->memory_size + lead), (unsigned long long)start,
+			    strerror(errno));
+	map->base = p;
+	map->len = (size_t)(r->memory_size + lead);
+	*host = (uint8_t *)p + lead;
+	return 0;
+}
+
+static void unmap(struct vs_vhost_map *m)
+{
+	if (m->base)
+		munmap(m->base, m->len);
+	m->base = NULL;
+	m->len = 0;
+}
+
+void vs_vhost_mem_unmap_all(struct vs_vhost_backend *b)
+{
+	for (unsigned i = 0; i < VS_MEM_MAX_REGIONS; i++)
+		unmap(&b->maps[i]);
+	vs_mem_reset(&b->mem);
+}
+
+/* Install a new map: stop the running rings, swap, drop the old mappings listed in
+ * `drop`, tell the user, restart.  A ring that no longer fits the map stays stopped and
+ * the request fails. */
+static int commit(struct vs_vhost_backend *b, const struct vs_mem *nm,
+		  const struct vs_vhost_map *nmaps, struct vs_vhost_map *drop, unsigned ndrop,
+		  char *why, size_t whylen)
+{
+	vs_vhost_rings_stop(b);
+	for (unsigned i = 0; i < ndrop; i++)
+		unmap(&drop[i]);
+	b->mem = *nm;
+	memset(b->maps, 0, sizeof(b->maps));
+	memcpy(b->maps, nmaps, sizeof(b->maps[0]) * nm->nregions);
+	VS_INFO(VHOST, "memory table: %u region(s)", nm->nregions);
+	for (unsigned i = 0; i < nm->nregions; i++) {
+		const struct vs_mem_region *r = &nm->regions[i];
+		VS_INFO(VHOST, "  region %u: gpa %#llx size %#llx uva %#llx host %p", i,
+			(unsigned long long)r->gpa, (unsigned long long)r->size,
+			(unsigned long long)r->uva, r->host);
+	}
+	if (b->ops.mem_changed)
+		b->ops.mem_changed(b->opaque, &b->mem);
+	return vs_vhost_rings_update(b, why, whylen);
+}
+
+/* Map r and append it to nm/nmaps; on failure nothing of it remains. */
+static int add_region(struct vs_mem *nm, struct vs_vhost_map *nmaps,
+		      const struct vs_vhost_mem_region *r, int fd, char *why, size_t whylen)
+{
+	struct vs_vhost_map map = {0};
+	uint8_t *host = NULL;
+	int rc;
+
+	if (nm->nregions >= VS_MEM_MAX_REGIONS)
+		return FAIL(-ENOSPC, "more than %u regions", VS_MEM_MAX_REGIONS);
+	if ((rc = map_region(r, fd, &map, &host, why, whylen)))
+		return rc;
+	rc = vs_mem_add(nm, r->guest_phys_addr, r->memory_size, r->userspace_addr, host);
+	if (rc) {
+		unmap(&map);
+		return FAIL(rc, "region gpa %#llx size %#llx uva %#llx overlaps another",
+			    (unsigned long long)r->guest_phys_addr,
+			    (unsigned long long)r->memory_size,
+			    (unsigned long long)r->userspace_addr);
+	}
+	nmaps[nm->nregions - 1] = map;
+	return 0;
+}
+
+int vs_vhost_set_mem_table_exec(struct vs_vhost_backend *b, struct vs_vhost_msg *msg, char *why,
+				size_t whylen)
+{
+	const struct vs_vhost_memory *m = &msg->payload.memory;
+	struct vs_vhost_map nmaps[VS_MEM_MAX_REGIONS] = {0};
+	struct vs_mem nm;
+	int rc = 0;
+
+	vs_mem_reset(&nm);
+	for (unsigned i = 0; i < m->nregions && !rc; i++) {
+		const struct vs_vhost_mem_region *r = &m->regions[i];
+		VS_INFO(VHOST,
+			"SET_MEM_TABLE region %u: gpa %#llx size %#llx uva %#llx offset %#llx", i,
+			(unsigned long long)r->guest_phys_addr, (unsigned long long)r->memory_size,
+			(unsigned long long)r->userspace_addr, (unsigned long long)r->mmap_offset);
+		rc = add_region(&nm, nmaps, r, msg->fds[i], why, whylen);
+	}
+	if (rc) {
+		for (unsigned i = 0; i < nm.nregions; i++)
+			unmap(&nmaps[i]);
+		return rc;
+	}
+	/* The fds are closed by the caller: the mappings hold the memory. */
+	return commit(b, &nm, nmaps, b->maps, VS_MEM_MAX_REGIONS, why, whylen);
+}
+
+int vs_vhost_add_mem_reg_exec(struct vs_vhost_backend *b, struct vs_vhost_msg *msg, char *why,
+			      size_t whylen)
+{
+	const struct vs_vhost_mem_region *r = &msg->payload.mem_reg.region;
+	struct vs_vhost_map nmaps[VS_MEM_MAX_REGIONS];
+	struct vs_mem nm = b->mem;
+	int rc;
+
+	VS_INFO(VHOST, "ADD_MEM_REG: gpa %#llx size %#llx uva %#llx offset %#llx",
+		(unsigned long long)r->guest_phys_addr, (unsigned long long)r->memory_size,
+		(unsigned long long)r->userspace_addr, (unsigned long long)r->mmap_offset);
+	memcpy(nmaps, b->maps, sizeof(nmaps));
+	if ((rc = add_region(&nm, nmaps, r, msg->fds[0], why, whylen)))
+		return rc;
+	return commit(b, &nm, nmaps, NULL, 0, why, whylen);
+}
+
+int vs_vhost_rem_mem_reg_exec(struct vs_vhost_backend *b, struct vs_vhost_msg *msg, char *why,
+			      size_t whylen)
+{
+	const struct vs_vhost_mem_region *r = &msg->payload.mem_reg.region;
+	struct vs_vhost_map nmaps[VS_MEM_MAX_REGIONS] = {0};
+	struct vs_vhost_map drop;
+	struct vs_mem nm;
+	unsigned i, n = 0;
+
+	VS_INFO(VHOST, "REM_MEM_REG: gpa %#llx size %#llx uva %#llx",
+		(unsigned long long)r->guest_phys_addr, (unsigned long long)r->memory_size,
+		(unsigned long long)r->userspace_addr);
+	/* The spec identifies the region by guest address, user address and size. */
+	for (i = 0; i < b->mem.nregions; i++) {
+		const struct vs_mem_region *o = &b->mem.regions[i];
+		if (o->gpa == r->guest_phys_addr && o->uva == r->userspace_addr &&
+		    o->size == r->memory_size)
+			break;
+	}
+	if (i == b->mem.nregions)
+		return FAIL(-ENOENT, "no region gpa %#llx size %#llx uva %#llx",
+			    (unsigned long long)r->guest_phys_addr,
+			    (unsigned long long)r->memory_size,
+			    (unsigned long long)r->userspace_addr);
+	nm = b->mem;
+	nm.nregions = 0;
+	for (unsigned j = 0; j < b->mem.nregions; j++) {
+		if (j == i)
+			continue;
+		nm.regions[n] = b->mem.regions[j];
+		nmaps[n++] = b->maps[j];
+	}
+	nm.nregions = n;
+	drop = b->maps[i];
+	return commit(b, &nm, nmaps, &drop, 1, why, whylen);
+}
