@@ -1,0 +1,146 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Bios on behalf of a command: submission, completion, the multi-step hook, and the
+ * final completion of every command (vs_scsi_complete).
+ *
+ * A command owns at most two bios at a time (cmd->st.bio).  They are submitted in
+ * order; when the context is full (-EAGAIN) we wait for one of ours to complete and
+ * continue from its completion, or answer BUSY when none of ours is in flight (the
+ * initiator retries).  Backends never complete a bio inside vs_backend_submit(), so
+ * the counters below are never updated re-entrantly.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "scsi/scsi_int.h"
+
+static void io_issue(struct vs_scsi_cmd *cmd);
+
+static void io_finish(struct vs_scsi_cmd *cmd)
+{
+	if (cmd->st.err)
+		vs_scsi_sense_errno(cmd, cmd->st.err, (enum vs_scsi_io_kind)cmd->st.kind);
+	vs_scsi_complete(cmd);
+}
+
+static void io_bio_done(struct vs_bio *bio, int res)
+{
+	struct vs_scsi_cmd *cmd = bio->priv;
+	struct vs_scsi_cmd_state *st = &cmd->st;
+	int rc;
+
+	st->inflight--;
+	if (res < 0 && !st->err)
+		st->err = res;
+	if (!st->err && st->next < st->nbio) {
+		io_issue(cmd); /* we were waiting for a free slot */
+		return;
+	}
+	if (st->inflight)
+		return;
+	if (!st->err && st->step) {
+		rc = st->step(cmd);
+		if (rc > 0 && st->nbio) {
+			st->next = 0;
+			io_issue(cmd);
+			return;
+		}
+		if (rc < 0)
+			st->err = rc;
+	}
+	io_finish(cmd);
+}
+
+static void io_issue(struct vs_scsi_cmd *cmd)
+{
+	struct vs_scsi_cmd_state *st = &cmd->st;
+	int rc;
+
+	while (st->next < st->nbio) {
+		rc = vs_backend_submit(st->lun->be, st->ctx, &st->bio[st->next]);
+		if (rc == -EAGAIN && st->inflight)
+			return; /* io_bio_done() continues */
+		if (rc < 0) {
+			st->err = rc;
+			break;
+		}
+		st->next++;
+		st->inflight++;
+	}
+	if (st->err && !st->inflight)
+		io_finish(cmd);
+}
+
+void vs_scsi_io_prep(struct vs_scsi_cmd *cmd, unsigned idx, enum vs_bio_op op, uint64_t offset,
+		     uint64_t len, const struct iovec *iov, int iovcnt)
+{
+	struct vs_bio *bio = &cmd->st.bio[idx];
+
+	memset(bio, 0, sizeof(*bio));
+	bio->op = op;
+	bio->offset = offset;
+	bio->len = len;
+	bio->iov = iov;
+	bio->iovcnt = iovcnt;
+	bio->fua = op == VS_BIO_WRITE && cmd->st.fua;
+	bio->done = io_bio_done;
+	bio->priv = cmd;
+}
+
+int vs_scsi_io_prep_prefix(struct vs_scsi_cmd *cmd, enum vs_bio_op op, uint64_t offset,
+			   const struct iovec *iov, int iovcnt, size_t len)
+{
+	struct vs_scsi_cmd_state *st = &cmd->st;
+	size_t whole = 0;
+	unsigned nbio = 0;
+	int i = 0;
+
+	while (i < iovcnt && iov[i].iov_len <= len - whole)
+		whole += iov[i++].iov_len;
+	if (whole)
+		vs_scsi_io_prep(cmd, nbio++, op, offset, whole, iov, i);
+	if (whole < len) {
+		if (i >= iovcnt)
+			return -EINVAL;
+		st->split.iov_base = iov[i].iov_base;
+		st->split.iov_len = len - whole;
+		vs_scsi_io_prep(cmd, nbio++, op, offset + whole, len - whole, &st->split, 1);
+	}
+	st->nbio = (uint8_t)nbio;
+	return 0;
+}
+
+int vs_scsi_io_start(struct vs_scsi_cmd *cmd)
+{
+	cmd->st.next = 0;
+	cmd->st.inflight = 0;
+	cmd->st.err = 0;
+	if (!cmd->st.nbio)
+		vs_scsi_complete(cmd);
+	else
+		io_issue(cmd);
+	return VS_SCSI_ASYNC;
+}
+
+void vs_scsi_complete(struct vs_scsi_cmd *cmd)
+{
+	struct vs_scsi_cmd_state *st = &cmd->st;
+
+	if (cmd->status == VS_SCSI_GOOD) {
+		cmd->in_residual = cmd->in_len - st->in_xfer;
+		cmd->out_residual = cmd->out_len - st->out_xfer;
+	} else {
+		cmd->in_residual = cmd->in_len;
+		cmd->out_residual = cmd->out_len;
+	}
+	free(st->buf);
+	free(st->iovs);
+	st->buf = NULL;
+	st->iovs = NULL;
+	VS_VERBOSE_HP(
+	    SCSI, "tag %#llx op %#x done: status %#x key %#x asc %#x/%#x resid in %zu out %zu",
+	    (unsigned long long)cmd->tag, cmd->cdb[0], cmd->status,
+	    cmd->sense_len ? cmd->sense[2] & 0x0f : 0, cmd->sense_len ? cmd->sense[12] : 0,
+	    cmd->sense_len ? cmd->sense[13] : 0, cmd->in_residual, cmd->out_residual);
+	cmd->done(cmd);
+}

@@ -1,0 +1,263 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Private to src/scsi: wire accessors, opcodes, limits, the LUN and device objects,
+ * and the helpers the command files share.
+ *
+ * Command handlers have the shape  int h(struct vs_scsi_lun *, struct vs_scsi_cmd *):
+ * they return VS_SCSI_DONE when the result (status, sense, data-in) is set and the
+ * dispatcher should complete the command, or VS_SCSI_ASYNC once vs_scsi_io_start()
+ * owns it (from then on the handler must not touch cmd: it may be complete already).
+ */
+#ifndef VS_SCSI_INT_H
+#define VS_SCSI_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <vioscope/trace.h>
+
+#include "scsi/scsi.h"
+
+/* ---- big-endian wire accessors (all SCSI fields are big-endian) ---- */
+static inline uint16_t vs_be16(const uint8_t *p)
+{
+	return (uint16_t)(p[0] << 8 | p[1]);
+}
+static inline uint32_t vs_be24(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 16 | (uint32_t)p[1] << 8 | p[2];
+}
+static inline uint32_t vs_be32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+static inline uint64_t vs_be64(const uint8_t *p)
+{
+	return (uint64_t)vs_be32(p) << 32 | vs_be32(p + 4);
+}
+static inline void vs_put_be16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)(v >> 8);
+	p[1] = (uint8_t)v;
+}
+static inline void vs_put_be24(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 16);
+	p[1] = (uint8_t)(v >> 8);
+	p[2] = (uint8_t)v;
+}
+static inline void vs_put_be32(uint8_t *p, uint32_t v)
+{
+	vs_put_be16(p, (uint16_t)(v >> 16));
+	vs_put_be16(p + 2, (uint16_t)v);
+}
+static inline void vs_put_be64(uint8_t *p, uint64_t v)
+{
+	vs_put_be32(p, (uint32_t)(v >> 32));
+	vs_put_be32(p + 4, (uint32_t)v);
+}
+
+/* ---- opcodes ---- */
+enum {
+	VS_OP_TEST_UNIT_READY = 0x00,
+	VS_OP_REQUEST_SENSE = 0x03,
+	VS_OP_READ_6 = 0x08,
+	VS_OP_WRITE_6 = 0x0a,
+	VS_OP_INQUIRY = 0x12,
+	VS_OP_MODE_SELECT_6 = 0x15,
+	VS_OP_MODE_SENSE_6 = 0x1a,
+	VS_OP_START_STOP_UNIT = 0x1b,
+	VS_OP_READ_CAPACITY_10 = 0x25,
+	VS_OP_READ_10 = 0x28,
+	VS_OP_WRITE_10 = 0x2a,
+	VS_OP_VERIFY_10 = 0x2f,
+	VS_OP_SYNCHRONIZE_CACHE_10 = 0x35,
+	VS_OP_WRITE_SAME_10 = 0x41,
+	VS_OP_UNMAP = 0x42,
+	VS_OP_MODE_SELECT_10 = 0x55,
+	VS_OP_MODE_SENSE_10 = 0x5a,
+	VS_OP_ATA_PASS_THROUGH_16 = 0x85,
+	VS_OP_READ_16 = 0x88,
+	VS_OP_WRITE_16 = 0x8a,
+	VS_OP_VERIFY_16 = 0x8f,
+	VS_OP_SYNCHRONIZE_CACHE_16 = 0x91,
+	VS_OP_WRITE_SAME_16 = 0x93,
+	VS_OP_SERVICE_ACTION_IN_16 = 0x9e,
+	VS_OP_REPORT_LUNS = 0xa0,
+	VS_OP_ATA_PASS_THROUGH_12 = 0xa1,
+	VS_OP_MAINTENANCE_IN = 0xa3,
+	VS_OP_READ_12 = 0xa8,
+	VS_OP_WRITE_12 = 0xaa,
+	VS_OP_VERIFY_12 = 0xaf,
+};
+#define VS_SAI_READ_CAPACITY_16 0x10
+
+/* ---- additional sense codes (ASC << 8 | ASCQ) ---- */
+enum {
+	VS_ASC_NONE = 0x0000,
+	VS_ASC_WRITE_ERROR = 0x0c00,
+	VS_ASC_UNRECOVERED_READ_ERROR = 0x1100,
+	VS_ASC_PARAM_LIST_LENGTH_ERROR = 0x1a00,
+	VS_ASC_MISCOMPARE_DURING_VERIFY = 0x1d00,
+	VS_ASC_INVALID_OPCODE = 0x2000,
+	VS_ASC_LBA_OUT_OF_RANGE = 0x2100,
+	VS_ASC_INVALID_FIELD_IN_CDB = 0x2400,
+	VS_ASC_LUN_NOT_SUPPORTED = 0x2500,
+	VS_ASC_INVALID_FIELD_IN_PARAM = 0x2600,
+	VS_ASC_WRITE_PROTECTED = 0x2700,
+	VS_ASC_SPACE_ALLOC_FAILED_WP = 0x2707,
+	VS_ASC_POWER_ON_RESET = 0x2900,
+	VS_ASC_SAVING_PARAMS_UNSUPPORTED = 0x3900,
+	VS_ASC_INTERNAL_TARGET_FAILURE = 0x4400,
+};
+
+/* ---- limits we advertise (Block Limits VPD) and enforce ---- */
+#define VS_SCSI_MAX_XFER_BYTES	(32u << 20) /* READ/WRITE/VERIFY transfer length */
+#define VS_SCSI_OPT_XFER_BYTES	(1u << 20)
+#define VS_SCSI_MAX_UNMAP_BYTES (1ull << 30) /* sum of one UNMAP's descriptors */
+#define VS_SCSI_MAX_UNMAP_DESC	64
+#define VS_SCSI_MAX_WS_BYTES	(1ull << 30) /* WRITE SAME number of blocks */
+#define VS_SCSI_SERIAL_LEN	16
+#define VS_SCSI_VENDOR		"VIOSCOPE"
+#define VS_SCSI_PRODUCT		"vioscope disk"
+#define VS_SCSI_REVISION	"0001"
+
+struct vs_scsi_lun {
+	struct vs_backend *be;
+	uint64_t blocks;
+	uint32_t block_size;
+	unsigned block_shift;
+	unsigned id; /* LUN number while attached (traces) */
+	bool read_only;
+	bool discard; /* backend deallocates; such blocks read as zeros */
+	int wce;      /* atomic: write cache enabled (MODE SELECT caching) */
+	int ua;	      /* atomic: pending unit attention ASC/ASCQ, 0 none */
+	uint32_t max_xfer_blocks;
+	uint32_t opt_xfer_blocks;
+	uint32_t max_unmap_blocks; /* 0 without discard */
+	uint32_t max_ws_blocks;
+	uint16_t granularity; /* 4 KiB in blocks (1 for 4096-byte blocks) */
+	uint8_t naa[16];      /* NAA 6 designator */
+	char serial[VS_SCSI_SERIAL_LEN + 1];
+	char name[64];
+};
+
+struct vs_scsi_dev {
+	struct vs_scsi_lun *luns[VS_SCSI_MAX_LUNS];
+};
+
+enum { VS_SCSI_DONE = 0, VS_SCSI_ASYNC = 1 };
+
+/* What an I/O error of a command maps to (cmd->st.kind). */
+enum vs_scsi_io_kind {
+	VS_IO_KIND_READ,
+	VS_IO_KIND_WRITE,
+};
+
+/* ---- sense (sense.c) ---- */
+/* Fill cmd's status/sense: CHECK CONDITION with key and asc (ASC << 8 | ASCQ). */
+void vs_scsi_sense(struct vs_scsi_cmd *cmd, uint8_t key, uint16_t asc);
+/* Same, with a sense-key specific field pointer (in_cdb: CDB, else parameter list;
+ * bit < 0: no bit pointer). */
+void vs_scsi_sense_field(struct vs_scsi_cmd *cmd, uint8_t key, uint16_t asc, bool in_cdb,
+			 uint16_t byte, int bit);
+/* Set the INFORMATION field (VALID bit) of the sense already in cmd. */
+void vs_scsi_sense_info(struct vs_scsi_cmd *cmd, uint32_t info);
+/* Build fixed-format sense into buf (>= 18 bytes); returns its length. */
+size_t vs_scsi_sense_build(uint8_t *buf, uint8_t key, uint16_t asc);
+
+/* Rejections: sense plus a warning trace naming the reason.  Use the macros, which
+ * pass the call site (decoded as caller>callee in all-path builds). */
+void vs_scsi__reject(struct vs_scsi_cmd *cmd, uint8_t key, uint16_t asc,
+		     const char *why VS_CALLER_PARAM);
+void vs_scsi__bad_cdb(struct vs_scsi_cmd *cmd, uint16_t byte, int bit,
+		      const char *why VS_CALLER_PARAM);
+void vs_scsi__bad_param(struct vs_scsi_cmd *cmd, uint16_t byte, int bit,
+			const char *why VS_CALLER_PARAM);
+#define vs_scsi_reject(cmd, key, asc, why)     vs_scsi__reject(cmd, key, asc, why VS_CALLER_ARG)
+#define vs_scsi_bad_cdb(cmd, byte, bit, why)   vs_scsi__bad_cdb(cmd, byte, bit, why VS_CALLER_ARG)
+#define vs_scsi_bad_param(cmd, byte, bit, why) vs_scsi__bad_param(cmd, byte, bit, why VS_CALLER_ARG)
+#define vs_scsi_param_len_error(cmd, why)                                                          \
+	vs_scsi_reject(cmd, VS_SENSE_ILLEGAL_REQUEST, VS_ASC_PARAM_LIST_LENGTH_ERROR, why)
+/* LOGICAL BLOCK ADDRESS OUT OF RANGE for [lba, lba + n), traced. */
+void vs_scsi__lba_out_of_range(struct vs_scsi_cmd *cmd, uint64_t lba, uint64_t n VS_CALLER_PARAM);
+#define vs_scsi_lba_out_of_range(cmd, lba, n) vs_scsi__lba_out_of_range(cmd, lba, n VS_CALLER_ARG)
+/* A failed bio (-errno) as status/sense for a command of the given kind. */
+void vs_scsi_sense_errno(struct vs_scsi_cmd *cmd, int err, enum vs_scsi_io_kind kind);
+const char *vs_scsi_op_name(uint8_t op);
+
+/* ---- data buffers (iov.c) ---- */
+/* Copy len bytes from src into iov[] starting at byte off; returns bytes copied
+ * (fewer when the iovecs end first). */
+size_t vs_scsi_copy_to_iov(const struct iovec *iov, int cnt, size_t off, const void *src,
+			   size_t len);
+size_t vs_scsi_copy_from_iov(void *dst, const struct iovec *iov, int cnt, size_t off, size_t len);
+/* Return len bytes of response, cut to the allocation length and the buffer. */
+void vs_scsi_data_in(struct vs_scsi_cmd *cmd, const void *buf, size_t len, size_t alloc);
+/* Fetch up to want bytes of parameter data from data-out into buf; returns how many
+ * (less when the buffer is shorter: overrun is then set). */
+size_t vs_scsi_data_out(struct vs_scsi_cmd *cmd, void *buf, size_t want);
+static inline bool vs_scsi_all_zero(const uint8_t *p, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		if (p[i])
+			return false;
+	return true;
+}
+
+/* ---- I/O (io.c) ---- */
+/* Prepare bio[idx] (no data for FLUSH/DISCARD/WRITE_ZEROES). */
+void vs_scsi_io_prep(struct vs_scsi_cmd *cmd, unsigned idx, enum vs_bio_op op, uint64_t offset,
+		     uint64_t len, const struct iovec *iov, int iovcnt);
+/* Prepare READ/WRITE bios covering the first len bytes of iov[]: bio[0] takes the whole
+ * iovecs, bio[1] the cut one.  -EINVAL when the iovecs hold less than len. */
+int vs_scsi_io_prep_prefix(struct vs_scsi_cmd *cmd, enum vs_bio_op op, uint64_t offset,
+			   const struct iovec *iov, int iovcnt, size_t len);
+/* Submit the prepared bios; the command completes when they are done and step (if set)
+ * has nothing more to do.  Always returns VS_SCSI_ASYNC. */
+int vs_scsi_io_start(struct vs_scsi_cmd *cmd);
+/* Finish a command: residuals, free private buffers, trace, done(). */
+void vs_scsi_complete(struct vs_scsi_cmd *cmd);
+/* Range check for [lba, lba + n) */
+static inline bool vs_scsi_lba_ok(const struct vs_scsi_lun *lun, uint64_t lba, uint64_t n)
+{
+	return lba <= lun->blocks && n <= lun->blocks - lba;
+}
+void *vs_scsi_alloc_io_buf(const struct vs_scsi_lun *lun, size_t len);
+
+/* Take the pending unit attention (ASC/ASCQ) of lun, if any: reported once. */
+static inline bool vs_scsi_ua_take(struct vs_scsi_lun *lun, uint16_t *asc)
+{
+	int v;
+
+	if (!__atomic_load_n(&lun->ua, __ATOMIC_RELAXED))
+		return false;
+	v = __atomic_exchange_n(&lun->ua, 0, __ATOMIC_ACQ_REL);
+	if (!v)
+		return false; /* another thread reported it first */
+	*asc = (uint16_t)v;
+	return true;
+}
+
+/* LBA, transfer length (raw: READ(6)'s 0 stays 0) and the length field's byte, for
+ * the READ/WRITE/VERIFY/SYNCHRONIZE CACHE/WRITE SAME layouts of each CDB size. */
+void vs_scsi_decode_lba(const uint8_t *cdb, uint64_t *lba, uint32_t *n, uint16_t *len_at);
+
+/* ---- command handlers ---- */
+int vs_scsi_inquiry(struct vs_scsi_lun *lun, struct vs_scsi_cmd *cmd);
+int vs_scsi_inquiry_no_lun(struct vs_scsi_cmd *cmd);
+int vs_scsi_mode_sense(struct vs_scsi_lun *lun, struct vs_scsi_cmd *cmd);
+int vs_scsi_mode_select(struct vs_scsi_lun *lun, struct vs_scsi_cmd *cmd);
+int vs_scsi_read_capacity_10(struct vs_scsi_lun *lun, struct vs_scsi_cmd *cmd);
+int vs_scsi_service_action_in_16(struct vs_scsi_lun *lun, struct vs_scsi_cmd *cmd);
+/* lun may be NULL: then the sense data says LOGICAL UNIT NOT SUPPORTED. */
+int vs_scsi_request_sense(struct vs_scsi_lun *lun, struct vs_scsi_cmd *cmd);
+int vs_scsi_start_stop_unit(struct vs_scsi_lun *lun, struct vs_scsi_cmd *cmd);
+int vs_scsi_rw(struct vs_scsi_lun *lun, struct vs_scsi_cmd *cmd);
+int vs_scsi_verify(struct vs_scsi_lun *lun, struct vs_scsi_cmd *cmd);
+int vs_scsi_sync_cache(struct vs_scsi_lun *lun, struct vs_scsi_cmd *cmd);
+int vs_scsi_unmap(struct vs_scsi_lun *lun, struct vs_scsi_cmd *cmd);
+int vs_scsi_write_same(struct vs_scsi_lun *lun, struct vs_scsi_cmd *cmd);
+
+#endif /* VS_SCSI_INT_H */
