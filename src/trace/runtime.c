@@ -30,6 +30,13 @@
 #define DEFAULT_RING_SIZE (1u << 20)
 #define NCHUNK            16
 
+/* Sites refer to the callers section whenever they might name a caller; in an
+ * unoptimised build that reference stays even where no caller exists, so the
+ * section must exist: this entry guarantees it (and is never referenced). */
+static const struct vs_caller no_caller __attribute__((section("vs_trace_callers"), used)) = {
+	"?", "?", 0, 0
+};
+
 /* Before init (and for the off flavour) sites see an all-zero control block. */
 static struct vs_trace_control boot_ctl;
 struct vs_trace_control *vs__ctl = &boot_ctl;

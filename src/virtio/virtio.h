@@ -1,0 +1,277 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * virtio layer: guest memory map, split virtqueue (device side and driver side),
+ * virtio feature bits and (in virtio_scsi.h, included at the end) the virtio-scsi
+ * wire structures.  Spec: virtio 1.2, "Split Virtqueues" and "SCSI Host Device".
+ *
+ * Everything the other side of a ring writes is hostile: every index, length and
+ * address read from shared memory is read once into a local and validated before use.
+ * Lower layer: depends on trace only.  Not thread-safe: one thread owns a queue.
+ */
+#ifndef VS_VIRTIO_H
+#define VS_VIRTIO_H
+
+#include <endian.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include <vioscope/trace.h>
+
+/* ---- little-endian helpers: values (vs_le16(x)) and unaligned memory (vs_ld_le16(p)) ---- */
+/* clang-format off */
+static inline uint16_t vs_le16(uint16_t v) { return le16toh(v); } /* to or from LE: symmetric */
+static inline uint32_t vs_le32(uint32_t v) { return le32toh(v); }
+static inline uint64_t vs_le64(uint64_t v) { return le64toh(v); }
+static inline uint16_t vs_ld_le16(const void *p)
+{ uint16_t v; memcpy(&v, p, sizeof(v)); return le16toh(v); }
+static inline uint32_t vs_ld_le32(const void *p)
+{ uint32_t v; memcpy(&v, p, sizeof(v)); return le32toh(v); }
+static inline uint64_t vs_ld_le64(const void *p)
+{ uint64_t v; memcpy(&v, p, sizeof(v)); return le64toh(v); }
+static inline void vs_st_le16(void *p, uint16_t v) { v = htole16(v); memcpy(p, &v, 2); }
+static inline void vs_st_le32(void *p, uint32_t v) { v = htole32(v); memcpy(p, &v, 4); }
+static inline void vs_st_le64(void *p, uint64_t v) { v = htole64(v); memcpy(p, &v, 8); }
+/* clang-format on */
+
+/* ---- feature bits (bit numbers) and device status -------------------------------------- */
+#define VIRTIO_F_NOTIFY_ON_EMPTY   24 /* legacy */
+#define VIRTIO_F_ANY_LAYOUT	   27 /* legacy */
+#define VIRTIO_F_INDIRECT_DESC	   28
+#define VIRTIO_F_EVENT_IDX	   29
+#define VIRTIO_F_VERSION_1	   32
+#define VIRTIO_F_ACCESS_PLATFORM   33
+#define VIRTIO_F_RING_PACKED	   34
+#define VIRTIO_F_IN_ORDER	   35
+#define VIRTIO_F_ORDER_PLATFORM	   36
+#define VIRTIO_F_SR_IOV		   37
+#define VIRTIO_F_NOTIFICATION_DATA 38
+#define VIRTIO_F_NOTIF_CONFIG_DATA 39
+#define VIRTIO_F_RING_RESET	   40
+#define VS_VIRTIO_BIT(f)	   (1ull << (f))
+
+#define VIRTIO_CONFIG_S_ACKNOWLEDGE 1
+#define VIRTIO_CONFIG_S_DRIVER	    2
+#define VIRTIO_CONFIG_S_DRIVER_OK   4
+#define VIRTIO_CONFIG_S_FEATURES_OK 8
+#define VIRTIO_CONFIG_S_NEEDS_RESET 0x40
+#define VIRTIO_CONFIG_S_FAILED	    0x80
+#define VIRTIO_ID_SCSI		    8
+
+/* ---- guest memory map ------------------------------------------------------------------ */
+#define VS_MEM_MAX_REGIONS 8 /* vhost-user's default max_mem_slots */
+
+struct vs_mem_region {
+	uint64_t gpa;  /* guest-physical start */
+	uint64_t size; /* bytes, > 0 */
+	uint64_t uva;  /* the frontend's user address of the start (vring addresses use these) */
+	uint8_t *host; /* our mapping of the start */
+};
+
+struct vs_mem {
+	unsigned nregions;
+	struct vs_mem_region regions[VS_MEM_MAX_REGIONS];
+};
+
+/* Empty the map (mappings are the caller's to unmap). */
+void vs_mem_reset(struct vs_mem *m);
+/* Append a region: -EINVAL if size is 0, gpa/uva + size wraps, or it overlaps another
+ * region's gpa or uva range; -ENOSPC when full. */
+int vs_mem_add(struct vs_mem *m, uint64_t gpa, uint64_t size, uint64_t uva, void *host);
+/* Host pointer for [gpa, gpa + len) iff it lies inside ONE region, else NULL.  Overflow
+ * safe.  len 0 is looked up as len 1 (the address must still be inside a region). */
+void *vs_mem_gpa(const struct vs_mem *m, uint64_t gpa, uint64_t len);
+/* The same for the frontend's user addresses. */
+void *vs_mem_uva(const struct vs_mem *m, uint64_t uva, uint64_t len);
+/* Map [gpa, gpa + len) into iovecs, one per region crossed.  Returns the number used (0 for
+ * len 0), -EFAULT if any byte is outside every region, -ENOBUFS if more than max_iov needed. */
+int vs_mem_gpa_iov(const struct vs_mem *m, uint64_t gpa, uint64_t len, struct iovec *iov,
+		   int max_iov);
+/* Copy between a flat buffer and an iovec array, starting `off` bytes into the iovecs; return
+ * bytes copied (short when the iovecs end).  Used to take one private copy of a request header
+ * (guest memory can change under us, and a header may be split over descriptors). */
+size_t vs_iov_to_buf(const struct iovec *iov, unsigned n, size_t off, void *buf, size_t len);
+size_t vs_iov_from_buf(const struct iovec *iov, unsigned n, size_t off, const void *buf,
+		       size_t len);
+
+/* ---- split ring layout (all fields little-endian) --------------------------------------- */
+#define VIRTQ_DESC_F_NEXT	   1
+#define VIRTQ_DESC_F_WRITE	   2 /* device-writable (else device-readable) */
+#define VIRTQ_DESC_F_INDIRECT	   4
+#define VIRTQ_AVAIL_F_NO_INTERRUPT 1
+#define VIRTQ_USED_F_NO_NOTIFY	   1
+#define VS_VQ_MAX_SIZE		   32768
+
+struct vs_vring_desc {
+	uint64_t addr; /* guest-physical */
+	uint32_t len;
+	uint16_t flags; /* VIRTQ_DESC_F_* */
+	uint16_t next;	/* with F_NEXT */
+};
+/* written by the driver */
+struct vs_vring_avail {
+	uint16_t flags; /* VIRTQ_AVAIL_F_NO_INTERRUPT */
+	uint16_t idx;
+	uint16_t ring[]; /* [size] heads, then used_event (EVENT_IDX) */
+};
+struct vs_vring_used_elem {
+	uint32_t id;  /* head of the chain */
+	uint32_t len; /* bytes the device wrote */
+};
+/* written by the device */
+struct vs_vring_used {
+	uint16_t flags; /* VIRTQ_USED_F_NO_NOTIFY */
+	uint16_t idx;
+	struct vs_vring_used_elem ring[]; /* [size], then avail_event (EVENT_IDX) */
+};
+
+/* Bytes each part takes for a queue of `size` (event-idx fields included). */
+/* clang-format off */
+static inline uint64_t vs_vring_desc_bytes(unsigned size) { return 16ull * size; }
+static inline uint64_t vs_vring_avail_bytes(unsigned size) { return 6 + 2ull * size; }
+static inline uint64_t vs_vring_used_bytes(unsigned size) { return 6 + 8ull * size; }
+/* clang-format on */
+
+/* EVENT_IDX: should the other side be told, after moving its index from old to new_idx,
+ * given the event index it published?  True iff event_idx is in [old, new_idx), mod 2^16. */
+static inline bool vs_vring_need_event(uint16_t event_idx, uint16_t new_idx, uint16_t old)
+{
+	return (uint16_t)(new_idx - event_idx - 1) < (uint16_t)(new_idx - old);
+}
+
+/* ---- device-side split virtqueue (the target) -------------------------------------------- */
+#define VS_VQ_MAX_SEGS	      258		   /* per direction: 256 data + header + response */
+#define VS_VQ_MAX_INDIRECT    1024		   /* entries in one indirect table (fixed cap) */
+#define VS_VQ_MAX_CHAIN_BYTES ((64u << 20) + 4096) /* readable + writable bytes of one chain */
+
+struct vs_vq_dev {
+	unsigned size;		    /* power of 2, <= VS_VQ_MAX_SIZE */
+	unsigned qid;		    /* queue number, for traces only (caller sets it) */
+	struct vs_vring_desc *desc; /* host pointers, validated by the caller (see init) */
+	struct vs_vring_avail *avail;
+	struct vs_vring_used *used;
+	uint16_t last_avail_idx;   /* next avail entry to pop */
+	uint16_t shadow_avail_idx; /* avail->idx as last read */
+	uint16_t used_idx;	   /* next used entry to fill (published by flush) */
+	uint16_t signalled_used;   /* used idx at the last should_notify() */
+	bool signalled_used_valid; /* false until the first should_notify() */
+	bool event_idx;		   /* VIRTIO_F_EVENT_IDX negotiated */
+	bool indirect;		   /* VIRTIO_F_INDIRECT_DESC negotiated */
+	bool notify_enabled;	   /* see vs_vq_dev_set_notification() */
+	bool broken;		   /* ring structure is corrupt: no further pops */
+	const char *broken_reason; /* static string, set with broken */
+};
+
+/* One popped chain.  out[] is device-readable, in[] device-writable, in chain order.  A
+ * descriptor crossing adjacent memory regions takes several iovecs. */
+struct vs_vq_elem {
+	uint16_t head; /* give back with vs_vq_dev_push(vq, head, len) */
+	bool bad;      /* the chain is invalid; counts/iovecs below are empty */
+	unsigned out_num, in_num;
+	uint64_t out_len, in_len; /* bytes */
+	struct iovec out[VS_VQ_MAX_SEGS], in[VS_VQ_MAX_SEGS];
+};
+
+/* desc/avail/used must cover vs_vring_*_bytes(size) of mapped memory (the caller checked
+ * them against the memory map) and be 16/2/4-byte aligned.  used_idx is read from used->idx.
+ * -EINVAL on a bad size, NULL or misaligned pointer. */
+int vs_vq_dev_init(struct vs_vq_dev *vq, unsigned size, void *desc, void *avail, void *used,
+		   bool event_idx, bool indirect, uint16_t last_avail_idx);
+/* Pop the next chain.  Returns:
+ *   0        elem is a valid chain.
+ *   -EAGAIN  nothing available.
+ *   -EIO     the queue is broken (now or before; reason in vq->broken_reason): avail idx ran
+ *            more than size ahead, a head or a next index >= size, or a loop in the descriptor
+ *            table.  elem is undefined; the queue needs a reset.
+ *   other    the chain is bad but its head is valid: elem->bad = true, elem->head set, no
+ *            iovecs; the caller must give it back (vs_vq_dev_push(vq, head, 0)).
+ *            -EFAULT an address range outside guest memory; -EINVAL bad layout (readable
+ *            after writable, INDIRECT not negotiated / with NEXT / nested / not at the head,
+ *            indirect length not a non-zero multiple of 16 or > VS_VQ_MAX_INDIRECT entries,
+ *            next index or loop inside an indirect table); -E2BIG more than
+ *            VS_VQ_MAX_CHAIN_BYTES; -ENOBUFS more than VS_VQ_MAX_SEGS iovecs in a direction.
+ * With EVENT_IDX and notifications enabled, avail_event follows last_avail_idx. */
+#define vs_vq_dev_pop(vq, mem, elem) vs__vq_dev_pop(vq, mem, elem VS_CALLER_ARG)
+/* Return a chain: fill one used entry and publish used->idx (release).  fill + flush batch
+ * several completions behind one used->idx store. */
+#define vs_vq_dev_push(vq, head, len) vs__vq_dev_push(vq, head, len VS_CALLER_ARG)
+#define vs_vq_dev_fill(vq, head, len) vs__vq_dev_fill(vq, head, len VS_CALLER_ARG)
+void vs_vq_dev_flush(struct vs_vq_dev *vq);
+/* After pushing: must the driver be interrupted?  EVENT_IDX: vs_vring_need_event(used_event,
+ * used idx, used idx at the previous call); else !(avail->flags & NO_INTERRUPT).  Includes
+ * the full barrier between the used->idx store and reading the driver's fields. */
+bool vs_vq_dev_should_notify(struct vs_vq_dev *vq);
+/* Ask for (or stop asking for) kicks.  EVENT_IDX: enable writes avail_event = last_avail_idx,
+ * disable stops updating it; else used->flags NO_NOTIFY.  Enabling ends with a full barrier:
+ * re-check vs_vq_dev_has_work() afterwards, a kick for work already there is not sent. */
+void vs_vq_dev_set_notification(struct vs_vq_dev *vq, bool enable);
+/* Entries available and not yet popped (reads avail->idx; 0 when broken). */
+unsigned vs_vq_dev_avail_count(struct vs_vq_dev *vq);
+/* clang-format off */
+static inline bool vs_vq_dev_has_work(struct vs_vq_dev *vq) { return vs_vq_dev_avail_count(vq); }
+/* clang-format on */
+
+int vs__vq_dev_pop(struct vs_vq_dev *vq, const struct vs_mem *mem,
+		   struct vs_vq_elem *elem VS_CALLER_PARAM);
+void vs__vq_dev_push(struct vs_vq_dev *vq, uint16_t head, uint32_t len VS_CALLER_PARAM);
+void vs__vq_dev_fill(struct vs_vq_dev *vq, uint16_t head, uint32_t len VS_CALLER_PARAM);
+
+/* ---- driver-side split virtqueue (the initiator) ----------------------------------------- */
+struct vs_vq_buf {
+	uint64_t addr; /* as the device translates it (e.g. an offset into shared memory) */
+	uint32_t len;
+	bool write; /* device-writable; all readable buffers must come first */
+};
+
+struct vs_vq_drv {
+	unsigned size;		    /* power of 2, <= VS_VQ_MAX_SIZE */
+	unsigned qid;		    /* for traces only */
+	struct vs_vring_desc *desc; /* laid out by init in the caller's memory */
+	struct vs_vring_avail *avail;
+	struct vs_vring_used *used; /* written by the device: validated on read */
+	uint16_t free_head;	    /* first free descriptor */
+	unsigned num_free;
+	uint16_t avail_idx;	   /* next avail entry (published at once) */
+	uint16_t kicked_avail_idx; /* avail idx at the last should_kick() */
+	uint16_t last_used_idx;	   /* next used entry to read */
+	bool event_idx, indirect;  /* negotiated */
+	bool cb_enabled;	   /* see vs_vq_drv_enable_cb() */
+	bool broken;		   /* the device wrote a bad used ring */
+	const char *broken_reason;
+	uint16_t *next;	     /* private free list / chain links (not the shared table) */
+	uint16_t *chain_len; /* per head: descriptors in flight, 0 = free */
+	uint32_t *in_cap;    /* per head: device-writable bytes, to check used.len */
+};
+
+/* Bytes of ring memory for `size` (desc | avail | used, used 64-byte aligned). */
+size_t vs_vq_drv_ring_bytes(unsigned size);
+/* Lay the ring out in `mem` (16-byte aligned, vs_vq_drv_ring_bytes(size), zeroed here) and
+ * allocate the private state.  -EINVAL, -ENOMEM. */
+int vs_vq_drv_init(struct vs_vq_drv *vq, unsigned size, void *mem, bool event_idx, bool indirect);
+void vs_vq_drv_destroy(struct vs_vq_drv *vq);
+/* Add a chain of n buffers and publish it (release).  Direct: takes n descriptors.  Indirect:
+ * table (host pointer, n * 16 bytes, caller-owned until the chain is used) seen by the device
+ * at table_addr; takes one descriptor.  *head identifies the chain.  -EINVAL (n 0 or too big,
+ * readable after writable, indirect not negotiated), -ENOSPC (not enough free descriptors). */
+#define vs_vq_drv_add(vq, bufs, n, head) vs__vq_drv_add(vq, bufs, n, NULL, 0, head VS_CALLER_ARG)
+#define vs_vq_drv_add_indirect(vq, bufs, n, table, table_addr, head)                               \
+	vs__vq_drv_add(vq, bufs, n, table, table_addr, head VS_CALLER_ARG)
+/* Must the device be kicked for what was added since the last call?  Full barrier inside. */
+bool vs_vq_drv_should_kick(struct vs_vq_drv *vq);
+/* Take one used chain: 0 with *head, *len; -EAGAIN none; -EIO broken (used idx runaway, id
+ * >= size or not in flight, len > the chain's writable bytes). */
+#define vs_vq_drv_get_used(vq, head, len) vs__vq_drv_get_used(vq, head, len VS_CALLER_ARG)
+bool vs_vq_drv_has_used(struct vs_vq_drv *vq);
+/* Interrupt suppression.  EVENT_IDX: enable writes used_event = last_used_idx, disable stops
+ * updating it; else avail->flags NO_INTERRUPT.  Enabling ends with a full barrier: re-check
+ * vs_vq_drv_has_used() afterwards. */
+void vs_vq_drv_enable_cb(struct vs_vq_drv *vq, bool enable);
+
+int vs__vq_drv_add(struct vs_vq_drv *vq, const struct vs_vq_buf *bufs, unsigned n, void *table,
+		   uint64_t table_addr, uint16_t *head VS_CALLER_PARAM);
+int vs__vq_drv_get_used(struct vs_vq_drv *vq, uint16_t *head, uint32_t *len VS_CALLER_PARAM);
+
+#include "virtio/virtio_scsi.h"
+
+#endif /* VS_VIRTIO_H */

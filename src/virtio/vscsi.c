@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: MIT */
+/* virtio-scsi LUN field: the single-level form Linux and Windows virtio-scsi drivers send. */
+#include <errno.h>
+
+#include "virtio/virtio.h"
+
+int vs_vscsi_lun_decode(const uint8_t lun[8], unsigned *target, unsigned *lun_out)
+{
+	/* Byte 0 is 1 (the spec's fixed first byte); bytes 2-3 are a SAM single-level LUN:
+	 * flat space (0x40 in the top two bits) or peripheral (0x00, LUN < 256). */
+	if (lun[0] != 1 || ((lun[2] & 0xc0) != 0x40 && lun[2] != 0))
+		return -EINVAL;
+	for (int i = 4; i < 8; i++)
+		if (lun[i])
+			return -EINVAL; /* hierarchical LUNs are not supported */
+	*target = lun[1];
+	*lun_out = ((unsigned)(lun[2] & 0x3f) << 8) | lun[3];
+	return 0;
+}
+
+int vs_vscsi_lun_encode(uint8_t lun[8], unsigned target, unsigned lun_in)
+{
+	if (target > 255 || lun_in > 0x3fff)
+		return -EINVAL;
+	memset(lun, 0, 8);
+	lun[0] = 1;
+	lun[1] = (uint8_t)target;
+	lun[2] = (uint8_t)(0x40 | (lun_in >> 8));
+	lun[3] = (uint8_t)lun_in;
+	return 0;
+}
