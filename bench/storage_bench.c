@@ -65,13 +65,12 @@ static pid_t start_recorder(const char *exe, int pid, const char *dir, const cha
 
 static uint64_t stop_recorder(pid_t r, const char *dir, const char *what, int pid)
 {
-	char out[PATH_MAX], cmd[PATH_MAX + 64];
+	char out[PATH_MAX], cmd[2 * PATH_MAX + 64];
 	int st;
 	kill(r, SIGINT);
 	waitpid(r, &st, 0);
 	/* Count what was lost from the capture itself: the decoder reports every loss. */
 	snprintf(out, sizeof out, "%s/%s-%d.vst", dir, what, pid);
-	snprintf(cmd, sizeof cmd, "/proc/%d/exe", getpid());
 	char self[PATH_MAX];
 	self_path(self, sizeof self);
 	snprintf(cmd, sizeof cmd, "'%s' trace decode --json '%s' | grep '\"type\":\"loss\"'", self,
@@ -90,7 +89,7 @@ static int run_profiles(struct bench_opts *o, char **profiles, int nprof, bool f
 			const char *record_dir)
 {
 	char why[512] = "", exe[PATH_MAX], sockdir[] = "/tmp/vioscope-bench-XXXXXX";
-	char sock[PATH_MAX], spec[1024];
+	static char sock[PATH_MAX], spec[1024]; /* o->socket and o->target_spec point here */
 	int tpid = -1, rc = 0;
 	pid_t rec_self = -1, rec_target = -1;
 

@@ -1,0 +1,326 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Request queues: pop virtio-scsi commands, run them with vs_scsi_exec() on iovecs that
+ * point straight into guest memory, and give them back with their response.
+ *
+ * Chain layout (virtio 1.2, 5.6.6): readable = virtio_scsi_cmd_req (51 bytes) + data-out;
+ * writable = virtio_scsi_cmd_resp (108 bytes) + data-in.  Either header may be split over
+ * descriptors, and the guest may rewrite it while we work, so the request header is copied
+ * out once and the response assembled privately, then written with bounds checks.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "target/target_int.h"
+
+#define REQ_HDR	 sizeof(struct virtio_scsi_cmd_req)
+#define RESP_HDR sizeof(struct virtio_scsi_cmd_resp)
+
+/* ---- the pool and the in-flight list ---------------------------------------------------- */
+static struct treq *req_get(struct tq *q)
+{
+	struct treq *r = q->free;
+
+	if (r) {
+		q->free = r->next_free;
+		return r;
+	}
+	/* Grows to the ring's concurrency (at most its size, see tq_req_process). */
+	r = malloc(sizeof(*r));
+	if (!r)
+		return NULL;
+	r->q = q;
+	r->all_next = q->all;
+	q->all = r;
+	return r;
+}
+
+static void req_put(struct tq *q, struct treq *r)
+{
+	r->next_free = q->free;
+	q->free = r;
+}
+
+void tq_req_pool_free(struct tq *q)
+{
+	while (q->all) {
+		struct treq *r = q->all;
+		q->all = r->all_next;
+		free(r);
+	}
+	q->free = NULL;
+}
+
+/* Visible to TMFs from here until req_untrack(). */
+static void req_track(struct tq *q, struct treq *r)
+{
+	pthread_mutex_lock(&q->lock);
+	r->abort_resp = 0;
+	r->tmf_wait = false;
+	r->next = &q->active;
+	r->prev = q->active.prev;
+	q->active.prev->next = r;
+	q->active.prev = r;
+	pthread_mutex_unlock(&q->lock);
+}
+
+/* Returns the response a TMF imposed (0: none); *wake when a TMF waits for this one. */
+static uint8_t req_untrack(struct tq *q, struct treq *r, bool *wake)
+{
+	uint8_t resp;
+
+	pthread_mutex_lock(&q->lock);
+	r->prev->next = r->next;
+	r->next->prev = r->prev;
+	resp = r->abort_resp;
+	*wake = r->tmf_wait;
+	pthread_mutex_unlock(&q->lock);
+	return resp;
+}
+
+/* ---- completion ------------------------------------------------------------------------------ */
+/* Write the response header into the chain's writable part and return the chain.
+ * data_len: data-in bytes transferred after the header. */
+static void req_push(struct tq *q, struct vs_vq_elem *e, const struct virtio_scsi_cmd_resp *resp,
+		     size_t data_len)
+{
+	size_t n = vs_iov_from_buf(e->in, e->in_num, 0, resp, RESP_HDR);
+
+	/* Callers checked in_len >= RESP_HDR; data_len <= in_len - RESP_HDR. */
+	vs_vq_dev_fill(&q->vq, e->head, (uint32_t)(n + data_len));
+	q->unsignalled = true;
+}
+
+/* Answer a chain that never reached the SCSI layer. */
+static void req_reject(struct tq *q, struct vs_vq_elem *e, uint8_t response, const char *why)
+{
+	struct virtio_scsi_cmd_resp resp = {.response = response};
+
+	wstat_inc(&q->w->st.bad_requests);
+	if (e->in_len >= RESP_HDR) {
+		VS_WARNING(QUEUE, "queue %u head %u: %s: response %u", q->idx, e->head, why,
+			   response);
+		req_push(q, e, &resp, 0);
+	} else {
+		VS_ERROR(QUEUE,
+			 "queue %u head %u: %s; no room for a response (%llu writable bytes)",
+			 q->idx, e->head, why, (unsigned long long)e->in_len);
+		vs_vq_dev_fill(&q->vq, e->head, 0);
+		q->unsignalled = true;
+	}
+}
+
+static void req_done(struct vs_scsi_cmd *cmd)
+{
+	struct treq *r = cmd->priv;
+	struct tq *q = r->q;
+	struct virtio_scsi_cmd_resp resp;
+	size_t data = 0;
+	bool wake;
+	uint8_t forced = req_untrack(q, r, &wake);
+
+	memset(&resp, 0, sizeof(resp));
+	if (forced) {
+		/* Aborted or reset by a TMF: the data may or may not have moved. */
+		resp.response = forced;
+	} else {
+		uint32_t sl = cmd->sense_len < VIRTIO_SCSI_SENSE_SIZE ? cmd->sense_len
+								      : VIRTIO_SCSI_SENSE_SIZE;
+		size_t resid = r->data_in_len ? cmd->in_residual : cmd->out_residual;
+
+		resp.status = cmd->status;
+		resp.sense_len = vs_le32(sl);
+		memcpy(resp.sense, cmd->sense, sl);
+		resp.resid = vs_le32(resid > UINT32_MAX ? UINT32_MAX : (uint32_t)resid);
+		/* virtio 1.2 5.6.6.1: the CDB wanted more data than the buffers held. */
+		resp.response = cmd->overrun ? VIRTIO_SCSI_S_OVERRUN : VIRTIO_SCSI_S_OK;
+		data = r->data_in_len -
+		       (cmd->in_residual < r->data_in_len ? cmd->in_residual : r->data_in_len);
+	}
+	if (r->in_split >= 0)
+		r->elem.in[r->in_split] = r->in_saved; /* the response header lives there too */
+	req_push(q, &r->elem, &resp, data);
+	q->inflight--;
+	if (q->throttled) {
+		q->throttled = false;
+		q->kicked = true;
+	}
+	wstat_inc(&q->w->st.requests);
+	VS_VERBOSE_HP(IO,
+		      "q %u tag %#llx lun %u op %#x done: response %u status %#x sense %u "
+		      "data-in %zu resid %u latency %llu ns",
+		      q->idx, (unsigned long long)r->tag, r->lun, r->hdr.cdb[0], resp.response,
+		      resp.status, vs_le32(resp.sense_len), data, vs_le32(resp.resid),
+		      (unsigned long long)(tq_clock() - r->t_start));
+	req_put(q, r);
+	if (wake) {
+		/* The driver polls its request queues when the TMF completes (Linux does):
+		 * the used entry must be visible before the TMF response is. */
+		tq_notify(q);
+		tmf_release(q->t);
+	}
+}
+
+/* ---- dispatch -------------------------------------------------------------------------------- */
+/* First iovec at byte offset off: *idx, with that iovec cut to start there.  When the cut
+ * is inside an iovec, it is saved in *saved and *cut = its index. */
+static void iov_advance(struct iovec *iov, unsigned n, size_t off, unsigned *idx, int *cut,
+			struct iovec *saved)
+{
+	unsigned i = 0;
+
+	*cut = -1;
+	while (i < n && off >= iov[i].iov_len)
+		off -= iov[i++].iov_len;
+	if (i < n && off) {
+		*saved = iov[i];
+		*cut = (int)i;
+		iov[i].iov_base = (uint8_t *)iov[i].iov_base + off;
+		iov[i].iov_len -= off;
+	}
+	*idx = i;
+}
+
+/* Everything before vs_scsi_exec(); false when the chain was answered here. */
+static bool req_prepare(struct tq *q, struct treq *r)
+{
+	struct vs_vq_elem *e = &r->elem;
+	unsigned target, oi, ii;
+	int ocut;
+	struct iovec osaved;
+
+	if (e->out_len < REQ_HDR || e->in_len < RESP_HDR) {
+		req_reject(q, e, VIRTIO_SCSI_S_FAILURE, "chain too short for the headers");
+		return false;
+	}
+	vs_iov_to_buf(e->out, e->out_num, 0, &r->hdr, REQ_HDR);
+	r->tag = vs_le64(r->hdr.tag);
+	VS_VERBOSE_HP(IO, "q %u head %u tag %#llx lun %02x%02x op %#x: out %llu in %llu", q->idx,
+		      e->head, (unsigned long long)r->tag, r->hdr.lun[2], r->hdr.lun[3],
+		      r->hdr.cdb[0], (unsigned long long)e->out_len, (unsigned long long)e->in_len);
+	if (vs_vscsi_lun_decode(r->hdr.lun, &target, &r->lun) || target != 0) {
+		/* Linux scans targets 0..max_target: every one but 0 lands here. */
+		VS_VERBOSE_HP(IO, "q %u tag %#llx: no target %02x %02x %02x %02x", q->idx,
+			      (unsigned long long)r->tag, r->hdr.lun[0], r->hdr.lun[1],
+			      r->hdr.lun[2], r->hdr.lun[3]);
+		struct virtio_scsi_cmd_resp resp = {.response = VIRTIO_SCSI_S_BAD_TARGET};
+		req_push(q, e, &resp, 0);
+		wstat_inc(&q->w->st.requests);
+		return false;
+	}
+	/* Data-out after the request header, data-in after the response header; the cut
+	 * in-iovec is restored before the response is written through it. */
+	iov_advance(e->out, e->out_num, REQ_HDR, &oi, &ocut, &osaved);
+	iov_advance(e->in, e->in_num, RESP_HDR, &ii, &r->in_split, &r->in_saved);
+	r->data_in_len = e->in_len - RESP_HDR;
+
+	memset(&r->cmd, 0, offsetof(struct vs_scsi_cmd, st));
+	r->cmd.cdb = r->hdr.cdb;
+	r->cmd.cdb_len = VIRTIO_SCSI_CDB_SIZE;
+	r->cmd.out_len = e->out_len - REQ_HDR;
+	r->cmd.out_iov = r->cmd.out_len ? &e->out[oi] : NULL;
+	r->cmd.out_iovcnt = r->cmd.out_len ? (int)(e->out_num - oi) : 0;
+	r->cmd.in_len = r->data_in_len;
+	r->cmd.in_iov = r->data_in_len ? &e->in[ii] : NULL;
+	r->cmd.in_iovcnt = r->data_in_len ? (int)(e->in_num - ii) : 0;
+	r->cmd.tag = r->tag;
+	r->cmd.done = req_done;
+	r->cmd.priv = r;
+	return true;
+}
+
+static void req_start(struct tq *q, struct treq *r)
+{
+	int rc;
+
+	r->t_start = tq_clock();
+	if (!req_prepare(q, r)) {
+		req_put(q, r);
+		return;
+	}
+	q->inflight++;
+	req_track(q, r);
+	VS_VERBOSE_HP(IO, "q %u tag %#llx lun %u: dispatch", q->idx, (unsigned long long)r->tag,
+		      r->lun);
+	rc = vs_scsi_exec(q->t->dev, r->lun, &r->cmd, q->w->io);
+	if (rc < 0) {
+		/* Our own bug (a malformed cmd), never the guest's: answer and go on. */
+		bool wake;
+
+		VS_ERROR(SCSI, "q %u tag %#llx: vs_scsi_exec refused the command: %s", q->idx,
+			 (unsigned long long)r->tag, strerror(-rc));
+		req_untrack(q, r, &wake);
+		q->inflight--;
+		if (r->in_split >= 0)
+			r->elem.in[r->in_split] = r->in_saved;
+		req_reject(q, &r->elem, VIRTIO_SCSI_S_FAILURE, "internal error");
+		req_put(q, r);
+		if (wake)
+			tmf_release(q->t);
+	}
+}
+
+void tq_req_process(struct tq *q)
+{
+	unsigned budget = TQ_POP_BUDGET;
+
+	if (!q->running || q->stopping || q->dead)
+		return;
+	if (!q->polled)
+		vs_vq_dev_set_notification(&q->vq, false);
+	for (;;) {
+		while (budget) {
+			struct treq *r;
+			int rc;
+
+			/* A driver that makes a head available twice could keep us allocating;
+			 * a ring never has more than size requests in flight. */
+			if (q->inflight >= q->vq.size) {
+				q->throttled = true;
+				return;
+			}
+			r = req_get(q);
+			if (!r) {
+				VS_ERROR(QUEUE, "queue %u: out of memory for requests", q->idx);
+				q->throttled = true;
+				return;
+			}
+			rc = vs_vq_dev_pop(&q->vq, q->mem, &r->elem);
+			if (rc == -EAGAIN) {
+				req_put(q, r);
+				break;
+			}
+			if (rc == -EIO) {
+				req_put(q, r);
+				tq_kill(q,
+					q->vq.broken_reason ? q->vq.broken_reason : "broken ring");
+				return;
+			}
+			budget--;
+			if (rc) {
+				/* A bad chain with a valid head: no iovecs to answer through. */
+				wstat_inc(&q->w->st.bad_requests);
+				VS_ERROR(QUEUE, "queue %u head %u: bad chain (%s): returned empty",
+					 q->idx, r->elem.head, strerror(-rc));
+				vs_vq_dev_fill(&q->vq, r->elem.head, 0);
+				q->unsignalled = true;
+				req_put(q, r);
+				continue;
+			}
+			req_start(q, r);
+		}
+		if (!budget) {
+			q->kicked = true; /* more next pass, after completions */
+			return;
+		}
+		if (q->polled)
+			return;
+		/* Re-enable kicks, then look again: a request made available before the
+		 * driver saw the re-enable sent no kick. */
+		vs_vq_dev_set_notification(&q->vq, true);
+		if (!vs_vq_dev_has_work(&q->vq))
+			return;
+		vs_vq_dev_set_notification(&q->vq, false);
+	}
+}

@@ -1,0 +1,433 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The target's life: open the backends, build the SCSI device, start the workers, serve
+ * vhost-user, and hand queues between the vhost thread and the workers (the ops below);
+ * on a disconnect and at the end, make the data durable.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "target/target_int.h"
+
+uint64_t vs_target_device_features(void)
+{
+	return VS_VIRTIO_BIT(VIRTIO_F_VERSION_1) | VS_VIRTIO_BIT(VIRTIO_F_INDIRECT_DESC) |
+	       VS_VIRTIO_BIT(VIRTIO_F_EVENT_IDX) | VS_VIRTIO_BIT(VIRTIO_SCSI_F_HOTPLUG) |
+	       VS_VIRTIO_BIT(VIRTIO_SCSI_F_CHANGE);
+}
+
+static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	VS_ERROR(INIT, "target: %s", buf);
+	if (err && errlen)
+		snprintf(err, errlen, "%s", buf);
+	return rc;
+}
+
+/* ---- vhost ops: all on the serving thread ---------------------------------------------------- */
+static int op_queue_start(void *opaque, unsigned idx, const struct vs_vhost_vring *vr)
+{
+	struct vs_target *t = opaque;
+	struct tq *q;
+	int rc;
+
+	if (idx >= VIRTIO_SCSI_VQ_REQ0 + t->num_queues) {
+		VS_ERROR(QUEUE, "queue %u: the device has %u queues", idx,
+			 VIRTIO_SCSI_VQ_REQ0 + t->num_queues);
+		return -EINVAL;
+	}
+	q = &t->q[idx];
+	rc = vs_vq_dev_init(&q->vq, vr->size, vr->desc, vr->avail, vr->used, vr->event_idx,
+			    !!(vr->features & VS_VIRTIO_BIT(VIRTIO_F_INDIRECT_DESC)),
+			    vr->last_avail_idx);
+	if (rc) {
+		VS_ERROR(QUEUE, "queue %u: ring rejected: %s", idx, strerror(-rc));
+		return rc;
+	}
+	q->vq.qid = idx;
+	q->mem = vr->mem;
+	q->kick_fd = vr->kick_fd;
+	q->call_fd = vr->call_fd;
+	q->err_fd = vr->err_fd;
+	VS_INFO(QUEUE, "queue %u (%s) start: size %u avail %u kick %d call %d features %#llx", idx,
+		q->kind == TQ_CTRL    ? "control"
+		: q->kind == TQ_EVENT ? "event"
+				      : "request",
+		vr->size, vr->last_avail_idx, vr->kick_fd, vr->call_fd,
+		(unsigned long long)vr->features);
+	worker_cmd(q->w, WCMD_START, q, -1);
+	return 0;
+}
+
+static void op_queue_stop(void *opaque, unsigned idx, uint16_t *last_avail_idx)
+{
+	struct vs_target *t = opaque;
+	struct tq *q;
+
+	if (idx >= VIRTIO_SCSI_VQ_REQ0 + t->num_queues)
+		return;
+	q = &t->q[idx];
+	worker_cmd(q->w, WCMD_STOP, q, -1);
+	*last_avail_idx = q->vq.last_avail_idx;
+	VS_INFO(QUEUE, "queue %u stop: last avail %u used %u", idx, q->vq.last_avail_idx,
+		q->vq.used_idx);
+}
+
+static void op_call_fd_changed(void *opaque, unsigned idx, int call_fd)
+{
+	struct vs_target *t = opaque;
+
+	if (idx < VIRTIO_SCSI_VQ_REQ0 + t->num_queues)
+		worker_cmd(t->q[idx].w, WCMD_CALLFD, &t->q[idx], call_fd);
+}
+
+static void op_mem_changed(void *opaque, const struct vs_mem *mem)
+{
+	(void)opaque;
+	VS_INFO(MEMORY, "memory table: %u regions", mem->nregions);
+	for (unsigned i = 0; i < mem->nregions; i++)
+		VS_INFO(MEMORY, "  region %u: gpa %#llx size %#llx uva %#llx host %p", i,
+			(unsigned long long)mem->regions[i].gpa,
+			(unsigned long long)mem->regions[i].size,
+			(unsigned long long)mem->regions[i].uva, mem->regions[i].host);
+}
+
+static void op_connected(void *opaque)
+{
+	struct vs_target *t = opaque;
+
+	__atomic_fetch_add(&t->connections, 1, __ATOMIC_RELAXED);
+	VS_INFO(VHOST, "frontend connected (connection %llu)",
+		(unsigned long long)__atomic_load_n(&t->connections, __ATOMIC_RELAXED));
+}
+
+static void op_disconnected(void *opaque)
+{
+	struct vs_target *t = opaque;
+	int rc;
+
+	/* Every queue is stopped (in-flight requests completed): make their writes durable
+	 * before anyone, such as a restarted QEMU, can ask for them again. */
+	rc = vs_target_flush(t);
+	VS_INFO(VHOST, "frontend disconnected; backends flushed: %s", rc ? strerror(-rc) : "ok");
+}
+
+static const struct vs_vhost_backend_ops target_ops = {
+    .queue_start = op_queue_start,
+    .queue_stop = op_queue_stop,
+    .mem_changed = op_mem_changed,
+    .call_fd_changed = op_call_fd_changed,
+    .connected = op_connected,
+    .disconnected = op_disconnected,
+};
+
+/* ---- flush ----------------------------------------------------------------------------------- */
+struct flush_wait {
+	unsigned pending;
+	int err;
+};
+
+static void flush_done(struct vs_bio *bio, int res)
+{
+	struct flush_wait *fw = bio->priv;
+
+	fw->pending--;
+	if (res && !fw->err)
+		fw->err = res;
+}
+
+int vs_target_flush(struct vs_target *t)
+{
+	struct vs_bio bios[VS_TARGET_MAX_LUNS];
+	struct flush_wait fw = {0};
+	struct vs_io_ctx *io;
+	int rc;
+
+	rc = vs_io_ctx_create(&io, 16);
+	if (rc)
+		return rc;
+	for (unsigned i = 0; i < VS_TARGET_MAX_LUNS; i++) {
+		if (!t->be[i] || vs_backend_read_only(t->be[i]))
+			continue;
+		bios[i] = (struct vs_bio){.op = VS_BIO_FLUSH, .done = flush_done, .priv = &fw};
+		/* Submit in small groups: the context holds 16. */
+		while ((rc = vs_backend_submit(t->be[i], io, &bios[i])) == -EAGAIN) {
+			vs_io_ctx_submit(io);
+			vs_io_ctx_reap(io, true);
+		}
+		if (rc) {
+			VS_ERROR(BACKEND, "lun %u: flush refused: %s", i, strerror(-rc));
+			if (!fw.err)
+				fw.err = rc;
+			continue;
+		}
+		fw.pending++;
+	}
+	vs_io_ctx_submit(io);
+	while (fw.pending) {
+		rc = vs_io_ctx_reap(io, true);
+		if (rc < 0) {
+			VS_ERROR(BACKEND, "flush: reap failed: %s", strerror(-rc));
+			fw.err = fw.err ? fw.err : rc;
+			break;
+		}
+		vs_io_ctx_submit(io);
+	}
+	vs_io_ctx_destroy(io);
+	if (fw.err)
+		VS_ERROR(BACKEND, "flush failed: %s", strerror(-fw.err));
+	return fw.err;
+}
+
+/* ---- create / run / destroy ------------------------------------------------------------------ */
+/* A stable identity for a LUN: the file's real path, or the LUN number for memory. */
+static void lun_name(char *buf, size_t len, const struct vs_target_lun *l,
+		     const struct vs_backend *be)
+{
+	char path[PATH_MAX], *comma;
+
+	if (!strcmp(vs_backend_kind(be), "file") && !strncmp(l->spec, "file=", 5)) {
+		snprintf(path, sizeof(path), "%s", l->spec + 5);
+		comma = strchr(path, ',');
+		if (comma)
+			*comma = 0;
+		char *real = realpath(path, NULL);
+		snprintf(buf, len, "file:%s", real ? real : path);
+		free(real);
+		return;
+	}
+	snprintf(buf, len, "%s-lun%u", vs_backend_kind(be), l->id);
+}
+
+static int luns_open(struct vs_target *t, const struct vs_target_config *cfg, char *err,
+		     size_t errlen)
+{
+	for (unsigned i = 0; i < cfg->nluns; i++) {
+		const struct vs_target_lun *l = &cfg->luns[i];
+		struct vs_scsi_lun_params p = {.block_size = t->block_size};
+		struct vs_scsi_lun *lun;
+		char why[256] = "", name[PATH_MAX + 8];
+		uint64_t size;
+		int rc;
+
+		if (l->id >= VS_TARGET_MAX_LUNS)
+			return fail(err, errlen, -EINVAL, "LUN %u: LUN numbers are 0..%u", l->id,
+				    VS_TARGET_MAX_LUNS - 1);
+		if (t->be[l->id])
+			return fail(err, errlen, -EEXIST, "LUN %u given twice", l->id);
+		if (!l->spec || !*l->spec)
+			return fail(err, errlen, -EINVAL, "LUN %u: no backend", l->id);
+		rc = vs_backend_open(&t->be[l->id], l->spec, why, sizeof(why));
+		if (rc)
+			return fail(err, errlen, rc, "LUN %u (%s): %s", l->id, l->spec,
+				    *why ? why : strerror(-rc));
+		size = vs_backend_size(t->be[l->id]);
+		if (size < t->block_size || size % t->block_size)
+			return fail(err, errlen, -EINVAL,
+				    "LUN %u (%s): size %llu bytes is not a whole number of %u-byte "
+				    "blocks",
+				    l->id, l->spec, (unsigned long long)size, t->block_size);
+		lun_name(name, sizeof(name), l, t->be[l->id]);
+		p.be = t->be[l->id];
+		p.name = name;
+		rc = vs_scsi_lun_create(&lun, &p);
+		if (rc)
+			return fail(err, errlen, rc,
+				    "LUN %u (%s): cannot make a %u-byte-block LUN "
+				    "of it (alignment %u): %s",
+				    l->id, l->spec, t->block_size,
+				    vs_backend_alignment(t->be[l->id]), strerror(-rc));
+		rc = vs_scsi_dev_attach(t->dev, l->id, lun);
+		if (rc) {
+			vs_scsi_lun_destroy(lun);
+			return fail(err, errlen, rc, "LUN %u: attach: %s", l->id, strerror(-rc));
+		}
+		VS_INFO(INIT, "LUN %u: %s, %llu bytes, %s%s", l->id, l->spec,
+			(unsigned long long)size, vs_backend_kind(t->be[l->id]),
+			vs_scsi_lun_read_only(lun) ? ", read-only" : "");
+	}
+	return 0;
+}
+
+static unsigned cpus(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n > 0 ? (unsigned)n : 1;
+}
+
+static void queues_init(struct vs_target *t)
+{
+	for (unsigned i = 0; i < TQ_MAX; i++) {
+		struct tq *q = &t->q[i];
+
+		q->t = t;
+		q->idx = i;
+		q->kind = i == VIRTIO_SCSI_VQ_CTRL    ? TQ_CTRL
+			  : i == VIRTIO_SCSI_VQ_EVENT ? TQ_EVENT
+						      : TQ_REQ;
+		q->kick_fd = q->call_fd = q->err_fd = -1;
+		q->active.next = q->active.prev = &q->active;
+		pthread_mutex_init(&q->lock, NULL);
+		/* Request queue n on worker n mod workers; control and event on the control thread.
+		 */
+		q->w = q->kind == TQ_REQ ? &t->workers[(i - VIRTIO_SCSI_VQ_REQ0) % t->nworkers]
+					 : &t->ctl;
+	}
+}
+
+int vs_target_create(struct vs_target **out, const struct vs_target_config *cfg, char *err,
+		     size_t errlen)
+{
+	struct vs_target *t;
+	int rc;
+
+	*out = NULL;
+	if (err && errlen)
+		*err = 0;
+	if (!cfg || !cfg->socket_path || !*cfg->socket_path)
+		return fail(err, errlen, -EINVAL, "no socket path");
+	if (cfg->num_queues > VS_TARGET_MAX_QUEUES)
+		return fail(err, errlen, -EINVAL, "%u request queues: at most %u", cfg->num_queues,
+			    VS_TARGET_MAX_QUEUES);
+	if (cfg->workers > VS_TARGET_MAX_WORKERS)
+		return fail(err, errlen, -EINVAL, "%u workers: at most %u", cfg->workers,
+			    VS_TARGET_MAX_WORKERS);
+	if (cfg->block_size && cfg->block_size != 512 && cfg->block_size != 4096)
+		return fail(err, errlen, -EINVAL, "block size %u: 512 or 4096", cfg->block_size);
+	if (!cfg->nluns || !cfg->luns)
+		return fail(err, errlen, -EINVAL, "no LUN");
+
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return fail(err, errlen, -ENOMEM, "out of memory");
+	t->num_queues = cfg->num_queues ? cfg->num_queues : 1;
+	t->block_size = cfg->block_size ? cfg->block_size : 512;
+	t->poll = cfg->poll;
+	t->nworkers = cfg->workers ? cfg->workers : t->num_queues < cpus() ? t->num_queues : cpus();
+	if (t->nworkers > t->num_queues)
+		t->nworkers = t->num_queues; /* more would idle */
+	pthread_mutex_init(&t->tmf_lock, NULL);
+	pthread_cond_init(&t->tmf_cond, NULL);
+	t->workers = calloc(t->nworkers, sizeof(*t->workers));
+	if (!t->workers) {
+		free(t);
+		return fail(err, errlen, -ENOMEM, "out of memory");
+	}
+	for (unsigned i = 0; i < t->nworkers; i++)
+		t->workers[i].epfd = t->workers[i].cmd_fd = -1;
+	t->ctl.epfd = t->ctl.cmd_fd = -1;
+	queues_init(t);
+	*out = t;
+
+	VS_INFO(INIT,
+		"target: socket %s, %u request queues, %u workers (%s), block size %u, %u LUNs",
+		cfg->socket_path, t->num_queues, t->nworkers, t->poll ? "poll" : "event",
+		t->block_size, cfg->nluns);
+	if ((rc = vs_scsi_dev_create(&t->dev)))
+		goto fail;
+	if ((rc = luns_open(t, cfg, err, errlen)))
+		goto fail;
+	if ((rc = worker_init(t, &t->ctl, 0, true, false))) {
+		fail(err, errlen, rc, "control thread: %s", strerror(-rc));
+		goto fail;
+	}
+	for (unsigned i = 0; i < t->nworkers; i++) {
+		if ((rc = worker_init(t, &t->workers[i], i, false, t->poll))) {
+			fail(err, errlen, rc, "worker %u: %s", i, strerror(-rc));
+			goto fail;
+		}
+	}
+	if ((rc = worker_start(&t->ctl)))
+		goto fail;
+	for (unsigned i = 0; i < t->nworkers; i++)
+		if ((rc = worker_start(&t->workers[i])))
+			goto fail;
+	t->vb = vs_vhost_backend_create(cfg->socket_path, VIRTIO_SCSI_VQ_REQ0 + t->num_queues,
+					vs_target_device_features(), &target_ops, t);
+	if (!t->vb) {
+		rc = -errno;
+		fail(err, errlen, rc, "cannot listen on %s: %s", cfg->socket_path, strerror(errno));
+		goto fail;
+	}
+	return 0;
+fail:
+	if (err && errlen && !*err)
+		snprintf(err, errlen, "%s", strerror(-rc));
+	vs_target_destroy(t);
+	*out = NULL;
+	return rc;
+}
+
+int vs_target_run(struct vs_target *t, volatile sig_atomic_t *stop)
+{
+	int rc = vs_vhost_backend_serve(t->vb, stop);
+
+	if (rc)
+		VS_ERROR(VHOST, "serving stopped: %s", strerror(-rc));
+	return rc;
+}
+
+void vs_target_wake(struct vs_target *t)
+{
+	if (t && t->vb)
+		vs_vhost_backend_wake(t->vb);
+}
+
+int vs_target_destroy(struct vs_target *t)
+{
+	int rc = 0;
+
+	if (!t)
+		return 0;
+	/* Stops every running queue first: in-flight requests complete into guest memory. */
+	if (t->vb)
+		vs_vhost_backend_destroy(t->vb);
+	t->vb = NULL;
+	for (unsigned i = 0; i < t->nworkers; i++)
+		if (t->workers[i].epfd >= 0 || t->workers[i].started)
+			worker_fini(&t->workers[i]);
+	if (t->ctl.epfd >= 0 || t->ctl.started)
+		worker_fini(&t->ctl);
+	if (t->dev)
+		rc = vs_target_flush(t);
+	for (unsigned i = 0; i < TQ_MAX; i++) {
+		tq_req_pool_free(&t->q[i]);
+		pthread_mutex_destroy(&t->q[i].lock);
+	}
+	vs_scsi_dev_destroy(t->dev);
+	for (unsigned i = 0; i < VS_TARGET_MAX_LUNS; i++)
+		vs_backend_close(t->be[i]);
+	pthread_mutex_destroy(&t->tmf_lock);
+	pthread_cond_destroy(&t->tmf_cond);
+	free(t->workers);
+	VS_INFO(INIT, "target stopped%s", rc ? " (flush failed)" : "");
+	free(t);
+	return rc;
+}
+
+void vs_target_get_stats(const struct vs_target *t, struct vs_target_stats *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->connections = __atomic_load_n(&t->connections, __ATOMIC_RELAXED);
+	for (unsigned i = 0; i <= t->nworkers; i++) {
+		const struct worker *w = i < t->nworkers ? &t->workers[i] : &t->ctl;
+		s->requests += __atomic_load_n(&w->st.requests, __ATOMIC_RELAXED);
+		s->bad_requests += __atomic_load_n(&w->st.bad_requests, __ATOMIC_RELAXED);
+		s->tmfs += __atomic_load_n(&w->st.tmfs, __ATOMIC_RELAXED);
+		s->notifies += __atomic_load_n(&w->st.notifies, __ATOMIC_RELAXED);
+	}
+}

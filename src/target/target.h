@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * vhost-user-scsi target: a vhost-user back-end (src/vhost) serving a virtio-scsi device
+ * whose request queues run on worker threads (src/virtio device-side rings), executing
+ * SCSI commands (src/scsi) on block backends (src/backend).
+ *
+ * Queues: 0 control, 1 event, 2.. request.  Each request queue is owned by one worker
+ * thread (its own io_uring context); the control and event queues by a separate control
+ * thread, so a task management function may wait for requests of other queues to finish.
+ *
+ * Threads: vs_target_run() serves the socket on the calling thread; the workers are
+ * started by vs_target_create() and stopped by vs_target_destroy().
+ */
+#ifndef VS_TARGET_H
+#define VS_TARGET_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define VS_TARGET_MAX_QUEUES  16  /* request queues */
+#define VS_TARGET_MAX_LUNS    256 /* LUN numbers 0..255 */
+#define VS_TARGET_MAX_WORKERS 64
+
+struct vs_target_lun {
+	unsigned id;	  /* 0..VS_TARGET_MAX_LUNS-1 */
+	const char *spec; /* backend spec: "file=PATH[,ro][,direct]", "ram=SIZE", "null=SIZE" */
+};
+
+struct vs_target_config {
+	const char *socket_path;	  /* where to listen (created 0600) */
+	unsigned num_queues;		  /* request queues, 1..VS_TARGET_MAX_QUEUES (0: 1) */
+	unsigned workers;		  /* request worker threads (0: min(queues, CPUs)) */
+	uint32_t block_size;		  /* 512 or 4096 (0: 512) */
+	bool poll;			  /* workers busy-poll rings and I/O instead of sleeping */
+	unsigned nluns;			  /* >= 1 */
+	const struct vs_target_lun *luns; /* nluns entries, distinct ids */
+};
+
+/* Counters, for tests and tools (approximate while running). */
+struct vs_target_stats {
+	uint64_t connections;  /* frontends accepted */
+	uint64_t requests;     /* SCSI commands completed (any response) */
+	uint64_t bad_requests; /* chains refused: bad descriptors, short headers, bad LUN field */
+	uint64_t tmfs;	       /* task management functions answered */
+	uint64_t notifies;     /* call eventfd signals */
+};
+
+struct vs_target;
+
+/* Open the backends, build the SCSI device, start the workers and listen on the socket.
+ * 0 or -errno; on failure, err (when not NULL) says what was wrong, naming the LUN. */
+int vs_target_create(struct vs_target **t, const struct vs_target_config *cfg, char *err,
+		     size_t errlen);
+
+/* Serve frontends (one at a time, the next after a disconnect) until *stop becomes
+ * non-zero; checked at once after vs_target_wake().  0, or -errno if the socket fails. */
+int vs_target_run(struct vs_target *t, volatile sig_atomic_t *stop);
+
+/* Make vs_target_run() re-check *stop now.  Async-signal-safe. */
+void vs_target_wake(struct vs_target *t);
+
+/* Stop every queue (in-flight requests complete first), flush the backends (fdatasync for
+ * files), stop the workers, close everything.  0, or the first flush error (-errno). */
+int vs_target_destroy(struct vs_target *t);
+
+/* Make every completed write durable: 0 or the first error.  Call only while no
+ * frontend is connected, or from the serving thread. */
+int vs_target_flush(struct vs_target *t);
+
+void vs_target_get_stats(const struct vs_target *t, struct vs_target_stats *s);
+
+/* The virtio feature bits the device offers (vhost adds PROTOCOL_FEATURES). */
+uint64_t vs_target_device_features(void);
+
+#endif /* VS_TARGET_H */

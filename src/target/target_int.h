@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: MIT */
+/* Private to src/target: the target, its queues, requests and worker threads. */
+#ifndef VS_TARGET_INT_H
+#define VS_TARGET_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include <vioscope/trace.h>
+
+#include "backend/backend.h"
+#include "scsi/scsi.h"
+#include "target/target.h"
+#include "vhost/vhost.h"
+#include "virtio/virtio.h"
+
+#define TQ_MAX	      (2 + VS_TARGET_MAX_QUEUES) /* control + event + request queues */
+#define TQ_POP_BUDGET 64   /* chains popped per queue per pass, so completions keep flowing */
+#define TQ_IO_DEPTH   1024 /* io_uring entries per worker (a command uses at most 2 bios) */
+
+enum tq_kind { TQ_CTRL, TQ_EVENT, TQ_REQ };
+
+struct tq;
+
+/* One command popped from a request queue, from pop to push.  Pooled per queue. */
+struct treq {
+	struct tq *q;
+	struct treq *next_free;	  /* pool link (worker thread) */
+	struct treq *prev, *next; /* in-flight list (under q->lock) */
+	struct treq *all_next;	  /* every request of the pool, for freeing */
+	uint64_t tag;		  /* le-decoded virtio tag: what TMFs match */
+	unsigned lun;
+	uint8_t abort_resp;		/* 0, or VIRTIO_SCSI_S_ABORTED/RESET (under q->lock) */
+	bool tmf_wait;			/* a TMF waits for this one (under q->lock) */
+	uint64_t t_start;		/* arrival time, ns (all flavour only) */
+	size_t data_in_len;		/* writable bytes after the response header */
+	int in_split;			/* elem.in index cut for data-in, or -1 */
+	struct iovec in_saved;		/* that iovec before the cut: restored for the response */
+	struct virtio_scsi_cmd_req hdr; /* private copy of the request header */
+	struct vs_scsi_cmd cmd;
+	struct vs_vq_elem elem; /* large: last */
+};
+
+/* One virtqueue of the device.  Fields without a note belong to the owning worker while
+ * the queue runs and to the vhost thread while it is stopped (the command handoff orders
+ * the two). */
+struct tq {
+	struct vs_target *t;
+	struct worker *w; /* owner */
+	unsigned idx;
+	enum tq_kind kind;
+	struct vs_vq_dev vq;
+	const struct vs_mem *mem;
+	int kick_fd, call_fd, err_fd;
+	bool running;	    /* started and not stopped */
+	bool stopping;	    /* no more pops: waiting for in-flight requests */
+	bool dead;	    /* the ring is broken: no more pops until a restart */
+	bool kicked;	    /* look at the ring on the next pass */
+	bool throttled;	    /* in-flight cap reached: look again after a completion */
+	bool unsignalled;   /* used entries filled since the last notify decision */
+	bool polled;	    /* no kick fd, or poll mode: notifications stay off */
+	bool missed_signal; /* an interrupt was due while there was no call fd */
+	unsigned inflight;  /* popped, not pushed */
+	struct treq *free;  /* request pool */
+	struct treq *all;
+	pthread_mutex_t lock; /* the in-flight list and the TMF marks in it */
+	struct treq active;   /* in-flight list head (a sentinel) */
+};
+
+enum wcmd { WCMD_NONE, WCMD_START, WCMD_STOP, WCMD_CALLFD, WCMD_EXIT };
+
+/* Stats a worker counts (written by its thread only, read relaxed by anyone). */
+struct wstats {
+	uint64_t requests, bad_requests, tmfs, notifies;
+};
+
+struct worker {
+	struct vs_target *t;
+	unsigned id;
+	bool ctl;  /* the control thread (control + event queues) */
+	bool poll; /* busy-poll (request workers with --poll) */
+	pthread_t thread;
+	bool started;
+	int epfd, cmd_fd;
+	struct vs_io_ctx *io;	    /* NULL on the control thread */
+	struct vs_vq_elem *scratch; /* control thread: one chain at a time */
+	struct tq *queues[TQ_MAX];  /* running queues (worker thread) */
+	unsigned nq;
+	struct tq *stopping; /* a STOP waiting for in-flight requests */
+	struct wstats st;
+
+	/* one command at a time from the vhost thread: */
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	enum wcmd cmd;
+	struct tq *cmd_q;
+	int cmd_arg;
+	bool cmd_done;
+	int cmd_pending; /* atomic: a command waits (checked each pass) */
+};
+
+struct vs_target {
+	unsigned num_queues; /* request queues */
+	unsigned nworkers;   /* request workers */
+	bool poll;
+	uint32_t block_size;
+	struct vs_scsi_dev *dev;
+	struct vs_backend *be[VS_TARGET_MAX_LUNS];
+	struct vs_vhost_backend *vb;
+	struct worker *workers; /* nworkers */
+	struct worker ctl;
+	struct tq q[TQ_MAX];
+	uint64_t connections;
+
+	/* a TMF waiting for marked requests to complete */
+	pthread_mutex_t tmf_lock;
+	pthread_cond_t tmf_cond;
+	unsigned tmf_pending;
+};
+
+/* Nanoseconds for request latency, only where hot-path sites exist. */
+static inline uint64_t tq_clock(void)
+{
+	struct timespec ts;
+
+	if (!VS_HP_COMPILED)
+		return 0;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline void wstat_inc(uint64_t *c)
+{
+	__atomic_store_n(c, *c + 1, __ATOMIC_RELAXED);
+}
+
+/* worker.c */
+int worker_init(struct vs_target *t, struct worker *w, unsigned id, bool ctl, bool poll);
+int worker_start(struct worker *w);
+void worker_fini(struct worker *w);
+/* Run a command on w's thread and wait until it is done (vhost thread only). */
+void worker_cmd(struct worker *w, enum wcmd cmd, struct tq *q, int arg);
+/* Publish q's filled used entries and signal the driver if it wants it (its trace names
+ * the caller: a pass, a TMF-waited completion, a stop). */
+#define tq_notify(q) tq__notify(q VS_CALLER_ARG)
+void tq__notify(struct tq *q VS_CALLER_PARAM);
+/* Tell the driver the ring is broken (err fd) and stop using it. */
+void tq_kill(struct tq *q, const char *why);
+
+/* request.c */
+void tq_req_process(struct tq *q);
+void tq_req_pool_free(struct tq *q);
+
+/* control.c */
+void tq_ctl_process(struct tq *q);
+/* A marked request completed: release the TMF waiting for it. */
+void tmf_release(struct vs_target *t);
+
+#endif /* VS_TARGET_INT_H */

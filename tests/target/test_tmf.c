@@ -1,0 +1,181 @@
+/* SPDX-License-Identifier: MIT */
+/* The control queue: task management functions and asynchronous-notification requests. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "frontend.h"
+
+#define REQ0 VIRTIO_SCSI_VQ_REQ0
+
+/* TEST UNIT READY on lun; returns the sense key (0 when GOOD). */
+static int tur(struct fx *x, unsigned lun)
+{
+	uint8_t cdb[6] = {0};
+	struct fe_cmd c = {.lun = lun, .cdb = cdb, .cdb_len = 6};
+
+	assert_int_equal(fe_scsi(&x->fe, REQ0, &c), 0);
+	assert_int_equal(c.resp.response, VIRTIO_SCSI_S_OK);
+	if (c.resp.status == 0)
+		return 0;
+	assert_int_equal(c.resp.status, 2);
+	assert_int_equal(resp_asc(&c.resp), 0x29); /* POWER ON, RESET ... OCCURRED */
+	return resp_sense_key(&c.resp);
+}
+
+/* LOGICAL UNIT RESET answers FUNCTION COMPLETE; the LUN's next command gets UNIT
+ * ATTENTION once; the other LUN is not affected. */
+static void test_lun_reset_unit_attention(void **state)
+{
+	struct fx *x = *state;
+	uint8_t resp = 0xee;
+
+	assert_int_equal(fe_tmf(&x->fe, VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET, 0, 1, 0, &resp), 0);
+	assert_int_equal(resp, VIRTIO_SCSI_S_FUNCTION_COMPLETE);
+	assert_int_equal(tur(x, 1), 6);
+	assert_int_equal(tur(x, 1), 0);
+	assert_int_equal(tur(x, 0), 0);
+}
+
+/* I_T NEXUS RESET leaves a unit attention on every LUN. */
+static void test_nexus_reset(void **state)
+{
+	struct fx *x = *state;
+	uint8_t resp = 0xee;
+
+	assert_int_equal(fe_tmf(&x->fe, VIRTIO_SCSI_T_TMF_I_T_NEXUS_RESET, 0, 0, 0, &resp), 0);
+	assert_int_equal(resp, VIRTIO_SCSI_S_FUNCTION_COMPLETE);
+	assert_int_equal(tur(x, 0), 6);
+	assert_int_equal(tur(x, 1), 6);
+}
+
+/* ABORT TASK of a tag not in flight: FUNCTION COMPLETE (nothing to abort). */
+static void test_abort_task_idle(void **state)
+{
+	struct fx *x = *state;
+	uint8_t resp = 0xee;
+
+	assert_int_equal(fe_tmf(&x->fe, VIRTIO_SCSI_T_TMF_ABORT_TASK, 0, 0, 42, &resp), 0);
+	assert_int_equal(resp, VIRTIO_SCSI_S_FUNCTION_COMPLETE);
+}
+
+/* QUERY TASK SET with nothing in flight: FUNCTION COMPLETE (not SUCCEEDED). */
+static void test_query_task_set_idle(void **state)
+{
+	struct fx *x = *state;
+	uint8_t resp = 0xee;
+
+	assert_int_equal(fe_tmf(&x->fe, VIRTIO_SCSI_T_TMF_QUERY_TASK_SET, 0, 0, 0, &resp), 0);
+	assert_int_equal(resp, VIRTIO_SCSI_S_FUNCTION_COMPLETE);
+}
+
+/* CLEAR ACA is rejected (no ACA is ever established). */
+static void test_clear_aca_rejected(void **state)
+{
+	struct fx *x = *state;
+	uint8_t resp = 0xee;
+
+	assert_int_equal(fe_tmf(&x->fe, VIRTIO_SCSI_T_TMF_CLEAR_ACA, 0, 0, 0, &resp), 0);
+	assert_int_equal(resp, VIRTIO_SCSI_S_FUNCTION_REJECTED);
+}
+
+/* A TMF for LUN 9 (not attached) gets INCORRECT LUN; for target 3, BAD TARGET. */
+static void test_tmf_bad_address(void **state)
+{
+	struct fx *x = *state;
+	uint8_t resp = 0xee;
+
+	assert_int_equal(fe_tmf(&x->fe, VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET, 0, 9, 0, &resp), 0);
+	assert_int_equal(resp, VIRTIO_SCSI_S_INCORRECT_LUN);
+	assert_int_equal(fe_tmf(&x->fe, VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET, 3, 0, 0, &resp), 0);
+	assert_int_equal(resp, VIRTIO_SCSI_S_BAD_TARGET);
+}
+
+/* AN QUERY: no asynchronous events supported, response OK. */
+static void test_an_query(void **state)
+{
+	struct fx *x = *state;
+	const uint64_t reqa = FE_SLOT + 0x800, respa = FE_SLOT + 0x900;
+	struct virtio_scsi_ctrl_an_req req = {.type = vs_le32(VIRTIO_SCSI_T_AN_QUERY),
+					      .event_requested = vs_le32(0x7e)};
+	struct virtio_scsi_ctrl_an_resp resp;
+	struct vs_vq_buf bufs[2] = {{reqa, sizeof(req), false}, {respa, sizeof(resp), true}};
+	uint32_t len;
+
+	memcpy(fe_host(&x->fe, reqa), &req, sizeof(req));
+	memset(fe_host(&x->fe, respa), 0xee, sizeof(resp));
+	assert_int_equal(fe_run_chain(&x->fe, VIRTIO_SCSI_VQ_CTRL, bufs, 2, &len), 0);
+	assert_int_equal(len, sizeof(resp));
+	memcpy(&resp, fe_host(&x->fe, respa), sizeof(resp));
+	assert_int_equal(resp.response, VIRTIO_SCSI_S_OK);
+	assert_int_equal(vs_le32(resp.event_actual), 0);
+}
+
+/* ABORT TASK SET while many large writes are queued: every request completes, each GOOD
+ * or ABORTED, and every ABORTED one was already in the used ring when the TMF answered
+ * (drivers poll their queues right after a TMF and then forget the commands). */
+#define NREQ   40  /* 3 descriptors each: fits the 128-entry ring */
+#define BLOCKS 256 /* 128 KiB each */
+static void test_abort_task_set_under_load(void **state)
+{
+	struct fx *x = *state;
+	const uint64_t data = 0x300000, slots = FE_SLOT + 0x10000;
+	struct vs_vq_drv *vq = &x->fe.vq[REQ0];
+	uint16_t used_at_tmf, used_before = vs_le16(vq->used->idx);
+	unsigned aborted = 0;
+	uint8_t tmf = 0xee;
+
+	for (unsigned i = 0; i < NREQ; i++) {
+		struct virtio_scsi_cmd_req req = {.tag = vs_le64(1000 + i)};
+		uint64_t s = slots + i * 0x200;
+		struct vs_vq_buf bufs[3] = {
+		    {s, sizeof(req), false}, {data, BLOCKS * 512, false}, {s + 0x80, 108, true}};
+		uint16_t head;
+
+		vs_vscsi_lun_encode(req.lun, 0, 0);
+		cdb_rw10(req.cdb, 0x2a, i * BLOCKS % 1536, BLOCKS);
+		memcpy(fe_host(&x->fe, s), &req, sizeof(req));
+		assert_int_equal(fe_post(&x->fe, REQ0, bufs, 3, &head), 0);
+	}
+	assert_int_equal(fe_tmf(&x->fe, VIRTIO_SCSI_T_TMF_ABORT_TASK_SET, 0, 0, 0, &tmf), 0);
+	used_at_tmf = vs_le16(__atomic_load_n(&vq->used->idx, __ATOMIC_ACQUIRE));
+	assert_int_equal(tmf, VIRTIO_SCSI_S_FUNCTION_COMPLETE);
+	for (unsigned i = 0; i < NREQ; i++) {
+		struct virtio_scsi_cmd_resp resp;
+		uint16_t head;
+		uint32_t len;
+
+		assert_int_equal(fe_wait_used(&x->fe, REQ0, &head, &len), 0);
+		assert_int_equal(len, sizeof(resp));
+		/* head's slot: the chain's first descriptor address tells which request */
+		uint64_t s = vs_le64(vq->desc[head].addr);
+		memcpy(&resp, fe_host(&x->fe, s + 0x80), sizeof(resp));
+		if (resp.response == VIRTIO_SCSI_S_ABORTED) {
+			aborted++;
+			assert_true(i < (uint16_t)(used_at_tmf - used_before));
+		} else {
+			assert_int_equal(resp.response, VIRTIO_SCSI_S_OK);
+			assert_int_equal(resp.status, 0);
+		}
+	}
+	print_message("%u of %u writes aborted\n", aborted, NREQ);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_lun_reset_unit_attention, fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_nexus_reset, fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_abort_task_idle, fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_query_task_set_idle, fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_clear_aca_rejected, fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_tmf_bad_address, fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_an_query, fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_abort_task_set_under_load, fx_setup, fx_teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

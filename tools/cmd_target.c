@@ -1,0 +1,247 @@
+/* SPDX-License-Identifier: MIT */
+/* `vioscope target ...`: the vhost-user-scsi target daemon. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <vioscope/trace.h>
+
+#include "target/target.h"
+#include "tools/commands.h"
+
+static volatile sig_atomic_t stop_requested;
+static struct vs_target *running;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop_requested = 1;
+	vs_target_wake(running); /* async-signal-safe: one eventfd write */
+}
+
+static void target_usage(FILE *f)
+{
+	fprintf(
+	    f,
+	    "usage: vioscope target --socket PATH --lun N:BACKEND [--lun N:BACKEND ...]\n"
+	    "                       [--queues N] [--block-size 512|4096] [--workers N] [--poll]\n"
+	    "\n"
+	    "A vhost-user-scsi device for QEMU's vhost-user-scsi-pci (one target, LUNs 0..%u).\n"
+	    "  --socket PATH        listen here (created owner-only); QEMU connects to it\n"
+	    "  --lun N:BACKEND      LUN N (0..%u) backed by one of\n"
+	    "                         file=PATH[,ro][,direct]  an image file (io_uring; direct = "
+	    "O_DIRECT)\n"
+	    "                         ram=SIZE                 anonymous memory (K/M/G/T "
+	    "suffixes)\n"
+	    "                         null=SIZE                reads zeros, discards writes\n"
+	    "  --queues N           request queues, 1..%u (default 1; QEMU's num_queues)\n"
+	    "  --block-size B       logical block size, 512 (default) or 4096\n"
+	    "  --workers N          worker threads (default: one per queue, at most one per CPU)\n"
+	    "  --poll               workers busy-poll instead of sleeping (lower latency, full "
+	    "CPUs)\n"
+	    "\n"
+	    "SIGINT/SIGTERM: finish in-flight requests, flush the files, exit 0.\n"
+	    "Traces: `vioscope trace enable PID verbose:io,queue` (this binary: %s flavour).\n",
+	    VS_TARGET_MAX_LUNS - 1, VS_TARGET_MAX_LUNS - 1, VS_TARGET_MAX_QUEUES,
+	    vs_trace_flavour());
+}
+
+/* Strict decimal in [min, max]; -1 when malformed or out of range. */
+static long parse_num(const char *s, long min, long max)
+{
+	char *end;
+	long v;
+
+	if (!s || !*s || *s == '-' || *s == '+' || *s == ' ')
+		return -1;
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || *end || v < min || v > max)
+		return -1;
+	return v;
+}
+
+/* "N:BACKEND" into l; 0, or -1 after printing why. */
+static int parse_lun(const char *arg, struct vs_target_lun *l, const struct vs_target_lun *luns,
+		     unsigned nluns)
+{
+	const char *colon = strchr(arg, ':');
+	char num[16];
+	long id;
+
+	if (!colon || colon == arg || (size_t)(colon - arg) >= sizeof(num)) {
+		fprintf(stderr,
+			"vioscope target: --lun '%s': expected N:BACKEND (e.g. 0:file=disk.img)\n",
+			arg);
+		return -1;
+	}
+	memcpy(num, arg, (size_t)(colon - arg));
+	num[colon - arg] = 0;
+	id = parse_num(num, 0, VS_TARGET_MAX_LUNS - 1);
+	if (id < 0) {
+		fprintf(stderr, "vioscope target: --lun '%s': LUN number '%s' is not 0..%u\n", arg,
+			num, VS_TARGET_MAX_LUNS - 1);
+		return -1;
+	}
+	if (!colon[1]) {
+		fprintf(stderr, "vioscope target: --lun '%s': no backend after the colon\n", arg);
+		return -1;
+	}
+	if (strncmp(colon + 1, "file=", 5) && strncmp(colon + 1, "ram=", 4) &&
+	    strncmp(colon + 1, "null=", 5)) {
+		fprintf(stderr,
+			"vioscope target: --lun '%s': unknown backend '%s' (file=PATH, ram=SIZE or "
+			"null=SIZE)\n",
+			arg, colon + 1);
+		return -1;
+	}
+	for (unsigned i = 0; i < nluns; i++) {
+		if (luns[i].id == (unsigned)id) {
+			fprintf(stderr, "vioscope target: LUN %ld given twice ('%s' and '%s')\n",
+				id, luns[i].spec, colon + 1);
+			return -1;
+		}
+	}
+	l->id = (unsigned)id;
+	l->spec = colon + 1;
+	return 0;
+}
+
+int cmd_target(int argc, char **argv)
+{
+	static const struct option opts[] = {
+	    {"socket", required_argument, NULL, 's'},  {"lun", required_argument, NULL, 'l'},
+	    {"queues", required_argument, NULL, 'q'},  {"block-size", required_argument, NULL, 'b'},
+	    {"workers", required_argument, NULL, 'w'}, {"poll", no_argument, NULL, 'p'},
+	    {"help", no_argument, NULL, 'h'},	       {0},
+	};
+	static struct vs_target_lun luns[VS_TARGET_MAX_LUNS];
+	struct vs_target_config cfg = {.num_queues = 1, .block_size = 512, .luns = luns};
+	struct sigaction sa;
+	char err[512];
+	long v;
+	int c, rc;
+
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			cfg.socket_path = optarg;
+			break;
+		case 'l':
+			if (cfg.nluns >= VS_TARGET_MAX_LUNS) {
+				fprintf(stderr, "vioscope target: more than %u LUNs\n",
+					VS_TARGET_MAX_LUNS);
+				return 2;
+			}
+			if (parse_lun(optarg, &luns[cfg.nluns], luns, cfg.nluns))
+				return 2;
+			cfg.nluns++;
+			break;
+		case 'q':
+			v = parse_num(optarg, 1, VS_TARGET_MAX_QUEUES);
+			if (v < 0) {
+				fprintf(stderr, "vioscope target: --queues '%s': expected 1..%u\n",
+					optarg, VS_TARGET_MAX_QUEUES);
+				return 2;
+			}
+			cfg.num_queues = (unsigned)v;
+			break;
+		case 'b':
+			v = parse_num(optarg, 0, 1 << 20);
+			if (v != 512 && v != 4096) {
+				fprintf(stderr, "vioscope target: --block-size '%s': 512 or 4096\n",
+					optarg);
+				return 2;
+			}
+			cfg.block_size = (uint32_t)v;
+			break;
+		case 'w':
+			v = parse_num(optarg, 1, VS_TARGET_MAX_WORKERS);
+			if (v < 0) {
+				fprintf(stderr, "vioscope target: --workers '%s': expected 1..%u\n",
+					optarg, VS_TARGET_MAX_WORKERS);
+				return 2;
+			}
+			cfg.workers = (unsigned)v;
+			break;
+		case 'p':
+			cfg.poll = true;
+			break;
+		case 'h':
+			target_usage(stdout);
+			return 0;
+		case ':':
+			fprintf(stderr, "vioscope target: option '%s' needs a value\n",
+				argv[optind - 1]);
+			return 2;
+		default:
+			fprintf(stderr, "vioscope target: unknown option '%s' (see --help)\n",
+				argv[optind - 1]);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "vioscope target: unexpected argument '%s' (see --help)\n",
+			argv[optind]);
+		return 2;
+	}
+	if (!cfg.socket_path || !*cfg.socket_path) {
+		fprintf(stderr, "vioscope target: --socket PATH is required\n");
+		return 2;
+	}
+	if (!cfg.nluns) {
+		fprintf(stderr, "vioscope target: at least one --lun N:BACKEND is required\n");
+		return 2;
+	}
+
+	/* Handlers before the socket exists: a signal right after must not kill us. */
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	{
+		struct vs_target *t;
+		rc = vs_target_create(&t, &cfg, err, sizeof(err));
+		if (rc) {
+			fprintf(stderr, "vioscope target: %s\n", err);
+			return 1;
+		}
+		running = t;
+	}
+	fprintf(stderr,
+		"vioscope target: listening on %s (%u LUN%s, %u request queue%s, %s mode)\n",
+		cfg.socket_path, cfg.nluns, cfg.nluns == 1 ? "" : "s", cfg.num_queues,
+		cfg.num_queues == 1 ? "" : "s", cfg.poll ? "poll" : "event");
+	rc = vs_target_run(running, &stop_requested);
+	if (rc)
+		fprintf(stderr, "vioscope target: serving failed: %s\n", strerror(-rc));
+	else
+		fprintf(stderr, "vioscope target: stopping\n");
+	{
+		struct vs_target *t = running;
+		sigset_t block;
+
+		/* No handler may wake a target being torn down. */
+		sigemptyset(&block);
+		sigaddset(&block, SIGINT);
+		sigaddset(&block, SIGTERM);
+		sigprocmask(SIG_BLOCK, &block, NULL);
+		running = NULL;
+		int frc = vs_target_destroy(t);
+		if (frc) {
+			fprintf(stderr, "vioscope target: flushing the backends failed: %s\n",
+				strerror(-frc));
+			return 1;
+		}
+	}
+	return rc ? 1 : 0;
+}
