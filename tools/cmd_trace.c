@@ -113,6 +113,20 @@ static int trace_clean(int argc, char **argv)
 	struct dirent *e;
 	int removed = 0, rc = 0;
 	while ((e = readdir(d))) {
+		static const char init_prefix[] = ".vioscope-init-";
+		if (!strncmp(e->d_name, init_prefix, sizeof init_prefix - 1)) {
+			/* A process killed while setting its file up leaves this behind. */
+			char path[1024];
+			long pid = strtol(e->d_name + sizeof init_prefix - 1, NULL, 10);
+			if (pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+				continue;
+			snprintf(path, sizeof path, "%s/%s", vs_shm_dir(), e->d_name);
+			printf("%s %s\n", dry ? "would remove" : "removed", path);
+			if (!dry && unlink(path) < 0)
+				rc = 1;
+			removed++;
+			continue;
+		}
 		if (strncmp(e->d_name, VS_SHM_PREFIX, strlen(VS_SHM_PREFIX)) != 0)
 			continue;
 		char path[1024], why[512];

@@ -91,6 +91,7 @@ enum vs_arg_type {
 #define VS_TRACE_MAX_ARGS 16
 #define VS_TRACE_STR_MAX  128 /* longer strings are cut and marked as cut */
 #define VS_TRACE_STR_CUT  0x8000u
+#define VS_TRACE_STR_NULL 0xffffu /* length field of a NULL char * */
 
 /* Static description of one call site.  Lives in the "vs_trace_sites" section so
  * the runtime can enumerate every site without registration; its index in that
@@ -255,6 +256,12 @@ static inline __attribute__((always_inline)) void vs__put_ptr(uint8_t **p, const
 /* Strings: u16 length (VS_TRACE_STR_CUT set when cut) then the bytes, no NUL. */
 static inline __attribute__((always_inline)) void vs__put_str(uint8_t **p, const char *s, size_t n)
 {
+	if (!s) {
+		uint16_t null_len = VS_TRACE_STR_NULL;
+		memcpy(*p, &null_len, 2);
+		*p += 2;
+		return;
+	}
 	uint16_t len = (uint16_t)vs__strclip(n);
 	if (n > VS_TRACE_STR_MAX)
 		len |= VS_TRACE_STR_CUT;

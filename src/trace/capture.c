@@ -190,6 +190,8 @@ static const char *check_args(const struct vs_meta_site *site, const uint8_t *p,
 		if (t == VS_ARG_STR) {
 			uint16_t l;
 			memcpy(&l, p + off, 2);
+			if (l == VS_TRACE_STR_NULL)
+				l = 0;
 			l &= (uint16_t)~VS_TRACE_STR_CUT;
 			if (l > VS_TRACE_STR_MAX || l > len - off - 2)
 				return "string argument runs past the record";
@@ -323,6 +325,12 @@ int vs_capture_open(struct vs_capture **out, const char *path, char *why, size_t
 				goto fail;
 			}
 			memcpy(&c->clock, p, sizeof c->clock);
+			if (c->clock.is_tsc > 1 || c->clock.ts1 < c->clock.ts0 ||
+			    c->clock.mono1 < c->clock.mono0 || c->clock.real0 == 0) {
+				rc = bad(why, whylen, path, off, "clock section is inconsistent (second "
+					 "reference point before the first)");
+				goto fail;
+			}
 			c->have_clock = true;
 			break;
 		case VS_SEC_META:
@@ -444,7 +452,9 @@ static uint64_t to_real(const struct vs_capture *c, uint64_t ts)
 	long double ns = (long double)(k->mono1 - k->mono0);
 	long double rate = span > 0 && ns > 0 ? ns / span : 1.0L;
 	long double d = ((long double)ts - (long double)k->ts0) * rate;
-	return (uint64_t)((long double)k->real0 + d);
+	long double r = (long double)k->real0 + d;
+	/* A clock section that passed the checks can still put odd events off the scale. */
+	return r <= 0 ? 0 : r >= 18446744073709551615.0L ? UINT64_MAX : (uint64_t)r;
 }
 
 static const struct vs_event_header *peek(const struct vs_capture *c, struct stream *s)
@@ -505,7 +515,8 @@ int vs_capture_walk(struct vs_capture *c, vs_event_fn fn, void *opaque, char *wh
 		if (e.site == VS_EVENT_DROPS) {
 			memcpy(&ev.lost, payload, 8);
 			best->marked += ev.lost;
-			ev.lost_what = "dropped (ring full while streaming)";
+			ev.lost_what = "dropped (ring full while streaming, or an event larger than a "
+				       "quarter of the ring)";
 		} else {
 			ev.site = &c->meta.sites[vs_meta_site_index(&c->meta, e.site)];
 			ev.caller = e.caller ? &c->meta.callers[e.caller - 1] : NULL;

@@ -105,6 +105,11 @@ static int next_arg(struct args *a, struct val *v)
 	case VS_ARG_STR: {
 		uint16_t l;
 		memcpy(&l, p, 2);
+		if (l == VS_TRACE_STR_NULL) {
+			v->kind = A_STR;
+			v->s = NULL;
+			return 0;
+		}
 		v->cut = (l & VS_TRACE_STR_CUT) != 0;
 		l &= (uint16_t)~VS_TRACE_STR_CUT;
 		if (l > a->len - a->off)
@@ -153,7 +158,14 @@ int vs_format_message(char *buf, size_t buflen, const struct vs_meta_site *site,
 			f++;
 			if (next_arg(&a, &v) < 0 || (v.kind != A_INT && v.kind != A_UINT))
 				goto bad;
-			width = (int)v.i;
+			/* printf: a negative width from '*' is the '-' flag and its magnitude */
+			int64_t wv = (int64_t)(int32_t)v.u;
+			if (wv < 0) {
+				if (sl < 16)
+					spec[sl++] = '-';
+				wv = -wv;
+			}
+			width = wv > 4096 ? 4096 : (int)wv;
 		} else {
 			while (*f >= '0' && *f <= '9') {
 				width = (width < 0 ? 0 : width) * 10 + (*f++ - '0');
@@ -168,7 +180,9 @@ int vs_format_message(char *buf, size_t buflen, const struct vs_meta_site *site,
 				f++;
 				if (next_arg(&a, &v) < 0 || (v.kind != A_INT && v.kind != A_UINT))
 					goto bad;
-				prec = (int)v.i;
+				/* a negative precision from '*' means none */
+				int64_t pv = (int64_t)(int32_t)v.u;
+				prec = pv < 0 ? -1 : pv > 4096 ? 4096 : (int)pv;
 			} else {
 				while (*f >= '0' && *f <= '9') {
 					prec = prec * 10 + (*f++ - '0');
@@ -177,7 +191,7 @@ int vs_format_message(char *buf, size_t buflen, const struct vs_meta_site *site,
 				}
 			}
 		}
-		if (width > 4096 || width < -4096)
+		if (width > 4096)
 			width = 4096;
 		if (prec > 4096)
 			prec = 4096;
@@ -245,6 +259,12 @@ int vs_format_message(char *buf, size_t buflen, const struct vs_meta_site *site,
 		case 'p':
 			if (next_arg(&a, &v) < 0)
 				goto bad;
+			if (v.kind == A_STR) {
+				/* A char * is recorded as its text, not its address: cast to
+				 * (void *) at the site to trace the address. */
+				emitf(&o, "<char* \"%.*s\">", (int)v.slen, v.s ? v.s : "");
+				break;
+			}
 			snprintf(spec + sl, sizeof spec - sl, "p");
 			emitf(&o, spec, (void *)(uintptr_t)v.u);
 			break;
@@ -253,7 +273,12 @@ int vs_format_message(char *buf, size_t buflen, const struct vs_meta_site *site,
 				goto bad;
 			char tmp[VS_TRACE_STR_MAX + 16];
 			size_t n = v.slen < VS_TRACE_STR_MAX ? v.slen : VS_TRACE_STR_MAX;
-			memcpy(tmp, v.s, n);
+			if (!v.s) {
+				strcpy(tmp, "(null)"); /* as glibc's printf */
+				n = 6;
+			} else {
+				memcpy(tmp, v.s, n);
+			}
 			tmp[n] = '\0';
 			if (v.cut)
 				strcat(tmp, "[...]");
@@ -261,8 +286,14 @@ int vs_format_message(char *buf, size_t buflen, const struct vs_meta_site *site,
 			emitf(&o, spec, tmp);
 			break;
 		}
+		case 'n':
+			/* Never interpreted, but its argument is consumed as printf would. */
+			if (next_arg(&a, &v) < 0)
+				goto bad;
+			emit(&o, "<%n?>", 5);
+			break;
 		default:
-			/* %n, %m and anything unknown are shown, never interpreted. */
+			/* %m and anything unknown are shown, never interpreted. */
 			emit(&o, "<%", 2);
 			if (conv)
 				emit(&o, &conv, 1);

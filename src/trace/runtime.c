@@ -86,6 +86,7 @@ static struct {
 	bool forked;                     /* a fork()ed child: set up on first use */
 	struct vs_trace_control fork_ctl; /* its settings until then */
 	uint32_t fork_level, fork_flags;
+	void *fork_leftover;              /* the forking thread's ring state, in the child */
 	bool key_ok;
 	FILE *print_file;
 	pthread_mutex_t print_lock;
@@ -364,15 +365,43 @@ static void child_after_fork(void)
 	}
 	vs__ctl = &rt.fork_ctl;
 	vs__tls_writer = &attach_writer;
+	rt.fork_leftover = my_ring; /* freed at the first attach: free() isn't safe here */
 	my_ring = NULL;
 	rt.hdr = NULL;
 	rt.path[0] = '\0';
 	rt.forked = true;
 }
 
+/* Events in [tail, head) of a ring no thread writes any more. */
+static uint64_t count_events(const uint8_t *data, uint64_t size, uint64_t tail, uint64_t head)
+{
+	uint64_t n = 0, mask = size - 1;
+	if (head - tail > size)
+		return 0;
+	while (tail < head) {
+		uint64_t off = tail & mask, room = size - off;
+		const struct vs_event_header *e = (const void *)(data + off);
+		if (room < sizeof *e || e->site == VS_EVENT_PAD) {
+			tail += room;
+			continue;
+		}
+		if (e->size < sizeof *e || (e->size & 7) || e->size > room)
+			break;
+		n += e->site != VS_EVENT_DROPS;
+		tail += e->size;
+	}
+	return n;
+}
+
 static struct thread_ring *attach_ring(void)
 {
 	if (!rt.hdr && rt.forked) {
+		struct thread_ring *old = rt.fork_leftover;
+		if (old) {
+			free(old->scratch);
+			free(old);
+			rt.fork_leftover = NULL;
+		}
 		if (rt.meta_ok) {
 			vs_meta_free(&rt.meta);
 			rt.meta_ok = false;
@@ -418,6 +447,17 @@ static struct thread_ring *attach_ring(void)
 			r->overwritten = 0;
 			/* Continue the stream position so a recorder never sees it go back. */
 			uint64_t pos = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
+			if (want == VS_RING_RETIRED) {
+				/* The exited thread's last events go with its ring: count them
+				 * with the events lost for want of a free ring. */
+				uint64_t lost = count_events((uint8_t *)h + h->data_offset +
+								     (size_t)i * h->ring_size,
+							     h->ring_size,
+							     __atomic_load_n(&r->tail,
+									     __ATOMIC_ACQUIRE),
+							     pos);
+				__atomic_fetch_add(&h->no_ring_drops, lost, __ATOMIC_RELAXED);
+			}
 			__atomic_store_n(&r->tail, pos, __ATOMIC_RELEASE);
 			__atomic_fetch_add(&r->generation, 1, __ATOMIC_RELEASE);
 			tr->shm = r;
@@ -554,6 +594,7 @@ static void put_record(struct thread_ring *tr, uint32_t site, uint32_t size, con
  * writer that publishes nowhere; the next event comes back here. */
 static uint8_t *drop(struct thread_ring *tr)
 {
+	__atomic_store_n(&tr->shm->dropped, tr->shm->dropped + 1, __ATOMIC_RELAXED);
 	tr->pending_drops++;
 	tr->w.fast_end = 0;
 	vs__tls_writer = &tr->drop_w;
@@ -593,11 +634,8 @@ uint8_t *vs__reserve_slow(struct vs_ring_writer *w, uint32_t len)
 
 		if (head + need - tail > tr->size) {
 			uint32_t mode = __atomic_load_n(&rt.hdr->mode, __ATOMIC_ACQUIRE);
-			if (mode == VS_MODE_STREAM && !recorder_gone(tr)) {
-				__atomic_store_n(&tr->shm->dropped, tr->shm->dropped + 1,
-						 __ATOMIC_RELAXED);
+			if (mode == VS_MODE_STREAM && !recorder_gone(tr))
 				return drop(tr);
-			}
 			if (mode != VS_MODE_STREAM)
 				overwrite_oldest(tr, head + need - tr->size);
 			continue;

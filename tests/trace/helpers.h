@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Helpers for the trace test drivers: scratch trace directories, running the
+ * workload and the CLI as child processes, and walking capture files.  The
+ * drivers link the tools library only (no trace runtime), so they never create
+ * a trace file of their own.
+ */
+#ifndef VS_TEST_TRACE_HELPERS_H
+#define VS_TEST_TRACE_HELPERS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "trace/tracefmt.h"
+
+/* A fresh directory from mkdtemp, for VIOSCOPE_TRACE_DIR; 0 or -errno. */
+int th_mkdtemp(char *out, size_t len, const char *tag);
+/* Remove DIR and the files in it (one level, as trace directories are). */
+void th_rmtree(const char *dir);
+/* Number of entries in DIR whose name starts with PREFIX (NULL: all). */
+int th_count_files(const char *dir, const char *prefix);
+
+/* Start ARGV[0] with ARGV, the current environment plus ENV ("K=V" entries,
+ * NULL-terminated, may be NULL) overriding it, stdout/stderr redirected to files
+ * when OUT/ERR are set, and KEEP_FDS (-1-terminated, may be NULL) inherited.
+ * Returns the pid, or -1. */
+pid_t th_spawn(const char *const argv[], const char *const env[], const int keep_fds[],
+	       const char *out, const char *err);
+/* Exit status of PID, or 128 + signal; -1 on error. */
+int th_wait(pid_t pid);
+/* th_spawn + th_wait. */
+int th_run(const char *const argv[], const char *const env[], const char *out, const char *err);
+/* Read a whole file, NUL-terminated (malloc'd); NULL on error. */
+char *th_read_file(const char *path, size_t *len);
+int th_write_file(const char *path, const void *data, size_t len);
+
+/* A close-on-exec pipe; th_spawn's KEEP_FDS are made inheritable in the child only,
+ * so other children never hold a stray end open. */
+int th_pipe(int fds[2]);
+/* Read exactly one byte; returns it, or -1 on EOF/error. */
+int th_read_byte(int fd);
+
+/* Path of the trace file for PID in DIR. */
+void th_shm_path(char *out, size_t len, const char *dir, pid_t pid);
+
+/* Every event of a capture, in the decoder's order, with its formatted message.
+ * A callback returning non-zero stops the walk. */
+struct th_event {
+	const struct vs_cap_event *ev; /* raw event; ev->site NULL for a loss marker */
+	const char *msg;               /* formatted message ("" for loss markers) */
+	int fmt_rc;                    /* vs_format_message's result */
+};
+typedef int (*th_event_fn)(const struct th_event *e, void *opaque);
+/* 0, the callback's non-zero value, or a negative error with `why`. */
+int th_walk(const char *capture, th_event_fn fn, void *opaque, char *why, size_t whylen);
+
+/* Poll COND every millisecond for up to TIMEOUT_MS: a wait for something that
+ * must happen, never a measurement.  Returns whether it happened. */
+bool th_wait_until(bool (*cond)(void *), void *opaque, unsigned timeout_ms);
+
+#endif

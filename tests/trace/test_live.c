@@ -1,0 +1,451 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A running process, seen from outside through the `vioscope trace` command:
+ * enabling and disabling its tracing live, recording it until Ctrl-C, recovering
+ * the flight record of a process killed with SIGKILL, and the flight record of
+ * several threads over many wraps.  Each test has
+ * its own VIOSCOPE_TRACE_DIR.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "helpers.h"
+#include "workload.h"
+
+struct ctx {
+	char dir[512];
+	char env_dir[600];
+	char out[600], err[600]; /* CLI output of the last run */
+};
+
+static int setup(void **state)
+{
+	struct ctx *c = calloc(1, sizeof *c);
+	if (!c || th_mkdtemp(c->dir, sizeof c->dir, "live") < 0)
+		return -1;
+	snprintf(c->env_dir, sizeof c->env_dir, "VIOSCOPE_TRACE_DIR=%s", c->dir);
+	snprintf(c->out, sizeof c->out, "%s/cli.out", c->dir);
+	snprintf(c->err, sizeof c->err, "%s/cli.err", c->dir);
+	*state = c;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct ctx *c = *state;
+	th_rmtree(c->dir);
+	free(c);
+	return 0;
+}
+
+/* Run `vioscope trace ARGS...` in the test's directory; returns its exit status. */
+static int cli(struct ctx *c, const char *a1, const char *a2, const char *a3, const char *a4,
+	       const char *a5)
+{
+	const char *argv[] = { VIOSCOPE_CLI, "trace", a1, a2, a3, a4, a5, NULL };
+	const char *env[] = { c->env_dir, NULL };
+	return th_run(argv, env, c->out, c->err);
+}
+
+static bool file_contains(const char *path, const char *needle)
+{
+	char *text = th_read_file(path, NULL);
+	bool found = text && strstr(text, needle);
+	if (!found)
+		print_error("%s does not contain \"%s\":\n%s\n", path, needle, text ? text : "");
+	free(text);
+	return found;
+}
+
+/* ---- what a dump holds ----------------------------------------------------------------- */
+struct ticks {
+	unsigned n;
+	unsigned first, last;
+	bool contiguous;
+};
+
+static int on_tick(const struct th_event *e, void *opaque)
+{
+	struct ticks *t = opaque;
+	unsigned v;
+	if (!e->ev->site || sscanf(e->msg, "tick %u", &v) != 1)
+		return 0;
+	if (t->n == 0) {
+		t->first = v;
+		t->contiguous = true;
+	} else if (v != t->last + 1) {
+		t->contiguous = false;
+	}
+	t->last = v;
+	t->n++;
+	return 0;
+}
+
+static void dump_ticks(struct ctx *c, pid_t pid, struct ticks *t)
+{
+	char pidstr[32], cap[600], why[512];
+	snprintf(pidstr, sizeof pidstr, "%d", (int)pid);
+	snprintf(cap, sizeof cap, "%s/ticks.vstrace", c->dir);
+	assert_int_equal(cli(c, "dump", pidstr, "-o", cap, NULL), 0);
+	memset(t, 0, sizeof *t);
+	if (th_walk(cap, on_tick, t, why, sizeof why) != 0)
+		fail_msg("%s", why);
+	unlink(cap);
+}
+
+/* ---- the tick workload ------------------------------------------------------------------- */
+struct ticker {
+	pid_t pid;
+	int cmd, reply, ready;
+	uint32_t target;
+};
+
+static uint32_t tick_count(struct ticker *t)
+{
+	uint32_t n = 0;
+	assert_int_equal(write(t->cmd, &(char){ WL_CMD_COUNT }, 1), 1);
+	assert_int_equal(read(t->reply, &n, sizeof n), sizeof n);
+	return n;
+}
+
+static bool reached(void *opaque)
+{
+	struct ticker *t = opaque;
+	return tick_count(t) >= t->target;
+}
+
+/* Wait until the workload has emitted (or skipped) N more ticks. */
+static void wait_ticks(struct ticker *t, uint32_t from, uint32_t n)
+{
+	t->target = from + n;
+	assert_true(th_wait_until(reached, t, 60000));
+}
+
+static void ticker_start(struct ctx *c, struct ticker *t, const char *spec)
+{
+	int cmd[2], reply[2], ready[2];
+	char cfd[16], ofd[16], rfd[16], env_spec[64];
+
+	assert_int_equal(th_pipe(cmd), 0);
+	assert_int_equal(th_pipe(reply), 0);
+	assert_int_equal(th_pipe(ready), 0);
+	snprintf(cfd, sizeof cfd, "%d", cmd[0]);
+	snprintf(ofd, sizeof ofd, "%d", reply[1]);
+	snprintf(rfd, sizeof rfd, "%d", ready[1]);
+	snprintf(env_spec, sizeof env_spec, "VIOSCOPE_TRACE=%s", spec);
+	const char *argv[] = { WORKLOAD_COLD, "tick", "-c", cfd, "-o", ofd, "-r", rfd, NULL };
+	const char *env[] = { c->env_dir, env_spec, NULL };
+	const int keep[] = { cmd[0], reply[1], ready[1], -1 };
+	t->pid = th_spawn(argv, env, keep, NULL, NULL);
+	assert_true(t->pid > 0);
+	close(cmd[0]);
+	close(reply[1]);
+	close(ready[1]);
+	t->cmd = cmd[1];
+	t->reply = reply[0];
+	t->ready = ready[0];
+	assert_int_equal(th_read_byte(t->ready), 'r');
+}
+
+static void ticker_quit(struct ticker *t)
+{
+	uint32_t n;
+	assert_int_equal(write(t->cmd, &(char){ WL_CMD_QUIT }, 1), 1);
+	assert_int_equal(read(t->reply, &n, sizeof n), sizeof n);
+	assert_int_equal(th_wait(t->pid), 0);
+	close(t->cmd);
+	close(t->reply);
+	close(t->ready);
+}
+
+/* Scenario: a process started with VIOSCOPE_TRACE=off ticks every millisecond.
+ * Its dump holds no ticks; `trace enable PID verbose:test` makes the following
+ * ticks appear (contiguous, past the count read after the command); `trace
+ * enable PID off` stops them: ticks counted after that command never show up,
+ * though the process keeps ticking.  The process is never restarted. */
+static void test_enable_then_disable_live(void **state)
+{
+	struct ctx *c = *state;
+	struct ticker t;
+	struct ticks d;
+	char pidstr[32];
+
+	ticker_start(c, &t, "off");
+	snprintf(pidstr, sizeof pidstr, "%d", (int)t.pid);
+	wait_ticks(&t, tick_count(&t), 5);
+	dump_ticks(c, t.pid, &d);
+	assert_int_equal(d.n, 0);
+
+	assert_int_equal(cli(c, "enable", pidstr, "verbose:test", NULL, NULL), 0);
+	assert_true(file_contains(c->out, "tracing set to verbose:test"));
+	uint32_t on_at = tick_count(&t); /* every tick from here on passed an enabled check */
+	wait_ticks(&t, on_at, 5);
+	dump_ticks(c, t.pid, &d);
+	assert_true(d.n >= 5);
+	assert_true(d.contiguous);
+	assert_true(d.first <= on_at);
+	assert_true(d.last >= on_at + 4);
+
+	assert_int_equal(cli(c, "enable", pidstr, "off", NULL, NULL), 0);
+	uint32_t off_at = tick_count(&t); /* every tick from here on passed a disabled check */
+	wait_ticks(&t, off_at, 20);
+	dump_ticks(c, t.pid, &d);
+	assert_true(d.n >= 5);
+	assert_true(d.last >= on_at + 4);
+	assert_true(d.last < off_at);
+	uint32_t later = tick_count(&t);
+	assert_true(later >= off_at + 20); /* still running, same process */
+	assert_int_equal(waitpid(t.pid, NULL, WNOHANG), 0);
+	ticker_quit(&t);
+}
+
+struct streaming {
+	struct vs_shm shm;
+	pid_t recorder;
+};
+
+static bool recorder_attached(void *opaque)
+{
+	struct streaming *s = opaque;
+	return __atomic_load_n(&s->shm.hdr->mode, __ATOMIC_ACQUIRE) == VS_MODE_STREAM &&
+	       __atomic_load_n(&s->shm.hdr->recorder_pid, __ATOMIC_ACQUIRE) == s->recorder;
+}
+
+/* Scenario: `trace record PID -o FILE --enable verbose:test` on a process started
+ * with tracing off turns its ticks on as streaming starts, and Ctrl-C (SIGINT)
+ * ends the recording cleanly: exit 0, a complete capture holding the ticks
+ * counted while it ran, none lost; the process goes on, back in flight mode. */
+static void test_record_enables_and_stops_on_sigint(void **state)
+{
+	struct ctx *c = *state;
+	struct ticker t;
+	struct streaming s;
+	struct ticks d = { 0 };
+	char pidstr[32], cap[600], shm[600], why[512];
+
+	ticker_start(c, &t, "off");
+	snprintf(pidstr, sizeof pidstr, "%d", (int)t.pid);
+	snprintf(cap, sizeof cap, "%s/record.vstrace", c->dir);
+	const char *argv[] = { VIOSCOPE_CLI, "trace", "record", pidstr, "-o", cap, "--enable",
+			       "verbose:test", NULL };
+	const char *env[] = { c->env_dir, NULL };
+	s.recorder = th_spawn(argv, env, NULL, NULL, c->err);
+	assert_true(s.recorder > 0);
+	th_shm_path(shm, sizeof shm, c->dir, t.pid);
+	if (vs_shm_open(&s.shm, shm, why, sizeof why) < 0)
+		fail_msg("%s", why);
+	assert_true(th_wait_until(recorder_attached, &s, 60000));
+	uint32_t on_at = tick_count(&t);
+	wait_ticks(&t, on_at, 5);
+	assert_int_equal(kill(s.recorder, SIGINT), 0);
+	assert_int_equal(th_wait(s.recorder), 0);
+	assert_int_equal(s.shm.hdr->mode, VS_MODE_FLIGHT);
+	assert_int_equal(s.shm.hdr->recorder_pid, 0);
+	vs_shm_close(&s.shm);
+
+	if (th_walk(cap, on_tick, &d, why, sizeof why) != 0)
+		fail_msg("%s", why);
+	assert_true(d.contiguous);
+	assert_true(d.first <= on_at);
+	assert_true(d.last >= on_at + 4);
+	assert_true(file_contains(c->err, " 0 dropped, 0 overwritten"));
+	assert_int_equal(waitpid(t.pid, NULL, WNOHANG), 0);
+	ticker_quit(&t);
+}
+
+/* ---- flight recorder after SIGKILL ------------------------------------------------------- */
+struct seq {
+	unsigned n, last, first;
+	bool contiguous;
+	uint64_t lost;
+	unsigned bad_text;
+};
+
+static int on_seq(const struct th_event *e, void *opaque)
+{
+	struct seq *s = opaque;
+	char want[256];
+	unsigned t, i;
+	if (!e->ev->site) {
+		s->lost += e->ev->lost;
+		return 0;
+	}
+	if (sscanf(e->msg, "seq t=%u i=%u", &t, &i) != 2) {
+		s->bad_text++;
+		return 0;
+	}
+	wl_expect_seq(want, sizeof want, t, i);
+	if (strcmp(want, e->msg) != 0)
+		s->bad_text++;
+	if (s->n == 0) {
+		s->first = i;
+		s->contiguous = true;
+	} else if (i != s->last + 1) {
+		s->contiguous = false;
+	}
+	s->last = i;
+	s->n++;
+	return 0;
+}
+
+/* Scenario: a process (flight recorder, 1 MiB ring) writes 100000 numbered events,
+ * says so, and is killed with SIGKILL (no exit handler runs).  Its trace file
+ * survives; `trace list` shows it dead; `trace dump PID -o FILE` recovers the
+ * newest events up to the very last one, intact and contiguous, and the counts add
+ * up; `trace clean` then removes the file. */
+static void test_sigkill_flight_record_recovered_then_cleaned(void **state)
+{
+	enum { N = 100000 };
+	struct ctx *c = *state;
+	int ready[2];
+	char rfd[16], pidstr[32], shm[600], cap[600], why[512];
+	struct seq s = { 0 };
+	struct stat st;
+
+	assert_int_equal(th_pipe(ready), 0);
+	snprintf(rfd, sizeof rfd, "%d", ready[1]);
+	const char *argv[] = { WORKLOAD_COLD, "seq", "-n", "100000", "-r", rfd, "-H", NULL };
+	const char *env[] = { c->env_dir, NULL };
+	const int keep[] = { ready[1], -1 };
+	pid_t pid = th_spawn(argv, env, keep, NULL, NULL);
+	assert_true(pid > 0);
+	close(ready[1]);
+	assert_int_equal(th_read_byte(ready[0]), 'r');
+	assert_int_equal(th_read_byte(ready[0]), 'd'); /* all events written */
+	assert_int_equal(kill(pid, SIGKILL), 0);
+	assert_int_equal(th_wait(pid), 128 + SIGKILL);
+	close(ready[0]);
+
+	th_shm_path(shm, sizeof shm, c->dir, pid);
+	assert_int_equal(stat(shm, &st), 0);
+	snprintf(pidstr, sizeof pidstr, "%d", (int)pid);
+	assert_int_equal(cli(c, "list", NULL, NULL, NULL, NULL), 0);
+	char line_start[64];
+	snprintf(line_start, sizeof line_start, "\n%-8d dead", (int)pid);
+	assert_true(file_contains(c->out, line_start));
+
+	snprintf(cap, sizeof cap, "%s/killed.vstrace", c->dir);
+	assert_int_equal(cli(c, "dump", pidstr, "-o", cap, NULL), 0);
+	assert_true(file_contains(c->err, "(process not running)"));
+	if (th_walk(cap, on_seq, &s, why, sizeof why) != 0)
+		fail_msg("%s", why);
+	assert_int_equal(s.bad_text, 0);
+	assert_true(s.n > 0);
+	assert_int_equal(s.last, N - 1);
+	assert_true(s.contiguous);
+	assert_int_equal(s.first, N - s.n);
+	assert_int_equal(s.n + s.lost, N);
+	unlink(cap);
+
+	assert_int_equal(cli(c, "clean", NULL, NULL, NULL, NULL), 0);
+	char removed[700];
+	snprintf(removed, sizeof removed, "removed %s", shm);
+	assert_true(file_contains(c->out, removed));
+	assert_int_equal(stat(shm, &st), -1);
+	assert_int_equal(errno, ENOENT);
+}
+
+/* Per thread of the seq workload: what a capture holds. */
+struct per_thread {
+	struct {
+		uint32_t tid;
+		unsigned n, first, last;
+		bool contiguous;
+	} t[4];
+	struct {
+		uint32_t tid;
+		uint64_t lost;
+	} loss[8];
+	unsigned nloss, bad_text;
+};
+
+static int on_threads(const struct th_event *e, void *opaque)
+{
+	struct per_thread *p = opaque;
+	char want[256];
+	unsigned t, i;
+	if (!e->ev->site) {
+		if (p->nloss < 8)
+			p->loss[p->nloss++] = (typeof(p->loss[0])){ e->ev->tid, e->ev->lost };
+		return 0;
+	}
+	if (sscanf(e->msg, "seq t=%u i=%u", &t, &i) != 2 || t >= 4) {
+		p->bad_text++;
+		return 0;
+	}
+	wl_expect_seq(want, sizeof want, t, i);
+	p->bad_text += strcmp(want, e->msg) != 0;
+	if (p->t[t].n == 0) {
+		p->t[t].tid = e->ev->tid;
+		p->t[t].first = i;
+		p->t[t].contiguous = true;
+	} else if (i != p->t[t].last + 1 || e->ev->tid != p->t[t].tid) {
+		p->t[t].contiguous = false;
+	}
+	p->t[t].last = i;
+	p->t[t].n++;
+	return 0;
+}
+
+/* Scenario: three threads write 20000 events each, of varying sizes, into 16 KiB
+ * flight rings (dozens of wraps) and the process exits with its file kept: the
+ * dump holds each thread's newest events, contiguous up to its last, and each
+ * thread's overwritten report is exactly the number of its events missing. */
+static void test_flight_three_threads_counts_add_up(void **state)
+{
+	enum { T = 3, N = 20000 };
+	struct ctx *c = *state;
+	struct per_thread p = { 0 };
+	char pidstr[32], cap[600], why[512];
+
+	const char *argv[] = { WORKLOAD_COLD, "seq", "-n", "20000", "-t", "3", NULL };
+	const char *env[] = { c->env_dir, "VIOSCOPE_TRACE_RING=16K", "VIOSCOPE_TRACE_KEEP=1",
+			      NULL };
+	pid_t pid = th_spawn(argv, env, NULL, NULL, NULL);
+	assert_int_equal(th_wait(pid), 0);
+	snprintf(pidstr, sizeof pidstr, "%d", (int)pid);
+	snprintf(cap, sizeof cap, "%s/three.vstrace", c->dir);
+	assert_int_equal(cli(c, "dump", pidstr, "-o", cap, NULL), 0);
+	if (th_walk(cap, on_threads, &p, why, sizeof why) != 0)
+		fail_msg("%s", why);
+	assert_int_equal(p.bad_text, 0);
+	assert_int_equal(p.nloss, T);
+	for (unsigned t = 0; t < T; t++) {
+		uint64_t lost = UINT64_MAX;
+		for (unsigned k = 0; k < p.nloss; k++)
+			if (p.loss[k].tid == p.t[t].tid)
+				lost = p.loss[k].lost;
+		assert_true(p.t[t].n > 0);
+		assert_true(p.t[t].contiguous);
+		assert_int_equal(p.t[t].last, N - 1);
+		assert_int_equal(p.t[t].first, N - p.t[t].n);
+		assert_int_equal(lost, N - p.t[t].n);
+	}
+	unlink(cap);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_enable_then_disable_live, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_record_enables_and_stops_on_sigint, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_sigkill_flight_record_recovered_then_cleaned,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_flight_three_threads_counts_add_up, setup,
+						teardown),
+	};
+	return cmocka_run_group_tests_name("trace.live", tests, NULL, NULL);
+}

@@ -1,0 +1,205 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The print backend: the workload built cold-print / all-print writes formatted
+ * lines to $VIOSCOPE_TRACE_FILE.  Each line must carry the decoder's prefix
+ * ("YYYY-MM-DD HH:MM:SS.nnnnnnnnn TID LEVEL FLAG FUNC: ") and the message, and read
+ * the same as `vioscope trace decode` of the same events from the binary flavour.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <regex.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "helpers.h"
+
+struct ctx {
+	char dir[512];
+	char env_dir[600];
+};
+
+static int setup(void **state)
+{
+	struct ctx *c = calloc(1, sizeof *c);
+	if (!c || th_mkdtemp(c->dir, sizeof c->dir, "print") < 0)
+		return -1;
+	snprintf(c->env_dir, sizeof c->env_dir, "VIOSCOPE_TRACE_DIR=%s", c->dir);
+	*state = c;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct ctx *c = *state;
+	th_rmtree(c->dir);
+	free(c);
+	return 0;
+}
+
+static void now_text(char *out, size_t len)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	vs_format_walltime(out, len, (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec);
+}
+
+/* Lines of a text file, split in place. */
+static unsigned split_lines(char *text, char **lines, unsigned max)
+{
+	unsigned n = 0;
+	for (char *save = NULL, *l = strtok_r(text, "\n", &save); l && n < max;
+	     l = strtok_r(NULL, "\n", &save))
+		lines[n++] = l;
+	return n;
+}
+
+/* Run a print-flavour workload in print mode; returns its pid and its lines. */
+static pid_t run_print(struct ctx *c, const char *workload, char **text, char **lines,
+		       unsigned *n, char *before, char *after)
+{
+	char file[600], env_file[700];
+	snprintf(file, sizeof file, "%s/print.txt", c->dir);
+	snprintf(env_file, sizeof env_file, "VIOSCOPE_TRACE_FILE=%s", file);
+	const char *argv[] = { workload, "print", NULL };
+	const char *env[] = { c->env_dir, env_file, "VIOSCOPE_TRACE=verbose:all", NULL };
+	now_text(before, 64);
+	pid_t pid = th_spawn(argv, env, NULL, NULL, NULL);
+	assert_true(pid > 0);
+	assert_int_equal(th_wait(pid), 0);
+	now_text(after, 64);
+	*text = th_read_file(file, NULL);
+	assert_non_null(*text);
+	*n = split_lines(*text, lines, 16);
+	unlink(file);
+	return pid;
+}
+
+/* Check one line: a wall time within [before, after], the process's tid, then
+ * exactly REST ("LEVEL FLAG FUNC: message" as vs_format_prefix lays it out). */
+static void check_line(const char *line, const char *before, const char *after, pid_t pid,
+		       unsigned level, const char *flag, const char *caller, const char *func,
+		       const char *msg)
+{
+	regex_t re;
+	char want[512], prefix[256];
+
+	assert_int_equal(regcomp(&re,
+				 "^[0-9]{4}-[0-9]{2}-[0-9]{2} "
+				 "[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{9} "
+				 "[0-9]+ +[A-Z]+ +[A-Z]+ +[A-Za-z_>]+: ",
+				 REG_EXTENDED | REG_NOSUB),
+			 0);
+	int m = regexec(&re, line, 0, NULL, 0);
+	regfree(&re);
+	if (m != 0)
+		fail_msg("line does not have the prefix format: \"%s\"", line);
+	/* the time is when the event happened: between the run's start and end */
+	assert_true(strncmp(line, before, 29) >= 0);
+	assert_true(strncmp(line, after, 29) <= 0);
+	/* everything after the time is the decoder's prefix and the message */
+	vs_format_prefix(prefix, sizeof prefix, 0, (uint32_t)pid, level, flag, caller, func);
+	snprintf(want, sizeof want, "%s%s", strchr(prefix, '.') + 11, msg);
+	assert_string_equal(line + 30, want);
+}
+
+/* Scenario: cold-print writes one line per cold-path event with the decoder's
+ * prefix and the formatted message; the _HP event is compiled out; an inline
+ * helper shows only itself (caller naming needs hot sites). */
+static void test_cold_print_lines(void **state)
+{
+	struct ctx *c = *state;
+	char *text, *lines[16], before[64], after[64];
+	unsigned n;
+
+	pid_t pid = run_print(c, WORKLOAD_COLD_PRINT, &text, lines, &n, before, after);
+	assert_int_equal(n, 4);
+	check_line(lines[0], before, after, pid, VS_LEVEL_INFO, "TEST", NULL, "wl_print_events",
+		   "print 42 hello");
+	check_line(lines[1], before, after, pid, VS_LEVEL_ERROR, "INIT", NULL, "wl_print_events",
+		   "error path rc=-5 why=no such thing");
+	check_line(lines[2], before, after, pid, VS_LEVEL_WARNING, "QUEUE", NULL,
+		   "wl_print_events", "warn 7 2.50");
+	check_line(lines[3], before, after, pid, VS_LEVEL_INFO, "TEST", NULL, "wl_helper",
+		   "helper v=9");
+	free(text);
+}
+
+/* Scenario: all-print also prints the _HP event, and the helper as caller>callee. */
+static void test_all_print_lines(void **state)
+{
+	struct ctx *c = *state;
+	char *text, *lines[16], before[64], after[64];
+	unsigned n;
+
+	pid_t pid = run_print(c, WORKLOAD_ALL_PRINT, &text, lines, &n, before, after);
+	assert_int_equal(n, 5);
+	check_line(lines[3], before, after, pid, VS_LEVEL_VERBOSE, "IO", NULL, "wl_print_events",
+		   "hot 1");
+	check_line(lines[4], before, after, pid, VS_LEVEL_INFO, "TEST", "wl_print_events",
+		   "wl_helper", "helper v=9");
+	free(text);
+}
+
+/* Past the time and the tid: "LEVEL FLAG FUNC: message". */
+static const char *after_tid(const char *line)
+{
+	const char *p = line + 30;
+	while (*p >= '0' && *p <= '9')
+		p++;
+	while (*p == ' ')
+		p++;
+	return p;
+}
+
+/* Scenario: the same events through the binary flavour (all), dumped and decoded
+ * by `vioscope trace decode`, read exactly like the all-print lines after the
+ * time and tid. */
+static void test_print_matches_decoder(void **state)
+{
+	struct ctx *c = *state;
+	char *ptext, *plines[16], *dtext, *dlines[16], before[64], after[64];
+	char pidstr[32], cap[600], out[600];
+	unsigned pn, dn;
+
+	run_print(c, WORKLOAD_ALL_PRINT, &ptext, plines, &pn, before, after);
+
+	const char *argv[] = { WORKLOAD_ALL, "print", NULL };
+	const char *env[] = { c->env_dir, "VIOSCOPE_TRACE=verbose:all", "VIOSCOPE_TRACE_KEEP=1",
+			      NULL };
+	pid_t pid = th_spawn(argv, env, NULL, NULL, NULL);
+	assert_int_equal(th_wait(pid), 0);
+	snprintf(pidstr, sizeof pidstr, "%d", (int)pid);
+	snprintf(cap, sizeof cap, "%s/print.vstrace", c->dir);
+	snprintf(out, sizeof out, "%s/decoded.txt", c->dir);
+	const char *dump[] = { VIOSCOPE_CLI, "trace", "dump", pidstr, "-o", cap, NULL };
+	const char *decode[] = { VIOSCOPE_CLI, "trace", "decode", cap, NULL };
+	const char *cenv[] = { c->env_dir, NULL };
+	assert_int_equal(th_run(dump, cenv, NULL, "/dev/null"), 0);
+	assert_int_equal(th_run(decode, cenv, out, NULL), 0);
+	dtext = th_read_file(out, NULL);
+	assert_non_null(dtext);
+	dn = split_lines(dtext, dlines, 16);
+	assert_int_equal(dn, pn);
+	for (unsigned i = 0; i < pn; i++)
+		assert_string_equal(after_tid(dlines[i]), after_tid(plines[i]));
+	free(ptext);
+	free(dtext);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_cold_print_lines, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_all_print_lines, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_print_matches_decoder, setup, teardown),
+	};
+	return cmocka_run_group_tests_name("trace.print", tests, NULL, NULL);
+}

@@ -1,0 +1,306 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Streaming a live process: the workload (all flavour) writes numbered events
+ * while a recorder drains its rings, either vs_trace_record in a thread of this
+ * test or the `vioscope trace record` command.  Each test has its own
+ * VIOSCOPE_TRACE_DIR.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "helpers.h"
+#include "trace/record.h"
+#include "workload.h"
+
+struct ctx {
+	char dir[512];
+	char env_dir[600];
+};
+
+static int setup(void **state)
+{
+	struct ctx *c = calloc(1, sizeof *c);
+	if (!c || th_mkdtemp(c->dir, sizeof c->dir, "stream") < 0)
+		return -1;
+	snprintf(c->env_dir, sizeof c->env_dir, "VIOSCOPE_TRACE_DIR=%s", c->dir);
+	*state = c;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct ctx *c = *state;
+	th_rmtree(c->dir);
+	free(c);
+	return 0;
+}
+
+/* ---- checking a stream of numbered events ---------------------------------------------- */
+#define MAX_THREADS 8
+
+struct check {
+	unsigned threads, per_thread;
+	unsigned next[MAX_THREADS]; /* next expected number per thread */
+	uint64_t events, lost, markers;
+	uint64_t bad_text, bad_order;
+	bool allow_gaps;            /* unpaced: gaps allowed, but each exactly marked */
+	uint64_t pending_lost;      /* marker counts not yet matched to a gap (one thread) */
+	char first_bad[512];
+};
+
+static int check_event(const struct th_event *e, void *opaque)
+{
+	struct check *k = opaque;
+	char want[256];
+	unsigned t, i;
+
+	if (!e->ev->site) {
+		k->markers++;
+		k->lost += e->ev->lost;
+		k->pending_lost += e->ev->lost;
+		return 0;
+	}
+	if (sscanf(e->msg, "seq t=%u i=%u", &t, &i) != 2 || t >= k->threads) {
+		k->bad_text++;
+		return 0;
+	}
+	wl_expect_seq(want, sizeof want, t, i);
+	if (e->fmt_rc != 0 || strcmp(want, e->msg) != 0) {
+		if (!k->bad_text++)
+			snprintf(k->first_bad, sizeof k->first_bad, "got \"%s\" want \"%s\"",
+				 e->msg, want);
+	}
+	if (k->allow_gaps) {
+		/* single thread: the gap before this event is what the markers said */
+		if (i != k->next[t] + k->pending_lost)
+			k->bad_order++;
+		k->pending_lost = 0;
+	} else if (i != k->next[t]) {
+		k->bad_order++;
+	}
+	k->next[t] = i + 1;
+	k->events++;
+	return 0;
+}
+
+static void check_capture(const char *path, struct check *k)
+{
+	char why[512];
+	int rc = th_walk(path, check_event, k, why, sizeof why);
+	if (rc != 0)
+		fail_msg("walk %s: %s", path, why);
+	if (k->bad_text)
+		print_error("%llu bad messages, first: %s\n", (unsigned long long)k->bad_text,
+			    k->first_bad);
+	assert_int_equal(k->bad_text, 0);
+	assert_int_equal(k->bad_order, 0);
+}
+
+/* ---- recorder thread --------------------------------------------------------------------- */
+struct recorder {
+	pthread_t th;
+	sem_t started;
+	char target[600], out[600], why[512];
+	int rc;
+	struct vs_dump_stats st;
+};
+
+static void rec_started(void *opaque)
+{
+	sem_post(&((struct recorder *)opaque)->started);
+}
+
+static void *rec_main(void *arg)
+{
+	struct recorder *r = arg;
+	struct vs_record_opts o = { .started = rec_started, .opaque = r };
+	r->rc = vs_trace_record(r->target, r->out, &o, &r->st, r->why, sizeof r->why);
+	if (r->rc < 0)
+		sem_post(&r->started);
+	return NULL;
+}
+
+/* Run the workload (all flavour, seq mode, EXTRA options) with a 4 KiB ring while
+ * vs_trace_record streams it from a thread here; returns the workload's status. */
+static int record_workload(struct ctx *c, const char *n, const char *extra, const char *out,
+			   struct vs_dump_stats *st)
+{
+	int ready[2], go[2];
+	char rfd[16], gfd[16];
+	struct recorder rec = { 0 };
+
+	assert_int_equal(th_pipe(ready), 0);
+	assert_int_equal(th_pipe(go), 0);
+	snprintf(rfd, sizeof rfd, "%d", ready[1]);
+	snprintf(gfd, sizeof gfd, "%d", go[0]);
+	const char *argv[] = { WORKLOAD_ALL, "seq", "-n", n, "-r", rfd, "-g", gfd, extra, NULL };
+	const char *env[] = { c->env_dir, "VIOSCOPE_TRACE_RING=4096", NULL };
+	const int keep[] = { ready[1], go[0], -1 };
+	pid_t pid = th_spawn(argv, env, keep, NULL, NULL);
+	assert_true(pid > 0);
+	close(ready[1]);
+	close(go[0]);
+	assert_int_equal(th_read_byte(ready[0]), 'r');
+
+	th_shm_path(rec.target, sizeof rec.target, c->dir, pid);
+	snprintf(rec.out, sizeof rec.out, "%s", out);
+	sem_init(&rec.started, 0, 0);
+	assert_int_equal(pthread_create(&rec.th, NULL, rec_main, &rec), 0);
+	sem_wait(&rec.started);
+	if (rec.rc < 0)
+		fail_msg("record: %s", rec.why);
+	assert_int_equal(write(go[1], "g", 1), 1);
+	int status = th_wait(pid);
+	pthread_join(rec.th, NULL);
+	if (rec.rc < 0)
+		fail_msg("record: %s", rec.why);
+	*st = rec.st;
+	close(ready[0]);
+	close(go[1]);
+	sem_destroy(&rec.started);
+	return status;
+}
+
+/* Scenario: a 4 KiB ring streamed by vs_trace_record while one thread writes 20000
+ * events (~1.2 MB, the ring wraps ~300 times), pacing itself so the recorder keeps
+ * up: every event arrives once, in order, with its values intact; nothing dropped. */
+static void test_wrap_paced_every_event_arrives_intact(void **state)
+{
+	struct ctx *c = *state;
+	struct vs_dump_stats st;
+	struct check k = { .threads = 1 };
+	char out[600];
+
+	snprintf(out, sizeof out, "%s/wrap.vstrace", c->dir);
+	assert_int_equal(record_workload(c, "20000", "-p", out, &st), 0);
+	assert_int_equal(st.dropped, 0);
+	assert_int_equal(st.overwritten, 0);
+	assert_true(st.bytes > 100 * 4096);
+	check_capture(out, &k);
+	assert_int_equal(k.events, 20000);
+	assert_int_equal(k.next[0], 20000);
+	assert_int_equal(k.markers, 0);
+	unlink(out);
+	/* a normal exit leaves no trace file behind */
+	assert_int_equal(th_count_files(c->dir, VS_SHM_PREFIX), 0);
+}
+
+/* Scenario: the same without pacing (200000 events into 4 KiB): the recorder may
+ * fall behind, but nothing is lost silently: events arrive in order with their
+ * values intact, every gap is exactly the count of the drop marker before it (or
+ * of the report at the end), and arrived + reported lost == written. */
+static void test_wrap_unpaced_every_gap_is_accounted(void **state)
+{
+	struct ctx *c = *state;
+	struct vs_dump_stats st;
+	struct check k = { .threads = 1, .allow_gaps = true };
+	char out[600];
+
+	snprintf(out, sizeof out, "%s/wrap-unpaced.vstrace", c->dir);
+	assert_int_equal(record_workload(c, "200000", NULL, out, &st), 0);
+	assert_int_equal(st.overwritten, 0);
+	check_capture(out, &k);
+	print_message("arrived %llu, dropped %llu (%llu reports)\n", (unsigned long long)k.events,
+		      (unsigned long long)k.lost, (unsigned long long)k.markers);
+	assert_int_equal(k.events + k.lost, 200000);
+	assert_int_equal(k.lost, st.dropped);
+	assert_int_equal(k.next[0] + k.pending_lost, 200000); /* drops after the last event */
+	unlink(out);
+}
+
+/* ---- `vioscope trace record` with four threads ------------------------------------------- */
+struct streaming {
+	struct vs_shm shm;
+	pid_t recorder;
+};
+
+static bool recorder_attached(void *opaque)
+{
+	struct streaming *s = opaque;
+	return __atomic_load_n(&s->shm.hdr->mode, __ATOMIC_ACQUIRE) == VS_MODE_STREAM &&
+	       __atomic_load_n(&s->shm.hdr->recorder_pid, __ATOMIC_ACQUIRE) == s->recorder;
+}
+
+/* Scenario: four threads write 200000 numbered events each (16 MiB rings: room
+ * for all of it) while `vioscope trace record PID -o FILE` streams: the command
+ * ends when the process exits, and every event is there exactly once, in order per
+ * thread, values intact; nothing dropped. */
+static void test_cli_record_four_threads_every_event_once(void **state)
+{
+	enum { T = 4, N = 200000 };
+	struct ctx *c = *state;
+	struct check k = { .threads = T };
+	struct streaming s;
+	int ready[2], go[2];
+	char rfd[16], gfd[16], pidstr[32], out[600], err[600], shm[600], why[512];
+
+	assert_int_equal(th_pipe(ready), 0);
+	assert_int_equal(th_pipe(go), 0);
+	snprintf(rfd, sizeof rfd, "%d", ready[1]);
+	snprintf(gfd, sizeof gfd, "%d", go[0]);
+	const char *wargv[] = { WORKLOAD_ALL, "seq", "-n", "200000", "-t", "4",
+				"-r", rfd, "-g", gfd, NULL };
+	const char *env[] = { c->env_dir, "VIOSCOPE_TRACE_RING=16M", "VIOSCOPE_TRACE_THREADS=8",
+			      NULL };
+	const int keep[] = { ready[1], go[0], -1 };
+	pid_t pid = th_spawn(wargv, env, keep, NULL, NULL);
+	assert_true(pid > 0);
+	close(ready[1]);
+	close(go[0]);
+	assert_int_equal(th_read_byte(ready[0]), 'r');
+
+	snprintf(pidstr, sizeof pidstr, "%d", (int)pid);
+	snprintf(out, sizeof out, "%s/four.vstrace", c->dir);
+	snprintf(err, sizeof err, "%s/record.err", c->dir);
+	const char *rargv[] = { VIOSCOPE_CLI, "trace", "record", pidstr, "-o", out, NULL };
+	const char *renv[] = { c->env_dir, NULL };
+	s.recorder = th_spawn(rargv, renv, NULL, NULL, err);
+	assert_true(s.recorder > 0);
+	th_shm_path(shm, sizeof shm, c->dir, pid);
+	if (vs_shm_open(&s.shm, shm, why, sizeof why) < 0)
+		fail_msg("%s", why);
+	assert_true(th_wait_until(recorder_attached, &s, 60000));
+	vs_shm_close(&s.shm);
+
+	assert_int_equal(write(go[1], "g", 1), 1);
+	assert_int_equal(th_wait(pid), 0);
+	assert_int_equal(th_wait(s.recorder), 0);
+	close(ready[0]);
+	close(go[1]);
+
+	check_capture(out, &k);
+	assert_int_equal(k.events, (uint64_t)T * N);
+	for (unsigned t = 0; t < T; t++)
+		assert_int_equal(k.next[t], N);
+	assert_int_equal(k.markers, 0);
+	char *text = th_read_file(err, NULL);
+	assert_non_null(text);
+	assert_non_null(strstr(text, " 0 dropped, 0 overwritten"));
+	free(text);
+	unlink(out);
+	unlink(err);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_wrap_paced_every_event_arrives_intact, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_wrap_unpaced_every_gap_is_accounted, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_cli_record_four_threads_every_event_once,
+						setup, teardown),
+	};
+	return cmocka_run_group_tests_name("trace.stream", tests, NULL, NULL);
+}
