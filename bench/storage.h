@@ -43,6 +43,7 @@ struct bench_opts {
 	bool write;
 	double seconds;
 	bool interrupt;          /* completion threads instead of polling */
+	bool target_poll;        /* embedded target busy-polls (--poll) */
 	unsigned queues;
 	bool json;
 	bool progress;
@@ -57,8 +58,8 @@ int bench_run_fio(const char *file, const struct bench_profile *p, bool write, d
 		  struct bench_result *r, char *why, size_t whylen);
 
 /* Start `exe target --socket SOCK --lun 0:SPEC ...` and wait for its socket. */
-int bench_target_start(const char *exe, const char *spec, unsigned queues, const char *sock,
-		       int *pid, char *why, size_t whylen);
+int bench_target_start(const char *exe, const char *spec, unsigned queues, bool poll,
+		       const char *sock, int *pid, char *why, size_t whylen);
 int bench_target_stop(int pid);
 /* Create the default image if missing; returns its spec ("file=PATH"). */
 int bench_default_image(char *spec, size_t len, char *why, size_t whylen);

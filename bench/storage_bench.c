@@ -32,13 +32,15 @@ static void usage(FILE *f)
 {
 	fputs("usage: vioscope bench [--socket PATH | --target file=IMG|ram=SIZE] [--profile P]...\n"
 	      "                      [--rw read|write] [--time S] [--queues N] [--interrupt]\n"
-	      "                      [--fio] [--json] [--no-progress] [--record DIR]\n"
+	      "                      [--poll] [--fio] [--json] [--no-progress] [--record DIR]\n"
 	      "       vioscope bench --flavours [--rounds N] [--time S] [--target ...] [--json]\n"
 	      "       vioscope bench trace ...   (cost of one trace event: `bench trace --help`)\n"
 	      "profiles: seq1m-q8t1 seq1m-q1t1 rnd4k-q32t16 rnd4k-q1t1, or any seqNm-qQtT /\n"
 	      "rndNk-qQtT (T threads, Q requests in flight each).  Without --socket a target\n"
 	      "of this binary's flavour is started on a default 1 GiB image.  --fio adds the\n"
-	      "same profiles run by fio (io_uring) on the same file: the raw limit.\n",
+	      "same profiles run by fio (io_uring) on the same file: the raw limit.  --poll:\n"
+	      "the embedded target busy-polls its queues (the initiator always polls unless\n"
+	      "--interrupt).\n",
 	      f);
 }
 
@@ -108,7 +110,8 @@ static int run_profiles(struct bench_opts *o, char **profiles, int nprof, bool f
 		}
 		snprintf(sock, sizeof sock, "%s/target.sock", sockdir);
 		unsigned q = o->queues ? o->queues : 16;
-		if (bench_target_start(exe, o->target_spec, q, sock, &tpid, why, sizeof why) < 0) {
+		if (bench_target_start(exe, o->target_spec, q, o->target_poll, sock, &tpid, why,
+				       sizeof why) < 0) {
 			fprintf(stderr, "bench: %s\n", why);
 			rmdir(sockdir);
 			return 1;
@@ -217,7 +220,7 @@ static double median(double *v, int n)
 }
 
 static int run_child(const char *bin, const struct flavour_run *f, const char *target,
-		     double seconds, const char *dir, char **out)
+		     double seconds, bool poll, const char *dir, char **out)
 {
 	char cmd[4096], t[32];
 	snprintf(t, sizeof t, "%.2f", seconds);
@@ -227,6 +230,8 @@ static int run_child(const char *bin, const struct flavour_run *f, const char *t
 			 f->trace ? "" : "", dir, bin, t, target);
 	if (f->record)
 		n += snprintf(cmd + n, sizeof cmd - (size_t)n, " --record '%s'", dir);
+	if (poll)
+		n += snprintf(cmd + n, sizeof cmd - (size_t)n, " --poll");
 	for (size_t i = 0; i < sizeof flavour_profiles / sizeof flavour_profiles[0]; i++)
 		n += snprintf(cmd + n, sizeof cmd - (size_t)n, " --profile %s", flavour_profiles[i]);
 	FILE *p = popen(cmd, "r");
@@ -281,8 +286,8 @@ static int run_flavours(struct bench_opts *o, int rounds, bool json)
 			if (!json)
 				fprintf(stderr, "\r  round %d/%d: %-24s", r + 1, rounds,
 					flavour_runs[f].label);
-			int rc = run_child(bin, &flavour_runs[f], o->target_spec, o->seconds, tmp,
-					   &out);
+			int rc = run_child(bin, &flavour_runs[f], o->target_spec, o->seconds,
+					   o->target_poll, tmp, &out);
 			if (rc < 0 || !out) {
 				fprintf(stderr, "\nbench: %s failed: %s\n", flavour_runs[f].label,
 					out ? out : "");
@@ -380,9 +385,11 @@ int cmd_bench(int argc, char **argv)
 		{ "no-progress", no_argument, 0, 'P' },    { "fio", no_argument, 0, 'f' },
 		{ "flavours", no_argument, 0, 'F' },       { "rounds", required_argument, 0, 'r' },
 		{ "record", required_argument, 0, 'R' },   { "help", no_argument, 0, 'h' },
+		{ "poll", no_argument, 0, 'o' },
 		{ 0, 0, 0, 0 }
 	};
-	struct bench_opts o = { .seconds = 5, .progress = true };
+	/* Progress redraws one line: only on a terminal. */
+	struct bench_opts o = { .seconds = 5, .progress = isatty(STDERR_FILENO) };
 	char *profiles[MAX_PROFILES];
 	int nprof = 0, rounds = 3, c;
 	bool fio = false, flavours = false;
@@ -440,6 +447,9 @@ int cmd_bench(int argc, char **argv)
 			break;
 		case 'i':
 			o.interrupt = true;
+			break;
+		case 'o':
+			o.target_poll = true;
 			break;
 		case 'j':
 			o.json = true;

@@ -16,8 +16,8 @@
 
 #define DEFAULT_IMAGE_SIZE (1ull << 30)
 
-int bench_target_start(const char *exe, const char *spec, unsigned queues, const char *sock,
-		       int *pid, char *why, size_t whylen)
+int bench_target_start(const char *exe, const char *spec, unsigned queues, bool poll,
+		       const char *sock, int *pid, char *why, size_t whylen)
 {
 	char lun[1100], q[16];
 	snprintf(lun, sizeof lun, "0:%s", spec);
@@ -32,8 +32,13 @@ int bench_target_start(const char *exe, const char *spec, unsigned queues, const
 		int fd = open("/dev/null", O_WRONLY);
 		if (fd >= 0 && !getenv("VIOSCOPE_BENCH_TARGET_LOG"))
 			dup2(fd, 2);
-		execl(exe, exe, "target", "--socket", sock, "--lun", lun, "--queues", q,
-		      (char *)NULL);
+		/* Polling, one worker: the other core is the initiator's. */
+		if (poll)
+			execl(exe, exe, "target", "--socket", sock, "--lun", lun, "--queues", q,
+			      "--poll", "--workers", "1", (char *)NULL);
+		else
+			execl(exe, exe, "target", "--socket", sock, "--lun", lun, "--queues", q,
+			      (char *)NULL);
 		_exit(127);
 	}
 	for (int i = 0; i < 1000; i++) {
