@@ -163,12 +163,17 @@ static void *worker_main(void *arg)
 int bench_run_initiator(const struct bench_opts *o, const struct bench_profile *p,
 			struct bench_result *r, char *why, size_t whylen)
 {
+	/* More polling threads than CPUs would starve the target (and each other): then
+	 * completions come by interrupt (a completion thread per queue), as fio's jobs
+	 * wait in io_uring_enter rather than spin. */
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	bool interrupt = o->interrupt || (long)p->threads >= (ncpu > 0 ? ncpu : 1);
 	struct vs_ini_opts io = {
 		.socket = o->socket,
 		.queues = o->queues ? o->queues : (p->threads < 16 ? p->threads : 16),
 		.queue_size = 256,
 		.data_mem = (size_t)p->threads * p->depth * p->block + (16u << 20),
-		.interrupt = o->interrupt,
+		.interrupt = interrupt,
 	};
 	struct vs_ini *ini;
 	int rc = vs_ini_open(&ini, &io);
@@ -198,7 +203,7 @@ int bench_run_initiator(const struct bench_opts *o, const struct bench_profile *
 		w->q = vs_ini_get_queue(ini, t % nq);
 		w->p = p;
 		w->write = o->write;
-		w->interrupt = o->interrupt;
+		w->interrupt = interrupt;
 		w->lun = lun;
 		w->stretch_start = per_thread * t;
 		w->stretch_blocks = per_thread;

@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
@@ -58,6 +59,9 @@ static pid_t start_recorder(const char *exe, int pid, const char *dir, const cha
 	snprintf(p, sizeof p, "%d", pid);
 	pid_t r = fork();
 	if (r == 0) {
+		int null = open("/dev/null", O_WRONLY);
+		if (null >= 0)
+			dup2(null, 2); /* its summary line; losses are counted from the capture */
 		execl(exe, exe, "trace", "record", p, "-o", out, (char *)NULL);
 		_exit(127);
 	}
@@ -283,7 +287,7 @@ static int run_flavours(struct bench_opts *o, int rounds, bool json)
 			snprintf(bin, sizeof bin, "%s/%s", dir, flavour_runs[f].binary);
 			if (access(bin, X_OK) != 0)
 				continue;
-			if (!json)
+			if (!json && isatty(STDERR_FILENO))
 				fprintf(stderr, "\r  round %d/%d: %-24s", r + 1, rounds,
 					flavour_runs[f].label);
 			int rc = run_child(bin, &flavour_runs[f], o->target_spec, o->seconds,
@@ -309,7 +313,7 @@ static int run_flavours(struct bench_opts *o, int rounds, bool json)
 			free(out);
 		}
 	}
-	if (!json)
+	if (!json && isatty(STDERR_FILENO))
 		fprintf(stderr, "\r%70s\r", "");
 	/* fio on the same file, once, as the raw limit row. */
 	struct bench_result fio[2];

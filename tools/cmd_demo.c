@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <getopt.h>
+#include <stdbool.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -187,12 +188,16 @@ static int demo_flavour(const char *exe, const char *flavour, const char *dir)
 
 int cmd_demo(int argc, char **argv)
 {
+	bool trace_only = false;
 	if (argc == 3 && !strcmp(argv[1], "--workload"))
 		return run_workload(atoi(argv[2]));
-	if (argc > 1) {
-		fprintf(stderr, "usage: vioscope demo\n"
-				"Runs a small traced workload in the cold and all flavours, records "
-				"and decodes it.\n");
+	if (argc == 2 && !strcmp(argv[1], "--trace"))
+		trace_only = true;
+	else if (argc > 1) {
+		fprintf(stderr, "usage: vioscope demo [--trace]\n"
+				"The storage stack in every trace flavour (the seed driver's table) and "
+				"a decoded trace\nexcerpt; --trace: only a small traced workload, "
+				"recorded and decoded.\n");
 		return strcmp(argv[1], "--help") ? 2 : 0;
 	}
 	char self[PATH_MAX], dir[PATH_MAX], exe[PATH_MAX + 16];
@@ -212,6 +217,12 @@ int cmd_demo(int argc, char **argv)
 		return 1;
 	}
 	mkdir(out, 0700);
+#ifdef VIOSCOPE_HAVE_INITIATOR
+	if (!trace_only)
+		return demo_storage(dir, out);
+#else
+	(void)trace_only;
+#endif
 	printf("vioscope demo: %d worker threads x %d requests, each request traced on the hot "
 	       "path (VS_VERBOSE_HP, VS_ENTER/EXIT_HP)\nand the cold path (VS_INFO, VS_WARNING). "
 	       "Recorded with `vioscope trace record`, decoded with `vioscope trace decode`.\n",

@@ -14,6 +14,8 @@ int cmd_bench(int argc, char **argv);
 int cmd_bench_trace(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_target(int argc, char **argv);
+/* The storage part of `vioscope demo` (tools/cmd_demo_storage.c). */
+int demo_storage(const char *bindir, const char *out);
 
 /* main()'s argv, for commands that re-execute themselves. */
 extern char **vs_main_argv;
