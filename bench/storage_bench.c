@@ -11,6 +11,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +60,7 @@ static pid_t start_recorder(const char *exe, int pid, const char *dir, const cha
 	snprintf(p, sizeof p, "%d", pid);
 	pid_t r = fork();
 	if (r == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGTERM); /* never outlive the benchmark */
 		int null = open("/dev/null", O_WRONLY);
 		if (null >= 0)
 			dup2(null, 2); /* its summary line; losses are counted from the capture */

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,7 @@ int bench_target_start(const char *exe, const char *spec, unsigned queues, bool 
 		return -errno;
 	}
 	if (p == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGTERM); /* never outlive the benchmark */
 		int fd = open("/dev/null", O_WRONLY);
 		if (fd >= 0 && !getenv("VIOSCOPE_BENCH_TARGET_LOG"))
 			dup2(fd, 2);

@@ -88,6 +88,24 @@ int vs_capw_events(struct vs_capw *w, const struct vs_shm_ring *r, unsigned slot
 	return w->err;
 }
 
+/* Where the next section starts, to undo a write with vs_capw_rewind. */
+int64_t vs_capw_tell(struct vs_capw *w)
+{
+	if (w->err || fflush(w->f) != 0)
+		return w->err ? w->err : -EIO;
+	long pos = ftell(w->f);
+	return pos < 0 ? -errno : pos;
+}
+
+int vs_capw_rewind(struct vs_capw *w, int64_t pos)
+{
+	if (w->err)
+		return w->err;
+	if (fflush(w->f) != 0 || ftruncate(fileno(w->f), pos) != 0 || fseek(w->f, pos, SEEK_SET))
+		w->err = -EIO;
+	return w->err;
+}
+
 int vs_capw_loss(struct vs_capw *w, const struct vs_shm_ring *r, unsigned slot, uint64_t dropped,
 		 uint64_t overwritten)
 {
@@ -212,6 +230,9 @@ static int check_records(struct vs_capture *c, uint64_t off, uint64_t len, char 
 	uint64_t end = off + len;
 	while (off < end) {
 		struct vs_event_header e;
+		static const uint8_t filler[8] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
+		if (end - off == 8 && !memcmp(c->map + off, filler, 8))
+			break; /* the 8 bytes a ring could not fit a record into */
 		if (end - off < sizeof e)
 			return bad(why, whylen, c->path, off, "event record header cut short "
 				   "(%llu bytes left in the section)", (unsigned long long)(end - off));
@@ -219,7 +240,9 @@ static int check_records(struct vs_capture *c, uint64_t off, uint64_t len, char 
 		if (e.size < sizeof e || (e.size & 7) || e.size > end - off)
 			return bad(why, whylen, c->path, off, "event record size %u is invalid "
 				   "(must be a multiple of 8, at least 16, within the section)", e.size);
-		if (e.site == VS_EVENT_DROPS) {
+		if (e.site == VS_EVENT_PAD) {
+			/* ring padding, copied as is by a streaming recorder */
+		} else if (e.site == VS_EVENT_DROPS) {
 			if (e.size != 24)
 				return bad(why, whylen, c->path, off, "drop marker of size %u", e.size);
 		} else if (vs_meta_site_index(&c->meta, e.site) < 0) {
@@ -457,15 +480,27 @@ static uint64_t to_real(const struct vs_capture *c, uint64_t ts)
 	return r <= 0 ? 0 : r >= 18446744073709551615.0L ? UINT64_MAX : (uint64_t)r;
 }
 
+/* The next event or marker of a stream, past padding (checked at open). */
 static const struct vs_event_header *peek(const struct vs_capture *c, struct stream *s)
 {
-	while (s->ci < s->nchunks && s->pos >= s->chunks[s->ci].len) {
-		s->ci++;
-		s->pos = 0;
+	for (;;) {
+		while (s->ci < s->nchunks &&
+		       s->chunks[s->ci].len - s->pos < sizeof(struct vs_event_header)) {
+			s->ci++;
+			s->pos = 0;
+		}
+		if (s->ci >= s->nchunks)
+			return NULL;
+		const struct vs_event_header *e =
+			(const void *)(c->map + s->chunks[s->ci].off + s->pos);
+		uint32_t site;
+		uint16_t size;
+		memcpy(&site, &e->site, 4);
+		memcpy(&size, &e->size, 2);
+		if (site != VS_EVENT_PAD)
+			return e;
+		s->pos += size;
 	}
-	if (s->ci >= s->nchunks)
-		return NULL;
-	return (const void *)(c->map + s->chunks[s->ci].off + s->pos);
 }
 
 int vs_capture_walk(struct vs_capture *c, vs_event_fn fn, void *opaque, char *why, size_t whylen)

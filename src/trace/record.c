@@ -138,14 +138,43 @@ int vs_trace_record(const char *target, const char *out, const struct vs_record_
 			uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
 			if (head != from[i]) {
 				uint64_t old_tail = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
-				size_t k = vs_ring_copy(&s, i, &from[i], head, buf, h->ring_size);
-				vs_capw_events(&w, r, i, buf, k);
-				got += k;
-				st->bytes += k;
-				/* Hand the space back; the owner only moves the tail itself in
-				 * flight mode, i.e. before it noticed us. */
-				__atomic_compare_exchange_n(&r->tail, &old_tail, from[i], false,
-							    __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+				size_t k = 0;
+				int64_t mark = -1;
+				if (old_tail == from[i] && head - from[i] <= h->ring_size)
+					mark = vs_capw_tell(&w);
+				if (mark >= 0) {
+					/* Streaming: the bytes go from the ring to the file as they
+					 * are (padding included, the decoder skips it), in at most
+					 * two pieces: no copy, no walk over records. */
+					const uint8_t *data = vs_shm_ring_data(&s, i);
+					uint64_t off = from[i] & (h->ring_size - 1);
+					uint64_t len = head - from[i];
+					uint64_t first = len < h->ring_size - off ? len : h->ring_size - off;
+					vs_capw_events(&w, r, i, data + off, first);
+					if (len > first)
+						vs_capw_events(&w, r, i, data, len - first);
+					k = len;
+				} else {
+					k = vs_ring_copy(&s, i, &from[i], head, buf, h->ring_size);
+					vs_capw_events(&w, r, i, buf, k);
+				}
+				/* Hand the space back.  The owner moves the tail itself only in
+				 * flight mode, i.e. before it noticed us: then what was just
+				 * written may have been overwritten under us, so undo it and take
+				 * the careful path next time. */
+				uint64_t new_from = mark >= 0 ? head : from[i];
+				if (__atomic_compare_exchange_n(&r->tail, &old_tail, new_from, false,
+								__ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
+					from[i] = new_from;
+					got += k;
+					st->bytes += k;
+				} else if (mark >= 0) {
+					vs_capw_rewind(&w, mark);
+					from[i] = old_tail;
+				} else {
+					got += k;
+					st->bytes += k;
+				}
 			} else if (state == VS_RING_RETIRED) {
 				/* Drained a thread that has exited: its slot may be reused. */
 				uint32_t want = VS_RING_RETIRED;

@@ -641,10 +641,13 @@ uint8_t *vs__reserve_slow(struct vs_ring_writer *w, uint32_t len)
 			continue;
 		}
 		if (pad) {
-			if (pad >= sizeof(struct vs_event_header))
+			if (pad >= sizeof(struct vs_event_header)) {
 				put_record(tr, VS_EVENT_PAD, (uint32_t)pad, NULL, 0);
-			else
+			} else {
+				/* Too small for a header: a filler readers recognise. */
+				memset(tr->w.data + (tr->w.head & tr->w.mask), 0xff, pad);
 				tr->w.head += pad;
+			}
 		}
 		if (marker) {
 			uint64_t n = tr->pending_drops;

@@ -180,6 +180,8 @@ int vs_capw_events(struct vs_capw *w, const struct vs_shm_ring *r, unsigned slot
 int vs_capw_loss(struct vs_capw *w, const struct vs_shm_ring *r, unsigned slot, uint64_t dropped,
 		 uint64_t overwritten);
 int vs_capw_close(struct vs_capw *w, const struct vs_shm *s);
+int64_t vs_capw_tell(struct vs_capw *w);
+int vs_capw_rewind(struct vs_capw *w, int64_t pos);
 void vs_clock_now(const struct vs_shm_header *h, uint64_t *ts, uint64_t *mono, uint64_t *real);
 
 /* ---- decoding ---------------------------------------------------------------------- */
