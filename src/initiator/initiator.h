@@ -20,6 +20,9 @@
 struct vs_ini;
 struct vs_ini_queue;
 
+#define VS_INI_MAX_QUEUES 64  /* request queues */
+#define VS_INI_MAX_LUNS   256 /* entries in the LUN table */
+
 struct vs_ini_opts {
 	const char *socket;    /* vhost-user-scsi socket of the target */
 	unsigned queues;       /* request queues wanted (capped by the target's) */
@@ -29,7 +32,9 @@ struct vs_ini_opts {
 	unsigned cmd_per_lun;  /* max requests in flight per LUN per queue (default queue_size) */
 	size_t data_mem;       /* bytes of shared memory for vs_ini_alloc (default 64 MiB) */
 	bool interrupt;        /* completion threads on call eventfds (else the caller polls) */
-	bool reconnect;        /* reconnect and rescan when the target comes back (default on) */
+	bool reconnect;        /* reconnect and rescan when the target comes back (a zeroed
+				  struct leaves it off: set it to get reconnection) */
+	unsigned timeout_ms;   /* TMF, scan command and reset drain timeout (default 10000) */
 };
 
 struct vs_ini_lun {
@@ -58,14 +63,20 @@ struct vs_ini_io {
 	vs_ini_done_fn done;
 	void *opaque;
 	/* results, valid in done() */
-	int result;              /* 0; -EIO with scsi_status/sense; -ENOTCONN target gone;
-				    -ECONNRESET reset by a TMF; -ETIMEDOUT; -ENODEV bad target */
+	int result;              /* 0; -EIO with scsi_status/sense (also a short transfer);
+				    -ENOTCONN target gone; -ECONNRESET reset by a TMF;
+				    -ECANCELED aborted by a TMF; -ETIMEDOUT never given back
+				    after a reset; -ENODEV bad target; -ENXIO incorrect LUN;
+				    -EBUSY, -EAGAIN device or LUN busy; -EOVERFLOW overrun;
+				    -ENOLINK, -EREMOTEIO, -EBADE transport, target, nexus
+				    failure; -EPROTO malformed (see vs_ini_result_errno) */
 	uint8_t response;        /* virtio-scsi response code */
 	uint8_t scsi_status;
 	uint8_t sense_len;
 	uint8_t sense[96];
 	uint32_t resid;
-	uint64_t submit_ns;      /* CLOCK_MONOTONIC when submitted (for latency) */
+	uint64_t submit_ns;      /* CLOCK_MONOTONIC when submitted (for latency); submit
+				    sets it only when 0: a caller that stamps it pays once */
 	void *priv[4];           /* initiator-private */
 };
 
@@ -80,18 +91,41 @@ struct vs_ini_queue *vs_ini_get_queue(struct vs_ini *ini, unsigned idx);
 void *vs_ini_alloc(struct vs_ini *ini, size_t size, size_t align);
 
 /* Submit: 0, -EBUSY (queue full: poll and retry), -EINVAL (limits, bad LUN/range),
- * -ENOTCONN (target gone and not back yet).  Requests larger than max_sectors or
- * seg_max are refused, never silently cut. */
+ * -EFAULT (a buffer outside vs_ini_alloc memory), -ENOTCONN (target gone and not back
+ * yet).  Requests larger than max_sectors or seg_max are refused, never silently cut.
+ * READ/WRITE: iov total = nblocks * block_size; FLUSH: lba/nblocks a range (0/0: all),
+ * no data; UNMAP: one range, no data (the parameter list is the initiator's). */
 int vs_ini_submit(struct vs_ini_queue *q, struct vs_ini_io *io);
+/* SCSI pass-through (the SPTI analog): any CDB (<= 32 bytes) to any target/LUN address,
+ * data in one direction (data_in: device to us) through io->iov; io->op, lun, lba,
+ * nblocks, fua are ignored.  Limits as for vs_ini_submit; not retried on UNIT ATTENTION. */
+int vs_ini_submit_cdb(struct vs_ini_queue *q, struct vs_ini_io *io, unsigned target,
+		      unsigned lun, const uint8_t *cdb, unsigned cdb_len, bool data_in);
 /* Reap up to max completions, calling done(); returns how many. */
 int vs_ini_poll(struct vs_ini_queue *q, unsigned max);
 unsigned vs_ini_inflight(const struct vs_ini_queue *q);
 
-/* Task management, on the control queue: abort one request, or reset a LUN (every
- * pending request of the LUN completes with -ECONNRESET). */
+/* Task management, on the control queue: abort one request (it completes with
+ * -ECANCELED, or normally if it finished first; -ENOENT if not in flight on q), or reset a
+ * LUN (every request of the LUN pending at the call completes before the call returns:
+ * with -ECONNRESET, its own result if it had finished, or -ETIMEDOUT if the target never
+ * gave it back within timeout_ms).  0, -EINVAL, -ENOTCONN, -ETIMEDOUT, -ENODEV (no such
+ * LUN at the target), -EOPNOTSUPP (rejected), -EIO. */
 int vs_ini_abort(struct vs_ini *ini, struct vs_ini_queue *q, struct vs_ini_io *io);
 int vs_ini_lun_reset(struct vs_ini *ini, unsigned lun);
-/* Rescan LUNs (REPORT LUNS, INQUIRY, READ CAPACITY 16). */
+/* Rescan LUNs (REPORT LUNS, INQUIRY, READ CAPACITY 16).  TMFs and rescans wait for the
+ * target: call them from an application thread, never from a done() callback. */
 int vs_ini_rescan(struct vs_ini *ini);
+
+/* The errno a virtio-scsi response code and SCSI status map to (io->result). */
+int vs_ini_result_errno(uint8_t response, uint8_t scsi_status);
+/* Settled limits (after negotiation with the target). */
+struct vs_ini_limits {
+	unsigned queues, queue_size, seg_max, max_sectors, cmd_per_lun;
+	uint64_t features; /* negotiated virtio features */
+};
+void vs_ini_get_limits(const struct vs_ini *ini, struct vs_ini_limits *out);
+/* Connections made so far (1 after open; +1 per reconnection). */
+unsigned vs_ini_connections(const struct vs_ini *ini);
 
 #endif /* VS_INITIATOR_H */

@@ -1,0 +1,535 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The driver's life, in the vioscsi miniport's order (FindAdapter, HwInitialize,
+ * HwStartIo ...), each step a named function traced on the cold path:
+ *
+ *   initialise      connect to the socket, SET_OWNER
+ *   negotiate       device features & ours, protocol features, SET_FEATURES
+ *   settle_config   queue count (GET_QUEUE_NUM), limits (GET_CONFIG when offered)
+ *   setup_queues    SET_MEM_TABLE (one region), per ring NUM/ADDR/BASE/CALL/KICK
+ *   mark_ready      enable the rings (DRIVER_OK), post the event buffers
+ *   scan_luns       REPORT LUNS, INQUIRY, READ CAPACITY(16), VPD B2 (scan.c)
+ *
+ * A reconnection runs them all again over the same memory region.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "initiator/ini_int.h"
+
+#define WANT_FEATURES                                                                              \
+	(VS_VIRTIO_BIT(VIRTIO_F_VERSION_1) | VS_VIRTIO_BIT(VIRTIO_F_EVENT_IDX) |                   \
+	 VS_VIRTIO_BIT(VIRTIO_F_INDIRECT_DESC) | VS_VIRTIO_BIT(VIRTIO_SCSI_F_HOTPLUG) |            \
+	 VS_VIRTIO_BIT(VIRTIO_SCSI_F_CHANGE) | VS_VIRTIO_BIT(VS_VHOST_F_PROTOCOL_FEATURES))
+#define WANT_PROTOCOL                                                                              \
+	((1ull << VS_VHOST_PROTOCOL_F_MQ) | (1ull << VS_VHOST_PROTOCOL_F_REPLY_ACK) |              \
+	 (1ull << VS_VHOST_PROTOCOL_F_CONFIG))
+
+static unsigned umin(unsigned a, unsigned b)
+{
+	return a < b ? a : b;
+}
+
+static bool has(uint64_t features, unsigned bit)
+{
+	return features & (1ull << bit);
+}
+
+int vs_ini_initialize(struct vs_ini *ini)
+{
+	struct timeval tv = {ini->opts.timeout_ms / 1000, (ini->opts.timeout_ms % 1000) * 1000};
+	int rc;
+
+	VS_INFO(INIT, "initialise: connecting to %s", ini->socket_path);
+	if ((rc = vs_vhost_front_connect(&ini->front, ini->socket_path))) {
+		VS_ERROR(INIT, "initialise: cannot connect to %s: %s", ini->socket_path,
+			 strerror(-rc));
+		return rc;
+	}
+	/* A target that accepts and then hangs must not wedge the driver (or close()). */
+	if (setsockopt(ini->front.sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) ||
+	    setsockopt(ini->front.sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)))
+		VS_WARNING(INIT, "initialise: socket timeouts not set: %s", strerror(errno));
+	if ((rc = vs_vhost_front_set_owner(&ini->front))) {
+		VS_ERROR(INIT, "initialise: SET_OWNER refused: %s", strerror(-rc));
+		return rc;
+	}
+	return 0;
+}
+
+int vs_ini_negotiate(struct vs_ini *ini)
+{
+	uint64_t proto = 0;
+	int rc;
+
+	if ((rc = vs_vhost_front_get_features(&ini->front, &ini->dev_features))) {
+		VS_ERROR(FEATURES, "negotiate: GET_FEATURES failed: %s", strerror(-rc));
+		return rc;
+	}
+	if (!(ini->dev_features & VS_VIRTIO_BIT(VIRTIO_F_VERSION_1))) {
+		VS_ERROR(FEATURES,
+			 "negotiate: device features %#llx lack VERSION_1 (legacy device)",
+			 (unsigned long long)ini->dev_features);
+		return -EOPNOTSUPP;
+	}
+	ini->features = ini->dev_features & WANT_FEATURES;
+	if (has(ini->features, VS_VHOST_F_PROTOCOL_FEATURES)) {
+		if ((rc = vs_vhost_front_get_protocol_features(&ini->front, &proto))) {
+			VS_ERROR(FEATURES, "negotiate: GET_PROTOCOL_FEATURES failed: %s",
+				 strerror(-rc));
+			return rc;
+		}
+		ini->proto_features = proto & WANT_PROTOCOL;
+		if ((rc = vs_vhost_front_set_protocol_features(&ini->front, ini->proto_features))) {
+			VS_ERROR(FEATURES, "negotiate: SET_PROTOCOL_FEATURES %#llx failed: %s",
+				 (unsigned long long)ini->proto_features, strerror(-rc));
+			return rc;
+		}
+	} else {
+		ini->proto_features = 0;
+		VS_WARNING(FEATURES, "negotiate: no protocol features: one queue, no acks");
+	}
+	if ((rc = vs_vhost_front_set_features(&ini->front, ini->features))) {
+		VS_ERROR(FEATURES, "negotiate: SET_FEATURES %#llx failed: %s",
+			 (unsigned long long)ini->features, strerror(-rc));
+		return rc;
+	}
+	VS_INFO(FEATURES,
+		"negotiate: device %#llx, driver %#llx, negotiated %#llx; protocol "
+		"offered %#llx, acked %#llx (event_idx %d indirect %d hotplug %d change %d)",
+		(unsigned long long)ini->dev_features, (unsigned long long)WANT_FEATURES,
+		(unsigned long long)ini->features, (unsigned long long)proto,
+		(unsigned long long)ini->proto_features, has(ini->features, VIRTIO_F_EVENT_IDX),
+		has(ini->features, VIRTIO_F_INDIRECT_DESC),
+		has(ini->features, VIRTIO_SCSI_F_HOTPLUG),
+		has(ini->features, VIRTIO_SCSI_F_CHANGE));
+	return 0;
+}
+
+/* GET_CONFIG through the codec (the front-end helpers have none). */
+static int get_config(struct vs_ini *ini, struct virtio_scsi_config *cfg)
+{
+	struct vs_vhost_msg m, r;
+	char why[128] = "";
+	int rc;
+
+	memset(&m, 0, sizeof(m));
+	for (unsigned i = 0; i < VS_VHOST_MAX_FDS; i++)
+		m.fds[i] = -1;
+	m.request = VS_VHOST_GET_CONFIG;
+	m.flags = VS_VHOST_VERSION;
+	m.size = 12 + sizeof(*cfg);
+	m.payload.config.size = sizeof(*cfg);
+	if ((rc = vs_vhost_msg_send(ini->front.sock, &m)))
+		return rc;
+	if ((rc = vs_vhost_msg_recv_reply(ini->front.sock, &r, why, sizeof(why)))) {
+		VS_ERROR(CONFIG, "GET_CONFIG: no reply: %s", why);
+		return rc;
+	}
+	if (r.request != VS_VHOST_GET_CONFIG || r.size != m.size ||
+	    r.payload.config.size != sizeof(*cfg)) {
+		VS_ERROR(CONFIG, "GET_CONFIG: bad reply (request %u size %u)", r.request, r.size);
+		return -EPROTO;
+	}
+	memcpy(cfg, r.payload.config.region, sizeof(*cfg));
+	return 0;
+}
+
+int vs_ini_settle_config(struct vs_ini *ini, bool first)
+{
+	struct virtio_scsi_config cfg;
+	unsigned avail = 1, seg_max, max_sectors, cmd_per_lun;
+	uint64_t num;
+	int rc;
+
+	if (has(ini->proto_features, VS_VHOST_PROTOCOL_F_MQ)) {
+		if ((rc = vs_vhost_front_get_queue_num(&ini->front, &num))) {
+			VS_ERROR(CONFIG, "settle: GET_QUEUE_NUM failed: %s", strerror(-rc));
+			return rc;
+		}
+		if (num < VIRTIO_SCSI_VQ_REQ0 + 1 || num > VS_VHOST_MAX_QUEUES) {
+			VS_ERROR(CONFIG, "settle: the target has %llu queues: %s",
+				 (unsigned long long)num,
+				 "needs control, event and >= 1 request queue");
+			return -EPROTO;
+		}
+		avail = (unsigned)num - VIRTIO_SCSI_VQ_REQ0;
+	}
+	seg_max = umin(ini->opts.seg_max, INI_SEG_MAX_CAP);
+	if (!has(ini->features, VIRTIO_F_INDIRECT_DESC))
+		seg_max = umin(seg_max, ini->opts.queue_size - 2);
+	max_sectors = umin(ini->opts.max_sectors, INI_SECTORS_CAP);
+	cmd_per_lun = umin(ini->opts.cmd_per_lun, ini->opts.queue_size);
+	if (has(ini->proto_features, VS_VHOST_PROTOCOL_F_CONFIG)) {
+		if ((rc = get_config(ini, &cfg)))
+			return rc;
+		VS_INFO(CONFIG,
+			"settle: device config queues %u seg_max %u max_sectors %u "
+			"cmd_per_lun %u sense %u cdb %u",
+			vs_le32(cfg.num_queues), vs_le32(cfg.seg_max), vs_le32(cfg.max_sectors),
+			vs_le32(cfg.cmd_per_lun), vs_le32(cfg.sense_size), vs_le32(cfg.cdb_size));
+		if (vs_le32(cfg.num_queues))
+			avail = umin(avail, vs_le32(cfg.num_queues));
+		if (vs_le32(cfg.seg_max))
+			seg_max = umin(seg_max, vs_le32(cfg.seg_max));
+		if (vs_le32(cfg.max_sectors))
+			max_sectors = umin(max_sectors, vs_le32(cfg.max_sectors));
+		if (vs_le32(cfg.cmd_per_lun))
+			cmd_per_lun = umin(cmd_per_lun, vs_le32(cfg.cmd_per_lun));
+	}
+	if (first) {
+		ini->nqueues = umin(umin(ini->opts.queues, avail), VS_INI_MAX_QUEUES);
+		ini->queue_size = ini->opts.queue_size;
+		ini->nslots = ini->queue_size;
+	} else if (avail < ini->nqueues) {
+		VS_ERROR(CONFIG, "settle: the target now has %u request queues, we run %u", avail,
+			 ini->nqueues);
+		return -EPROTO;
+	} else {
+		/* Slots and tables were sized by the first connection. */
+		seg_max = umin(seg_max, ini->seg_max);
+	}
+	ini->seg_max = seg_max;
+	ini->max_sectors = max_sectors;
+	ini->cmd_per_lun = cmd_per_lun;
+	if (ini->nqueues < ini->opts.queues)
+		VS_WARNING(CONFIG, "settle: %u request queues wanted, the target has %u",
+			   ini->opts.queues, avail);
+	VS_INFO(CONFIG,
+		"settle: %u request queues of %u, queue size %u, seg_max %u, max_sectors "
+		"%u, cmd_per_lun %u, %s mode",
+		ini->nqueues, avail, ini->queue_size, ini->seg_max, ini->max_sectors,
+		ini->cmd_per_lun, ini->opts.interrupt ? "interrupt" : "poll");
+	return 0;
+}
+
+static int new_eventfd(int *fd, bool nonblock)
+{
+	if (*fd >= 0)
+		return 0; /* kept across reconnections */
+	*fd = eventfd(0, EFD_CLOEXEC | (nonblock ? EFD_NONBLOCK : 0));
+	return *fd < 0 ? -errno : 0;
+}
+
+/* One ring: private state fresh, then NUM, ADDR, BASE, CALL, KICK (the kick starts it). */
+static int ring_setup(struct vs_ini *ini, struct ini_vq *v, bool want_call, bool nonblock)
+{
+	struct vs_vhost_front *f = &ini->front;
+	int rc;
+
+	vs_vq_drv_destroy(&v->vq);
+	rc = vs_vq_drv_init(&v->vq, v->size, v->ring, has(ini->features, VIRTIO_F_EVENT_IDX),
+			    has(ini->features, VIRTIO_F_INDIRECT_DESC));
+	if (rc)
+		return rc;
+	v->vq.qid = v->idx;
+	if ((rc = new_eventfd(&v->kick_fd, true)) ||
+	    (want_call && (rc = new_eventfd(&v->call_fd, nonblock)))) {
+		VS_ERROR(QUEUE, "queue %u: eventfd: %s", v->idx, strerror(-rc));
+		return rc;
+	}
+	if ((rc = vs_vhost_front_set_vring_num(f, v->idx, v->size)) ||
+	    (rc = vs_vhost_front_set_vring_addr(f, v->idx, (uint64_t)(uintptr_t)v->vq.desc,
+						(uint64_t)(uintptr_t)v->vq.avail,
+						(uint64_t)(uintptr_t)v->vq.used)) ||
+	    (rc = vs_vhost_front_set_vring_base(f, v->idx, 0)) ||
+	    (rc = vs_vhost_front_set_vring_call(f, v->idx, v->call_fd)) ||
+	    (rc = vs_vhost_front_set_vring_kick(f, v->idx, v->kick_fd))) {
+		VS_ERROR(QUEUE, "queue %u: ring set-up refused: %s", v->idx, strerror(-rc));
+		return rc;
+	}
+	VS_INFO(QUEUE, "queue %u: size %u desc %p avail %p used %p kick %d call %d", v->idx,
+		v->size, v->vq.desc, v->vq.avail, v->vq.used, v->kick_fd, v->call_fd);
+	return 0;
+}
+
+int vs_ini_setup_queues(struct vs_ini *ini)
+{
+	struct vs_vhost_mem_region reg = {
+	    .guest_phys_addr = 0,
+	    .memory_size = ini->size,
+	    .userspace_addr = (uint64_t)(uintptr_t)ini->base,
+	    .mmap_offset = 0,
+	};
+	int rc;
+
+	if ((rc = vs_vhost_front_set_mem_table(&ini->front, &reg, 1, &ini->memfd))) {
+		VS_ERROR(MEMORY, "setup: SET_MEM_TABLE (%zu bytes) refused: %s", ini->size,
+			 strerror(-rc));
+		return rc;
+	}
+	VS_INFO(MEMORY, "setup: memory table sent: gpa 0, %zu bytes, uva %p", ini->size, ini->base);
+	pthread_mutex_lock(&ini->ctl_lock);
+	rc = ring_setup(ini, &ini->ctl, true, true);
+	pthread_mutex_unlock(&ini->ctl_lock);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&ini->evt_lock);
+	rc = ring_setup(ini, &ini->evt, true, true);
+	if (!rc)
+		rc = ini_post_events(ini);
+	pthread_mutex_unlock(&ini->evt_lock);
+	if (rc)
+		return rc;
+	for (unsigned i = 0; i < ini->nqueues; i++) {
+		struct vs_ini_queue *q = &ini->q[i];
+
+		pthread_mutex_lock(&q->lock);
+		__atomic_store_n(&q->ready, false, __ATOMIC_RELAXED);
+		ini_queue_reset_slots(q);
+		rc = ring_setup(ini, &q->v, ini->opts.interrupt, false);
+		if (!rc && !ini->opts.interrupt)
+			vs_vq_drv_enable_cb(&q->v.vq, false); /* polled: no interrupts */
+		if (!rc)
+			__atomic_store_n(&q->used_idx, &q->v.vq.used->idx, __ATOMIC_RELAXED);
+		pthread_mutex_unlock(&q->lock);
+		if (rc)
+			return rc;
+	}
+	VS_INFO(QUEUE, "setup: %u rings ready to start", VIRTIO_SCSI_VQ_REQ0 + ini->nqueues);
+	return 0;
+}
+
+int vs_ini_mark_ready(struct vs_ini *ini)
+{
+	unsigned n = VIRTIO_SCSI_VQ_REQ0 + ini->nqueues;
+	uint64_t one = 1;
+	int rc;
+
+	if (has(ini->features, VS_VHOST_F_PROTOCOL_FEATURES)) {
+		for (unsigned i = 0; i < n; i++) {
+			if ((rc = vs_vhost_front_set_vring_enable(&ini->front, i, true))) {
+				VS_ERROR(INIT, "ready: enabling ring %u failed: %s", i,
+					 strerror(-rc));
+				return rc;
+			}
+		}
+	}
+	/* The event buffers were posted before the ring started: tell the device. */
+	if (write(ini->evt.kick_fd, &one, sizeof(one)) != sizeof(one))
+		VS_WARNING(EVENT, "ready: event queue kick failed");
+	for (unsigned i = 0; i < ini->nqueues; i++) {
+		pthread_mutex_lock(&ini->q[i].lock);
+		__atomic_store_n(&ini->q[i].ready, true, __ATOMIC_RELAXED);
+		pthread_mutex_unlock(&ini->q[i].lock);
+	}
+	VS_INFO(INIT, "ready: %u rings enabled (driver OK)", n);
+	return 0;
+}
+
+void ini_drop_connection(struct vs_ini *ini)
+{
+	atomic_store(&ini->connected, false);
+	ini_fail_all(ini, -ENOTCONN, "connection dropped");
+	if (ini->front.sock >= 0)
+		VS_INFO(INIT, "closing the connection to %s", ini->socket_path);
+	vs_vhost_front_close(&ini->front);
+}
+
+static int connect_steps(struct vs_ini *ini, bool first)
+{
+	int rc;
+
+	if ((rc = vs_ini_initialize(ini)) || (rc = vs_ini_negotiate(ini)) ||
+	    (rc = vs_ini_settle_config(ini, first)))
+		return rc;
+	if (first && (rc = ini_shm_create(ini)))
+		return rc;
+	if ((rc = vs_ini_setup_queues(ini)) || (rc = vs_ini_mark_ready(ini)))
+		return rc;
+	if (first && (rc = ini_start_cq_threads(ini)))
+		return rc;
+	return vs_ini_scan_luns(ini);
+}
+
+int ini_reconnect(struct vs_ini *ini)
+{
+	int rc;
+
+	ini_fail_all(ini, -ENOTCONN, "reconnecting");
+	if ((rc = connect_steps(ini, false))) {
+		ini_drop_connection(ini);
+		return rc;
+	}
+	atomic_fetch_add(&ini->connections, 1);
+	atomic_store(&ini->connected, true);
+	VS_INFO(INIT, "reconnected to %s (connection %u): %u LUNs", ini->socket_path,
+		atomic_load(&ini->connections), atomic_load(&ini->nluns));
+	return 0;
+}
+
+static int opts_settle(struct vs_ini_opts *o, const struct vs_ini_opts *in)
+{
+	*o = *in;
+	if (!o->socket || !*o->socket)
+		return -EINVAL;
+	if (!o->queues)
+		o->queues = 1;
+	if (!o->queue_size)
+		o->queue_size = 256;
+	if (!o->seg_max)
+		o->seg_max = 128;
+	if (!o->max_sectors)
+		o->max_sectors = 2048;
+	if (!o->cmd_per_lun)
+		o->cmd_per_lun = o->queue_size;
+	if (!o->data_mem)
+		o->data_mem = 64u << 20;
+	if (!o->timeout_ms)
+		o->timeout_ms = 10000;
+	if (o->queue_size < 4 || o->queue_size > VS_VQ_MAX_SIZE ||
+	    (o->queue_size & (o->queue_size - 1)))
+		return -EINVAL;
+	return 0;
+}
+
+int vs_ini_open(struct vs_ini **out, const struct vs_ini_opts *opts)
+{
+	struct vs_ini *ini;
+	int rc;
+
+	*out = NULL;
+	ini = calloc(1, sizeof(*ini));
+	if (!ini)
+		return -ENOMEM;
+	ini->memfd = ini->wake_fd = ini->sync_fd = ini->front.sock = -1;
+	pthread_mutex_init(&ini->conn_lock, NULL);
+	pthread_mutex_init(&ini->alloc_lock, NULL);
+	pthread_mutex_init(&ini->ctl_lock, NULL);
+	pthread_mutex_init(&ini->evt_lock, NULL);
+	pthread_mutex_init(&ini->lun_lock, NULL);
+	if ((rc = opts_settle(&ini->opts, opts))) {
+		VS_ERROR(INIT, "open: bad options (socket %s, queue size %u): %s",
+			 opts->socket ? opts->socket : "(none)", opts->queue_size,
+			 "need a socket and a power-of-two queue size in 4..32768");
+		free(ini);
+		return rc;
+	}
+	ini->socket_path = strdup(opts->socket);
+	ini->opts.socket = ini->socket_path;
+	ini->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	ini->sync_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (!ini->socket_path || ini->wake_fd < 0 || ini->sync_fd < 0) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	VS_INFO(INIT,
+		"open %s: queues %u size %u seg_max %u max_sectors %u data %zu bytes, %s, "
+		"reconnect %d",
+		ini->socket_path, ini->opts.queues, ini->opts.queue_size, ini->opts.seg_max,
+		ini->opts.max_sectors, ini->opts.data_mem,
+		ini->opts.interrupt ? "interrupt" : "poll", ini->opts.reconnect);
+	pthread_mutex_lock(&ini->conn_lock);
+	rc = connect_steps(ini, true);
+	if (!rc) {
+		atomic_store(&ini->connections, 1);
+		atomic_store(&ini->connected, true);
+	}
+	pthread_mutex_unlock(&ini->conn_lock);
+	if (rc || (rc = ini_start_ctl_thread(ini)))
+		goto fail;
+	VS_INFO(INIT, "open %s: %u queues, %u LUNs", ini->socket_path, ini->nqueues,
+		atomic_load(&ini->nluns));
+	*out = ini;
+	return 0;
+fail:
+	VS_ERROR(INIT, "open %s failed: %s", opts->socket, strerror(-rc));
+	vs_ini_close(ini);
+	return rc;
+}
+
+void vs_ini_close(struct vs_ini *ini)
+{
+	uint16_t base;
+
+	if (!ini)
+		return;
+	VS_INFO(INIT, "close %s", ini->socket_path ? ini->socket_path : "");
+	ini_stop_ctl_thread(ini);
+	ini_stop_cq_threads(ini);
+	pthread_mutex_lock(&ini->conn_lock);
+	if (atomic_load(&ini->connected) && ini->front.sock >= 0) {
+		/* Stop every ring: the target finishes what it holds and lets go. */
+		for (unsigned i = 0; i < VIRTIO_SCSI_VQ_REQ0 + ini->nqueues; i++)
+			if (vs_vhost_front_get_vring_base(&ini->front, i, &base))
+				break;
+		for (unsigned i = 0; i < ini->nqueues; i++)
+			vs_ini_poll(&ini->q[i], ~0u);
+	}
+	ini_drop_connection(ini);
+	pthread_mutex_unlock(&ini->conn_lock);
+	for (unsigned i = 0; ini->q && i < ini->nqueues; i++)
+		if (ini->q[i].submitted)
+			VS_INFO(QUEUE, "q %u: %llu requests, %llu kicks", ini->q[i].v.idx,
+				(unsigned long long)ini->q[i].submitted,
+				(unsigned long long)ini->q[i].kicks);
+	ini_shm_destroy(ini);
+	for (unsigned i = 0; i < 2; i++) {
+		struct ini_vq *v = i ? &ini->evt : &ini->ctl;
+		if (v->kick_fd >= 0)
+			close(v->kick_fd);
+		if (v->call_fd >= 0)
+			close(v->call_fd);
+	}
+	if (ini->wake_fd >= 0)
+		close(ini->wake_fd);
+	if (ini->sync_fd >= 0)
+		close(ini->sync_fd);
+	pthread_mutex_destroy(&ini->conn_lock);
+	pthread_mutex_destroy(&ini->alloc_lock);
+	pthread_mutex_destroy(&ini->ctl_lock);
+	pthread_mutex_destroy(&ini->evt_lock);
+	pthread_mutex_destroy(&ini->lun_lock);
+	free(ini->socket_path);
+	free(ini);
+}
+
+unsigned vs_ini_lun_count(const struct vs_ini *ini)
+{
+	return atomic_load(&((struct vs_ini *)ini)->nluns);
+}
+
+int vs_ini_lun_info(const struct vs_ini *ini, unsigned idx, struct vs_ini_lun *out)
+{
+	struct vs_ini *w = (struct vs_ini *)ini;
+	int rc = -EINVAL;
+
+	pthread_mutex_lock(&w->lun_lock);
+	if (idx < atomic_load(&w->nluns)) {
+		*out = w->luns[idx];
+		rc = 0;
+	}
+	pthread_mutex_unlock(&w->lun_lock);
+	return rc;
+}
+
+unsigned vs_ini_queue_count(const struct vs_ini *ini)
+{
+	return ini->nqueues;
+}
+
+struct vs_ini_queue *vs_ini_get_queue(struct vs_ini *ini, unsigned idx)
+{
+	return idx < ini->nqueues ? &ini->q[idx] : NULL;
+}
+
+void vs_ini_get_limits(const struct vs_ini *ini, struct vs_ini_limits *out)
+{
+	out->queues = ini->nqueues;
+	out->queue_size = ini->queue_size;
+	out->seg_max = ini->seg_max;
+	out->max_sectors = ini->max_sectors;
+	out->cmd_per_lun = ini->cmd_per_lun;
+	out->features = ini->features;
+}
+
+unsigned vs_ini_connections(const struct vs_ini *ini)
+{
+	return atomic_load(&((struct vs_ini *)ini)->connections);
+}

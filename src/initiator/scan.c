@@ -1,0 +1,355 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * LUN discovery (the miniport's bus scan): REPORT LUNS on target 0, then per LUN
+ * INQUIRY, READ CAPACITY(16) (READ CAPACITY(10) when that is refused), MODE SENSE(6)
+ * for write protection, and the Logical Block Provisioning VPD page (B2h) when READ
+ * CAPACITY(16) says LBPME.  Commands run synchronously on request queue 0 through the
+ * pass-through path, with the scan buffer in the shared data area; callers hold
+ * conn_lock, so one runs at a time.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "initiator/ini_int.h"
+
+#define SCAN_TRIES     5
+#define SCAN_PROBE_MAX 8 /* LUNs probed when REPORT LUNS fails */
+
+struct ini_sync {
+	struct vs_ini_io io;
+	atomic_bool done;
+	struct vs_ini *ini;
+};
+
+static void sync_done(struct vs_ini_io *io)
+{
+	struct ini_sync *s = (struct ini_sync *)io; /* io is the first member */
+	uint64_t one = 1;
+
+	atomic_store(&s->done, true);
+	if (write(s->ini->sync_fd, &one, sizeof(one)) != sizeof(one))
+		VS_ERROR(SCSI, "sync completion: eventfd write failed");
+}
+
+int ini_wait_fd(struct vs_ini *ini, int fd, unsigned timeout_us)
+{
+	struct pollfd p[2] = {
+	    {.fd = ini->front.sock, .events = POLLRDHUP},
+	    {.fd = fd, .events = POLLIN},
+	};
+	struct timespec ts = {timeout_us / 1000000, (long)(timeout_us % 1000000) * 1000};
+	uint64_t v;
+
+	if (ini->front.sock < 0)
+		return -ENOTCONN;
+	if (ppoll(p, fd >= 0 ? 2 : 1, &ts, NULL) <= 0)
+		return 0;
+	/* The back-end never speaks unasked: anything readable is the end of the stream. */
+	if (p[0].revents)
+		return -ENOTCONN;
+	if (p[1].revents && read(fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		return -errno;
+	return 1;
+}
+
+static int exec_once(struct vs_ini *ini, unsigned target, unsigned lun, const uint8_t *cdb,
+		     unsigned cdb_len, uint32_t len, bool data_in, struct vs_ini_io *res)
+{
+	struct vs_ini_queue *q = &ini->q[0];
+	struct iovec iov = {ini->scan_buf, len};
+	struct ini_sync s = {.ini = ini};
+	uint64_t deadline = ini_now_ns() + (uint64_t)ini->opts.timeout_ms * 1000000ull;
+	unsigned spins = 0;
+	int rc;
+
+	s.io.iov = &iov;
+	s.io.iovcnt = len ? 1 : 0;
+	s.io.done = sync_done;
+	if (data_in && len)
+		memset(ini->scan_buf, 0, len);
+	while ((rc = vs_ini_submit_cdb(q, &s.io, target, lun, cdb, cdb_len, data_in)) == -EBUSY) {
+		if (!ini->opts.interrupt)
+			vs_ini_poll(q, 64);
+		if ((rc = ini_wait_fd(ini, -1, 100)) < 0 || ini_now_ns() > deadline)
+			return rc < 0 ? rc : -ETIMEDOUT;
+	}
+	if (rc)
+		return rc;
+	while (!atomic_load(&s.done)) {
+		if (!ini->opts.interrupt)
+			vs_ini_poll(q, 64);
+		if (atomic_load(&s.done))
+			break;
+		/* Polled: look again soon (the target may be waking up), then less often. */
+		rc = ini_wait_fd(ini, ini->sync_fd,
+				 ini->opts.interrupt ? 100000
+				 : spins++ < 1000    ? 0
+						     : 200);
+		if (rc >= 0 && ini_now_ns() <= deadline)
+			continue;
+		/* Give up, unless a poller already took it: then its callback is imminent. */
+		if (ini_detach(q, &s.io)) {
+			VS_ERROR(SCSI, "command %#x to %u:%u: %s", cdb[0], target, lun,
+				 rc < 0 ? "the target went away" : "timed out");
+			return rc < 0 ? rc : -ETIMEDOUT;
+		}
+		deadline = UINT64_MAX;
+	}
+	*res = s.io;
+	return 0;
+}
+
+/* One command with the retries a midlayer would do (UNIT ATTENTION, busy).  0 with the
+ * outcome in *res (res->result may be an error), or -errno when it could not run. */
+int ini_exec_sync(struct vs_ini *ini, unsigned target, unsigned lun, const uint8_t *cdb,
+		  unsigned cdb_len, uint32_t len, bool data_in, struct vs_ini_io *res)
+{
+	int rc = 0;
+
+	for (unsigned t = 0; t < SCAN_TRIES; t++) {
+		if ((rc = exec_once(ini, target, lun, cdb, cdb_len, len, data_in, res)))
+			return rc;
+		if (res->result == -EAGAIN || res->result == -EBUSY) {
+			usleep(1000);
+			continue;
+		}
+		if (res->result != -EIO || res->sense_len < 3 ||
+		    (((res->sense[0] & 0x7f) >= 0x72 ? res->sense[1] : res->sense[2]) & 0xf) != 0x6)
+			return 0;
+		VS_INFO(SCSI, "command %#x to %u:%u: unit attention %02x/%02x, retrying", cdb[0],
+			target, lun, res->sense_len > 13 ? res->sense[12] : 0,
+			res->sense_len > 13 ? res->sense[13] : 0);
+	}
+	return 0;
+}
+
+static uint32_t ld_be32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static uint64_t ld_be64(const uint8_t *p)
+{
+	return (uint64_t)ld_be32(p) << 32 | ld_be32(p + 4);
+}
+
+static void copy_trim(char *dst, const uint8_t *src, size_t n)
+{
+	memcpy(dst, src, n);
+	dst[n] = 0;
+	while (n && (dst[n - 1] == ' ' || dst[n - 1] == 0))
+		dst[--n] = 0;
+}
+
+static int cmp_uint(const void *a, const void *b)
+{
+	unsigned x = *(const unsigned *)a, y = *(const unsigned *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* LUN numbers of target 0, sorted.  -EIO when REPORT LUNS fails. */
+static int report_luns(struct vs_ini *ini, unsigned *ids, unsigned *n)
+{
+	uint8_t cdb[12] = {0xa0};
+	struct vs_ini_io r;
+	uint32_t len, got;
+	int rc;
+
+	cdb[6] = INI_SCAN_BUF >> 24;
+	cdb[7] = (uint8_t)(INI_SCAN_BUF >> 16);
+	cdb[8] = (uint8_t)(INI_SCAN_BUF >> 8);
+	cdb[9] = (uint8_t)INI_SCAN_BUF;
+	if ((rc = ini_exec_sync(ini, 0, 0, cdb, sizeof(cdb), INI_SCAN_BUF, true, &r)))
+		return rc;
+	if (r.result) {
+		VS_WARNING(SCSI, "REPORT LUNS: result %d status %#x: probing instead", r.result,
+			   r.scsi_status);
+		return -EIO;
+	}
+	got = INI_SCAN_BUF - r.resid;
+	len = got >= 8 ? ld_be32(ini->scan_buf) : 0;
+	if (len > got - 8)
+		len = got >= 8 ? got - 8 : 0; /* more LUNs than the buffer: keep what came */
+	*n = 0;
+	for (uint32_t off = 8; off + 8 <= len + 8 && *n < VS_INI_MAX_LUNS; off += 8) {
+		const uint8_t *e = ini->scan_buf + off;
+		unsigned method = e[0] >> 6, id;
+
+		if (method == 0)
+			id = e[1];
+		else if (method == 1)
+			id = ((unsigned)(e[0] & 0x3f) << 8) | e[1];
+		else {
+			VS_WARNING(SCSI, "REPORT LUNS: entry %02x %02x: unsupported addressing",
+				   e[0], e[1]);
+			continue;
+		}
+		ids[(*n)++] = id;
+	}
+	qsort(ids, *n, sizeof(*ids), cmp_uint);
+	VS_INFO(SCSI, "REPORT LUNS: %u LUNs", *n);
+	return 0;
+}
+
+/* 0 with *l filled; -ENODEV when nothing usable is there; -errno when it cannot run. */
+static int probe_lun(struct vs_ini *ini, unsigned id, struct vs_ini_lun *l, bool *lbpme)
+{
+	uint8_t inq[6] = {0x12, 0, 0, 0, 96, 0};
+	uint8_t rc16[16] = {0x9e, 0x10};
+	uint8_t rc10[10] = {0x25};
+	uint8_t ms[6] = {0x1a, 0x08, 0x3f, 0, 192, 0};
+	uint8_t *b = ini->scan_buf;
+	struct vs_ini_io r;
+	int rc;
+
+	memset(l, 0, sizeof(*l));
+	l->lun = id;
+	if ((rc = ini_exec_sync(ini, 0, id, inq, sizeof(inq), 96, true, &r)))
+		return rc;
+	if (r.result || (b[0] >> 5) != 0) {
+		VS_INFO(SCSI, "LUN %u: INQUIRY result %d qualifier %u: not present", id, r.result,
+			b[0] >> 5);
+		return -ENODEV;
+	}
+	if ((b[0] & 0x1f) != 0) {
+		VS_INFO(SCSI, "LUN %u: device type %#x is not a block device: skipped", id,
+			b[0] & 0x1f);
+		return -ENODEV;
+	}
+	copy_trim(l->vendor, b + 8, 8);
+	copy_trim(l->product, b + 16, 16);
+	copy_trim(l->revision, b + 32, 4);
+
+	rc16[13] = 32;
+	if ((rc = ini_exec_sync(ini, 0, id, rc16, sizeof(rc16), 32, true, &r)))
+		return rc;
+	if (!r.result && r.resid <= 32 - 15) {
+		l->num_blocks = ld_be64(b) + 1;
+		l->block_size = ld_be32(b + 8);
+		*lbpme = b[14] & 0x80;
+	} else {
+		VS_INFO(SCSI, "LUN %u: READ CAPACITY(16) result %d: trying (10)", id, r.result);
+		if ((rc = ini_exec_sync(ini, 0, id, rc10, sizeof(rc10), 8, true, &r)))
+			return rc;
+		if (r.result || r.resid) {
+			VS_ERROR(SCSI, "LUN %u: READ CAPACITY failed (result %d): skipped", id,
+				 r.result);
+			return -ENODEV;
+		}
+		l->num_blocks = (uint64_t)ld_be32(b) + 1;
+		l->block_size = ld_be32(b + 4);
+		*lbpme = false;
+	}
+	if (l->block_size < 512 || l->block_size > 65536 || (l->block_size & (l->block_size - 1)) ||
+	    !l->num_blocks) {
+		VS_ERROR(SCSI, "LUN %u: capacity %llu blocks of %u bytes: unusable, skipped", id,
+			 (unsigned long long)l->num_blocks, l->block_size);
+		return -ENODEV;
+	}
+	if ((rc = ini_exec_sync(ini, 0, id, ms, sizeof(ms), 192, true, &r)))
+		return rc;
+	l->read_only = !r.result && r.resid <= 192 - 4 && (b[2] & 0x80);
+	return 0;
+}
+
+/* Thin provisioning: LBPME and, when the page is there, LBPU of VPD B2h. */
+static int probe_thin(struct vs_ini *ini, unsigned id, bool *thin)
+{
+	uint8_t cdb[6] = {0x12, 0x01, 0xb2, 0, 64, 0};
+	struct vs_ini_io r;
+	int rc;
+
+	if ((rc = ini_exec_sync(ini, 0, id, cdb, sizeof(cdb), 64, true, &r)))
+		return rc;
+	if (r.result || r.resid > 64 - 6 || ini->scan_buf[1] != 0xb2) {
+		VS_INFO(SCSI, "LUN %u: no provisioning VPD page (result %d): LBPME alone decides",
+			id, r.result);
+		return 0;
+	}
+	*thin = ini->scan_buf[5] & 0x80; /* LBPU: UNMAP supported */
+	return 0;
+}
+
+static void publish(struct vs_ini *ini, const struct vs_ini_lun *luns, unsigned n)
+{
+	pthread_mutex_lock(&ini->lun_lock);
+	/* Shrink first: a submit never sees an index past the entries being rewritten. */
+	if (n < atomic_load(&ini->nluns))
+		atomic_store(&ini->nluns, n);
+	for (unsigned i = 0; i < n; i++) {
+		uint8_t lb[8];
+		uint64_t key;
+
+		ini->luns[i] = luns[i];
+		vs_vscsi_lun_encode(lb, luns[i].target, luns[i].lun);
+		key = ini_lun_key(lb);
+		__atomic_store_n(&ini->hot[i].lun_key, key, __ATOMIC_RELAXED);
+		__atomic_store_n(&ini->hot[i].num_blocks, luns[i].num_blocks, __ATOMIC_RELAXED);
+		__atomic_store_n(&ini->hot[i].block_size, luns[i].block_size, __ATOMIC_RELAXED);
+		__atomic_store_n(&ini->hot[i].present, 1, __ATOMIC_RELAXED);
+	}
+	atomic_store_explicit(&ini->nluns, n, memory_order_release);
+	pthread_mutex_unlock(&ini->lun_lock);
+}
+
+int vs_ini_scan_luns(struct vs_ini *ini)
+{
+	unsigned *ids = calloc(VS_INI_MAX_LUNS, sizeof(*ids)), n = 0, found = 0;
+	struct vs_ini_lun *luns = calloc(VS_INI_MAX_LUNS, sizeof(*luns));
+	int rc;
+
+	if (!ids || !luns) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	VS_INFO(INIT, "scan: target 0 of %s", ini->socket_path);
+	rc = report_luns(ini, ids, &n);
+	if (rc == -EIO) {
+		for (n = 0; n < SCAN_PROBE_MAX; n++)
+			ids[n] = n;
+	} else if (rc) {
+		goto out;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		struct vs_ini_lun *l = &luns[found];
+		bool lbpme = false;
+
+		rc = probe_lun(ini, ids[i], l, &lbpme);
+		if (rc == -ENODEV)
+			continue;
+		if (rc)
+			goto out;
+		if (lbpme) {
+			l->thin = true;
+			if ((rc = probe_thin(ini, ids[i], &l->thin)))
+				goto out;
+		}
+		VS_INFO(INIT, "scan: LUN %u: %.8s %.16s %.4s, %llu blocks of %u bytes%s%s", l->lun,
+			l->vendor, l->product, l->revision, (unsigned long long)l->num_blocks,
+			l->block_size, l->read_only ? ", read-only" : "", l->thin ? ", thin" : "");
+		found++;
+	}
+	publish(ini, luns, found);
+	VS_INFO(INIT, "scan: %u LUNs usable", found);
+	rc = 0;
+out:
+	if (rc)
+		VS_ERROR(INIT, "scan failed: %s", strerror(-rc));
+	free(ids);
+	free(luns);
+	return rc;
+}
+
+int vs_ini_rescan(struct vs_ini *ini)
+{
+	int rc = -ENOTCONN;
+
+	pthread_mutex_lock(&ini->conn_lock);
+	if (atomic_load(&ini->connected))
+		rc = vs_ini_scan_luns(ini);
+	pthread_mutex_unlock(&ini->conn_lock);
+	return rc;
+}
