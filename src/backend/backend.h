@@ -54,6 +54,10 @@ int vs_io_ctx_submit(struct vs_io_ctx *ctx);
 int vs_io_ctx_reap(struct vs_io_ctx *ctx, bool wait_one);
 /* Bios submitted and not yet completed. */
 unsigned vs_io_ctx_inflight(const struct vs_io_ctx *ctx);
+/* Completions are waiting to be reaped (no system call: for polling loops). */
+bool vs_io_ctx_pending(const struct vs_io_ctx *ctx);
+/* A polling owner: no eventfd writes or reads at all (the fd stays quiet). */
+int vs_io_ctx_set_polled(struct vs_io_ctx *ctx, bool polled);
 
 /* Open a backend from a spec: "file=PATH[,ro][,direct]", "ram=SIZE", "null=SIZE".
  * SIZE takes K/M/G/T suffixes (powers of 1024).  On error returns -errno and, when

@@ -33,6 +33,7 @@ struct vs_backend {
 			int fd_buffered; /* page-cache fd for unaligned bios, or -1 */
 			bool direct;
 			bool bdev;
+			bool memory_fs; /* tmpfs: reads and writes are memory copies */
 		} file;
 		struct {
 			void *mem;
@@ -61,6 +62,7 @@ struct vs_io_ctx {
 	unsigned inflight;	   /* accepted, done() not yet called */
 	unsigned ring_busy;	   /* reqs owned by io_uring */
 	bool signalled;		   /* efd already written for the deferred list */
+	bool polled;		   /* the owner polls: no eventfd traffic at all */
 	struct vs_bio *defer_head; /* synchronously completed, done() pending */
 	struct vs_bio **defer_tail;
 	struct vs_io_req *free;

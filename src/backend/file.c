@@ -14,6 +14,11 @@
  * turns it into a zero-out that may unmap (blkdev_fallocate), which needs offsets and
  * lengths aligned to the logical block size and fails with -EOPNOTSUPP on devices
  * that cannot zero without writing.  Done asynchronously, unlike BLKDISCARD/BLKZEROOUT.
+ *
+ * On tmpfs (buffered), reads and writes are done synchronously: tmpfs cannot read
+ * without blocking (RWF_NOWAIT is refused), so io_uring would hand every one of them
+ * to a kernel worker thread, which costs a context switch per I/O for what is only a
+ * memory copy.  Completion still comes through the I/O context, like ram's.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -25,6 +30,9 @@
 #include <linux/fs.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/uio.h>
+#include <linux/magic.h>
 
 #include <vioscope/trace.h>
 
@@ -89,12 +97,52 @@ static void file_direct_route(struct vs_backend *be, struct vs_io_req *req)
 		      (unsigned long long)bio->len, req->bounce);
 }
 
+/* tmpfs: the whole bio now, short transfers continued; 0 or -errno. */
+static int file_rw_sync(struct vs_backend *be, struct vs_bio *bio)
+{
+	struct iovec iov[64];
+	uint64_t done = 0;
+	int rwf = bio->op == VS_BIO_WRITE && bio->fua ? RWF_DSYNC : 0;
+
+	while (done < bio->len) {
+		/* the part of the iovecs from `done` on, up to 64 at a time */
+		int n = 0;
+		uint64_t skip = done;
+		for (int i = 0; i < bio->iovcnt && n < 64; i++) {
+			size_t l = bio->iov[i].iov_len;
+			if (skip >= l) {
+				skip -= l;
+				continue;
+			}
+			iov[n].iov_base = (char *)bio->iov[i].iov_base + skip;
+			iov[n++].iov_len = l - skip;
+			skip = 0;
+		}
+		off_t off = (off_t)(bio->offset + done);
+		ssize_t r = bio->op == VS_BIO_READ ? preadv2(be->file.fd, iov, n, off, 0)
+						   : pwritev2(be->file.fd, iov, n, off, rwf);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -errno;
+		if (r == 0)
+			return -EIO; /* the file shrank under us */
+		done += (uint64_t)r;
+	}
+	return 0;
+}
+
 static int file_submit(struct vs_backend *be, struct vs_io_ctx *ctx, struct vs_bio *bio)
 {
-	struct vs_io_req *req = vs_io_req_get(ctx, be, bio);
+	struct vs_io_req *req;
 	struct io_uring_sqe *sqe;
 	bool rw = bio->op == VS_BIO_READ || bio->op == VS_BIO_WRITE;
 
+	if (rw && be->file.memory_fs) {
+		vs_io_ctx_defer(ctx, bio, file_rw_sync(be, bio));
+		return 0;
+	}
+	req = vs_io_req_get(ctx, be, bio);
 	if (!req)
 		return -EAGAIN;
 	req->fd = be->file.fd;
@@ -220,7 +268,10 @@ int vs_be_file_open(struct vs_backend *be, const char *args, char *err, size_t e
 			goto out_err;
 		}
 	} else if (S_ISREG(st.st_mode)) {
+		struct statfs sfs;
 		be->size = (uint64_t)st.st_size;
+		be->file.memory_fs = !direct && fstatfs(fd, &sfs) == 0 &&
+				     sfs.f_type == TMPFS_MAGIC;
 	} else {
 		rc = -EINVAL;
 		snprintf(err, errlen, "file=%s: %s is neither a regular file nor a block device",

@@ -198,7 +198,7 @@ void worker_cmd(struct worker *w, enum wcmd cmd, struct tq *q, int arg)
 /* ---- the loop ------------------------------------------------------------------------------- */
 static void worker_pass(struct worker *w)
 {
-	if (w->io && vs_io_ctx_inflight(w->io)) {
+	if (w->io && vs_io_ctx_inflight(w->io) && (!w->poll || vs_io_ctx_pending(w->io))) {
 		int rc = vs_io_ctx_reap(w->io, false);
 		if (rc < 0)
 			VS_ERROR(IO, "worker %u: reap failed: %s", w->id, strerror(-rc));
@@ -311,6 +311,10 @@ int worker_init(struct vs_target *t, struct worker *w, unsigned id, bool ctl, bo
 		VS_ERROR(INIT, "worker %u: I/O context: %s", id, strerror(-rc));
 		return rc;
 	}
+	/* A polling worker looks at the completion ring itself: no eventfd traffic. */
+	if (w->poll && (rc = vs_io_ctx_set_polled(w->io, true)) < 0)
+		VS_WARNING(INIT, "worker %u: cannot quiet the I/O eventfd (%s): it stays on", id,
+			   strerror(-rc));
 	ev.data.u64 = EV_IO;
 	if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, vs_io_ctx_fd(w->io), &ev) < 0)
 		return -errno;
