@@ -6,6 +6,7 @@
  * flavour, interleaved in rounds, printed as the seed driver's table.
  */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -28,7 +29,8 @@
 
 static const char *const default_profiles[] = { "seq1m-q8t1", "seq1m-q1t1", "rnd4k-q32t16",
 						 "rnd4k-q1t1" };
-static const char *const flavour_profiles[] = { "seq1m-q8t1", "rnd4k-q32t16" };
+/* The seed driver's table: a sequential and a random column (--profile twice overrides). */
+static const char *flavour_profiles[2] = { "seq1m-q8t1", "rnd4k-q32t16" };
 
 static void usage(FILE *f)
 {
@@ -333,26 +335,33 @@ static int run_flavours(struct bench_opts *o, int rounds, bool json)
 	}
 	double off_seq = got[0] ? median(mib[0][0], got[0]) : 0;
 	double off_rnd = got[0] ? median(mib[0][1], got[0]) : 0;
+	/* Column titles from the profile names: "rnd4k-q32t16" -> "RND4K Q32T16 MiB/s". */
+	char col[2][48];
+	for (int i = 0; i < 2; i++) {
+		snprintf(col[i], sizeof col[i], "%s MiB/s", flavour_profiles[i]);
+		for (char *c = col[i]; *c && *c != ' '; c++)
+			*c = *c == '-' ? ' ' : (char)toupper((unsigned char)*c);
+	}
 	if (json)
 		printf("[\n");
 	else
-		printf("%-24s | %16s | %18s | %9s | %8s | %s\n", "flavour", "SEQ1M Q8T1 MiB/s",
-		       "RND4K Q32T16 MiB/s", "IOPS", "us", "x off (seq/rnd)");
+		printf("%-24s | %18s | %20s | %9s | %8s | %s\n", "flavour", col[0], col[1], "IOPS",
+		       "us", "x off (col 1 / col 2)");
 	for (size_t f = 0; f < NFLAVOURS; f++) {
 		if (!got[f])
 			continue;
 		double s = median(mib[f][0], got[f]), rr = median(mib[f][1], got[f]);
 		double io = median(iops[f], got[f]), us = median(lat[f], got[f]);
 		if (json) {
-			printf("  {\"flavour\": \"%s\", \"rounds\": %d, \"seq1m_q8t1_mib_s\": %.1f, "
-			       "\"rnd4k_q32t16_mib_s\": %.1f, \"rnd4k_q32t16_iops\": %.0f, "
-			       "\"rnd4k_q32t16_mean_us\": %.1f, \"ratio_seq\": %.3f, \"ratio_rnd\": "
-			       "%.3f, \"trace_lost\": %llu},\n",
-			       flavour_runs[f].label, got[f], s, rr, io, us,
+			printf("  {\"flavour\": \"%s\", \"rounds\": %d, \"profiles\": [\"%s\", \"%s\"], "
+			       "\"mib_s\": [%.1f, %.1f], \"iops_2\": %.0f, \"mean_us_2\": %.1f, "
+			       "\"ratio_to_off\": [%.3f, %.3f], \"trace_lost\": %llu},\n",
+			       flavour_runs[f].label, got[f], flavour_profiles[0], flavour_profiles[1],
+			       s, rr, io, us,
 			       off_seq > 0 ? s / off_seq : 0, off_rnd > 0 ? rr / off_rnd : 0,
 			       (unsigned long long)lost[f]);
 		} else {
-			printf("%-24s | %16.1f | %18.1f | %9.0f | %8.1f | %.3f / %.3f", flavour_runs[f].label,
+			printf("%-24s | %18.1f | %20.1f | %9.0f | %8.1f | %.3f / %.3f", flavour_runs[f].label,
 			       s, rr, io, us, off_seq > 0 ? s / off_seq : 0,
 			       off_rnd > 0 ? rr / off_rnd : 0);
 			if (flavour_runs[f].record)
@@ -362,12 +371,11 @@ static int run_flavours(struct bench_opts *o, int rounds, bool json)
 	}
 	if (have_fio) {
 		if (json)
-			printf("  {\"flavour\": \"fio io_uring (raw)\", \"seq1m_q8t1_mib_s\": %.1f, "
-			       "\"rnd4k_q32t16_mib_s\": %.1f, \"rnd4k_q32t16_iops\": %.0f, "
-			       "\"rnd4k_q32t16_mean_us\": %.1f}\n",
+			printf("  {\"flavour\": \"fio io_uring (raw)\", \"mib_s\": [%.1f, %.1f], "
+			       "\"iops_2\": %.0f, \"mean_us_2\": %.1f}\n",
 			       fio[0].mib_s, fio[1].mib_s, fio[1].iops, fio[1].mean_us);
 		else
-			printf("%-24s | %16.1f | %18.1f | %9.0f | %8.1f |\n", "fio io_uring (raw)",
+			printf("%-24s | %18.1f | %20.1f | %9.0f | %8.1f |\n", "fio io_uring (raw)",
 			       fio[0].mib_s, fio[1].mib_s, fio[1].iops, fio[1].mean_us);
 	} else if (json) {
 		printf("  {}\n");
@@ -500,6 +508,14 @@ int cmd_bench(int argc, char **argv)
 	if (flavours) {
 		if (o.seconds == 5)
 			o.seconds = 2;
+		if (nprof == 2) {
+			flavour_profiles[0] = profiles[0];
+			flavour_profiles[1] = profiles[1];
+		} else if (nprof) {
+			fprintf(stderr, "bench --flavours: give two --profile (the table's columns) "
+					"or none (seq1m-q8t1, rnd4k-q32t16)\n");
+			return 2;
+		}
 		return run_flavours(&o, rounds, o.json);
 	}
 	if (!nprof)
