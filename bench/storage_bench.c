@@ -286,7 +286,10 @@ static int run_flavours(struct bench_opts *o, int rounds, bool json)
 				"on %s (interleaved: each round runs every flavour once)\n",
 			rounds, NFLAVOURS, np, o->seconds, o->target_spec);
 	for (int r = 0; r < rounds; r++) {
-		for (size_t f = 0; f < NFLAVOURS; f++) {
+		/* Each round starts one flavour further on, so no flavour always runs
+		 * right after the recorded one (which leaves dirty pages and busy CPUs). */
+		for (size_t k = 0; k < NFLAVOURS; k++) {
+			size_t f = (k + (size_t)r) % NFLAVOURS;
 			char bin[PATH_MAX + 64], *out = NULL;
 			snprintf(bin, sizeof bin, "%s/%s", dir, flavour_runs[f].binary);
 			if (access(bin, X_OK) != 0)

@@ -7,10 +7,10 @@
 
 #include "scsi/scsi_int.h"
 
-size_t vs_scsi_copy_to_iov(const struct iovec *iov, int cnt, size_t off, const void *src,
-			   size_t len)
+/* Copy between a flat buffer and the iovecs' bytes from `off` on, either way. */
+static size_t iov_copy(const struct iovec *iov, int cnt, size_t off, uint8_t *buf, size_t len,
+		       bool to_iov)
 {
-	const uint8_t *s = src;
 	size_t done = 0;
 
 	for (int i = 0; i < cnt && done < len; i++) {
@@ -23,33 +23,25 @@ size_t vs_scsi_copy_to_iov(const struct iovec *iov, int cnt, size_t off, const v
 		n -= off;
 		if (n > len - done)
 			n = len - done;
-		memcpy((uint8_t *)iov[i].iov_base + off, s + done, n);
+		if (to_iov)
+			memcpy((uint8_t *)iov[i].iov_base + off, buf + done, n);
+		else
+			memcpy(buf + done, (const uint8_t *)iov[i].iov_base + off, n);
 		done += n;
 		off = 0;
 	}
 	return done;
 }
 
+size_t vs_scsi_copy_to_iov(const struct iovec *iov, int cnt, size_t off, const void *src,
+			   size_t len)
+{
+	return iov_copy(iov, cnt, off, (uint8_t *)(uintptr_t)src, len, true);
+}
+
 size_t vs_scsi_copy_from_iov(void *dst, const struct iovec *iov, int cnt, size_t off, size_t len)
 {
-	uint8_t *d = dst;
-	size_t done = 0;
-
-	for (int i = 0; i < cnt && done < len; i++) {
-		size_t n = iov[i].iov_len;
-
-		if (off >= n) {
-			off -= n;
-			continue;
-		}
-		n -= off;
-		if (n > len - done)
-			n = len - done;
-		memcpy(d + done, (const uint8_t *)iov[i].iov_base + off, n);
-		done += n;
-		off = 0;
-	}
-	return done;
+	return iov_copy(iov, cnt, off, dst, len, false);
 }
 
 void vs_scsi_data_in(struct vs_scsi_cmd *cmd, const void *buf, size_t len, size_t alloc)

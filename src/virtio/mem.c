@@ -65,30 +65,29 @@ static inline int64_t offset_in(uint64_t addr, uint64_t start, uint64_t size)
 	return (int64_t)(addr - start);
 }
 
-void *vs_mem_gpa(const struct vs_mem *m, uint64_t gpa, uint64_t len)
+/* The host address of [addr, addr + len) when it lies inside one region, looked up by
+ * guest physical or by frontend user address. */
+static void *lookup(const struct vs_mem *m, uint64_t addr, uint64_t len, bool by_uva)
 {
 	if (len == 0)
 		len = 1;
 	for (unsigned i = 0; i < m->nregions; i++) {
 		const struct vs_mem_region *r = &m->regions[i];
-		int64_t off = offset_in(gpa, r->gpa, r->size);
+		int64_t off = offset_in(addr, by_uva ? r->uva : r->gpa, r->size);
 		if (off >= 0)
 			return len <= r->size - (uint64_t)off ? r->host + off : NULL;
 	}
 	return NULL;
 }
 
+void *vs_mem_gpa(const struct vs_mem *m, uint64_t gpa, uint64_t len)
+{
+	return lookup(m, gpa, len, false);
+}
+
 void *vs_mem_uva(const struct vs_mem *m, uint64_t uva, uint64_t len)
 {
-	if (len == 0)
-		len = 1;
-	for (unsigned i = 0; i < m->nregions; i++) {
-		const struct vs_mem_region *r = &m->regions[i];
-		int64_t off = offset_in(uva, r->uva, r->size);
-		if (off >= 0)
-			return len <= r->size - (uint64_t)off ? r->host + off : NULL;
-	}
-	return NULL;
+	return lookup(m, uva, len, true);
 }
 
 int vs_mem_gpa_iov(const struct vs_mem *m, uint64_t gpa, uint64_t len, struct iovec *iov,
