@@ -14,6 +14,9 @@
 
 #include "trace/record.h"
 
+/* Bytes of one ring's backlog taken per pass over the rings. */
+#define BACKLOG_SLICE (256u << 10)
+
 static int start_capture(struct vs_shm *s, struct vs_capw *w, const char *target, const char *out,
 			 char *why, size_t whylen)
 {
@@ -121,6 +124,7 @@ int vs_trace_record(const char *target, const char *out, const struct vs_record_
 	bool last_pass = false;
 	for (;;) {
 		size_t got = 0;
+		size_t budget = BACKLOG_SLICE; /* backlog bytes this pass, over all rings */
 		bool owner_gone = !vs_shm_owner_alive(h) || __atomic_load_n(&h->exited, __ATOMIC_ACQUIRE);
 		for (unsigned i = 0; i < n; i++) {
 			struct vs_shm_ring *r = vs_shm_ring(&s, i);
@@ -136,11 +140,18 @@ int vs_trace_record(const char *target, const char *out, const struct vs_record_
 				from[i] = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
 			}
 			uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
+			if (head != from[i] && head - from[i] > BACKLOG_SLICE && budget == 0 &&
+			    !last_pass)
+				continue; /* this pass's share of backlog is spent */
 			if (head != from[i]) {
 				uint64_t old_tail = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
 				size_t k = 0;
 				int64_t mark = -1;
-				if (old_tail == from[i] && head - from[i] <= h->ring_size)
+				/* A backlog (an exited thread's flight record, say) goes by the
+				 * careful path a slice at a time, so it cannot hold up the rings
+				 * of live threads for long. */
+				bool backlog = head - from[i] > BACKLOG_SLICE && !last_pass;
+				if (old_tail == from[i] && !backlog)
 					mark = vs_capw_tell(&w);
 				if (mark >= 0) {
 					/* Streaming: the bytes go from the ring to the file as they
@@ -155,7 +166,11 @@ int vs_trace_record(const char *target, const char *out, const struct vs_record_
 						vs_capw_events(&w, r, i, data, len - first);
 					k = len;
 				} else {
-					k = vs_ring_copy(&s, i, &from[i], head, buf, h->ring_size);
+					size_t cap = backlog ? (budget ? budget : BACKLOG_SLICE)
+							     : h->ring_size;
+					k = vs_ring_copy(&s, i, &from[i], head, buf, cap);
+					if (backlog)
+						budget -= k < budget ? k : budget;
 					vs_capw_events(&w, r, i, buf, k);
 				}
 				/* Hand the space back.  The owner moves the tail itself only in
