@@ -497,11 +497,11 @@ int cmd_bench_trace(int argc, char **argv)
 				samples[(i * 2 + 1) * (size_t)rounds + (size_t)r] =
 					measure(&cases[i], n, 2);
 		}
-		if (!json)
+		if (!json && isatty(STDERR_FILENO))
 			fprintf(stderr, "\r  round %d/%d", r + 1, rounds);
 		rewind(fprintf_file);
 	}
-	if (!json)
+	if (!json && isatty(STDERR_FILENO))
 		fprintf(stderr, "\n");
 	bool cg = callgrind && have_valgrind();
 	/* valgrind must be given our real path: "/proc/self/exe" would name valgrind. */
