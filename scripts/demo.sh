@@ -3,5 +3,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
-scripts/build.sh build
+echo "building (log: build/build.log) ..."
+mkdir -p build
+if ! scripts/build.sh build > build/build.log 2>&1; then
+	tail -40 build/build.log
+	exit 1
+fi
 exec build/tools/vioscope demo "$@"

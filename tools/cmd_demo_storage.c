@@ -31,7 +31,7 @@ static void excerpt(const char *bindir, const char *capture, const char *what, u
 		 "'%s/vioscope' trace decode '%s' > '%s.txt' && "
 		 "printf '   %%s events\\n' \"$(wc -l < '%s.txt')\" && "
 		 "grep -m%u -E ' (VERB|INFO) ' '%s.txt' | sed 's/^/   /' && "
-		 "echo '   ...' && grep -m%u -E 'submit|complete|request|dispatch' '%s.txt' | "
+		 "echo '   ...' && grep -m%u -E ' (IO|QUEUE|SCSI|BACKEND|NOTIFY) ' '%s.txt' | "
 		 "tail -n %u | sed 's/^/   /'",
 		 bindir, capture, capture, capture, lines, capture, 4 * lines, capture, lines);
 	if (run(cmd) < 0)
