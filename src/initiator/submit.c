@@ -284,6 +284,43 @@ bool ini_detach(struct vs_ini_queue *q, struct vs_ini_io *io)
 	return found;
 }
 
+/* Why a request is refused, reported out of line so that the submit path does not
+ * pay for the error sites' set-up (measured: ~20 instructions per request). */
+enum refusal { REF_LUN_INDEX, REF_RANGE, REF_EMPTY_RW, REF_MAX_SECTORS, REF_EMPTY_UNMAP, REF_OP };
+
+static __attribute__((noinline, cold)) int refuse(const struct vs_ini_queue *q,
+						  const struct vs_ini_io *io, enum refusal why,
+						  uint64_t a, uint64_t b)
+{
+	switch (why) {
+	case REF_LUN_INDEX:
+		VS_ERROR(IO, "q %u: LUN index %u, the table has %llu: refused", q->v.idx, io->lun,
+			 (unsigned long long)a);
+		break;
+	case REF_RANGE:
+		VS_ERROR(IO, "q %u lun %u: blocks %llu+%u beyond the LUN's %llu: refused", q->v.idx,
+			 io->lun, (unsigned long long)io->lba, io->nblocks, (unsigned long long)a);
+		break;
+	case REF_EMPTY_RW:
+		VS_ERROR(IO, "q %u lun %u: %s of %u blocks in %d segments: refused", q->v.idx,
+			 io->lun, io->op == VS_INI_READ ? "read" : "write", io->nblocks,
+			 io->iovcnt);
+		break;
+	case REF_MAX_SECTORS:
+		VS_ERROR(IO, "q %u lun %u: %u blocks of %llu bytes exceed max_sectors %llu: refused",
+			 q->v.idx, io->lun, io->nblocks, (unsigned long long)a,
+			 (unsigned long long)b);
+		break;
+	case REF_EMPTY_UNMAP:
+		VS_ERROR(IO, "q %u lun %u: unmap of 0 blocks: refused", q->v.idx, io->lun);
+		break;
+	case REF_OP:
+		VS_ERROR(IO, "q %u: unknown op %d: refused", q->v.idx, (int)io->op);
+		break;
+	}
+	return -EINVAL;
+}
+
 int vs_ini_submit(struct vs_ini_queue *q, struct vs_ini_io *io)
 {
 	struct vs_ini *ini = q->ini;
@@ -292,37 +329,22 @@ int vs_ini_submit(struct vs_ini_queue *q, struct vs_ini_io *io)
 	uint64_t nb, lun_key;
 	uint32_t bs;
 
-	if (io->lun >= atomic_load_explicit(&ini->nluns, memory_order_acquire)) {
-		VS_ERROR(IO, "q %u: LUN index %u, the table has %u: refused", q->v.idx, io->lun,
-			 atomic_load(&ini->nluns));
-		return -EINVAL;
-	}
+	if (io->lun >= atomic_load_explicit(&ini->nluns, memory_order_acquire))
+		return refuse(q, io, REF_LUN_INDEX, atomic_load(&ini->nluns), 0);
 	h = &ini->hot[io->lun];
 	nb = __atomic_load_n(&h->num_blocks, __ATOMIC_RELAXED);
 	bs = __atomic_load_n(&h->block_size, __ATOMIC_RELAXED);
 	lun_key = __atomic_load_n(&h->lun_key, __ATOMIC_RELAXED);
 	memcpy(lun, &lun_key, 8);
-	if (io->lba > nb || io->nblocks > nb - io->lba) {
-		VS_ERROR(IO, "q %u lun %u: blocks %llu+%u beyond the LUN's %llu: refused", q->v.idx,
-			 io->lun, (unsigned long long)io->lba, io->nblocks, (unsigned long long)nb);
-		return -EINVAL;
-	}
+	if (io->lba > nb || io->nblocks > nb - io->lba)
+		return refuse(q, io, REF_RANGE, nb, 0);
 	switch (io->op) {
 	case VS_INI_READ:
 	case VS_INI_WRITE:
-		if (!io->nblocks || !io->iovcnt) {
-			VS_ERROR(IO, "q %u lun %u: %s of %u blocks in %d segments: refused",
-				 q->v.idx, io->lun, io->op == VS_INI_READ ? "read" : "write",
-				 io->nblocks, io->iovcnt);
-			return -EINVAL;
-		}
-		if ((uint64_t)io->nblocks * bs > (uint64_t)ini->max_sectors * 512) {
-			VS_ERROR(IO,
-				 "q %u lun %u: %u blocks of %u bytes exceed max_sectors %u: "
-				 "refused",
-				 q->v.idx, io->lun, io->nblocks, bs, ini->max_sectors);
-			return -EINVAL;
-		}
+		if (!io->nblocks || !io->iovcnt)
+			return refuse(q, io, REF_EMPTY_RW, 0, 0);
+		if ((uint64_t)io->nblocks * bs > (uint64_t)ini->max_sectors * 512)
+			return refuse(q, io, REF_MAX_SECTORS, bs, ini->max_sectors);
 		cdb[0] = io->op == VS_INI_READ ? 0x88 : 0x8a; /* READ(16) / WRITE(16) */
 		cdb[1] = io->fua ? 0x08 : 0;
 		be64(cdb + 2, io->lba);
@@ -337,17 +359,14 @@ int vs_ini_submit(struct vs_ini_queue *q, struct vs_ini_io *io)
 		be32(cdb + 10, io->nblocks);
 		break;
 	case VS_INI_UNMAP:
-		if (!io->nblocks) {
-			VS_ERROR(IO, "q %u lun %u: unmap of 0 blocks: refused", q->v.idx, io->lun);
-			return -EINVAL;
-		}
+		if (!io->nblocks)
+			return refuse(q, io, REF_EMPTY_UNMAP, 0, 0);
 		cdb[0] = 0x42; /* UNMAP(10) */
 		be16(cdb + 7, UNMAP_PARAM_LEN);
 		return ini_submit(q, io, lun, (uint16_t)io->lun, cdb, SLOT_UNMAP | SLOT_NODATA,
 				  0);
 	default:
-		VS_ERROR(IO, "q %u: unknown op %d: refused", q->v.idx, (int)io->op);
-		return -EINVAL;
+		return refuse(q, io, REF_OP, 0, 0);
 	}
 	return ini_submit(q, io, lun, (uint16_t)io->lun, cdb, SLOT_NODATA, 0);
 }
