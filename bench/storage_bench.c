@@ -48,12 +48,6 @@ static void usage(FILE *f)
 	      f);
 }
 
-static void self_path(char *buf, size_t len)
-{
-	ssize_t n = readlink("/proc/self/exe", buf, len - 1);
-	buf[n > 0 ? n : 0] = '\0';
-}
-
 /* Start recorders for pid (and its target) when --record is given. */
 static pid_t start_recorder(const char *exe, int pid, const char *dir, const char *what)
 {
@@ -82,7 +76,7 @@ static uint64_t stop_recorder(pid_t r, const char *dir, const char *what, int pi
 	/* Count what was lost from the capture itself: the decoder reports every loss. */
 	snprintf(out, sizeof out, "%s/%s-%d.vst", dir, what, pid);
 	char self[PATH_MAX];
-	self_path(self, sizeof self);
+	vs_self_exe(self, sizeof self);
 	snprintf(cmd, sizeof cmd, "'%s' trace decode --json '%s' | grep '\"type\":\"loss\"'", self,
 		 out);
 	FILE *f = popen(cmd, "r");
@@ -103,7 +97,7 @@ static int run_profiles(struct bench_opts *o, char **profiles, int nprof, bool f
 	int tpid = -1, rc = 0;
 	pid_t rec_self = -1, rec_target = -1;
 
-	self_path(exe, sizeof exe);
+	vs_self_exe(exe, sizeof exe);
 	if (!o->socket) {
 		if (!o->target_spec) {
 			if (bench_default_image(spec, sizeof spec, why, sizeof why) < 0) {
@@ -261,7 +255,7 @@ static int run_flavours(struct bench_opts *o, int rounds, bool json)
 {
 	char exe[PATH_MAX], dir[PATH_MAX], why[512], spec[1024];
 	char tmp[] = "/tmp/vioscope-flavours-XXXXXX";
-	self_path(exe, sizeof exe);
+	vs_self_exe(exe, sizeof exe);
 	snprintf(dir, sizeof dir, "%s", exe);
 	*strrchr(dir, '/') = '\0';
 	if (!o->target_spec) {

@@ -458,8 +458,7 @@ int cmd_bench_trace(int argc, char **argv)
 	if (inner_sustained) {
 		char exe[512];
 		struct result r;
-		ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
-		exe[k > 0 ? k : 0] = '\0';
+		vs_self_exe(exe, sizeof exe);
 		if (sustained(exe, inner_sustained, sustain_rate, &r, dir) < 0)
 			rc = 1;
 		else
@@ -506,8 +505,7 @@ int cmd_bench_trace(int argc, char **argv)
 	bool cg = callgrind && have_valgrind();
 	/* valgrind must be given our real path: "/proc/self/exe" would name valgrind. */
 	char self[512];
-	ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
-	self[sl > 0 ? sl : 0] = '\0';
+	vs_self_exe(self, sizeof self);
 	if (callgrind && !cg)
 		fprintf(stderr, "bench trace: valgrind not found: no instruction counts\n");
 	for (size_t i = 0; i < NCASES; i++) {
@@ -533,8 +531,7 @@ int cmd_bench_trace(int argc, char **argv)
 	}
 	if (sust) {
 		char exe[512];
-		ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
-		exe[k > 0 ? k : 0] = '\0';
+		vs_self_exe(exe, sizeof exe);
 		/* At the goal's rate (must not drop), then unpaced (shows where it drops);
 		 * each in a fresh process, so no other thread's flight record is queued
 		 * ahead of the measured one. */

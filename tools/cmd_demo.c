@@ -201,12 +201,11 @@ int cmd_demo(int argc, char **argv)
 		return strcmp(argv[1], "--help") ? 2 : 0;
 	}
 	char self[PATH_MAX], dir[PATH_MAX], exe[PATH_MAX + 16];
-	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-	if (n <= 0) {
+	vs_self_exe(self, sizeof self);
+	if (!self[0]) {
 		fprintf(stderr, "demo: cannot find my own binary\n");
 		return 1;
 	}
-	self[n] = '\0';
 	snprintf(dir, sizeof dir, "%s", self);
 	*strrchr(dir, '/') = '\0';
 	const char *keep = getenv("VIOSCOPE_DEMO_DIR");

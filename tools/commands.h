@@ -2,6 +2,8 @@
 #ifndef VS_TOOLS_COMMANDS_H
 #define VS_TOOLS_COMMANDS_H
 
+#include <stddef.h>
+
 struct command {
 	const char *name;
 	int (*fn)(int argc, char **argv);
@@ -19,6 +21,8 @@ int demo_storage(const char *bindir, const char *out);
 
 /* main()'s argv, for commands that re-execute themselves. */
 extern char **vs_main_argv;
+/* This binary's path (empty if unknown): commands run it again, or its siblings. */
+void vs_self_exe(char *buf, size_t len);
 
 /* Parse a non-negative decimal number of seconds; -1 when malformed. */
 double parse_seconds(const char *s);

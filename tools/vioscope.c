@@ -2,6 +2,7 @@
 /* vioscope: one command, subcommands per job. */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <vioscope/trace.h>
 
@@ -26,6 +27,12 @@ static void usage(FILE *f)
 }
 
 char **vs_main_argv;
+
+void vs_self_exe(char *buf, size_t len)
+{
+	ssize_t n = readlink("/proc/self/exe", buf, len - 1);
+	buf[n > 0 ? n : 0] = '\0';
+}
 
 int main(int argc, char **argv)
 {

@@ -306,6 +306,17 @@ void vs_ctl_compute(struct vs_trace_control *ctl, uint32_t level, uint32_t mask)
 		ctl->enabled[l] = l <= level ? mask : 0;
 }
 
+void vs_ctl_store(struct vs_shm_header *h, uint32_t level, uint32_t mask)
+{
+	struct vs_trace_control c;
+	vs_ctl_compute(&c, level, mask);
+	h->level = level;
+	h->flags = mask;
+	/* Word by word: sites read them with plain loads while we write. */
+	for (int i = 0; i < 8; i++)
+		__atomic_store_n(&h->ctl.enabled[i], c.enabled[i], __ATOMIC_RELAXED);
+}
+
 int vs_spec_parse(const char *spec, const char *const flag_names[32], uint32_t *level,
 		  uint32_t *mask, char *why, size_t whylen)
 {

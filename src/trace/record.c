@@ -108,12 +108,7 @@ int vs_trace_record(const char *target, const char *out, const struct vs_record_
 				   &mask, why, whylen);
 		if (rc < 0)
 			goto out;
-		struct vs_trace_control c;
-		vs_ctl_compute(&c, level, mask);
-		h->level = level;
-		h->flags = mask;
-		for (int i = 0; i < 8; i++)
-			__atomic_store_n(&h->ctl.enabled[i], c.enabled[i], __ATOMIC_RELAXED);
+		vs_ctl_store(h, level, mask);
 	}
 	__atomic_store_n(&h->recorder_pid, (int32_t)getpid(), __ATOMIC_RELAXED);
 	__atomic_store_n(&h->mode, VS_MODE_STREAM, __ATOMIC_RELEASE);
@@ -122,10 +117,17 @@ int vs_trace_record(const char *target, const char *out, const struct vs_record_
 
 	uint64_t t_end = o->duration_s > 0 ? now_ns() + (uint64_t)(o->duration_s * 1e9) : 0;
 	bool last_pass = false;
+	uint64_t next_alive_check = 0;
 	for (;;) {
 		size_t got = 0;
 		size_t budget = BACKLOG_SLICE; /* backlog bytes this pass, over all rings */
-		bool owner_gone = !vs_shm_owner_alive(h) || __atomic_load_n(&h->exited, __ATOMIC_ACQUIRE);
+		/* exited is one load; whether a killed owner is still there means reading
+		 * /proc, so that is asked at most every 50 ms, not on every pass. */
+		bool owner_gone = __atomic_load_n(&h->exited, __ATOMIC_ACQUIRE);
+		if (!owner_gone && now_ns() >= next_alive_check) {
+			owner_gone = !vs_shm_owner_alive(h);
+			next_alive_check = now_ns() + 50000000ull;
+		}
 		for (unsigned i = 0; i < n; i++) {
 			struct vs_shm_ring *r = vs_shm_ring(&s, i);
 			uint32_t state = __atomic_load_n(&r->state, __ATOMIC_ACQUIRE);
@@ -244,14 +246,8 @@ int vs_trace_enable(const char *target, const char *spec, char *why, size_t whyl
 	if (rc < 0)
 		return rc;
 	rc = vs_spec_parse(spec, (const char *const *)s.meta.flag_names, &level, &mask, why, whylen);
-	if (rc == 0) {
-		struct vs_trace_control c;
-		vs_ctl_compute(&c, level, mask);
-		s.hdr->level = level;
-		s.hdr->flags = mask;
-		for (int i = 0; i < 8; i++)
-			__atomic_store_n(&s.hdr->ctl.enabled[i], c.enabled[i], __ATOMIC_RELAXED);
-	}
+	if (rc == 0)
+		vs_ctl_store(s.hdr, level, mask);
 	vs_shm_close(&s);
 	return rc;
 }

@@ -671,20 +671,15 @@ int vs_trace_set(int level, uint32_t flag_mask)
 {
 	if (level < 0 || level > VS_LEVEL_MAX)
 		return -EINVAL;
-	struct vs_trace_control c;
-	vs_ctl_compute(&c, (uint32_t)level, flag_mask);
 	if (!rt.hdr && rt.forked) {
-		rt.fork_ctl = c;
+		vs_ctl_compute(&rt.fork_ctl, (uint32_t)level, flag_mask);
 		rt.fork_level = (uint32_t)level;
 		rt.fork_flags = flag_mask;
 		return 0;
 	}
 	if (!rt.hdr)
 		return -ENODEV;
-	rt.hdr->level = (uint32_t)level;
-	rt.hdr->flags = flag_mask;
-	for (int i = 0; i < 8; i++)
-		__atomic_store_n(&rt.hdr->ctl.enabled[i], c.enabled[i], __ATOMIC_RELAXED);
+	vs_ctl_store(rt.hdr, (uint32_t)level, flag_mask);
 	return 0;
 }
 

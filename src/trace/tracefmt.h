@@ -115,6 +115,9 @@ int vs_spec_parse(const char *spec, const char *const flag_names[32], uint32_t *
 		  uint32_t *mask, char *why, size_t whylen);
 /* Recompute control words from a threshold and mask. */
 void vs_ctl_compute(struct vs_trace_control *ctl, uint32_t level, uint32_t mask);
+/* Set a process's threshold and mask, live (the process or a tool). */
+struct vs_shm_header;
+void vs_ctl_store(struct vs_shm_header *h, uint32_t level, uint32_t mask);
 const char *vs_level_name(unsigned level);
 
 /* ---- tool side: attach to a process's shared memory ------------------------------------ */

@@ -133,6 +133,17 @@ int th_run(const char *const argv[], const char *const env[], const char *out, c
 	return pid < 0 ? -1 : th_wait(pid);
 }
 
+bool th_file_contains(const char *path, const char *needle)
+{
+	char *text = th_read_file(path, NULL);
+	bool found = text && strstr(text, needle);
+	if (!found)
+		fprintf(stderr, "%s does not contain \"%s\":\n%s\n", path, needle,
+			text ? text : "");
+	free(text);
+	return found;
+}
+
 char *th_read_file(const char *path, size_t *len)
 {
 	FILE *f = fopen(path, "rb");

@@ -35,6 +35,8 @@ int th_run(const char *const argv[], const char *const env[], const char *out, c
 /* Read a whole file, NUL-terminated (malloc'd); NULL on error. */
 char *th_read_file(const char *path, size_t *len);
 int th_write_file(const char *path, const void *data, size_t len);
+/* Does the file contain needle?  When not, prints the file (for the failing test). */
+bool th_file_contains(const char *path, const char *needle);
 
 /* A close-on-exec pipe; th_spawn's KEEP_FDS are made inheritable in the child only,
  * so other children never hold a stray end open. */

@@ -62,15 +62,6 @@ static int cli(struct ctx *c, const char *a1, const char *a2, const char *a3, co
 	return th_run(argv, env, c->out, c->err);
 }
 
-static bool file_contains(const char *path, const char *needle)
-{
-	char *text = th_read_file(path, NULL);
-	bool found = text && strstr(text, needle);
-	if (!found)
-		print_error("%s does not contain \"%s\":\n%s\n", path, needle, text ? text : "");
-	free(text);
-	return found;
-}
 
 /* Run the cold workload in seq mode to completion with extra environment ENV2. */
 static pid_t run_workload(struct ctx *c, const char *env2, int *status)
@@ -137,14 +128,14 @@ static void test_keep_leaves_the_file_for_a_dump(void **state)
 
 	assert_int_equal(cli(c, "list", NULL, NULL, NULL, NULL), 0);
 	snprintf(line, sizeof line, "\n%-8d dead  cold", (int)pid);
-	assert_true(file_contains(c->out, line));
+	assert_true(th_file_contains(c->out, line));
 
 	snprintf(pidstr, sizeof pidstr, "%d", (int)pid);
 	snprintf(cap, sizeof cap, "%s.vstrace", c->dir);
 	assert_int_equal(cli(c, "dump", pidstr, "-o", cap, NULL), 0);
-	assert_true(file_contains(c->err, "3 thread(s)"));
+	assert_true(th_file_contains(c->err, "3 thread(s)"));
 	assert_int_equal(cli(c, "decode", cap, NULL, NULL, NULL), 0);
-	assert_true(file_contains(c->out, "seq t=2 i=299 "));
+	assert_true(th_file_contains(c->out, "seq t=2 i=299 "));
 	unlink(cap);
 }
 
@@ -157,10 +148,10 @@ static void test_list_shows_live_process(void **state)
 
 	pid_t pid = start_holder(c);
 	assert_int_equal(cli(c, "list", NULL, NULL, NULL, NULL), 0);
-	assert_true(file_contains(c->out, "PID      STATE FLAVOUR"));
+	assert_true(th_file_contains(c->out, "PID      STATE FLAVOUR"));
 	snprintf(line, sizeof line, "\n%-8d live  cold       info     all", (int)pid);
-	assert_true(file_contains(c->out, line));
-	assert_true(file_contains(c->out, "trace_workload-cold\n"));
+	assert_true(th_file_contains(c->out, line));
+	assert_true(th_file_contains(c->out, "trace_workload-cold\n"));
 	stop_holder(pid);
 }
 
@@ -173,13 +164,13 @@ static void test_clean_keeps_live_process_files(void **state)
 
 	pid_t pid = start_holder(c);
 	assert_int_equal(cli(c, "clean", NULL, NULL, NULL, NULL), 0);
-	assert_true(file_contains(c->out, "no trace files of dead processes"));
+	assert_true(th_file_contains(c->out, "no trace files of dead processes"));
 	th_shm_path(shm, sizeof shm, c->dir, pid);
 	assert_int_equal(stat(shm, &st), 0);
 	stop_holder(pid);
 	/* now dead: --dry-run names it and leaves it, clean removes it */
 	assert_int_equal(cli(c, "clean", "--dry-run", NULL, NULL, NULL), 0);
-	assert_true(file_contains(c->out, "would remove"));
+	assert_true(th_file_contains(c->out, "would remove"));
 	assert_int_equal(stat(shm, &st), 0);
 	assert_int_equal(cli(c, "clean", NULL, NULL, NULL, NULL), 0);
 	assert_int_equal(stat(shm, &st), -1);
@@ -194,40 +185,40 @@ static void test_bad_input_is_refused_clearly(void **state)
 	struct stat st;
 
 	assert_int_equal(cli(c, "frobnicate", NULL, NULL, NULL, NULL), 2);
-	assert_true(file_contains(c->err, "unknown subcommand 'frobnicate'"));
+	assert_true(th_file_contains(c->err, "unknown subcommand 'frobnicate'"));
 	assert_int_equal(cli(c, NULL, NULL, NULL, NULL, NULL), 2);
-	assert_true(file_contains(c->err, "usage: vioscope trace"));
+	assert_true(th_file_contains(c->err, "usage: vioscope trace"));
 
 	pid_t pid = start_holder(c);
 	snprintf(pidstr, sizeof pidstr, "%d", (int)pid);
 	assert_int_equal(cli(c, "enable", pidstr, "verbose:nosuchflag", NULL, NULL), 1);
-	assert_true(file_contains(c->err, "unknown flag 'nosuchflag'"));
-	assert_true(file_contains(c->err, "test")); /* lists the known flags */
+	assert_true(th_file_contains(c->err, "unknown flag 'nosuchflag'"));
+	assert_true(th_file_contains(c->err, "test")); /* lists the known flags */
 	assert_int_equal(cli(c, "enable", pidstr, "loud", NULL, NULL), 1);
-	assert_true(file_contains(c->err, "unknown level 'loud'"));
+	assert_true(th_file_contains(c->err, "unknown level 'loud'"));
 	assert_int_equal(cli(c, "enable", pidstr, NULL, NULL, NULL), 2);
-	assert_true(file_contains(c->err, "usage"));
+	assert_true(th_file_contains(c->err, "usage"));
 	assert_int_equal(cli(c, "dump", pidstr, NULL, NULL, NULL), 2);
-	assert_true(file_contains(c->err, "usage: dump PID -o FILE"));
+	assert_true(th_file_contains(c->err, "usage: dump PID -o FILE"));
 	assert_int_equal(cli(c, "record", pidstr, NULL, NULL, NULL), 2);
-	assert_true(file_contains(c->err, "usage: record PID -o FILE"));
+	assert_true(th_file_contains(c->err, "usage: record PID -o FILE"));
 	snprintf(cap, sizeof cap, "%s.vstrace", c->dir);
 	assert_int_equal(cli(c, "record", pidstr, "-o", cap, "--duration=abc"), 2);
-	assert_true(file_contains(c->err, "bad --duration 'abc'"));
+	assert_true(th_file_contains(c->err, "bad --duration 'abc'"));
 	assert_int_equal(stat(cap, &st), -1); /* nothing written */
 	stop_holder(pid);
 
 	assert_int_equal(cli(c, "enable", "2147483646", "info", NULL, NULL), 1);
-	assert_true(file_contains(c->err, "no traced process with that pid"));
+	assert_true(th_file_contains(c->err, "no traced process with that pid"));
 	assert_int_equal(cli(c, "dump", "2147483646", "-o", cap, NULL), 1);
-	assert_true(file_contains(c->err, "no traced process with that pid"));
+	assert_true(th_file_contains(c->err, "no traced process with that pid"));
 	assert_int_equal(stat(cap, &st), -1);
 	assert_int_equal(cli(c, "decode", NULL, NULL, NULL, NULL), 2);
-	assert_true(file_contains(c->err, "usage: decode FILE"));
+	assert_true(th_file_contains(c->err, "usage: decode FILE"));
 	assert_int_equal(cli(c, "decode", "/nonexistent/capture", NULL, NULL, NULL), 1);
-	assert_true(file_contains(c->err, "No such file or directory"));
+	assert_true(th_file_contains(c->err, "No such file or directory"));
 	assert_int_equal(cli(c, "decode", "--level", "loud", "x", NULL), 2);
-	assert_true(file_contains(c->err, "--level loud"));
+	assert_true(th_file_contains(c->err, "--level loud"));
 	assert_int_equal(cli(c, "list", "extra", NULL, NULL, NULL), 2);
 	assert_int_equal(cli(c, "clean", "--force", NULL, NULL, NULL), 2);
 }
@@ -419,11 +410,11 @@ static void test_decode_filters_and_json(void **state)
 	assert_null(strstr(out, "str abc"));
 	free(out);
 	assert_int_equal(cli(c, "decode", cap, "--flag", "nosuchflag", NULL), 1);
-	assert_true(file_contains(c->err, "unknown flag 'nosuchflag'"));
+	assert_true(th_file_contains(c->err, "unknown flag 'nosuchflag'"));
 
 	snprintf(tid, sizeof tid, "%d", (int)pid); /* the main thread */
 	assert_int_equal(cli(c, "decode", cap, "--thread", tid, NULL), 0);
-	assert_true(file_contains(c->out, "str abc"));
+	assert_true(th_file_contains(c->out, "str abc"));
 	assert_int_equal(cli(c, "decode", cap, "--thread", "1", NULL), 0);
 	out = th_read_file(c->out, NULL);
 	assert_string_equal(out, "");
@@ -440,9 +431,9 @@ static void test_decode_filters_and_json(void **state)
 	}
 	assert_true(lines >= 10);
 	free(out);
-	assert_true(file_contains(c->out, "\"level\":\"info\",\"flag\":\"TEST\","
+	assert_true(th_file_contains(c->out, "\"level\":\"info\",\"flag\":\"TEST\","
 					  "\"function\":\"wl_kinds\""));
-	assert_true(file_contains(c->out, "\"message\":\"str abc\"}"));
+	assert_true(th_file_contains(c->out, "\"message\":\"str abc\"}"));
 
 	/* Chrome trace-event JSON: one array; entry/exit become B/E, the rest instants */
 	assert_int_equal(cli(c, "decode", cap, "--chrome", NULL, NULL), 0);

@@ -59,15 +59,6 @@ static int cli(struct ctx *c, const char *a1, const char *a2, const char *a3, co
 	return th_run(argv, env, c->out, c->err);
 }
 
-static bool file_contains(const char *path, const char *needle)
-{
-	char *text = th_read_file(path, NULL);
-	bool found = text && strstr(text, needle);
-	if (!found)
-		print_error("%s does not contain \"%s\":\n%s\n", path, needle, text ? text : "");
-	free(text);
-	return found;
-}
 
 /* ---- what a dump holds ----------------------------------------------------------------- */
 struct ticks {
@@ -189,7 +180,7 @@ static void test_enable_then_disable_live(void **state)
 	assert_int_equal(d.n, 0);
 
 	assert_int_equal(cli(c, "enable", pidstr, "verbose:test", NULL, NULL), 0);
-	assert_true(file_contains(c->out, "tracing set to verbose:test"));
+	assert_true(th_file_contains(c->out, "tracing set to verbose:test"));
 	uint32_t on_at = tick_count(&t); /* every tick from here on passed an enabled check */
 	wait_ticks(&t, on_at, 5);
 	dump_ticks(c, t.pid, &d);
@@ -260,7 +251,7 @@ static void test_record_enables_and_stops_on_sigint(void **state)
 	assert_true(d.contiguous);
 	assert_true(d.first <= on_at);
 	assert_true(d.last >= on_at + 4);
-	assert_true(file_contains(c->err, " 0 dropped, 0 overwritten"));
+	assert_true(th_file_contains(c->err, " 0 dropped, 0 overwritten"));
 	assert_int_equal(waitpid(t.pid, NULL, WNOHANG), 0);
 	ticker_quit(&t);
 }
@@ -334,11 +325,11 @@ static void test_sigkill_flight_record_recovered_then_cleaned(void **state)
 	assert_int_equal(cli(c, "list", NULL, NULL, NULL, NULL), 0);
 	char line_start[64];
 	snprintf(line_start, sizeof line_start, "\n%-8d dead", (int)pid);
-	assert_true(file_contains(c->out, line_start));
+	assert_true(th_file_contains(c->out, line_start));
 
 	snprintf(cap, sizeof cap, "%s/killed.vstrace", c->dir);
 	assert_int_equal(cli(c, "dump", pidstr, "-o", cap, NULL), 0);
-	assert_true(file_contains(c->err, "(process not running)"));
+	assert_true(th_file_contains(c->err, "(process not running)"));
 	if (th_walk(cap, on_seq, &s, why, sizeof why) != 0)
 		fail_msg("%s", why);
 	assert_int_equal(s.bad_text, 0);
@@ -352,7 +343,7 @@ static void test_sigkill_flight_record_recovered_then_cleaned(void **state)
 	assert_int_equal(cli(c, "clean", NULL, NULL, NULL, NULL), 0);
 	char removed[700];
 	snprintf(removed, sizeof removed, "removed %s", shm);
-	assert_true(file_contains(c->out, removed));
+	assert_true(th_file_contains(c->out, removed));
 	assert_int_equal(stat(shm, &st), -1);
 	assert_int_equal(errno, ENOENT);
 }
