@@ -216,12 +216,8 @@ int cmd_demo(int argc, char **argv)
 		return 1;
 	}
 	mkdir(out, 0700);
-#ifdef VIOSCOPE_HAVE_INITIATOR
 	if (!trace_only)
 		return demo_storage(dir, out);
-#else
-	(void)trace_only;
-#endif
 	printf("vioscope demo: %d worker threads x %d requests, each request traced on the hot "
 	       "path (VS_VERBOSE_HP, VS_ENTER/EXIT_HP)\nand the cold path (VS_INFO, VS_WARNING). "
 	       "Recorded with `vioscope trace record`, decoded with `vioscope trace decode`.\n",

@@ -12,9 +12,7 @@ static const struct command commands[] = {
 	{ "trace", cmd_trace, "list, enable, record, dump, decode and clean traces" },
 	{ "bench", cmd_bench, "benchmarks (`vioscope bench trace`)" },
 	{ "demo", cmd_demo, "a small traced workload, recorded and decoded" },
-#ifdef VIOSCOPE_HAVE_TARGET
 	{ "target", cmd_target, "vhost-user-scsi target (device)" },
-#endif
 };
 
 static void usage(FILE *f)
