@@ -22,10 +22,11 @@ exe="$build/tools/vioscope$suffix"
 command -v valgrind >/dev/null || { echo "valgrind is needed (apt-get install valgrind)" >&2; exit 2; }
 
 work=$(mktemp -d /tmp/vs-callgrind.XXXXXX)
+[[ -n "${KEEP:-}" ]] && echo "keeping $work" >&2
 tpid=""
 cleanup() {
 	[[ -n "$tpid" ]] && kill "$tpid" 2>/dev/null && wait "$tpid" 2>/dev/null
-	rm -rf "$work"
+	[[ -n "${KEEP:-}" ]] || rm -rf "$work"
 }
 trap cleanup EXIT
 

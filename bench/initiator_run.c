@@ -17,13 +17,7 @@
 
 #include "bench/storage.h"
 #include "initiator/initiator.h"
-
-static uint64_t mono_ns(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
+#include "util/util.h"
 
 struct worker;
 struct slot {
@@ -84,7 +78,7 @@ static void on_done(struct vs_ini_io *io)
 {
 	struct slot *s = io->opaque;
 	struct worker *w = s->w;
-	uint64_t now = mono_ns();
+	uint64_t now = vs_mono_ns();
 	pthread_mutex_lock(&w->lock);
 	if (now <= w->t_end) {
 		if (io->result == 0) {
@@ -115,7 +109,7 @@ static int submit_one(struct slot *s)
 	io->iovcnt = 1;
 	io->done = on_done;
 	io->opaque = s;
-	io->submit_ns = mono_ns();
+	io->submit_ns = vs_mono_ns();
 	atomic_fetch_add(&w->inflight, 1);
 	for (;;) {
 		int rc = vs_ini_submit(w->q, io);
@@ -150,8 +144,8 @@ static void *worker_main(void *arg)
 			vs_ini_poll(w->q, 64);
 	}
 	/* Drain what is still in flight: requests must finish before buffers go. */
-	uint64_t give_up = mono_ns() + 10ull * 1000000000ull;
-	while (atomic_load(&w->inflight) && mono_ns() < give_up) {
+	uint64_t give_up = vs_mono_ns() + 10ull * 1000000000ull;
+	while (atomic_load(&w->inflight) && vs_mono_ns() < give_up) {
 		if (w->interrupt)
 			usleep(100);
 		else
@@ -242,18 +236,18 @@ int bench_run_initiator(const struct bench_opts *o, const struct bench_profile *
 			snprintf(why, whylen, "out of memory");
 		return rc;
 	}
-	uint64_t t0 = mono_ns(), t_end = t0 + (uint64_t)(o->seconds * 1e9);
+	uint64_t t0 = vs_mono_ns(), t_end = t0 + (uint64_t)(o->seconds * 1e9);
 	for (unsigned t = 0; t < p->threads; t++) {
 		ws[t].t_end = t_end;
 		pthread_create(&ws[t].thread, NULL, worker_main, &ws[t]);
 	}
-	while (mono_ns() < t_end) {
+	while (vs_mono_ns() < t_end) {
 		usleep(100000);
 		if (o->progress) {
 			uint64_t bytes = 0;
 			for (unsigned t = 0; t < p->threads; t++)
 				bytes += ws[t].bytes;
-			double el = (double)(mono_ns() - t0) / 1e9;
+			double el = (double)(vs_mono_ns() - t0) / 1e9;
 			fprintf(stderr, "\r  %-14s %-5s %4.1f/%.1f s %10.1f MiB/s   ", p->name,
 				o->write ? "write" : "read", el, o->seconds,
 				(double)bytes / (1024.0 * 1024.0) / el);

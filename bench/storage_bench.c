@@ -23,7 +23,8 @@
 #include <vioscope/trace.h>
 
 #include "bench/storage.h"
-#include "tools/commands.h"
+#include "bench/trace_bench.h"
+#include "util/util.h"
 
 #define MAX_PROFILES 16
 
@@ -384,7 +385,7 @@ static int run_flavours(struct bench_opts *o, int rounds, bool json)
 	return system(cmd) == 0 ? 0 : 1;
 }
 
-int cmd_bench(int argc, char **argv)
+static int cmd_bench(int argc, char **argv)
 {
 	if (argc >= 2 && !strcmp(argv[1], "trace"))
 		return cmd_bench_trace(argc - 1, argv + 1);
@@ -405,7 +406,8 @@ int cmd_bench(int argc, char **argv)
 	int nprof = 0, rounds = 3, c;
 	bool fio = false, flavours = false;
 	const char *record = NULL;
-	char why[256], *end;
+	char why[256];
+	uint64_t v;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "s:t:p:w:T:q:ijPfFr:R:h", opts, NULL)) != -1) {
@@ -443,18 +445,13 @@ int cmd_bench(int argc, char **argv)
 			o.write = !strcmp(optarg, "write");
 			break;
 		case 'T':
-			o.seconds = parse_seconds(optarg);
-			if (o.seconds < 0.2 || o.seconds > 3600) {
-				fprintf(stderr, "bench: --time %s: 0.2 to 3600 seconds\n", optarg);
+			if (vs_cli_seconds("bench", "time", optarg, 0.2, 3600, &o.seconds))
 				return 2;
-			}
 			break;
 		case 'q':
-			o.queues = (unsigned)strtoul(optarg, &end, 10);
-			if (*end || o.queues < 1 || o.queues > 16) {
-				fprintf(stderr, "bench: --queues %s: 1 to 16\n", optarg);
+			if (vs_cli_uint("bench", "queues", optarg, 1, 16, &v))
 				return 2;
-			}
+			o.queues = (unsigned)v;
 			break;
 		case 'i':
 			o.interrupt = true;
@@ -476,11 +473,9 @@ int cmd_bench(int argc, char **argv)
 			flavours = true;
 			break;
 		case 'r':
-			rounds = (int)strtol(optarg, &end, 10);
-			if (*end || rounds < 1 || rounds > 64) {
-				fprintf(stderr, "bench: --rounds %s: 1 to 64\n", optarg);
+			if (vs_cli_uint("bench", "rounds", optarg, 1, 64, &v))
 				return 2;
-			}
+			rounds = (int)v;
 			break;
 		case 'R':
 			record = optarg;
@@ -520,3 +515,5 @@ int cmd_bench(int argc, char **argv)
 			profiles[nprof++] = (char *)default_profiles[i];
 	return run_profiles(&o, profiles, nprof, fio, record);
 }
+
+VS_CLI_COMMAND(bench, 2, "bench", cmd_bench, "benchmarks (`vioscope bench trace`)");

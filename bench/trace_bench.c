@@ -26,7 +26,7 @@
 #include <vioscope/trace.h>
 
 #include "bench/trace_bench.h"
-#include "tools/commands.h"
+#include "util/util.h"
 #include "trace/record.h"
 #include "trace/runtime.h"
 
@@ -138,9 +138,7 @@ static int find_case(const char *name)
 /* ---- timing ----------------------------------------------------------------------------------- */
 static double now_s(void)
 {
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+	return (double)vs_mono_ns() / 1e9;
 }
 
 static void pin(int cpu)
@@ -377,7 +375,7 @@ int cmd_bench_trace(int argc, char **argv)
 	uint64_t events = 2000000;
 	const char *inner = NULL;
 	double sustain_rate = 20e6;
-	uint64_t inner_sustained = 0;
+	uint64_t inner_sustained = 0, v;
 	char *end;
 	int c;
 
@@ -388,18 +386,13 @@ int cmd_bench_trace(int argc, char **argv)
 			json = true;
 			break;
 		case 'r':
-			rounds = (int)strtol(optarg, &end, 10);
-			if (*end || rounds < 1 || rounds > 1000) {
-				fprintf(stderr, "bench trace: bad --rounds '%s' (1-1000)\n", optarg);
+			if (vs_cli_uint("bench trace", "rounds", optarg, 1, 1000, &v))
 				return 2;
-			}
+			rounds = (int)v;
 			break;
 		case 'n':
-			events = strtoull(optarg, &end, 10);
-			if (*end || events < 1000) {
-				fprintf(stderr, "bench trace: bad --events '%s' (>= 1000)\n", optarg);
+			if (vs_cli_uint("bench trace", "events", optarg, 1000, UINT64_MAX, &events))
 				return 2;
-			}
 			break;
 		case 'q':
 			rounds = 5;
@@ -437,7 +430,7 @@ int cmd_bench_trace(int argc, char **argv)
 		/* Rings of a few MiB, as a traced program would have. */
 		setenv("VIOSCOPE_TRACE_RING", "4M", 1);
 		setenv("VIOSCOPE_TRACE", "warning:all", 1);
-		execv("/proc/self/exe", vs_main_argv);
+		execv("/proc/self/exe", vs_cli_argv);
 		fprintf(stderr, "bench trace: re-exec: %s\n", strerror(errno));
 		return 1;
 	}

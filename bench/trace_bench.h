@@ -4,4 +4,6 @@
 #include <stdint.h>
 /* The print-backend case lives in its own file, compiled as the print flavour. */
 void vs_bench_loop_print(uint64_t n);
+/* `vioscope bench trace`: the cost of one trace event, case against case. */
+int cmd_bench_trace(int argc, char **argv);
 #endif

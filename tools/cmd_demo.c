@@ -22,6 +22,7 @@
 
 #include "tools/commands.h"
 #include "trace/record.h"
+#include "util/util.h"
 
 #define WORKERS  2
 #define REQUESTS 20000
@@ -186,7 +187,7 @@ static int demo_flavour(const char *exe, const char *flavour, const char *dir)
 	return 0;
 }
 
-int cmd_demo(int argc, char **argv)
+static int cmd_demo(int argc, char **argv)
 {
 	bool trace_only = false;
 	if (argc == 3 && !strcmp(argv[1], "--workload"))
@@ -238,3 +239,5 @@ int cmd_demo(int argc, char **argv)
 	       out, dir, out);
 	return rc;
 }
+
+VS_CLI_COMMAND(demo, 3, "demo", cmd_demo, "a small traced workload, recorded and decoded");

@@ -11,7 +11,7 @@
 #include <vioscope/trace.h>
 
 #include "target/target.h"
-#include "tools/commands.h"
+#include "util/util.h"
 
 static volatile sig_atomic_t stop_requested;
 static struct vs_target *running;
@@ -50,28 +50,13 @@ static void target_usage(FILE *f)
 	    vs_trace_flavour());
 }
 
-/* Strict decimal in [min, max]; -1 when malformed or out of range. */
-static long parse_num(const char *s, long min, long max)
-{
-	char *end;
-	long v;
-
-	if (!s || !*s || *s == '-' || *s == '+' || *s == ' ')
-		return -1;
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno || *end || v < min || v > max)
-		return -1;
-	return v;
-}
-
 /* "N:BACKEND" into l; 0, or -1 after printing why. */
 static int parse_lun(const char *arg, struct vs_target_lun *l, const struct vs_target_lun *luns,
 		     unsigned nluns)
 {
 	const char *colon = strchr(arg, ':');
 	char num[16];
-	long id;
+	uint64_t id;
 
 	if (!colon || colon == arg || (size_t)(colon - arg) >= sizeof(num)) {
 		fprintf(stderr,
@@ -81,8 +66,7 @@ static int parse_lun(const char *arg, struct vs_target_lun *l, const struct vs_t
 	}
 	memcpy(num, arg, (size_t)(colon - arg));
 	num[colon - arg] = 0;
-	id = parse_num(num, 0, VS_TARGET_MAX_LUNS - 1);
-	if (id < 0) {
+	if (vs_parse_u64(num, 0, VS_TARGET_MAX_LUNS - 1, &id)) {
 		fprintf(stderr, "vioscope target: --lun '%s': LUN number '%s' is not 0..%u\n", arg,
 			num, VS_TARGET_MAX_LUNS - 1);
 		return -1;
@@ -111,7 +95,7 @@ static int parse_lun(const char *arg, struct vs_target_lun *l, const struct vs_t
 	return 0;
 }
 
-int cmd_target(int argc, char **argv)
+static int cmd_target(int argc, char **argv)
 {
 	static const struct option opts[] = {
 	    {"socket", required_argument, NULL, 's'},  {"lun", required_argument, NULL, 'l'},
@@ -123,7 +107,7 @@ int cmd_target(int argc, char **argv)
 	struct vs_target_config cfg = {.num_queues = 1, .block_size = 512, .luns = luns};
 	struct sigaction sa;
 	char err[512];
-	long v;
+	uint64_t v;
 	int c, rc;
 
 	optind = 1;
@@ -144,17 +128,13 @@ int cmd_target(int argc, char **argv)
 			cfg.nluns++;
 			break;
 		case 'q':
-			v = parse_num(optarg, 1, VS_TARGET_MAX_QUEUES);
-			if (v < 0) {
-				fprintf(stderr, "vioscope target: --queues '%s': expected 1..%u\n",
-					optarg, VS_TARGET_MAX_QUEUES);
+			if (vs_cli_uint("vioscope target", "queues", optarg, 1, VS_TARGET_MAX_QUEUES,
+					&v))
 				return 2;
-			}
 			cfg.num_queues = (unsigned)v;
 			break;
 		case 'b':
-			v = parse_num(optarg, 0, 1 << 20);
-			if (v != 512 && v != 4096) {
+			if (vs_parse_u64(optarg, 512, 4096, &v) || (v != 512 && v != 4096)) {
 				fprintf(stderr, "vioscope target: --block-size '%s': 512 or 4096\n",
 					optarg);
 				return 2;
@@ -162,12 +142,9 @@ int cmd_target(int argc, char **argv)
 			cfg.block_size = (uint32_t)v;
 			break;
 		case 'w':
-			v = parse_num(optarg, 1, VS_TARGET_MAX_WORKERS);
-			if (v < 0) {
-				fprintf(stderr, "vioscope target: --workers '%s': expected 1..%u\n",
-					optarg, VS_TARGET_MAX_WORKERS);
+			if (vs_cli_uint("vioscope target", "workers", optarg, 1,
+					VS_TARGET_MAX_WORKERS, &v))
 				return 2;
-			}
 			cfg.workers = (unsigned)v;
 			break;
 		case 'p':
@@ -245,3 +222,5 @@ int cmd_target(int argc, char **argv)
 	}
 	return rc ? 1 : 0;
 }
+
+VS_CLI_COMMAND(target, 4, "target", cmd_target, "vhost-user-scsi target (device)");

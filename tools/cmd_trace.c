@@ -10,8 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "tools/commands.h"
 #include "trace/record.h"
+#include "util/util.h"
 
 static volatile sig_atomic_t stop_requested;
 static void on_signal(int sig)
@@ -37,16 +37,6 @@ static void trace_usage(FILE *f)
 	      "                               --chrome: trace-event JSON for ui.perfetto.dev\n"
 	      "  clean [--dry-run]            remove trace files of dead processes\n",
 	      f);
-}
-
-double parse_seconds(const char *s)
-{
-	char *end;
-	errno = 0;
-	double v = strtod(s, &end);
-	if (errno || end == s || *end || v < 0)
-		return -1;
-	return v;
 }
 
 static int trace_list(int argc, char **argv)
@@ -189,8 +179,7 @@ static int trace_record_or_dump(int argc, char **argv, bool record)
 			out = optarg;
 			break;
 		case 'd':
-			duration = parse_seconds(optarg);
-			if (duration < 0 || !record) {
+			if (vs_parse_seconds(optarg, &duration) || !record) {
 				fprintf(stderr, "vioscope trace %s: bad --duration '%s'\n", name,
 					optarg);
 				return 2;
@@ -251,7 +240,7 @@ static int trace_decode(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "jl:f:t:h", opts, NULL)) != -1) {
 		char why[256];
 		uint32_t mask;
-		char *end;
+		uint64_t v;
 		switch (c) {
 		case 'j':
 			o.json = true;
@@ -271,22 +260,19 @@ static int trace_decode(int argc, char **argv)
 			o.flag_spec = optarg;
 			break;
 		case 't':
-			errno = 0;
-			o.tid = (uint32_t)strtoul(optarg, &end, 10);
-			if (errno || *end || !o.tid) {
-				fprintf(stderr, "vioscope trace decode: bad --thread '%s'\n", optarg);
+			if (vs_cli_uint("vioscope trace decode", "thread", optarg, 1, UINT32_MAX, &v))
 				return 2;
-			}
+			o.tid = (uint32_t)v;
 			break;
 		case 'F':
 		case 'T': {
-			double v = parse_seconds(optarg);
-			if (v < 0) {
+			double s;
+			if (vs_parse_seconds(optarg, &s)) {
 				fprintf(stderr, "vioscope trace decode: bad --%s '%s' (seconds)\n",
 					c == 'F' ? "from" : "to", optarg);
 				return 2;
 			}
-			*(c == 'F' ? &o.from_s : &o.to_s) = v;
+			*(c == 'F' ? &o.from_s : &o.to_s) = s;
 			break;
 		}
 		case 'h':
@@ -308,7 +294,7 @@ static int trace_decode(int argc, char **argv)
 	return 0;
 }
 
-int cmd_trace(int argc, char **argv)
+static int cmd_trace(int argc, char **argv)
 {
 	if (argc < 2) {
 		trace_usage(stderr);
@@ -337,3 +323,5 @@ int cmd_trace(int argc, char **argv)
 	trace_usage(stderr);
 	return 2;
 }
+
+VS_CLI_COMMAND(trace, 1, "trace", cmd_trace, "list, enable, record, dump, decode and clean traces");

@@ -1,40 +1,46 @@
 /* SPDX-License-Identifier: MIT */
-/* vioscope: one command, subcommands per job. */
+/* vioscope: one command, subcommands per job.  Each command registers itself
+ * (VS_CLI_COMMAND): this file only finds them. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <vioscope/trace.h>
 
-#include "tools/commands.h"
+#include "util/util.h"
 
-static const struct command commands[] = {
-	{ "trace", cmd_trace, "list, enable, record, dump, decode and clean traces" },
-	{ "bench", cmd_bench, "benchmarks (`vioscope bench trace`)" },
-	{ "demo", cmd_demo, "a small traced workload, recorded and decoded" },
-	{ "target", cmd_target, "vhost-user-scsi target (device)" },
-};
+static int by_order(const void *a, const void *b)
+{
+	const struct vs_cli_command *x = *(const struct vs_cli_command *const *)a;
+	const struct vs_cli_command *y = *(const struct vs_cli_command *const *)b;
+
+	return (x->order > y->order) - (x->order < y->order);
+}
 
 static void usage(FILE *f)
 {
+	const struct vs_cli_command *cmds, *sorted[32];
+	size_t n;
+
+	vs_cli_commands(&cmds, &n);
+	if (n > sizeof sorted / sizeof sorted[0])
+		n = sizeof sorted / sizeof sorted[0];
+	for (size_t i = 0; i < n; i++)
+		sorted[i] = &cmds[i];
+	qsort(sorted, n, sizeof sorted[0], by_order);
 	fprintf(f, "usage: vioscope COMMAND [ARGS]   (this binary: %s flavour)\n\ncommands:\n",
 		vs_trace_flavour());
-	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-		fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].help);
+	for (size_t i = 0; i < n; i++)
+		fprintf(f, "  %-8s %s\n", sorted[i]->name, sorted[i]->help);
 	fprintf(f, "\n`vioscope COMMAND --help` for a command's options.\n");
-}
-
-char **vs_main_argv;
-
-void vs_self_exe(char *buf, size_t len)
-{
-	ssize_t n = readlink("/proc/self/exe", buf, len - 1);
-	buf[n > 0 ? n : 0] = '\0';
 }
 
 int main(int argc, char **argv)
 {
-	vs_main_argv = argv;
+	const struct vs_cli_command *cmds;
+	size_t n;
+
+	vs_cli_argv = argv;
 	if (argc < 2) {
 		usage(stderr);
 		return 2;
@@ -47,9 +53,10 @@ int main(int argc, char **argv)
 		printf("vioscope %s (%s flavour)\n", VIOSCOPE_VERSION, vs_trace_flavour());
 		return 0;
 	}
-	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-		if (!strcmp(argv[1], commands[i].name))
-			return commands[i].fn(argc - 1, argv + 1);
+	vs_cli_commands(&cmds, &n);
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(argv[1], cmds[i].name))
+			return cmds[i].fn(argc - 1, argv + 1);
 	fprintf(stderr, "vioscope: unknown command '%s'\n\n", argv[1]);
 	usage(stderr);
 	return 2;

@@ -28,65 +28,6 @@ const char *vs_bio_op_name(enum vs_bio_op op)
 	return (unsigned)op < sizeof(names) / sizeof(names[0]) ? names[op] : "bad-op";
 }
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
-/* "64M" -> 64 << 20.  Decimal digits, then at most one of K M G T (either case). */
-static int parse_size(const char *s, uint64_t *out)
-{
-	uint64_t v = 0;
-	unsigned shift = 0;
-	const char *p = s;
-
-	if (*p < '0' || *p > '9')
-		return -EINVAL;
-	for (; *p >= '0' && *p <= '9'; p++) {
-		if (v > (UINT64_MAX - (unsigned)(*p - '0')) / 10)
-			return -ERANGE;
-		v = v * 10 + (unsigned)(*p - '0');
-	}
-	switch (*p) {
-	case '\0':
-		break;
-	case 'k':
-	case 'K':
-		shift = 10;
-		break;
-	case 'm':
-	case 'M':
-		shift = 20;
-		break;
-	case 'g':
-	case 'G':
-		shift = 30;
-		break;
-	case 't':
-	case 'T':
-		shift = 40;
-		break;
-	default:
-		return -EINVAL;
-	}
-	if (shift && p[1] != '\0')
-		return -EINVAL;
-	if (v == 0)
-		return -EINVAL;
-	if (v > (UINT64_MAX >> shift))
-		return -ERANGE;
-	*out = v << shift;
-	return 0;
-}
-
 int vs_backend_open(struct vs_backend **out, const char *spec, char *err, size_t errlen)
 {
 	static const char usage[] = "use file=PATH[,ro][,direct], ram=SIZE or null=SIZE";
@@ -97,10 +38,11 @@ int vs_backend_open(struct vs_backend **out, const char *spec, char *err, size_t
 	int rc;
 
 	*out = NULL;
-	set_err(err, errlen, "%s", "");
+	if (err && errlen)
+		*err = 0;
 	eq = spec ? strchr(spec, '=') : NULL;
 	if (!eq) {
-		set_err(err, errlen, "bad backend spec '%s' (%s)", spec ? spec : "(null)", usage);
+		vs_fail(err, errlen, 0, "bad backend spec '%s' (%s)", spec ? spec : "(null)", usage);
 		VS_ERROR(BACKEND, "bad backend spec '%s': no '='", spec ? spec : "(null)");
 		return -EINVAL;
 	}
@@ -116,9 +58,9 @@ int vs_backend_open(struct vs_backend **out, const char *spec, char *err, size_t
 		rc = vs_be_file_open(be, args, err, errlen);
 	} else if ((klen == 3 && !strncmp(spec, "ram", 3)) ||
 		   (klen == 4 && !strncmp(spec, "null", 4))) {
-		rc = parse_size(args, &size);
-		if (rc < 0) {
-			set_err(err, errlen, "%s: bad size '%s' (use e.g. 64M, 1G)", spec, args);
+		rc = vs_parse_size(args, &size);
+		if (rc < 0 || size == 0) {
+			vs_fail(err, errlen, 0, "%s: bad size '%s' (use e.g. 64M, 1G)", spec, args);
 			VS_ERROR(BACKEND, "%s: bad size '%s'", spec, args);
 			rc = -EINVAL;
 		} else if (spec[0] == 'r') {
@@ -127,7 +69,7 @@ int vs_backend_open(struct vs_backend **out, const char *spec, char *err, size_t
 			rc = vs_be_null_open(be, size, err, errlen);
 		}
 	} else {
-		set_err(err, errlen, "unknown backend '%.*s' (%s)", (int)klen, spec, usage);
+		vs_fail(err, errlen, 0, "unknown backend '%.*s' (%s)", (int)klen, spec, usage);
 		VS_ERROR(BACKEND, "unknown backend kind in '%s'", spec);
 		rc = -EINVAL;
 	}
@@ -189,7 +131,7 @@ static __attribute__((noinline)) int bio_check(const struct vs_backend *be,
 					       const struct vs_bio *bio, const char **why)
 {
 	bool data = bio->op == VS_BIO_READ || bio->op == VS_BIO_WRITE;
-	uint64_t total = 0;
+	size_t total = 0;
 
 	if (!bio->done) {
 		*why = "no done callback";
@@ -204,12 +146,9 @@ static __attribute__((noinline)) int bio_check(const struct vs_backend *be,
 			*why = "bad iovec array";
 			return -EINVAL;
 		}
-		for (int i = 0; i < bio->iovcnt; i++) {
-			if (bio->iov[i].iov_len > UINT64_MAX - total) {
-				*why = "iovec total overflows";
-				return -EINVAL;
-			}
-			total += bio->iov[i].iov_len;
+		if (!vs_iov_total(bio->iov, (unsigned)bio->iovcnt, &total)) {
+			*why = "iovec total overflows";
+			return -EINVAL;
 		}
 		if (total != bio->len) {
 			*why = "len differs from iovec total";

@@ -10,6 +10,7 @@
 #include <liburing.h>
 
 #include "backend/backend.h"
+#include "util/util.h"
 
 struct vs_be_ops {
 	const char *kind;

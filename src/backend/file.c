@@ -84,14 +84,8 @@ static void file_direct_route(struct vs_backend *be, struct vs_io_req *req)
 	}
 	req->biov.iov_base = req->bounce;
 	req->biov.iov_len = bio->len;
-	if (bio->op == VS_BIO_WRITE) {
-		char *dst = req->bounce;
-
-		for (int i = 0; i < bio->iovcnt; i++) {
-			memcpy(dst, bio->iov[i].iov_base, bio->iov[i].iov_len);
-			dst += bio->iov[i].iov_len;
-		}
-	}
+	if (bio->op == VS_BIO_WRITE)
+		vs_iov_to_buf(bio->iov, (unsigned)bio->iovcnt, 0, req->bounce, bio->len);
 	VS_VERBOSE_HP(BACKEND, "%s off %llu len %llu misaligned buffers: bounce %p",
 		      vs_bio_op_name(bio->op), (unsigned long long)bio->offset,
 		      (unsigned long long)bio->len, req->bounce);
@@ -106,18 +100,7 @@ static int file_rw_sync(struct vs_backend *be, struct vs_bio *bio)
 
 	while (done < bio->len) {
 		/* the part of the iovecs from `done` on, up to 64 at a time */
-		int n = 0;
-		uint64_t skip = done;
-		for (int i = 0; i < bio->iovcnt && n < 64; i++) {
-			size_t l = bio->iov[i].iov_len;
-			if (skip >= l) {
-				skip -= l;
-				continue;
-			}
-			iov[n].iov_base = (char *)bio->iov[i].iov_base + skip;
-			iov[n++].iov_len = l - skip;
-			skip = 0;
-		}
+		int n = (int)vs_iov_tail(iov, 64, bio->iov, (unsigned)bio->iovcnt, done);
 		off_t off = (off_t)(bio->offset + done);
 		ssize_t r = bio->op == VS_BIO_READ ? preadv2(be->file.fd, iov, n, off, 0)
 						   : pwritev2(be->file.fd, iov, n, off, rwf);

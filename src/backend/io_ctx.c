@@ -184,21 +184,13 @@ int vs_io_req_prep_rw(struct vs_io_req *req, struct io_uring_sqe *sqe)
 
 	if (req->done) {
 		/* Short transfer: describe what is left.  Rare, so allocate here. */
-		uint64_t skip = req->done;
-		int i = 0;
-
-		while (i < cnt && skip >= iov[i].iov_len)
-			skip -= iov[i++].iov_len;
 		if (!req->tail) {
 			req->tail = malloc(sizeof(*req->tail) * (size_t)cnt);
 			if (!req->tail)
 				return -ENOMEM;
 		}
-		memcpy(req->tail, iov + i, sizeof(*iov) * (size_t)(cnt - i));
-		req->tail[0].iov_base = (char *)req->tail[0].iov_base + skip;
-		req->tail[0].iov_len -= skip;
+		cnt = (int)vs_iov_tail(req->tail, (unsigned)cnt, iov, (unsigned)cnt, req->done);
 		iov = req->tail;
-		cnt -= i;
 	}
 	if (bio->op == VS_BIO_READ)
 		io_uring_prep_readv2(sqe, req->fd, iov, (unsigned)cnt, bio->offset + req->done, 0);
@@ -218,17 +210,6 @@ static void bio_complete(struct vs_io_ctx *ctx, struct vs_bio *bio, int res)
 			   (unsigned long long)bio->offset, (unsigned long long)bio->len,
 			   strerror(-res));
 	bio->done(bio, res);
-}
-
-static void copy_to_iov(const struct iovec *iov, int cnt, const char *src, uint64_t len)
-{
-	for (int i = 0; i < cnt && len; i++) {
-		size_t n = iov[i].iov_len < len ? iov[i].iov_len : len;
-
-		memcpy(iov[i].iov_base, src, n);
-		src += n;
-		len -= n;
-	}
 }
 
 /* Resubmit what is left of req; false when no SQE or memory (then res is the error). */
@@ -300,7 +281,7 @@ again:
 		return true;
 finish:
 	if (res == 0 && req->bounce && bio->op == VS_BIO_READ)
-		copy_to_iov(bio->iov, bio->iovcnt, req->bounce, bio->len);
+		vs_iov_from_buf(bio->iov, (unsigned)bio->iovcnt, 0, req->bounce, bio->len);
 	ctx->ring_busy--;
 	vs_io_req_put(ctx, req);
 	bio_complete(ctx, bio, res < 0 ? res : 0);

@@ -42,12 +42,10 @@ static int ram_submit(struct vs_backend *be, struct vs_io_ctx *ctx, struct vs_bi
 
 	switch (bio->op) {
 	case VS_BIO_READ:
-		for (int i = 0; i < bio->iovcnt; p += bio->iov[i].iov_len, i++)
-			memcpy(bio->iov[i].iov_base, p, bio->iov[i].iov_len);
+		vs_iov_from_buf(bio->iov, (unsigned)bio->iovcnt, 0, p, bio->len);
 		break;
 	case VS_BIO_WRITE:
-		for (int i = 0; i < bio->iovcnt; p += bio->iov[i].iov_len, i++)
-			memcpy(p, bio->iov[i].iov_base, bio->iov[i].iov_len);
+		vs_iov_to_buf(bio->iov, (unsigned)bio->iovcnt, 0, p, bio->len);
 		break;
 	case VS_BIO_DISCARD:
 	case VS_BIO_WRITE_ZEROES:

@@ -168,7 +168,7 @@ static inline int reap_one(struct vs_ini_queue *q, struct vs_ini_io **out VS_CAL
 		      "result %d latency %llu ns",
 		      q->v.idx, (unsigned long long)sl->tag, io->response, io->scsi_status,
 		      io->sense_len, sense_key(io->sense, io->sense_len), io->resid, io->result,
-		      (unsigned long long)(ini_now_ns() - io->submit_ns));
+		      (unsigned long long)(vs_mono_ns() - io->submit_ns));
 	slot_free(q, s);
 	*out = io;
 	return 1;

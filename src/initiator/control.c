@@ -52,7 +52,7 @@ static int tmf_exec(struct vs_ini *ini, uint32_t subtype, const uint8_t lun[8], 
 	    {ini->tmf_gpa, sizeof(req), false},
 	    {ini->tmf_gpa + TMF_RESP_OFF, sizeof(struct virtio_scsi_ctrl_tmf_resp), true},
 	};
-	uint64_t deadline = ini_now_ns() + (uint64_t)ini->opts.timeout_ms * 1000000ull, one = 1;
+	uint64_t deadline = vs_mono_ns() + (uint64_t)ini->opts.timeout_ms * 1000000ull, one = 1;
 	uint8_t *resp = ini->base + ini->tmf_gpa + TMF_RESP_OFF;
 	uint32_t len = 0;
 	uint16_t head;
@@ -85,7 +85,7 @@ static int tmf_exec(struct vs_ini *ini, uint32_t subtype, const uint8_t lun[8], 
 			VS_ERROR(TMF, "%s: the target went away", tmf_name(subtype));
 			return rc;
 		}
-		if (ini_now_ns() > deadline) {
+		if (vs_mono_ns() > deadline) {
 			/* The response buffer is still the device's: reset it to take it back. */
 			VS_ERROR(TMF, "%s: no answer in %u ms", tmf_name(subtype),
 				 ini->opts.timeout_ms);
@@ -210,14 +210,14 @@ int vs_ini_lun_reset(struct vs_ini *ini, unsigned idx)
 	}
 	VS_INFO(TMF, "LUN reset %u (lun %u): %u requests pending", idx, lun[3], marked);
 	rc = tmf_exec(ini, VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET, lun, 0);
-	deadline = ini_now_ns() + (uint64_t)ini->opts.timeout_ms * 1000000ull;
+	deadline = vs_mono_ns() + (uint64_t)ini->opts.timeout_ms * 1000000ull;
 	for (;;) {
 		if (!ini->opts.interrupt)
 			for (unsigned i = 0; i < ini->nqueues; i++)
 				vs_ini_poll(&ini->q[i], ~0u);
 		if (!(left = reset_sweep(ini, key, false)))
 			break;
-		if (ini_now_ns() > deadline) {
+		if (vs_mono_ns() > deadline) {
 			reset_sweep(ini, key, true);
 			rc = rc ? rc : -ETIMEDOUT;
 			break;

@@ -21,6 +21,7 @@
 
 #include "initiator/initiator.h"
 #include "vhost/vhost.h"
+#include "util/util.h"
 #include "virtio/virtio.h"
 
 #define INI_AUX_QSIZE   16   /* control and event rings */
@@ -148,13 +149,6 @@ struct vs_ini {
 	int wake_fd; /* eventfd: wakes the control thread */
 	int sync_fd; /* eventfd: a synchronous command completed */
 };
-
-static inline uint64_t ini_now_ns(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
 
 static inline uint64_t ini_gpa(const struct vs_ini *ini, const void *p)
 {

@@ -61,7 +61,7 @@ static int exec_once(struct vs_ini *ini, unsigned target, unsigned lun, const ui
 	struct vs_ini_queue *q = &ini->q[0];
 	struct iovec iov = {ini->scan_buf, len};
 	struct ini_sync s = {.ini = ini};
-	uint64_t deadline = ini_now_ns() + (uint64_t)ini->opts.timeout_ms * 1000000ull;
+	uint64_t deadline = vs_mono_ns() + (uint64_t)ini->opts.timeout_ms * 1000000ull;
 	unsigned spins = 0;
 	int rc;
 
@@ -73,7 +73,7 @@ static int exec_once(struct vs_ini *ini, unsigned target, unsigned lun, const ui
 	while ((rc = vs_ini_submit_cdb(q, &s.io, target, lun, cdb, cdb_len, data_in)) == -EBUSY) {
 		if (!ini->opts.interrupt)
 			vs_ini_poll(q, 64);
-		if ((rc = ini_wait_fd(ini, -1, 100)) < 0 || ini_now_ns() > deadline)
+		if ((rc = ini_wait_fd(ini, -1, 100)) < 0 || vs_mono_ns() > deadline)
 			return rc < 0 ? rc : -ETIMEDOUT;
 	}
 	if (rc)
@@ -88,7 +88,7 @@ static int exec_once(struct vs_ini *ini, unsigned target, unsigned lun, const ui
 				 ini->opts.interrupt ? 100000
 				 : spins++ < 1000    ? 0
 						     : 200);
-		if (rc >= 0 && ini_now_ns() <= deadline)
+		if (rc >= 0 && vs_mono_ns() <= deadline)
 			continue;
 		/* Give up, unless a poller already took it: then its callback is imminent. */
 		if (ini_detach(q, &s.io)) {

@@ -171,7 +171,7 @@ int ini_submit(struct vs_ini_queue *q, struct vs_ini_io *io, const uint8_t lun[8
 	lba = io->lba;
 	nblocks = io->nblocks;
 	if (!io->submit_ns)
-		io->submit_ns = ini_now_ns();
+		io->submit_ns = vs_mono_ns();
 
 	pthread_mutex_lock(&q->lock);
 	if (__builtin_expect(!q->ready, 0)) {

@@ -247,16 +247,11 @@ static int no_lun_exec(unsigned id, struct vs_scsi_cmd *cmd)
 
 static bool iov_len_ok(const struct iovec *iov, int cnt, size_t len)
 {
-	size_t sum = 0;
+	size_t sum;
 
 	if (cnt < 0 || (cnt && !iov))
 		return false;
-	for (int i = 0; i < cnt; i++) {
-		if (iov[i].iov_len > SIZE_MAX - sum)
-			return false;
-		sum += iov[i].iov_len;
-	}
-	return sum == len;
+	return vs_iov_total(iov, (unsigned)cnt, &sum) && sum == len;
 }
 
 int vs_scsi_exec(struct vs_scsi_dev *dev, unsigned id, struct vs_scsi_cmd *cmd,

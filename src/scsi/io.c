@@ -91,20 +91,18 @@ int vs_scsi_io_prep_prefix(struct vs_scsi_cmd *cmd, enum vs_bio_op op, uint64_t 
 			   const struct iovec *iov, int iovcnt, size_t len)
 {
 	struct vs_scsi_cmd_state *st = &cmd->st;
-	size_t whole = 0;
-	unsigned nbio = 0;
-	int i = 0;
+	size_t cut = len; /* bytes of the iovec where the prefix ends */
+	unsigned i = vs_iov_skip(iov, (unsigned)iovcnt, &cut), nbio = 0;
+	size_t whole = len - cut;
 
-	while (i < iovcnt && iov[i].iov_len <= len - whole)
-		whole += iov[i++].iov_len;
 	if (whole)
-		vs_scsi_io_prep(cmd, nbio++, op, offset, whole, iov, i);
-	if (whole < len) {
-		if (i >= iovcnt)
+		vs_scsi_io_prep(cmd, nbio++, op, offset, whole, iov, (int)i);
+	if (cut) {
+		if (i >= (unsigned)iovcnt)
 			return -EINVAL;
 		st->split.iov_base = iov[i].iov_base;
-		st->split.iov_len = len - whole;
-		vs_scsi_io_prep(cmd, nbio++, op, offset + whole, len - whole, &st->split, 1);
+		st->split.iov_len = cut;
+		vs_scsi_io_prep(cmd, nbio++, op, offset + whole, cut, &st->split, 1);
 	}
 	st->nbio = (uint8_t)nbio;
 	return 0;

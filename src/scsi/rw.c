@@ -143,7 +143,7 @@ static size_t iov_compare(const struct iovec *iov, int cnt, size_t off, const ui
 	while (done < len) {
 		size_t n = len - done < sizeof(tmp) ? len - done : sizeof(tmp);
 
-		n = vs_scsi_copy_from_iov(tmp, iov, cnt, off + done, n);
+		n = vs_iov_to_buf(iov, (unsigned)cnt, off + done, tmp, n);
 		if (!n)
 			return done;
 		if (memcmp(tmp, buf + done, n)) {

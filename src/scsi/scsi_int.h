@@ -18,6 +18,7 @@
 #include <vioscope/trace.h>
 
 #include "scsi/scsi.h"
+#include "util/util.h"
 
 /* ---- big-endian wire accessors (all SCSI fields are big-endian) ---- */
 static inline uint16_t vs_be16(const uint8_t *p)
@@ -188,11 +189,6 @@ void vs_scsi_sense_errno(struct vs_scsi_cmd *cmd, int err, enum vs_scsi_io_kind 
 const char *vs_scsi_op_name(uint8_t op);
 
 /* ---- data buffers (iov.c) ---- */
-/* Copy len bytes from src into iov[] starting at byte off; returns bytes copied
- * (fewer when the iovecs end first). */
-size_t vs_scsi_copy_to_iov(const struct iovec *iov, int cnt, size_t off, const void *src,
-			   size_t len);
-size_t vs_scsi_copy_from_iov(void *dst, const struct iovec *iov, int cnt, size_t off, size_t len);
 /* Return len bytes of response, cut to the allocation length and the buffer. */
 void vs_scsi_data_in(struct vs_scsi_cmd *cmd, const void *buf, size_t len, size_t alloc);
 /* Fetch up to want bytes of parameter data from data-out into buf; returns how many

@@ -102,8 +102,8 @@ int vs_scsi_unmap(struct vs_scsi_lun *lun, struct vs_scsi_cmd *cmd)
 		return VS_SCSI_DONE;
 	}
 	st->buf = descs; /* freed at completion, whatever happens below */
-	vs_scsi_copy_from_iov(descs, cmd->out_iov, cmd->out_iovcnt, UNMAP_HDR,
-			      (size_t)ndesc * UNMAP_DESC);
+	vs_iov_to_buf(cmd->out_iov, (unsigned)cmd->out_iovcnt, UNMAP_HDR, descs,
+		      (size_t)ndesc * UNMAP_DESC);
 	for (uint32_t i = 0; i < ndesc; i++) {
 		const uint8_t *d = &descs[UNMAP_DESC * i];
 		uint64_t lba = vs_be64(d);
@@ -223,7 +223,7 @@ int vs_scsi_write_same(struct vs_scsi_lun *lun, struct vs_scsi_cmd *cmd)
 	if (ndob) {
 		memset(buf, 0, bs);
 	} else {
-		vs_scsi_copy_from_iov(buf, cmd->out_iov, cmd->out_iovcnt, 0, bs);
+		vs_iov_to_buf(cmd->out_iov, (unsigned)cmd->out_iovcnt, 0, buf, bs);
 		st->out_xfer = bs;
 	}
 	zero = vs_scsi_all_zero(buf, bs);

@@ -168,11 +168,9 @@ static void req_done(struct vs_scsi_cmd *cmd)
 static void iov_advance(struct iovec *iov, unsigned n, size_t off, unsigned *idx, int *cut,
 			struct iovec *saved)
 {
-	unsigned i = 0;
+	unsigned i = vs_iov_skip(iov, n, &off);
 
 	*cut = -1;
-	while (i < n && off >= iov[i].iov_len)
-		off -= iov[i++].iov_len;
 	if (i < n && off) {
 		*saved = iov[i];
 		*cut = (int)i;

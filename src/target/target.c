@@ -30,12 +30,10 @@ static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(buf, sizeof(buf), fmt, ap);
+	vs_vfail(buf, sizeof(buf), rc, fmt, ap);
 	va_end(ap);
 	VS_ERROR(INIT, "target: %s", buf);
-	if (err && errlen)
-		snprintf(err, errlen, "%s", buf);
-	return rc;
+	return vs_fail(err, errlen, rc, "%s", buf);
 }
 
 /* ---- vhost ops: all on the serving thread ---------------------------------------------------- */

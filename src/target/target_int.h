@@ -13,6 +13,7 @@
 #include "backend/backend.h"
 #include "scsi/scsi.h"
 #include "target/target.h"
+#include "util/util.h"
 #include "vhost/vhost.h"
 #include "virtio/virtio.h"
 
@@ -123,12 +124,7 @@ struct vs_target {
 /* Nanoseconds for request latency, only where hot-path sites exist. */
 static inline uint64_t tq_clock(void)
 {
-	struct timespec ts;
-
-	if (!VS_HP_COMPILED)
-		return 0;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	return VS_HP_COMPILED ? vs_mono_ns() : 0;
 }
 
 static inline void wstat_inc(uint64_t *c)

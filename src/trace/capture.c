@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "trace/tracefmt.h"
+#include "util/util.h"
 
 /* ---- writer ------------------------------------------------------------------------------ */
 static void w_put(struct vs_capw *w, const void *p, size_t n)
@@ -173,7 +174,7 @@ static int bad(char *why, size_t whylen, const char *path, uint64_t off, const c
 			 (unsigned long long)off);
 	va_start(ap, fmt);
 	if (n >= 0 && (size_t)n < whylen)
-		vsnprintf(why + n, whylen - (size_t)n, fmt, ap);
+		vs_vfail(why + n, whylen - (size_t)n, 0, fmt, ap);
 	va_end(ap);
 	return -EINVAL;
 }

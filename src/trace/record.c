@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "trace/record.h"
+#include "util/util.h"
 
 /* Bytes of one ring's backlog taken per pass over the rings. */
 #define BACKLOG_SLICE (256u << 10)
@@ -76,13 +77,6 @@ int vs_trace_dump(const char *target, const char *out, struct vs_dump_stats *st,
 	return finish_capture(&s, &w, out, why, whylen);
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
-
 int vs_trace_record(const char *target, const char *out, const struct vs_record_opts *o,
 		    struct vs_dump_stats *st, char *why, size_t whylen)
 {
@@ -115,7 +109,7 @@ int vs_trace_record(const char *target, const char *out, const struct vs_record_
 	if (o->started)
 		o->started(o->opaque);
 
-	uint64_t t_end = o->duration_s > 0 ? now_ns() + (uint64_t)(o->duration_s * 1e9) : 0;
+	uint64_t t_end = o->duration_s > 0 ? vs_mono_ns() + (uint64_t)(o->duration_s * 1e9) : 0;
 	bool last_pass = false;
 	uint64_t next_alive_check = 0;
 	for (;;) {
@@ -124,9 +118,9 @@ int vs_trace_record(const char *target, const char *out, const struct vs_record_
 		/* exited is one load; whether a killed owner is still there means reading
 		 * /proc, so that is asked at most every 50 ms, not on every pass. */
 		bool owner_gone = __atomic_load_n(&h->exited, __ATOMIC_ACQUIRE);
-		if (!owner_gone && now_ns() >= next_alive_check) {
+		if (!owner_gone && vs_mono_ns() >= next_alive_check) {
 			owner_gone = !vs_shm_owner_alive(h);
-			next_alive_check = now_ns() + 50000000ull;
+			next_alive_check = vs_mono_ns() + 50000000ull;
 		}
 		for (unsigned i = 0; i < n; i++) {
 			struct vs_shm_ring *r = vs_shm_ring(&s, i);
@@ -206,7 +200,7 @@ int vs_trace_record(const char *target, const char *out, const struct vs_record_
 		}
 		if (last_pass)
 			break;
-		if (owner_gone || (o->stop && *o->stop) || (t_end && now_ns() >= t_end)) {
+		if (owner_gone || (o->stop && *o->stop) || (t_end && vs_mono_ns() >= t_end)) {
 			last_pass = true; /* one more pass picks up what came meanwhile */
 			continue;
 		}

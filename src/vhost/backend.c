@@ -13,7 +13,7 @@
 #include "vhost/internal.h"
 
 /* Record the reason and evaluate to code. */
-#define FAIL(code, ...) (vs_vhost_why(why, whylen, __VA_ARGS__), (code))
+#define FAIL(code, ...) vs_fail(why, whylen, code, __VA_ARGS__)
 
 static void close_fd(int *fd)
 {
@@ -39,7 +39,7 @@ static struct vs_vhost_ring *ring_get(struct vs_vhost_backend *b, unsigned idx, 
 				      size_t whylen)
 {
 	if (idx >= b->max_queues) {
-		vs_vhost_why(why, whylen, "ring %u out of range (%u queues)", idx, b->max_queues);
+		vs_fail(why, whylen, 0, "ring %u out of range (%u queues)", idx, b->max_queues);
 		return NULL;
 	}
 	return &b->rings[idx];
@@ -152,7 +152,7 @@ int vs_vhost_rings_update(struct vs_vhost_backend *b, char *why, size_t whylen)
 			VS_ERROR(VHOST, "queue %u cannot start: %s", i, w);
 			if (!first) {
 				first = rc;
-				vs_vhost_why(why, whylen, "queue %u: %s", i, w);
+				vs_fail(why, whylen, 0, "queue %u: %s", i, w);
 			}
 		}
 	}

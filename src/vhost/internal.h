@@ -3,9 +3,7 @@
 #ifndef VS_VHOST_INTERNAL_H
 #define VS_VHOST_INTERNAL_H
 
-#include <stdarg.h>
-#include <stdio.h>
-
+#include "util/util.h"
 #include "vhost/vhost.h"
 
 #define WHY_LEN 192 /* reason strings for errors */
@@ -50,16 +48,6 @@ struct vs_vhost_backend {
 	struct vs_vhost_map maps[VS_MEM_MAX_REGIONS];
 	struct vs_vhost_ring *rings; /* max_queues */
 };
-
-static inline __attribute__((format(printf, 3, 4))) int vs_vhost_why(char *why, size_t whylen,
-								     const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(why, whylen, fmt, ap);
-	va_end(ap);
-	return 0;
-}
 
 /* backend.c */
 void vs_vhost_rings_stop(struct vs_vhost_backend *b);

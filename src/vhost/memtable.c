@@ -14,7 +14,7 @@
 
 #include "vhost/internal.h"
 
-#define FAIL(code, ...) (vs_vhost_why(why, whylen, __VA_ARGS__), (code))
+#define FAIL(code, ...) vs_fail(why, whylen, code, __VA_ARGS__)
 
 /* Map one region of fd.  The file must really hold [mmap_offset, mmap_offset + size):
  * touching a page past its end would raise SIGBUS in a worker, so check it here. */

@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "util/util.h"
 #include "vhost/vhost.h"
 
 #define SIZE_VAR 0xffffu /* payload size depends on the payload */
@@ -104,19 +105,7 @@ const char *vs_vhost_request_name(uint32_t request)
 	return ri ? ri->name : "UNKNOWN";
 }
 
-static __attribute__((format(printf, 4, 5))) int fail(int rc, char *why, size_t whylen,
-						      const char *fmt, ...)
-{
-	va_list ap;
-
-	if (why && whylen) {
-		va_start(ap, fmt);
-		vsnprintf(why, whylen, fmt, ap);
-		va_end(ap);
-	}
-	return rc;
-}
-#define bad(...) fail(-EBADMSG, why, whylen, __VA_ARGS__)
+#define bad(...) vs_fail(why, whylen, -EBADMSG, __VA_ARGS__)
 
 static int check_region(const struct vs_vhost_mem_region *r, unsigned i, char *why, size_t whylen)
 {
@@ -248,20 +237,20 @@ static int decode(const void *buf, size_t len, const int *fds, unsigned nfds,
 	memset(msg, 0, offsetof(struct vs_vhost_msg, payload));
 	msg->nfds = 0;
 	if (len < VS_VHOST_HDR_SIZE)
-		return fail(-EPROTO, why, whylen, "truncated header (%zu bytes)", len);
+		return vs_fail(why, whylen, -EPROTO, "truncated header (%zu bytes)", len);
 	memcpy(&msg->request, p, 4);
 	memcpy(&msg->flags, p + 4, 4);
 	memcpy(&msg->size, p + 8, 4);
 	if (msg->size > VS_VHOST_MAX_PAYLOAD)
-		return fail(-EPROTO, why, whylen, "payload of %u bytes is too large", msg->size);
+		return vs_fail(why, whylen, -EPROTO, "payload of %u bytes is too large", msg->size);
 	if (len - VS_VHOST_HDR_SIZE < msg->size)
-		return fail(-EPROTO, why, whylen, "truncated payload (%zu of %u bytes)",
+		return vs_fail(why, whylen, -EPROTO, "truncated payload (%zu of %u bytes)",
 			    len - VS_VHOST_HDR_SIZE, msg->size);
 	if (len - VS_VHOST_HDR_SIZE > msg->size)
-		return fail(-EPROTO, why, whylen, "%zu bytes after the payload",
+		return vs_fail(why, whylen, -EPROTO, "%zu bytes after the payload",
 			    len - VS_VHOST_HDR_SIZE - msg->size);
 	if (nfds > VS_VHOST_MAX_FDS)
-		return fail(-EPROTO, why, whylen, "%u fds attached", nfds);
+		return vs_fail(why, whylen, -EPROTO, "%u fds attached", nfds);
 	/* Zero the rest so a short payload never exposes stale bytes to a handler. */
 	memset(&msg->payload, 0, sizeof(msg->payload));
 	memcpy(&msg->payload, p + VS_VHOST_HDR_SIZE, msg->size);
@@ -337,9 +326,9 @@ static int recv_frame(int sock, uint8_t *buf, size_t *len, int *fds, unsigned *n
 		n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
 	} while (n < 0 && errno == EINTR);
 	if (n < 0)
-		return fail(-errno, why, whylen, "recvmsg: %s", strerror(errno));
+		return vs_fail(why, whylen, -errno, "recvmsg: %s", strerror(errno));
 	if (n == 0)
-		return fail(-ECONNRESET, why, whylen, "peer closed the connection");
+		return vs_fail(why, whylen, -ECONNRESET, "peer closed the connection");
 
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
 		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
@@ -355,22 +344,22 @@ static int recv_frame(int sock, uint8_t *buf, size_t *len, int *fds, unsigned *n
 		}
 	}
 	if (mh.msg_flags & MSG_CTRUNC) {
-		rc = fail(-EPROTO, why, whylen, "more than %u fds (control data truncated)",
+		rc = vs_fail(why, whylen, -EPROTO, "more than %u fds (control data truncated)",
 			  VS_VHOST_MAX_FDS);
 		goto out;
 	}
 	if ((size_t)n < VS_VHOST_HDR_SIZE &&
 	    (rc = read_full(sock, buf + n, VS_VHOST_HDR_SIZE - (size_t)n))) {
-		fail(rc, why, whylen, "truncated header");
+		vs_fail(why, whylen, rc, "truncated header");
 		goto out;
 	}
 	memcpy(&size, buf + 8, 4);
 	if (size > VS_VHOST_MAX_PAYLOAD) {
-		rc = fail(-EPROTO, why, whylen, "payload of %u bytes is too large", size);
+		rc = vs_fail(why, whylen, -EPROTO, "payload of %u bytes is too large", size);
 		goto out;
 	}
 	if ((rc = read_full(sock, buf + VS_VHOST_HDR_SIZE, size))) {
-		fail(rc, why, whylen, "truncated payload");
+		vs_fail(why, whylen, rc, "truncated payload");
 		goto out;
 	}
 	*len = VS_VHOST_HDR_SIZE + size;

@@ -19,6 +19,8 @@
 
 #include <vioscope/trace.h>
 
+#include "util/util.h" /* vs_iov_to_buf() and friends for the iovecs popped here */
+
 /* ---- little-endian helpers: values (vs_le16(x)) and unaligned memory (vs_ld_le16(p)) ---- */
 /* clang-format off */
 static inline uint16_t vs_le16(uint16_t v) { return le16toh(v); } /* to or from LE: symmetric */
@@ -88,12 +90,6 @@ void *vs_mem_uva(const struct vs_mem *m, uint64_t uva, uint64_t len);
  * len 0), -EFAULT if any byte is outside every region, -ENOBUFS if more than max_iov needed. */
 int vs_mem_gpa_iov(const struct vs_mem *m, uint64_t gpa, uint64_t len, struct iovec *iov,
 		   int max_iov);
-/* Copy between a flat buffer and an iovec array, starting `off` bytes into the iovecs; return
- * bytes copied (short when the iovecs end).  Used to take one private copy of a request header
- * (guest memory can change under us, and a header may be split over descriptors). */
-size_t vs_iov_to_buf(const struct iovec *iov, unsigned n, size_t off, void *buf, size_t len);
-size_t vs_iov_from_buf(const struct iovec *iov, unsigned n, size_t off, const void *buf,
-		       size_t len);
 
 /* ---- split ring layout (all fields little-endian) --------------------------------------- */
 #define VIRTQ_DESC_F_NEXT	   1

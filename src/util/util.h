@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * util: the small helpers every layer and tool shares, written once: walking iovecs,
+ * the monotonic clock, error reasons, number parsing for command lines, and the
+ * command table of the `vioscope` CLI.
+ *
+ * The floor of the tree: includes no other layer and is never traced itself.
+ */
+#ifndef VS_UTIL_H
+#define VS_UTIL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <time.h>
+
+/* ---- iovecs ----------------------------------------------------------------------------
+ * Inline: they sit on every request's path (headers, RAM copies, data offsets), where a
+ * call and the general case would cost more than the loop itself. */
+/* The bytes iov[0..n) hold: false when the sum does not fit a size_t (*total unchanged). */
+static inline bool vs_iov_total(const struct iovec *iov, unsigned n, size_t *total)
+{
+	size_t sum = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		if (iov[i].iov_len > SIZE_MAX - sum)
+			return false;
+		sum += iov[i].iov_len;
+	}
+	*total = sum;
+	return true;
+}
+
+/* Copy between buf and the iovecs' bytes from `off` on, either way (use the two below). */
+static inline __attribute__((always_inline)) size_t vs__iov_copy(const struct iovec *iov,
+								 unsigned n, size_t off,
+								 uint8_t *buf, size_t len,
+								 bool to_iov)
+{
+	size_t done = 0;
+
+	for (unsigned i = 0; i < n && done < len; i++) {
+		size_t chunk = iov[i].iov_len;
+
+		if (off >= chunk) {
+			off -= chunk;
+			continue;
+		}
+		chunk -= off;
+		if (chunk > len - done)
+			chunk = len - done;
+		if (to_iov)
+			memcpy((uint8_t *)iov[i].iov_base + off, buf + done, chunk);
+		else
+			memcpy(buf + done, (const uint8_t *)iov[i].iov_base + off, chunk);
+		done += chunk;
+		off = 0;
+	}
+	return done;
+}
+
+/* Copy between a flat buffer and the iovecs' bytes from `off` on; returns the bytes
+ * copied (fewer than len when the iovecs end first). */
+static inline size_t vs_iov_to_buf(const struct iovec *iov, unsigned n, size_t off, void *buf,
+				   size_t len)
+{
+	return vs__iov_copy(iov, n, off, buf, len, false);
+}
+
+static inline size_t vs_iov_from_buf(const struct iovec *iov, unsigned n, size_t off,
+				     const void *buf, size_t len)
+{
+	return vs__iov_copy(iov, n, off, (uint8_t *)(uintptr_t)buf, len, true);
+}
+
+/* Where byte *off lies: returns the index of its iovec and leaves in *off the offset inside
+ * it (n, with *off what is left over, when the iovecs end first). */
+static inline unsigned vs_iov_skip(const struct iovec *iov, unsigned n, size_t *off)
+{
+	unsigned i = 0;
+
+	while (i < n && *off >= iov[i].iov_len)
+		*off -= iov[i++].iov_len;
+	return i;
+}
+
+/* The iovecs from byte off on, into dst[0..max): returns the entries written (the first one
+ * cut to start at off; fewer than needed when max runs out). */
+static inline unsigned vs_iov_tail(struct iovec *dst, unsigned max, const struct iovec *iov,
+				   unsigned n, size_t off)
+{
+	unsigned i = vs_iov_skip(iov, n, &off), k = 0;
+
+	for (; i < n && k < max; i++, k++) {
+		dst[k].iov_base = (uint8_t *)iov[i].iov_base + off;
+		dst[k].iov_len = iov[i].iov_len - off;
+		off = 0;
+	}
+	return k;
+}
+
+/* ---- clock ----------------------------------------------------------------------------- */
+/* CLOCK_MONOTONIC in nanoseconds: deadlines, latencies, rates. */
+static inline uint64_t vs_mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- error reasons --------------------------------------------------------------------- */
+/* Write the reason for a failure into why[whylen] (nothing when why is NULL or whylen 0)
+ * and return rc, so that `return vs_fail(why, whylen, -EINVAL, "...", ...);` reports and
+ * fails in one statement. */
+int vs_fail(char *why, size_t whylen, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+int vs_vfail(char *why, size_t whylen, int rc, const char *fmt, va_list ap)
+    __attribute__((format(printf, 4, 0)));
+
+/* ---- numbers --------------------------------------------------------------------------- */
+/* Strict decimal in [min, max] (no sign, no space, nothing after): 0 or -EINVAL/-ERANGE. */
+int vs_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
+/* A size with an optional K, M, G or T suffix (powers of 1024, either case): 0 or -EINVAL
+ * (malformed, or overflowing 64 bits). */
+int vs_parse_size(const char *s, uint64_t *out);
+/* Non-negative decimal seconds ("2", "0.5"): 0 or -EINVAL. */
+int vs_parse_seconds(const char *s, double *out);
+
+/* ---- the command line ------------------------------------------------------------------ */
+/* Option values for CLI commands: parse, and on failure print
+ *   "<cmd>: --<opt> '<arg>': expected a whole number in MIN..MAX"   (or seconds)
+ * to stderr and return -1 (the command then exits 2). */
+int vs_cli_uint(const char *cmd, const char *opt, const char *arg, uint64_t min, uint64_t max,
+		uint64_t *out);
+int vs_cli_seconds(const char *cmd, const char *opt, const char *arg, double min, double max,
+		   double *out);
+
+/* A `vioscope` subcommand.  Each command file registers itself with VS_CLI_COMMAND, so the
+ * CLI's main() lists whatever was linked in (the benchmarks live outside tools/). */
+struct vs_cli_command {
+	const char *name;
+	int (*fn)(int argc, char **argv); /* exit status: 0 ok, 1 failure, 2 bad command line */
+	const char *help;
+	int order; /* position in the usage text */
+};
+#define VS_CLI_COMMAND(id, order_, name_, fn_, help_)                                              \
+	static const struct vs_cli_command vs_cli_command_##id                                     \
+	    __attribute__((used, section("vs_cli_commands"), aligned(8))) = {                      \
+		.name = (name_), .fn = (fn_), .help = (help_), .order = (order_)}
+/* The registered commands: [*first, *first + count). */
+void vs_cli_commands(const struct vs_cli_command **first, size_t *count);
+
+/* main()'s argv, for commands that re-execute themselves (set by main). */
+extern char **vs_cli_argv;
+/* This binary's path (empty if unknown): commands run it again, or its siblings. */
+void vs_self_exe(char *buf, size_t len);
+
+#endif /* VS_UTIL_H */
