@@ -6,7 +6,7 @@
  * The fd byte's low 4 bits give how many fds ride along (0..15; more than 8 is a framing
  * error); bit 7 picks their kind: a dup of a 1 MiB memfd (so memory tables can map and
  * rings can start) or /dev/null (which must be refused).  Every chunk is parsed; valid
- * ones go through vs_vhost_backend_handle(), invalid ones through _reject().  A dropped
+ * ones go through vs_vhost_dev_handle(), invalid ones through _reject().  A dropped
  * "connection" resets the session, as the server does.  Started rings are touched end to
  * end, so a translation that escapes the mapping crashes; fd leaks trap.
  */
@@ -19,7 +19,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "vhost/vhost.h"
+#include "vhost/vhost_dev.h"
 
 #define MEM_SIZE 0x100000
 
@@ -56,7 +56,7 @@ static void fz_mem(void *opaque, const struct vs_mem *mem)
 		touch(mem->regions[i].host, mem->regions[i].size);
 }
 
-static const struct vs_vhost_backend_ops fz_ops = {
+static const struct vs_vhost_dev_ops fz_ops = {
     .queue_start = fz_start,
     .queue_stop = fz_stop,
     .mem_changed = fz_mem,
@@ -82,8 +82,8 @@ static void close_all(const int *fds, unsigned n)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct vs_vhost_backend *b =
-	    vs_vhost_backend_new(4, (1ull << 32) | (1ull << 29) | (1ull << 28), &fz_ops, NULL);
+	struct vs_vhost_dev *d =
+	    vs_vhost_dev_new(4, (1ull << 32) | (1ull << 29) | (1ull << 28), &fz_ops, NULL);
 	struct vs_vhost_msg msg, reply;
 	char why[192];
 	int first_free_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -112,18 +112,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (rc) {
 			close_all(fds, nfds); /* parse never takes them on failure */
 			if (rc == -EBADMSG)
-				rc = vs_vhost_backend_reject(b, &msg, &reply);
+				rc = vs_vhost_dev_reject(d, &msg, &reply);
 		} else {
-			rc = vs_vhost_backend_handle(b, &msg, &reply); /* consumes the fds */
+			rc = vs_vhost_dev_handle(d, &msg, &reply); /* consumes the fds */
 		}
 		if (rc == 1 && (reply.size > VS_VHOST_MAX_PAYLOAD || reply.nfds))
 			__builtin_trap();
 		if (rc < 0)
-			vs_vhost_backend_reset(b); /* the server would drop the connection */
+			vs_vhost_dev_reset(d); /* the server would drop the connection */
 		data += len;
 		size -= len;
 	}
-	vs_vhost_backend_destroy(b);
+	vs_vhost_dev_free(d);
 
 	/* Everything handed to the layer must have been kept or closed: no fd leaks. */
 	int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);

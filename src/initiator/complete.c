@@ -12,71 +12,54 @@
 
 #include "initiator/ini_int.h"
 
-#define SCSI_GOOD            0x00
-#define SCSI_CHECK_CONDITION 0x02
-#define SCSI_CONDITION_MET   0x04
-#define SCSI_BUSY            0x08
-#define SCSI_TASK_SET_FULL   0x28
-#define SENSE_UNIT_ATTENTION 0x6
-#define RESP_FIXED_LEN       offsetof(struct virtio_scsi_cmd_resp, sense)
+#define RESP_FIXED_LEN       offsetof(struct vs_virtio_scsi_cmd_resp, sense)
 
 int vs_ini_result_errno(uint8_t response, uint8_t status)
 {
 	switch (response) {
-	case VIRTIO_SCSI_S_OK:
-		if (status == SCSI_GOOD || status == SCSI_CONDITION_MET)
+	case VS_VIRTIO_SCSI_S_OK:
+		if (status == VS_SCSI_GOOD || status == VS_SCSI_CONDITION_MET)
 			return 0;
-		if (status == SCSI_BUSY || status == SCSI_TASK_SET_FULL)
+		if (status == VS_SCSI_BUSY || status == VS_SCSI_TASK_SET_FULL)
 			return -EAGAIN;
 		return -EIO;
-	case VIRTIO_SCSI_S_OVERRUN:
+	case VS_VIRTIO_SCSI_S_OVERRUN:
 		return -EOVERFLOW;
-	case VIRTIO_SCSI_S_ABORTED:
+	case VS_VIRTIO_SCSI_S_ABORTED:
 		return -ECANCELED;
-	case VIRTIO_SCSI_S_BAD_TARGET:
+	case VS_VIRTIO_SCSI_S_BAD_TARGET:
 		return -ENODEV;
-	case VIRTIO_SCSI_S_RESET:
+	case VS_VIRTIO_SCSI_S_RESET:
 		return -ECONNRESET;
-	case VIRTIO_SCSI_S_BUSY:
+	case VS_VIRTIO_SCSI_S_BUSY:
 		return -EBUSY;
-	case VIRTIO_SCSI_S_TRANSPORT_FAILURE:
+	case VS_VIRTIO_SCSI_S_TRANSPORT_FAILURE:
 		return -ENOLINK;
-	case VIRTIO_SCSI_S_TARGET_FAILURE:
+	case VS_VIRTIO_SCSI_S_TARGET_FAILURE:
 		return -EREMOTEIO;
-	case VIRTIO_SCSI_S_NEXUS_FAILURE:
+	case VS_VIRTIO_SCSI_S_NEXUS_FAILURE:
 		return -EBADE;
-	case VIRTIO_SCSI_S_FAILURE:
+	case VS_VIRTIO_SCSI_S_FAILURE:
 		return -EIO;
-	case VIRTIO_SCSI_S_INCORRECT_LUN:
+	case VS_VIRTIO_SCSI_S_INCORRECT_LUN:
 		return -ENXIO;
 	default: /* FUNCTION_SUCCEEDED/REJECTED belong to TMFs, not commands */
 		return -EPROTO;
 	}
 }
 
-static inline uint8_t sense_key(const uint8_t *sense, unsigned len)
-{
-	uint8_t code = sense[0] & 0x7f;
-
-	if ((code == 0x70 || code == 0x71) && len > 2)
-		return sense[2] & 0xf;
-	if ((code == 0x72 || code == 0x73) && len > 1)
-		return sense[1] & 0xf;
-	return 0;
-}
-
 /* Response header (device-written) into io; returns io->result.  Every length is
  * distrusted: the used length bounds what is read, sense and residual are clamped. */
-static inline int map_response(struct vs_ini_io *io, const struct virtio_scsi_cmd_resp *resp,
+static inline int map_response(struct vs_ini_io *io, const struct vs_virtio_scsi_cmd_resp *resp,
 			       uint32_t used_len, uint32_t data_len, uint8_t flags VS_CALLER_PARAM)
 {
-	struct virtio_scsi_cmd_resp r;
+	struct vs_virtio_scsi_cmd_resp r;
 	uint32_t sl, resid;
 
 	if (used_len < RESP_FIXED_LEN) {
 		VS_ERROR_HP(IO, "response of %u bytes, the header needs %zu", used_len,
 			    RESP_FIXED_LEN);
-		io->response = VIRTIO_SCSI_S_FAILURE;
+		io->response = VS_VIRTIO_SCSI_S_FAILURE;
 		io->scsi_status = 0;
 		io->sense_len = 0;
 		io->resid = data_len;
@@ -87,8 +70,8 @@ static inline int map_response(struct vs_ini_io *io, const struct virtio_scsi_cm
 	io->response = r.response;
 	io->scsi_status = r.status;
 	sl = vs_le32(r.sense_len);
-	if (sl > VIRTIO_SCSI_SENSE_SIZE)
-		sl = VIRTIO_SCSI_SENSE_SIZE;
+	if (sl > VS_VIRTIO_SCSI_SENSE_SIZE)
+		sl = VS_VIRTIO_SCSI_SENSE_SIZE;
 	if (sl > used_len - RESP_FIXED_LEN)
 		sl = used_len - RESP_FIXED_LEN;
 	io->sense_len = (uint8_t)sl;
@@ -108,7 +91,7 @@ static inline int map_response(struct vs_ini_io *io, const struct virtio_scsi_cm
 	return io->result;
 }
 
-int ini_map_response(struct vs_ini_io *io, const struct virtio_scsi_cmd_resp *resp,
+int ini_map_response(struct vs_ini_io *io, const struct vs_virtio_scsi_cmd_resp *resp,
 		     uint32_t used_len, uint32_t data_len)
 {
 	return map_response(io, resp, used_len, data_len, SLOT_PASSTHRU VS_CALLER_ARG);
@@ -153,8 +136,8 @@ static inline int reap_one(struct vs_ini_queue *q, struct vs_ini_io **out VS_CAL
 		return 1;
 	}
 	map_response(io, sl->resp, len, sl->data_len, sl->flags VS_CALLER_ARG);
-	if (io->scsi_status == SCSI_CHECK_CONDITION && io->response == VIRTIO_SCSI_S_OK &&
-	    sense_key(io->sense, io->sense_len) == SENSE_UNIT_ATTENTION) {
+	if (io->scsi_status == VS_SCSI_CHECK_CONDITION && io->response == VS_VIRTIO_SCSI_S_OK &&
+	    vs_scsi_sense_key(io->sense, io->sense_len) == VS_SENSE_UNIT_ATTENTION) {
 		if (sl->flags & SLOT_RESET) {
 			io->result = -ECONNRESET; /* it never ran: the reset got there first */
 		} else if (!(sl->flags & SLOT_PASSTHRU) && sl->retries) {
@@ -167,7 +150,7 @@ static inline int reap_one(struct vs_ini_queue *q, struct vs_ini_io **out VS_CAL
 		      "q %u tag %#llx done: response %u status %#x sense %u key %u resid %u "
 		      "result %d latency %llu ns",
 		      q->v.idx, (unsigned long long)sl->tag, io->response, io->scsi_status,
-		      io->sense_len, sense_key(io->sense, io->sense_len), io->resid, io->result,
+		      io->sense_len, vs_scsi_sense_key(io->sense, io->sense_len), io->resid, io->result,
 		      (unsigned long long)(vs_mono_ns() - io->submit_ns));
 	slot_free(q, s);
 	*out = io;
@@ -266,7 +249,7 @@ void ini_fail_all(struct vs_ini *ini, int result, const char *why)
 			slot_free(q, (uint16_t)s);
 			if (!io)
 				continue;
-			io->response = VIRTIO_SCSI_S_TRANSPORT_FAILURE;
+			io->response = VS_VIRTIO_SCSI_S_TRANSPORT_FAILURE;
 			io->scsi_status = 0;
 			io->sense_len = 0;
 			io->resid = sl->data_len;

@@ -17,23 +17,16 @@
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 1000
 
-static const char *tmf_name(uint32_t subtype)
-{
-	return subtype == VIRTIO_SCSI_T_TMF_ABORT_TASK           ? "ABORT_TASK"
-	       : subtype == VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET ? "LOGICAL_UNIT_RESET"
-								 : "TMF";
-}
-
 static int tmf_errno(uint8_t response)
 {
 	switch (response) {
-	case VIRTIO_SCSI_S_FUNCTION_COMPLETE:
-	case VIRTIO_SCSI_S_FUNCTION_SUCCEEDED:
+	case VS_VIRTIO_SCSI_S_FUNCTION_COMPLETE:
+	case VS_VIRTIO_SCSI_S_FUNCTION_SUCCEEDED:
 		return 0;
-	case VIRTIO_SCSI_S_FUNCTION_REJECTED:
+	case VS_VIRTIO_SCSI_S_FUNCTION_REJECTED:
 		return -EOPNOTSUPP;
-	case VIRTIO_SCSI_S_BAD_TARGET:
-	case VIRTIO_SCSI_S_INCORRECT_LUN:
+	case VS_VIRTIO_SCSI_S_BAD_TARGET:
+	case VS_VIRTIO_SCSI_S_INCORRECT_LUN:
 		return -ENODEV;
 	default:
 		return -EIO;
@@ -43,14 +36,14 @@ static int tmf_errno(uint8_t response)
 /* One TMF on the control queue, waited for here (conn_lock held: one at a time). */
 static int tmf_exec(struct vs_ini *ini, uint32_t subtype, const uint8_t lun[8], uint64_t tag)
 {
-	struct virtio_scsi_ctrl_tmf_req req = {
-	    .type = vs_le32(VIRTIO_SCSI_T_TMF),
+	struct vs_virtio_scsi_ctrl_tmf_req req = {
+	    .type = vs_le32(VS_VIRTIO_SCSI_T_TMF),
 	    .subtype = vs_le32(subtype),
 	    .tag = vs_le64(tag),
 	};
 	struct vs_vq_buf b[2] = {
 	    {ini->tmf_gpa, sizeof(req), false},
-	    {ini->tmf_gpa + TMF_RESP_OFF, sizeof(struct virtio_scsi_ctrl_tmf_resp), true},
+	    {ini->tmf_gpa + TMF_RESP_OFF, sizeof(struct vs_virtio_scsi_ctrl_tmf_resp), true},
 	};
 	uint64_t deadline = vs_mono_ns() + (uint64_t)ini->opts.timeout_ms * 1000000ull, one = 1;
 	uint8_t *resp = ini->base + ini->tmf_gpa + TMF_RESP_OFF;
@@ -62,14 +55,14 @@ static int tmf_exec(struct vs_ini *ini, uint32_t subtype, const uint8_t lun[8], 
 	memcpy(req.lun, lun, 8);
 	memcpy(ini->base + ini->tmf_gpa, &req, sizeof(req));
 	*resp = 0xff;
-	VS_INFO(TMF, "%s lun %02x%02x tag %#llx: sending", tmf_name(subtype), lun[2], lun[3],
+	VS_INFO(TMF, "%s lun %02x%02x tag %#llx: sending", vs_virtio_scsi_tmf_name(subtype), lun[2], lun[3],
 		(unsigned long long)tag);
 	pthread_mutex_lock(&ini->ctl_lock);
 	rc = vs_vq_drv_add(&ini->ctl.vq, b, 2, &head);
 	kick = !rc && vs_vq_drv_should_kick(&ini->ctl.vq);
 	pthread_mutex_unlock(&ini->ctl_lock);
 	if (rc) {
-		VS_ERROR(TMF, "%s: control ring refused the request: %s", tmf_name(subtype),
+		VS_ERROR(TMF, "%s: control ring refused the request: %s", vs_virtio_scsi_tmf_name(subtype),
 			 strerror(-rc));
 		return rc == -ENOSPC ? -EBUSY : rc;
 	}
@@ -82,12 +75,12 @@ static int tmf_exec(struct vs_ini *ini, uint32_t subtype, const uint8_t lun[8], 
 		if (rc != -EAGAIN)
 			break;
 		if ((rc = ini_wait_fd(ini, ini->ctl.call_fd, 100000)) < 0) {
-			VS_ERROR(TMF, "%s: the target went away", tmf_name(subtype));
+			VS_ERROR(TMF, "%s: the target went away", vs_virtio_scsi_tmf_name(subtype));
 			return rc;
 		}
 		if (vs_mono_ns() > deadline) {
 			/* The response buffer is still the device's: reset it to take it back. */
-			VS_ERROR(TMF, "%s: no answer in %u ms", tmf_name(subtype),
+			VS_ERROR(TMF, "%s: no answer in %u ms", vs_virtio_scsi_tmf_name(subtype),
 				 ini->opts.timeout_ms);
 			ini_schedule_reset(ini, "task management timed out");
 			return -ETIMEDOUT;
@@ -98,11 +91,11 @@ static int tmf_exec(struct vs_ini *ini, uint32_t subtype, const uint8_t lun[8], 
 		return -EIO;
 	}
 	if (len < 1) {
-		VS_ERROR(TMF, "%s: empty response", tmf_name(subtype));
+		VS_ERROR(TMF, "%s: empty response", vs_virtio_scsi_tmf_name(subtype));
 		return -EPROTO;
 	}
 	rc = tmf_errno(*(volatile uint8_t *)resp);
-	VS_INFO(TMF, "%s lun %02x%02x tag %#llx: response %u (%d)", tmf_name(subtype), lun[2],
+	VS_INFO(TMF, "%s lun %02x%02x tag %#llx: response %u (%d)", vs_virtio_scsi_tmf_name(subtype), lun[2],
 		lun[3], (unsigned long long)tag, *resp, rc);
 	return rc;
 }
@@ -133,7 +126,7 @@ int vs_ini_abort(struct vs_ini *ini, struct vs_ini_queue *q, struct vs_ini_io *i
 		goto out;
 	}
 	memcpy(lun, &key, 8);
-	rc = tmf_exec(ini, VIRTIO_SCSI_T_TMF_ABORT_TASK, lun, tag);
+	rc = tmf_exec(ini, VS_VIRTIO_SCSI_T_TMF_ABORT_TASK, lun, tag);
 out:
 	pthread_mutex_unlock(&ini->conn_lock);
 	return rc;
@@ -160,7 +153,7 @@ static unsigned reset_sweep(struct vs_ini *ini, uint64_t key, bool expire)
 				continue;
 			sl->io = NULL;
 			sl->flags |= SLOT_ORPHAN;
-			io->response = VIRTIO_SCSI_S_FAILURE;
+			io->response = VS_VIRTIO_SCSI_S_FAILURE;
 			io->scsi_status = 0;
 			io->sense_len = 0;
 			io->resid = sl->data_len;
@@ -209,7 +202,7 @@ int vs_ini_lun_reset(struct vs_ini *ini, unsigned idx)
 		pthread_mutex_unlock(&q->lock);
 	}
 	VS_INFO(TMF, "LUN reset %u (lun %u): %u requests pending", idx, lun[3], marked);
-	rc = tmf_exec(ini, VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET, lun, 0);
+	rc = tmf_exec(ini, VS_VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET, lun, 0);
 	deadline = vs_mono_ns() + (uint64_t)ini->opts.timeout_ms * 1000000ull;
 	for (;;) {
 		if (!ini->opts.interrupt)
@@ -235,29 +228,34 @@ out:
 }
 
 /* ---- event queue ---------------------------------------------------------------------------- */
-enum ini_event_action ini_event_action(const struct virtio_scsi_event *ev)
+enum ini_event_action ini_event_action(const struct vs_virtio_scsi_event *ev)
 {
 	uint32_t event = vs_le32(ev->event), reason = vs_le32(ev->reason);
+	unsigned target = 0, lun = 0;
 
-	if (event & VIRTIO_SCSI_T_EVENTS_MISSED) {
+	if (event & VS_VIRTIO_SCSI_T_EVENTS_MISSED) {
 		VS_WARNING(EVENT, "events were missed (%#x): full rescan", event);
 		return INI_EV_FULL_RESCAN;
 	}
+	if (vs_vscsi_lun_decode(ev->lun, &target, &lun))
+		VS_WARNING(EVENT, "%s: LUN field %02x %02x %02x %02x not understood",
+			   vs_virtio_scsi_event_name(event), ev->lun[0], ev->lun[1], ev->lun[2],
+			   ev->lun[3]);
 	switch (event) {
-	case VIRTIO_SCSI_T_NO_EVENT:
+	case VS_VIRTIO_SCSI_T_NO_EVENT:
 		return INI_EV_NONE;
-	case VIRTIO_SCSI_T_TRANSPORT_RESET:
-		VS_INFO(EVENT, "transport reset, target %u lun %u, reason %u (%s): rescan",
-			ev->lun[1], ((ev->lun[2] & 0x3f) << 8) | ev->lun[3], reason,
-			reason == VIRTIO_SCSI_EVT_RESET_RESCAN    ? "rescan"
-			: reason == VIRTIO_SCSI_EVT_RESET_REMOVED ? "removed"
-								  : "hard");
+	case VS_VIRTIO_SCSI_T_TRANSPORT_RESET:
+		VS_INFO(EVENT, "transport reset, target %u lun %u, reason %u (%s): rescan", target,
+			lun, reason,
+			reason == VS_VIRTIO_SCSI_EVT_RESET_RESCAN    ? "rescan"
+			: reason == VS_VIRTIO_SCSI_EVT_RESET_REMOVED ? "removed"
+								     : "hard");
 		return INI_EV_RESCAN;
-	case VIRTIO_SCSI_T_PARAM_CHANGE:
-		VS_INFO(EVENT, "parameter change, lun %u, asc %#x ascq %#x: rescan",
-			((ev->lun[2] & 0x3f) << 8) | ev->lun[3], reason & 0xff, reason >> 8);
+	case VS_VIRTIO_SCSI_T_PARAM_CHANGE:
+		VS_INFO(EVENT, "parameter change, lun %u, asc %#x ascq %#x: rescan", lun,
+			reason & 0xff, reason >> 8);
 		return INI_EV_RESCAN;
-	case VIRTIO_SCSI_T_ASYNC_NOTIFY:
+	case VS_VIRTIO_SCSI_T_ASYNC_NOTIFY:
 		VS_INFO(EVENT, "asynchronous notification %#x: nothing to do", reason);
 		return INI_EV_NONE;
 	default:
@@ -268,8 +266,8 @@ enum ini_event_action ini_event_action(const struct virtio_scsi_event *ev)
 
 static int post_event(struct vs_ini *ini, unsigned i)
 {
-	struct vs_vq_buf b = {ini->evt_gpa + i * sizeof(struct virtio_scsi_event),
-			      sizeof(struct virtio_scsi_event), true};
+	struct vs_vq_buf b = {ini->evt_gpa + i * sizeof(struct vs_virtio_scsi_event),
+			      sizeof(struct vs_virtio_scsi_event), true};
 	uint16_t head;
 	int rc;
 
@@ -293,7 +291,7 @@ int ini_post_events(struct vs_ini *ini)
 
 static void events_reap(struct vs_ini *ini)
 {
-	struct virtio_scsi_event ev;
+	struct vs_virtio_scsi_event ev;
 	uint64_t one = 1;
 	uint32_t len;
 	uint16_t head;
@@ -353,7 +351,7 @@ static void *ctl_thread(void *arg)
 	while (!atomic_load(&ini->stop)) {
 		struct pollfd p[3] = {
 		    {.fd = ini->wake_fd, .events = POLLIN},
-		    {.fd = ini->front.sock, .events = POLLRDHUP},
+		    {.fd = ini->vhost.sock, .events = POLLRDHUP},
 		    {.fd = ini->evt.call_fd, .events = POLLIN},
 		};
 

@@ -20,8 +20,10 @@
 #include <vioscope/trace.h>
 
 #include "initiator/initiator.h"
-#include "vhost/vhost.h"
+#include "proto/scsi_proto.h"
+#include "proto/virtio_scsi_proto.h"
 #include "util/util.h"
+#include "vhost/vhost_drv.h"
 #include "virtio/virtio.h"
 
 #define INI_AUX_QSIZE   16   /* control and event rings */
@@ -54,8 +56,8 @@ enum {
 
 struct ini_slot {
 	struct vs_ini_io *io; /* NULL when free or orphaned */
-	struct virtio_scsi_cmd_req *req;
-	struct virtio_scsi_cmd_resp *resp;
+	struct vs_virtio_scsi_cmd_req *req;
+	struct vs_virtio_scsi_cmd_resp *resp;
 	uint8_t *param; /* UNMAP parameter list */
 	void *table;    /* indirect descriptors, seg_max + 2 */
 	uint64_t gpa;   /* of the slot's shared part (req at +0 ...) */
@@ -110,7 +112,7 @@ struct ini_lun_hot {
 struct vs_ini {
 	struct vs_ini_opts opts; /* as settled by the driver (defaults filled in) */
 	char *socket_path;
-	struct vs_vhost_front front;
+	struct vs_vhost_drv vhost; /* the connection to the target */
 	pthread_mutex_t conn_lock;
 	atomic_bool connected; /* rings running and LUNs scanned */
 	atomic_uint connections;
@@ -185,11 +187,11 @@ void ini_stop_cq_threads(struct vs_ini *ini);
 void ini_queue_reset_slots(struct vs_ini_queue *q);
 /* Ask the control thread to drop the connection (broken ring, failed kick). */
 void ini_schedule_reset(struct vs_ini *ini, const char *why);
-int ini_map_response(struct vs_ini_io *io, const struct virtio_scsi_cmd_resp *resp,
+int ini_map_response(struct vs_ini_io *io, const struct vs_virtio_scsi_cmd_resp *resp,
 		     uint32_t used_len, uint32_t data_len);
 
 /* submit.c */
-/* cdb: VIRTIO_SCSI_CDB_SIZE bytes, zero padded; expect: the bytes the iovecs must hold
+/* cdb: VS_VIRTIO_SCSI_CDB_SIZE bytes, zero padded; expect: the bytes the iovecs must hold
  * (INI_ANY_LEN: whatever they hold). */
 int ini_submit(struct vs_ini_queue *q, struct vs_ini_io *io, const uint8_t lun[8], uint16_t lun_idx,
 	       const uint8_t *cdb, uint8_t flags, uint64_t expect);
@@ -210,6 +212,6 @@ int ini_start_ctl_thread(struct vs_ini *ini);
 void ini_stop_ctl_thread(struct vs_ini *ini);
 int ini_post_events(struct vs_ini *ini);
 enum ini_event_action { INI_EV_NONE, INI_EV_RESCAN, INI_EV_FULL_RESCAN };
-enum ini_event_action ini_event_action(const struct virtio_scsi_event *ev);
+enum ini_event_action ini_event_action(const struct vs_virtio_scsi_event *ev);
 
 #endif /* VS_INI_INT_H */

@@ -24,9 +24,9 @@
 #include "initiator/ini_int.h"
 
 #define WANT_FEATURES                                                                              \
-	(VS_VIRTIO_BIT(VIRTIO_F_VERSION_1) | VS_VIRTIO_BIT(VIRTIO_F_EVENT_IDX) |                   \
-	 VS_VIRTIO_BIT(VIRTIO_F_INDIRECT_DESC) | VS_VIRTIO_BIT(VIRTIO_SCSI_F_HOTPLUG) |            \
-	 VS_VIRTIO_BIT(VIRTIO_SCSI_F_CHANGE) | VS_VIRTIO_BIT(VS_VHOST_F_PROTOCOL_FEATURES))
+	(VS_VIRTIO_BIT(VS_VIRTIO_F_VERSION_1) | VS_VIRTIO_BIT(VS_VIRTIO_F_EVENT_IDX) |                   \
+	 VS_VIRTIO_BIT(VS_VIRTIO_F_INDIRECT_DESC) | VS_VIRTIO_BIT(VS_VIRTIO_SCSI_F_HOTPLUG) |            \
+	 VS_VIRTIO_BIT(VS_VIRTIO_SCSI_F_CHANGE) | VS_VIRTIO_BIT(VS_VHOST_F_PROTOCOL_FEATURES))
 #define WANT_PROTOCOL                                                                              \
 	((1ull << VS_VHOST_PROTOCOL_F_MQ) | (1ull << VS_VHOST_PROTOCOL_F_REPLY_ACK) |              \
 	 (1ull << VS_VHOST_PROTOCOL_F_CONFIG))
@@ -47,16 +47,16 @@ int vs_ini_initialize(struct vs_ini *ini)
 	int rc;
 
 	VS_INFO(INIT, "initialise: connecting to %s", ini->socket_path);
-	if ((rc = vs_vhost_front_connect(&ini->front, ini->socket_path))) {
+	if ((rc = vs_vhost_drv_connect(&ini->vhost, ini->socket_path))) {
 		VS_ERROR(INIT, "initialise: cannot connect to %s: %s", ini->socket_path,
 			 strerror(-rc));
 		return rc;
 	}
 	/* A target that accepts and then hangs must not wedge the driver (or close()). */
-	if (setsockopt(ini->front.sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) ||
-	    setsockopt(ini->front.sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)))
+	if (setsockopt(ini->vhost.sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) ||
+	    setsockopt(ini->vhost.sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)))
 		VS_WARNING(INIT, "initialise: socket timeouts not set: %s", strerror(errno));
-	if ((rc = vs_vhost_front_set_owner(&ini->front))) {
+	if ((rc = vs_vhost_drv_set_owner(&ini->vhost))) {
 		VS_ERROR(INIT, "initialise: SET_OWNER refused: %s", strerror(-rc));
 		return rc;
 	}
@@ -68,11 +68,11 @@ int vs_ini_negotiate(struct vs_ini *ini)
 	uint64_t proto = 0;
 	int rc;
 
-	if ((rc = vs_vhost_front_get_features(&ini->front, &ini->dev_features))) {
+	if ((rc = vs_vhost_drv_get_features(&ini->vhost, &ini->dev_features))) {
 		VS_ERROR(FEATURES, "negotiate: GET_FEATURES failed: %s", strerror(-rc));
 		return rc;
 	}
-	if (!(ini->dev_features & VS_VIRTIO_BIT(VIRTIO_F_VERSION_1))) {
+	if (!(ini->dev_features & VS_VIRTIO_BIT(VS_VIRTIO_F_VERSION_1))) {
 		VS_ERROR(FEATURES,
 			 "negotiate: device features %#llx lack VERSION_1 (legacy device)",
 			 (unsigned long long)ini->dev_features);
@@ -80,13 +80,13 @@ int vs_ini_negotiate(struct vs_ini *ini)
 	}
 	ini->features = ini->dev_features & WANT_FEATURES;
 	if (has(ini->features, VS_VHOST_F_PROTOCOL_FEATURES)) {
-		if ((rc = vs_vhost_front_get_protocol_features(&ini->front, &proto))) {
+		if ((rc = vs_vhost_drv_get_protocol_features(&ini->vhost, &proto))) {
 			VS_ERROR(FEATURES, "negotiate: GET_PROTOCOL_FEATURES failed: %s",
 				 strerror(-rc));
 			return rc;
 		}
 		ini->proto_features = proto & WANT_PROTOCOL;
-		if ((rc = vs_vhost_front_set_protocol_features(&ini->front, ini->proto_features))) {
+		if ((rc = vs_vhost_drv_set_protocol_features(&ini->vhost, ini->proto_features))) {
 			VS_ERROR(FEATURES, "negotiate: SET_PROTOCOL_FEATURES %#llx failed: %s",
 				 (unsigned long long)ini->proto_features, strerror(-rc));
 			return rc;
@@ -95,7 +95,7 @@ int vs_ini_negotiate(struct vs_ini *ini)
 		ini->proto_features = 0;
 		VS_WARNING(FEATURES, "negotiate: no protocol features: one queue, no acks");
 	}
-	if ((rc = vs_vhost_front_set_features(&ini->front, ini->features))) {
+	if ((rc = vs_vhost_drv_set_features(&ini->vhost, ini->features))) {
 		VS_ERROR(FEATURES, "negotiate: SET_FEATURES %#llx failed: %s",
 			 (unsigned long long)ini->features, strerror(-rc));
 		return rc;
@@ -105,70 +105,43 @@ int vs_ini_negotiate(struct vs_ini *ini)
 		"offered %#llx, acked %#llx (event_idx %d indirect %d hotplug %d change %d)",
 		(unsigned long long)ini->dev_features, (unsigned long long)WANT_FEATURES,
 		(unsigned long long)ini->features, (unsigned long long)proto,
-		(unsigned long long)ini->proto_features, has(ini->features, VIRTIO_F_EVENT_IDX),
-		has(ini->features, VIRTIO_F_INDIRECT_DESC),
-		has(ini->features, VIRTIO_SCSI_F_HOTPLUG),
-		has(ini->features, VIRTIO_SCSI_F_CHANGE));
-	return 0;
-}
-
-/* GET_CONFIG through the codec (the front-end helpers have none). */
-static int get_config(struct vs_ini *ini, struct virtio_scsi_config *cfg)
-{
-	struct vs_vhost_msg m, r;
-	char why[128] = "";
-	int rc;
-
-	memset(&m, 0, sizeof(m));
-	for (unsigned i = 0; i < VS_VHOST_MAX_FDS; i++)
-		m.fds[i] = -1;
-	m.request = VS_VHOST_GET_CONFIG;
-	m.flags = VS_VHOST_VERSION;
-	m.size = 12 + sizeof(*cfg);
-	m.payload.config.size = sizeof(*cfg);
-	if ((rc = vs_vhost_msg_send(ini->front.sock, &m)))
-		return rc;
-	if ((rc = vs_vhost_msg_recv_reply(ini->front.sock, &r, why, sizeof(why)))) {
-		VS_ERROR(CONFIG, "GET_CONFIG: no reply: %s", why);
-		return rc;
-	}
-	if (r.request != VS_VHOST_GET_CONFIG || r.size != m.size ||
-	    r.payload.config.size != sizeof(*cfg)) {
-		VS_ERROR(CONFIG, "GET_CONFIG: bad reply (request %u size %u)", r.request, r.size);
-		return -EPROTO;
-	}
-	memcpy(cfg, r.payload.config.region, sizeof(*cfg));
+		(unsigned long long)ini->proto_features, has(ini->features, VS_VIRTIO_F_EVENT_IDX),
+		has(ini->features, VS_VIRTIO_F_INDIRECT_DESC),
+		has(ini->features, VS_VIRTIO_SCSI_F_HOTPLUG),
+		has(ini->features, VS_VIRTIO_SCSI_F_CHANGE));
 	return 0;
 }
 
 int vs_ini_settle_config(struct vs_ini *ini, bool first)
 {
-	struct virtio_scsi_config cfg;
+	struct vs_virtio_scsi_config cfg;
 	unsigned avail = 1, seg_max, max_sectors, cmd_per_lun;
 	uint64_t num;
 	int rc;
 
 	if (has(ini->proto_features, VS_VHOST_PROTOCOL_F_MQ)) {
-		if ((rc = vs_vhost_front_get_queue_num(&ini->front, &num))) {
+		if ((rc = vs_vhost_drv_get_queue_num(&ini->vhost, &num))) {
 			VS_ERROR(CONFIG, "settle: GET_QUEUE_NUM failed: %s", strerror(-rc));
 			return rc;
 		}
-		if (num < VIRTIO_SCSI_VQ_REQ0 + 1 || num > VS_VHOST_MAX_QUEUES) {
+		if (num < VS_VIRTIO_SCSI_VQ_REQ0 + 1 || num > VS_VHOST_MAX_QUEUES) {
 			VS_ERROR(CONFIG, "settle: the target has %llu queues: %s",
 				 (unsigned long long)num,
 				 "needs control, event and >= 1 request queue");
 			return -EPROTO;
 		}
-		avail = (unsigned)num - VIRTIO_SCSI_VQ_REQ0;
+		avail = (unsigned)num - VS_VIRTIO_SCSI_VQ_REQ0;
 	}
 	seg_max = umin(ini->opts.seg_max, INI_SEG_MAX_CAP);
-	if (!has(ini->features, VIRTIO_F_INDIRECT_DESC))
+	if (!has(ini->features, VS_VIRTIO_F_INDIRECT_DESC))
 		seg_max = umin(seg_max, ini->opts.queue_size - 2);
 	max_sectors = umin(ini->opts.max_sectors, INI_SECTORS_CAP);
 	cmd_per_lun = umin(ini->opts.cmd_per_lun, ini->opts.queue_size);
 	if (has(ini->proto_features, VS_VHOST_PROTOCOL_F_CONFIG)) {
-		if ((rc = get_config(ini, &cfg)))
+		if ((rc = vs_vhost_drv_get_config(&ini->vhost, &cfg, sizeof(cfg)))) {
+			VS_ERROR(CONFIG, "settle: GET_CONFIG failed: %s", strerror(-rc));
 			return rc;
+		}
 		VS_INFO(CONFIG,
 			"settle: device config queues %u seg_max %u max_sectors %u "
 			"cmd_per_lun %u sense %u cdb %u",
@@ -220,12 +193,12 @@ static int new_eventfd(int *fd, bool nonblock)
 /* One ring: private state fresh, then NUM, ADDR, BASE, CALL, KICK (the kick starts it). */
 static int ring_setup(struct vs_ini *ini, struct ini_vq *v, bool want_call, bool nonblock)
 {
-	struct vs_vhost_front *f = &ini->front;
+	struct vs_vhost_drv *f = &ini->vhost;
 	int rc;
 
 	vs_vq_drv_destroy(&v->vq);
-	rc = vs_vq_drv_init(&v->vq, v->size, v->ring, has(ini->features, VIRTIO_F_EVENT_IDX),
-			    has(ini->features, VIRTIO_F_INDIRECT_DESC));
+	rc = vs_vq_drv_init(&v->vq, v->size, v->ring, has(ini->features, VS_VIRTIO_F_EVENT_IDX),
+			    has(ini->features, VS_VIRTIO_F_INDIRECT_DESC));
 	if (rc)
 		return rc;
 	v->vq.qid = v->idx;
@@ -234,13 +207,13 @@ static int ring_setup(struct vs_ini *ini, struct ini_vq *v, bool want_call, bool
 		VS_ERROR(QUEUE, "queue %u: eventfd: %s", v->idx, strerror(-rc));
 		return rc;
 	}
-	if ((rc = vs_vhost_front_set_vring_num(f, v->idx, v->size)) ||
-	    (rc = vs_vhost_front_set_vring_addr(f, v->idx, (uint64_t)(uintptr_t)v->vq.desc,
+	if ((rc = vs_vhost_drv_set_vring_num(f, v->idx, v->size)) ||
+	    (rc = vs_vhost_drv_set_vring_addr(f, v->idx, (uint64_t)(uintptr_t)v->vq.desc,
 						(uint64_t)(uintptr_t)v->vq.avail,
 						(uint64_t)(uintptr_t)v->vq.used)) ||
-	    (rc = vs_vhost_front_set_vring_base(f, v->idx, 0)) ||
-	    (rc = vs_vhost_front_set_vring_call(f, v->idx, v->call_fd)) ||
-	    (rc = vs_vhost_front_set_vring_kick(f, v->idx, v->kick_fd))) {
+	    (rc = vs_vhost_drv_set_vring_base(f, v->idx, 0)) ||
+	    (rc = vs_vhost_drv_set_vring_call(f, v->idx, v->call_fd)) ||
+	    (rc = vs_vhost_drv_set_vring_kick(f, v->idx, v->kick_fd))) {
 		VS_ERROR(QUEUE, "queue %u: ring set-up refused: %s", v->idx, strerror(-rc));
 		return rc;
 	}
@@ -259,7 +232,7 @@ int vs_ini_setup_queues(struct vs_ini *ini)
 	};
 	int rc;
 
-	if ((rc = vs_vhost_front_set_mem_table(&ini->front, &reg, 1, &ini->memfd))) {
+	if ((rc = vs_vhost_drv_set_mem_table(&ini->vhost, &reg, 1, &ini->memfd))) {
 		VS_ERROR(MEMORY, "setup: SET_MEM_TABLE (%zu bytes) refused: %s", ini->size,
 			 strerror(-rc));
 		return rc;
@@ -292,19 +265,19 @@ int vs_ini_setup_queues(struct vs_ini *ini)
 		if (rc)
 			return rc;
 	}
-	VS_INFO(QUEUE, "setup: %u rings ready to start", VIRTIO_SCSI_VQ_REQ0 + ini->nqueues);
+	VS_INFO(QUEUE, "setup: %u rings ready to start", VS_VIRTIO_SCSI_VQ_REQ0 + ini->nqueues);
 	return 0;
 }
 
 int vs_ini_mark_ready(struct vs_ini *ini)
 {
-	unsigned n = VIRTIO_SCSI_VQ_REQ0 + ini->nqueues;
+	unsigned n = VS_VIRTIO_SCSI_VQ_REQ0 + ini->nqueues;
 	uint64_t one = 1;
 	int rc;
 
 	if (has(ini->features, VS_VHOST_F_PROTOCOL_FEATURES)) {
 		for (unsigned i = 0; i < n; i++) {
-			if ((rc = vs_vhost_front_set_vring_enable(&ini->front, i, true))) {
+			if ((rc = vs_vhost_drv_set_vring_enable(&ini->vhost, i, true))) {
 				VS_ERROR(INIT, "ready: enabling ring %u failed: %s", i,
 					 strerror(-rc));
 				return rc;
@@ -327,9 +300,9 @@ void ini_drop_connection(struct vs_ini *ini)
 {
 	atomic_store(&ini->connected, false);
 	ini_fail_all(ini, -ENOTCONN, "connection dropped");
-	if (ini->front.sock >= 0)
+	if (ini->vhost.sock >= 0)
 		VS_INFO(INIT, "closing the connection to %s", ini->socket_path);
-	vs_vhost_front_close(&ini->front);
+	vs_vhost_drv_close(&ini->vhost);
 }
 
 static int connect_steps(struct vs_ini *ini, bool first)
@@ -383,7 +356,7 @@ static int opts_settle(struct vs_ini_opts *o, const struct vs_ini_opts *in)
 		o->data_mem = 64u << 20;
 	if (!o->timeout_ms)
 		o->timeout_ms = 10000;
-	if (o->queue_size < 4 || o->queue_size > VS_VQ_MAX_SIZE ||
+	if (o->queue_size < 4 || o->queue_size > VS_VRING_MAX_SIZE ||
 	    (o->queue_size & (o->queue_size - 1)))
 		return -EINVAL;
 	return 0;
@@ -398,7 +371,7 @@ int vs_ini_open(struct vs_ini **out, const struct vs_ini_opts *opts)
 	ini = calloc(1, sizeof(*ini));
 	if (!ini)
 		return -ENOMEM;
-	ini->memfd = ini->wake_fd = ini->sync_fd = ini->front.sock = -1;
+	ini->memfd = ini->wake_fd = ini->sync_fd = ini->vhost.sock = -1;
 	pthread_mutex_init(&ini->conn_lock, NULL);
 	pthread_mutex_init(&ini->alloc_lock, NULL);
 	pthread_mutex_init(&ini->ctl_lock, NULL);
@@ -454,10 +427,10 @@ void vs_ini_close(struct vs_ini *ini)
 	ini_stop_ctl_thread(ini);
 	ini_stop_cq_threads(ini);
 	pthread_mutex_lock(&ini->conn_lock);
-	if (atomic_load(&ini->connected) && ini->front.sock >= 0) {
+	if (atomic_load(&ini->connected) && ini->vhost.sock >= 0) {
 		/* Stop every ring: the target finishes what it holds and lets go. */
-		for (unsigned i = 0; i < VIRTIO_SCSI_VQ_REQ0 + ini->nqueues; i++)
-			if (vs_vhost_front_get_vring_base(&ini->front, i, &base))
+		for (unsigned i = 0; i < VS_VIRTIO_SCSI_VQ_REQ0 + ini->nqueues; i++)
+			if (vs_vhost_drv_get_vring_base(&ini->vhost, i, &base))
 				break;
 		for (unsigned i = 0; i < ini->nqueues; i++)
 			vs_ini_poll(&ini->q[i], ~0u);

@@ -37,13 +37,13 @@ static void sync_done(struct vs_ini_io *io)
 int ini_wait_fd(struct vs_ini *ini, int fd, unsigned timeout_us)
 {
 	struct pollfd p[2] = {
-	    {.fd = ini->front.sock, .events = POLLRDHUP},
+	    {.fd = ini->vhost.sock, .events = POLLRDHUP},
 	    {.fd = fd, .events = POLLIN},
 	};
 	struct timespec ts = {timeout_us / 1000000, (long)(timeout_us % 1000000) * 1000};
 	uint64_t v;
 
-	if (ini->front.sock < 0)
+	if (ini->vhost.sock < 0)
 		return -ENOTCONN;
 	if (ppoll(p, fd >= 0 ? 2 : 1, &ts, NULL) <= 0)
 		return 0;
@@ -116,24 +116,14 @@ int ini_exec_sync(struct vs_ini *ini, unsigned target, unsigned lun, const uint8
 			usleep(1000);
 			continue;
 		}
-		if (res->result != -EIO || res->sense_len < 3 ||
-		    (((res->sense[0] & 0x7f) >= 0x72 ? res->sense[1] : res->sense[2]) & 0xf) != 0x6)
+		if (res->result != -EIO ||
+		    vs_scsi_sense_key(res->sense, res->sense_len) != VS_SENSE_UNIT_ATTENTION)
 			return 0;
 		VS_INFO(SCSI, "command %#x to %u:%u: unit attention %02x/%02x, retrying", cdb[0],
 			target, lun, res->sense_len > 13 ? res->sense[12] : 0,
 			res->sense_len > 13 ? res->sense[13] : 0);
 	}
 	return 0;
-}
-
-static uint32_t ld_be32(const uint8_t *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-static uint64_t ld_be64(const uint8_t *p)
-{
-	return (uint64_t)ld_be32(p) << 32 | ld_be32(p + 4);
 }
 
 static void copy_trim(char *dst, const uint8_t *src, size_t n)
@@ -153,15 +143,12 @@ static int cmp_uint(const void *a, const void *b)
 /* LUN numbers of target 0, sorted.  -EIO when REPORT LUNS fails. */
 static int report_luns(struct vs_ini *ini, unsigned *ids, unsigned *n)
 {
-	uint8_t cdb[12] = {0xa0};
+	uint8_t cdb[12] = {VS_SCSI_OP_REPORT_LUNS};
 	struct vs_ini_io r;
 	uint32_t len, got;
 	int rc;
 
-	cdb[6] = INI_SCAN_BUF >> 24;
-	cdb[7] = (uint8_t)(INI_SCAN_BUF >> 16);
-	cdb[8] = (uint8_t)(INI_SCAN_BUF >> 8);
-	cdb[9] = (uint8_t)INI_SCAN_BUF;
+	vs_put_be32(cdb + 6, INI_SCAN_BUF); /* allocation length */
 	if ((rc = ini_exec_sync(ini, 0, 0, cdb, sizeof(cdb), INI_SCAN_BUF, true, &r)))
 		return rc;
 	if (r.result) {
@@ -170,7 +157,7 @@ static int report_luns(struct vs_ini *ini, unsigned *ids, unsigned *n)
 		return -EIO;
 	}
 	got = INI_SCAN_BUF - r.resid;
-	len = got >= 8 ? ld_be32(ini->scan_buf) : 0;
+	len = got >= 8 ? vs_be32(ini->scan_buf) : 0;
 	if (len > got - 8)
 		len = got >= 8 ? got - 8 : 0; /* more LUNs than the buffer: keep what came */
 	*n = 0;
@@ -197,10 +184,11 @@ static int report_luns(struct vs_ini *ini, unsigned *ids, unsigned *n)
 /* 0 with *l filled; -ENODEV when nothing usable is there; -errno when it cannot run. */
 static int probe_lun(struct vs_ini *ini, unsigned id, struct vs_ini_lun *l, bool *lbpme)
 {
-	uint8_t inq[6] = {0x12, 0, 0, 0, 96, 0};
-	uint8_t rc16[16] = {0x9e, 0x10};
-	uint8_t rc10[10] = {0x25};
-	uint8_t ms[6] = {0x1a, 0x08, 0x3f, 0, 192, 0};
+	uint8_t inq[6] = {VS_SCSI_OP_INQUIRY, 0, 0, 0, 96, 0};
+	uint8_t rc16[16] = {VS_SCSI_OP_SERVICE_ACTION_IN_16, VS_SCSI_SAI_READ_CAPACITY_16};
+	uint8_t rc10[10] = {VS_SCSI_OP_READ_CAPACITY_10};
+	uint8_t ms[6] = {VS_SCSI_OP_MODE_SENSE_6, VS_SCSI_MODE_DBD, VS_SCSI_MODE_ALL_PAGES, 0, 192,
+			 0};
 	uint8_t *b = ini->scan_buf;
 	struct vs_ini_io r;
 	int rc;
@@ -214,9 +202,9 @@ static int probe_lun(struct vs_ini *ini, unsigned id, struct vs_ini_lun *l, bool
 			b[0] >> 5);
 		return -ENODEV;
 	}
-	if ((b[0] & 0x1f) != 0) {
+	if ((b[0] & VS_SCSI_PERIPHERAL_TYPE) != VS_SCSI_TYPE_DISK) {
 		VS_INFO(SCSI, "LUN %u: device type %#x is not a block device: skipped", id,
-			b[0] & 0x1f);
+			b[0] & VS_SCSI_PERIPHERAL_TYPE);
 		return -ENODEV;
 	}
 	copy_trim(l->vendor, b + 8, 8);
@@ -227,9 +215,9 @@ static int probe_lun(struct vs_ini *ini, unsigned id, struct vs_ini_lun *l, bool
 	if ((rc = ini_exec_sync(ini, 0, id, rc16, sizeof(rc16), 32, true, &r)))
 		return rc;
 	if (!r.result && r.resid <= 32 - 15) {
-		l->num_blocks = ld_be64(b) + 1;
-		l->block_size = ld_be32(b + 8);
-		*lbpme = b[14] & 0x80;
+		l->num_blocks = vs_be64(b) + 1;
+		l->block_size = vs_be32(b + 8);
+		*lbpme = b[14] & VS_SCSI_RC16_LBPME;
 	} else {
 		VS_INFO(SCSI, "LUN %u: READ CAPACITY(16) result %d: trying (10)", id, r.result);
 		if ((rc = ini_exec_sync(ini, 0, id, rc10, sizeof(rc10), 8, true, &r)))
@@ -239,8 +227,8 @@ static int probe_lun(struct vs_ini *ini, unsigned id, struct vs_ini_lun *l, bool
 				 r.result);
 			return -ENODEV;
 		}
-		l->num_blocks = (uint64_t)ld_be32(b) + 1;
-		l->block_size = ld_be32(b + 4);
+		l->num_blocks = (uint64_t)vs_be32(b) + 1;
+		l->block_size = vs_be32(b + 4);
 		*lbpme = false;
 	}
 	if (l->block_size < 512 || l->block_size > 65536 || (l->block_size & (l->block_size - 1)) ||
@@ -251,25 +239,25 @@ static int probe_lun(struct vs_ini *ini, unsigned id, struct vs_ini_lun *l, bool
 	}
 	if ((rc = ini_exec_sync(ini, 0, id, ms, sizeof(ms), 192, true, &r)))
 		return rc;
-	l->read_only = !r.result && r.resid <= 192 - 4 && (b[2] & 0x80);
+	l->read_only = !r.result && r.resid <= 192 - 4 && (b[2] & VS_SCSI_MODE_WP);
 	return 0;
 }
 
 /* Thin provisioning: LBPME and, when the page is there, LBPU of VPD B2h. */
 static int probe_thin(struct vs_ini *ini, unsigned id, bool *thin)
 {
-	uint8_t cdb[6] = {0x12, 0x01, 0xb2, 0, 64, 0};
+	uint8_t cdb[6] = {VS_SCSI_OP_INQUIRY, VS_SCSI_INQUIRY_EVPD, VS_SCSI_VPD_LBP, 0, 64, 0};
 	struct vs_ini_io r;
 	int rc;
 
 	if ((rc = ini_exec_sync(ini, 0, id, cdb, sizeof(cdb), 64, true, &r)))
 		return rc;
-	if (r.result || r.resid > 64 - 6 || ini->scan_buf[1] != 0xb2) {
+	if (r.result || r.resid > 64 - 6 || ini->scan_buf[1] != VS_SCSI_VPD_LBP) {
 		VS_INFO(SCSI, "LUN %u: no provisioning VPD page (result %d): LBPME alone decides",
 			id, r.result);
 		return 0;
 	}
-	*thin = ini->scan_buf[5] & 0x80; /* LBPU: UNMAP supported */
+	*thin = ini->scan_buf[5] & VS_SCSI_LBP_LBPU;
 	return 0;
 }
 

@@ -33,7 +33,7 @@ static size_t slot_stride(const struct vs_ini *ini)
 static int queue_alloc(struct vs_ini *ini, struct vs_ini_queue *q, unsigned num)
 {
 	q->num = num;
-	q->v.idx = VIRTIO_SCSI_VQ_REQ0 + num;
+	q->v.idx = VS_VIRTIO_SCSI_VQ_REQ0 + num;
 	q->v.size = ini->queue_size;
 	q->v.kick_fd = q->v.call_fd = -1;
 	q->slots = calloc(ini->nslots, sizeof(*q->slots));
@@ -55,8 +55,8 @@ int ini_shm_create(struct vs_ini *ini)
 	ini->q = calloc(ini->nqueues, sizeof(*ini->q));
 	if (!ini->q)
 		return -ENOMEM;
-	ini->ctl.idx = VIRTIO_SCSI_VQ_CTRL;
-	ini->evt.idx = VIRTIO_SCSI_VQ_EVENT;
+	ini->ctl.idx = VS_VIRTIO_SCSI_VQ_CTRL;
+	ini->evt.idx = VS_VIRTIO_SCSI_VQ_EVENT;
 	ini->ctl.size = ini->evt.size = INI_AUX_QSIZE;
 	ini->ctl.kick_fd = ini->ctl.call_fd = ini->evt.kick_fd = ini->evt.call_fd = -1;
 	ini->ctl.ring = (void *)(uintptr_t)off; /* offsets for now, pointers below */
@@ -66,7 +66,7 @@ int ini_shm_create(struct vs_ini *ini)
 	ini->tmf_gpa = off;
 	off += 64;
 	ini->evt_gpa = off;
-	off += align_up(INI_EVENTS * sizeof(struct virtio_scsi_event), 64);
+	off += align_up(INI_EVENTS * sizeof(struct vs_virtio_scsi_event), 64);
 	for (unsigned i = 0; i < ini->nqueues; i++) {
 		struct vs_ini_queue *q = &ini->q[i];
 

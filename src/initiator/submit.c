@@ -16,25 +16,6 @@
 #include "initiator/ini_int.h"
 
 #define CHAIN_MAX       (INI_SEG_MAX_CAP + 3)
-#define UNMAP_PARAM_LEN 24
-
-static inline void be16(uint8_t *p, uint16_t v)
-{
-	v = htobe16(v);
-	memcpy(p, &v, 2);
-}
-
-static inline void be32(uint8_t *p, uint32_t v)
-{
-	v = htobe32(v);
-	memcpy(p, &v, 4);
-}
-
-static inline void be64(uint8_t *p, uint64_t v)
-{
-	v = htobe64(v);
-	memcpy(p, &v, 8);
-}
 
 /* Translate the caller's iovecs into ring buffers: each must lie in the data area. */
 static inline int iov_to_bufs(const struct vs_ini *ini, const struct vs_ini_io *io,
@@ -70,17 +51,17 @@ static inline void ini_kick(struct vs_ini_queue *q VS_CALLER_PARAM)
 }
 
 /* Request header into shared memory: one private build, one copy.  cdb is always
- * VIRTIO_SCSI_CDB_SIZE bytes (zero padded by the caller): fixed-size copies only. */
+ * VS_VIRTIO_SCSI_CDB_SIZE bytes (zero padded by the caller): fixed-size copies only. */
 static inline void slot_write_req(struct ini_slot *sl, const uint8_t lun[8], const uint8_t *cdb)
 {
-	struct virtio_scsi_cmd_req r;
+	struct vs_virtio_scsi_cmd_req r;
 
 	memcpy(r.lun, lun, 8);
 	r.tag = vs_le64(sl->tag);
-	r.task_attr = VIRTIO_SCSI_S_SIMPLE;
+	r.task_attr = VS_VIRTIO_SCSI_S_SIMPLE;
 	r.prio = 0;
 	r.crn = 0;
-	memcpy(r.cdb, cdb, VIRTIO_SCSI_CDB_SIZE);
+	memcpy(r.cdb, cdb, VS_VIRTIO_SCSI_CDB_SIZE);
 	memcpy(sl->req, &r, sizeof(r));
 }
 
@@ -95,11 +76,11 @@ static inline int slot_add(struct vs_ini_queue *q, uint16_t s, struct vs_vq_buf 
 	int rc;
 
 	b[0] =
-	    (struct vs_vq_buf){sl->gpa + SLOT_REQ_OFF, sizeof(struct virtio_scsi_cmd_req), false};
+	    (struct vs_vq_buf){sl->gpa + SLOT_REQ_OFF, sizeof(struct vs_virtio_scsi_cmd_req), false};
 	if (sl->flags & SLOT_UNMAP)
-		b[1] = (struct vs_vq_buf){sl->gpa + SLOT_PARAM_OFF, UNMAP_PARAM_LEN, false};
+		b[1] = (struct vs_vq_buf){sl->gpa + SLOT_PARAM_OFF, VS_SCSI_UNMAP_PARAM_LEN, false};
 	b[resp_at] =
-	    (struct vs_vq_buf){sl->gpa + SLOT_RESP_OFF, sizeof(struct virtio_scsi_cmd_resp), true};
+	    (struct vs_vq_buf){sl->gpa + SLOT_RESP_OFF, sizeof(struct vs_virtio_scsi_cmd_resp), true};
 	if ((n <= INI_DIRECT_MAX && vq->num_free >= n) || !vq->indirect)
 		rc = vs_vq_drv_add(vq, b, n, &head);
 	else
@@ -192,11 +173,11 @@ int ini_submit(struct vs_ini_queue *q, struct vs_ini_io *io, const uint8_t lun[8
 	if (flags & SLOT_UNMAP) {
 		uint8_t *p = sl->param;
 
-		be16(p, UNMAP_PARAM_LEN - 2);
-		be16(p + 2, 16);
+		vs_put_be16(p, VS_SCSI_UNMAP_PARAM_LEN - 2); /* UNMAP data length */
+		vs_put_be16(p + 2, 16);			     /* block descriptor data length */
 		memset(p + 4, 0, 4);
-		be64(p + 8, io->lba);
-		be32(p + 16, io->nblocks);
+		vs_put_be64(p + 8, io->lba);
+		vs_put_be32(p + 16, io->nblocks);
 		memset(p + 20, 0, 4);
 	}
 	if ((rc = slot_add(q, s, b, n, resp_at))) {
@@ -325,7 +306,7 @@ int vs_ini_submit(struct vs_ini_queue *q, struct vs_ini_io *io)
 {
 	struct vs_ini *ini = q->ini;
 	const struct ini_lun_hot *h;
-	uint8_t cdb[VIRTIO_SCSI_CDB_SIZE] = {0}, lun[8], flags = 0;
+	uint8_t cdb[VS_VIRTIO_SCSI_CDB_SIZE] = {0}, lun[8], flags = 0;
 	uint64_t nb, lun_key;
 	uint32_t bs;
 
@@ -345,24 +326,24 @@ int vs_ini_submit(struct vs_ini_queue *q, struct vs_ini_io *io)
 			return refuse(q, io, REF_EMPTY_RW, 0, 0);
 		if ((uint64_t)io->nblocks * bs > (uint64_t)ini->max_sectors * 512)
 			return refuse(q, io, REF_MAX_SECTORS, bs, ini->max_sectors);
-		cdb[0] = io->op == VS_INI_READ ? 0x88 : 0x8a; /* READ(16) / WRITE(16) */
-		cdb[1] = io->fua ? 0x08 : 0;
-		be64(cdb + 2, io->lba);
-		be32(cdb + 10, io->nblocks);
+		cdb[0] = io->op == VS_INI_READ ? VS_SCSI_OP_READ_16 : VS_SCSI_OP_WRITE_16;
+		cdb[1] = io->fua ? VS_SCSI_RW16_FUA : 0;
+		vs_put_be64(cdb + 2, io->lba);
+		vs_put_be32(cdb + 10, io->nblocks);
 		if (io->op == VS_INI_READ)
 			flags = SLOT_DATA_IN;
 		return ini_submit(q, io, lun, (uint16_t)io->lun, cdb, flags,
 				  (uint64_t)io->nblocks * bs);
 	case VS_INI_FLUSH:
-		cdb[0] = 0x91; /* SYNCHRONIZE CACHE(16) */
-		be64(cdb + 2, io->lba);
-		be32(cdb + 10, io->nblocks);
+		cdb[0] = VS_SCSI_OP_SYNCHRONIZE_CACHE_16;
+		vs_put_be64(cdb + 2, io->lba);
+		vs_put_be32(cdb + 10, io->nblocks);
 		break;
 	case VS_INI_UNMAP:
 		if (!io->nblocks)
 			return refuse(q, io, REF_EMPTY_UNMAP, 0, 0);
-		cdb[0] = 0x42; /* UNMAP(10) */
-		be16(cdb + 7, UNMAP_PARAM_LEN);
+		cdb[0] = VS_SCSI_OP_UNMAP;
+		vs_put_be16(cdb + 7, VS_SCSI_UNMAP_PARAM_LEN);
 		return ini_submit(q, io, lun, (uint16_t)io->lun, cdb, SLOT_UNMAP | SLOT_NODATA,
 				  0);
 	default:
@@ -374,9 +355,9 @@ int vs_ini_submit(struct vs_ini_queue *q, struct vs_ini_io *io)
 int vs_ini_submit_cdb(struct vs_ini_queue *q, struct vs_ini_io *io, unsigned target, unsigned lun,
 		      const uint8_t *cdb, unsigned cdb_len, bool data_in)
 {
-	uint8_t l[8], c[VIRTIO_SCSI_CDB_SIZE] = {0};
+	uint8_t l[8], c[VS_VIRTIO_SCSI_CDB_SIZE] = {0};
 
-	if (!cdb || !cdb_len || cdb_len > VIRTIO_SCSI_CDB_SIZE ||
+	if (!cdb || !cdb_len || cdb_len > VS_VIRTIO_SCSI_CDB_SIZE ||
 	    vs_vscsi_lun_encode(l, target, lun)) {
 		VS_ERROR(IO, "q %u: pass-through to %u:%u with a %u-byte CDB: refused", q->v.idx,
 			 target, lun, cdb_len);

@@ -27,7 +27,7 @@ int vs_scsi_service_action_in_16(struct vs_scsi_lun *lun, struct vs_scsi_cmd *cm
 	const uint8_t *cdb = cmd->cdb;
 	uint8_t b[32];
 
-	if ((cdb[1] & 0x1f) != VS_SAI_READ_CAPACITY_16) {
+	if ((cdb[1] & 0x1f) != VS_SCSI_SAI_READ_CAPACITY_16) {
 		vs_scsi_bad_cdb(cmd, 1, 4, "unsupported service action");
 		return VS_SCSI_DONE;
 	}
@@ -39,7 +39,7 @@ int vs_scsi_service_action_in_16(struct vs_scsi_lun *lun, struct vs_scsi_cmd *cm
 	vs_put_be64(&b[0], lun->blocks - 1);
 	vs_put_be32(&b[8], lun->block_size);
 	if (lun->discard)
-		b[14] = 0x80 | 0x40; /* LBPME, LBPRZ */
+		b[14] = VS_SCSI_RC16_LBPME | VS_SCSI_RC16_LBPRZ;
 	vs_scsi_data_in(cmd, b, sizeof(b), vs_be32(&cdb[10]));
 	return VS_SCSI_DONE;
 }

@@ -121,44 +121,44 @@ static int tur(struct vs_scsi_lun *lun, struct vs_scsi_cmd *cmd)
 static vs_scsi_handler lookup(uint8_t op)
 {
 	switch (op) {
-	case VS_OP_TEST_UNIT_READY:
+	case VS_SCSI_OP_TEST_UNIT_READY:
 		return tur;
-	case VS_OP_REQUEST_SENSE:
+	case VS_SCSI_OP_REQUEST_SENSE:
 		return vs_scsi_request_sense;
-	case VS_OP_INQUIRY:
+	case VS_SCSI_OP_INQUIRY:
 		return vs_scsi_inquiry;
-	case VS_OP_MODE_SENSE_6:
-	case VS_OP_MODE_SENSE_10:
+	case VS_SCSI_OP_MODE_SENSE_6:
+	case VS_SCSI_OP_MODE_SENSE_10:
 		return vs_scsi_mode_sense;
-	case VS_OP_MODE_SELECT_6:
-	case VS_OP_MODE_SELECT_10:
+	case VS_SCSI_OP_MODE_SELECT_6:
+	case VS_SCSI_OP_MODE_SELECT_10:
 		return vs_scsi_mode_select;
-	case VS_OP_START_STOP_UNIT:
+	case VS_SCSI_OP_START_STOP_UNIT:
 		return vs_scsi_start_stop_unit;
-	case VS_OP_READ_CAPACITY_10:
+	case VS_SCSI_OP_READ_CAPACITY_10:
 		return vs_scsi_read_capacity_10;
-	case VS_OP_SERVICE_ACTION_IN_16:
+	case VS_SCSI_OP_SERVICE_ACTION_IN_16:
 		return vs_scsi_service_action_in_16;
-	case VS_OP_READ_6:
-	case VS_OP_READ_10:
-	case VS_OP_READ_12:
-	case VS_OP_READ_16:
-	case VS_OP_WRITE_6:
-	case VS_OP_WRITE_10:
-	case VS_OP_WRITE_12:
-	case VS_OP_WRITE_16:
+	case VS_SCSI_OP_READ_6:
+	case VS_SCSI_OP_READ_10:
+	case VS_SCSI_OP_READ_12:
+	case VS_SCSI_OP_READ_16:
+	case VS_SCSI_OP_WRITE_6:
+	case VS_SCSI_OP_WRITE_10:
+	case VS_SCSI_OP_WRITE_12:
+	case VS_SCSI_OP_WRITE_16:
 		return vs_scsi_rw;
-	case VS_OP_VERIFY_10:
-	case VS_OP_VERIFY_12:
-	case VS_OP_VERIFY_16:
+	case VS_SCSI_OP_VERIFY_10:
+	case VS_SCSI_OP_VERIFY_12:
+	case VS_SCSI_OP_VERIFY_16:
 		return vs_scsi_verify;
-	case VS_OP_SYNCHRONIZE_CACHE_10:
-	case VS_OP_SYNCHRONIZE_CACHE_16:
+	case VS_SCSI_OP_SYNCHRONIZE_CACHE_10:
+	case VS_SCSI_OP_SYNCHRONIZE_CACHE_16:
 		return vs_scsi_sync_cache;
-	case VS_OP_UNMAP:
+	case VS_SCSI_OP_UNMAP:
 		return vs_scsi_unmap;
-	case VS_OP_WRITE_SAME_10:
-	case VS_OP_WRITE_SAME_16:
+	case VS_SCSI_OP_WRITE_SAME_10:
+	case VS_SCSI_OP_WRITE_SAME_16:
 		return vs_scsi_write_same;
 	/* Not implemented, on purpose: MAINTENANCE IN (REPORT SUPPORTED OPERATION CODES,
 	 * REPORT TARGET PORT GROUPS) and ATA PASS-THROUGH, which Linux probes and takes
@@ -211,7 +211,7 @@ static int lun_exec(struct vs_scsi_lun *lun, struct vs_scsi_cmd *cmd)
 	uint16_t asc;
 
 	/* SAM-5 5.14: a pending unit attention goes to the first other command. */
-	if (op != VS_OP_INQUIRY && op != VS_OP_REQUEST_SENSE && vs_scsi_ua_take(lun, &asc)) {
+	if (op != VS_SCSI_OP_INQUIRY && op != VS_SCSI_OP_REQUEST_SENSE && vs_scsi_ua_take(lun, &asc)) {
 		VS_INFO(SCSI, "lun %u: reporting unit attention %#x/%#x to op %#x", lun->id,
 			asc >> 8, asc & 0xff, op);
 		vs_scsi_sense(cmd, VS_SENSE_UNIT_ATTENTION, asc);
@@ -234,8 +234,8 @@ static int no_lun_exec(unsigned id, struct vs_scsi_cmd *cmd)
 {
 	uint8_t op = cmd->cdb[0];
 
-	if ((op == VS_OP_INQUIRY || op == VS_OP_REQUEST_SENSE) && cdb_ok(cmd))
-		return op == VS_OP_INQUIRY ? vs_scsi_inquiry_no_lun(cmd)
+	if ((op == VS_SCSI_OP_INQUIRY || op == VS_SCSI_OP_REQUEST_SENSE) && cdb_ok(cmd))
+		return op == VS_SCSI_OP_INQUIRY ? vs_scsi_inquiry_no_lun(cmd)
 					   : vs_scsi_request_sense(NULL, cmd);
 	if (cmd->status != VS_SCSI_GOOD)
 		return VS_SCSI_DONE;
@@ -284,7 +284,7 @@ int vs_scsi_exec(struct vs_scsi_dev *dev, unsigned id, struct vs_scsi_cmd *cmd,
 		      (unsigned long long)cmd->tag, id, cmd->cdb[0], vs_scsi_op_name(cmd->cdb[0]),
 		      cmd->in_len, cmd->out_len);
 
-	if (cmd->cdb[0] == VS_OP_REPORT_LUNS)
+	if (cmd->cdb[0] == VS_SCSI_OP_REPORT_LUNS)
 		rc = cdb_ok(cmd) ? report_luns(dev, cmd) : VS_SCSI_DONE;
 	else if (!lun)
 		rc = no_lun_exec(id, cmd);

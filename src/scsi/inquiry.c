@@ -34,7 +34,9 @@ static size_t std_inquiry(uint8_t *b, uint8_t peripheral)
 	return STD_INQUIRY_LEN;
 }
 
-static const uint8_t supported_pages[] = {0x00, 0x80, 0x83, 0xb0, 0xb1, 0xb2};
+static const uint8_t supported_pages[] = {
+    VS_SCSI_VPD_SUPPORTED,	  VS_SCSI_VPD_SERIAL,		 VS_SCSI_VPD_DEVICE_ID,
+    VS_SCSI_VPD_BLOCK_LIMITS, VS_SCSI_VPD_CHARACTERISTICS, VS_SCSI_VPD_LBP};
 
 static size_t vpd_supported(uint8_t *b)
 {
@@ -103,7 +105,7 @@ static size_t vpd_provisioning(const struct vs_scsi_lun *lun, uint8_t *b)
 	if (lun->discard) {
 		/* LBPU, LBPWS, LBPWS10, LBPRZ: the backend contract is that discarded
 		 * blocks read as zeros. */
-		b[5] = 0x80 | 0x40 | 0x20 | 0x04;
+		b[5] = VS_SCSI_LBP_LBPU | 0x40 | 0x20 | 0x04;
 		b[6] = 0x02; /* PROVISIONING TYPE: thin */
 	}
 	return 8;
@@ -132,22 +134,22 @@ int vs_scsi_inquiry(struct vs_scsi_lun *lun, struct vs_scsi_cmd *cmd)
 	memset(b, 0, sizeof(b));
 	b[1] = cdb[2];
 	switch (cdb[2]) {
-	case 0x00:
+	case VS_SCSI_VPD_SUPPORTED:
 		len = vpd_supported(b);
 		break;
-	case 0x80:
+	case VS_SCSI_VPD_SERIAL:
 		len = vpd_serial(lun, b);
 		break;
-	case 0x83:
+	case VS_SCSI_VPD_DEVICE_ID:
 		len = vpd_devid(lun, b);
 		break;
-	case 0xb0:
+	case VS_SCSI_VPD_BLOCK_LIMITS:
 		len = vpd_block_limits(lun, b);
 		break;
-	case 0xb1:
+	case VS_SCSI_VPD_CHARACTERISTICS:
 		len = vpd_block_characteristics(b);
 		break;
-	case 0xb2:
+	case VS_SCSI_VPD_LBP:
 		len = vpd_provisioning(lun, b);
 		break;
 	default:

@@ -66,7 +66,7 @@ static size_t block_descriptor(const struct vs_scsi_lun *lun, uint8_t *p, bool l
 int vs_scsi_mode_sense(struct vs_scsi_lun *lun, struct vs_scsi_cmd *cmd)
 {
 	const uint8_t *cdb = cmd->cdb;
-	bool ten = cdb[0] == VS_OP_MODE_SENSE_10;
+	bool ten = cdb[0] == VS_SCSI_OP_MODE_SENSE_10;
 	bool dbd = cdb[1] & 0x08;
 	bool llba = ten && (cdb[1] & 0x10);
 	int pc = cdb[2] >> 6;
@@ -104,7 +104,7 @@ int vs_scsi_mode_sense(struct vs_scsi_lun *lun, struct vs_scsi_cmd *cmd)
 		off += n;
 	}
 	/* Device-specific parameter: WP, and DPOFUA so that initiators send FUA. */
-	dsp = (lun->read_only ? 0x80 : 0) | 0x10;
+	dsp = (lun->read_only ? VS_SCSI_MODE_WP : 0) | 0x10;
 	if (ten) {
 		vs_put_be16(&b[0], (uint16_t)(off - 2));
 		b[3] = dsp;
@@ -142,7 +142,7 @@ static bool check_block_descriptor(const struct vs_scsi_lun *lun, struct vs_scsi
 int vs_scsi_mode_select(struct vs_scsi_lun *lun, struct vs_scsi_cmd *cmd)
 {
 	const uint8_t *cdb = cmd->cdb;
-	bool ten = cdb[0] == VS_OP_MODE_SELECT_10;
+	bool ten = cdb[0] == VS_SCSI_OP_MODE_SELECT_10;
 	size_t plen = ten ? vs_be16(&cdb[7]) : cdb[4];
 	size_t hdr = ten ? 8 : 4, n, off, bdl;
 	uint8_t buf[MODE_SELECT_MAX], cur[CACHING_LEN], chg[CACHING_LEN];

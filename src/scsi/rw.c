@@ -45,8 +45,8 @@ int vs_scsi_rw(struct vs_scsi_lun *lun, struct vs_scsi_cmd *cmd)
 {
 	const uint8_t *cdb = cmd->cdb;
 	struct vs_scsi_cmd_state *st = &cmd->st;
-	bool write = cdb[0] == VS_OP_WRITE_6 || cdb[0] == VS_OP_WRITE_10 ||
-		     cdb[0] == VS_OP_WRITE_12 || cdb[0] == VS_OP_WRITE_16;
+	bool write = cdb[0] == VS_SCSI_OP_WRITE_6 || cdb[0] == VS_SCSI_OP_WRITE_10 ||
+		     cdb[0] == VS_SCSI_OP_WRITE_12 || cdb[0] == VS_SCSI_OP_WRITE_16;
 	bool fua = false;
 	uint64_t lba;
 	uint32_t n;

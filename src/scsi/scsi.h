@@ -33,36 +33,9 @@
 #include <sys/uio.h>
 
 #include "backend/backend.h"
+#include "proto/scsi_proto.h"
 
-#define VS_SCSI_MAX_LUNS  256
-#define VS_SCSI_CDB_MAX	  32
-#define VS_SCSI_SENSE_MAX 96
-
-/* SAM-5 status codes */
-enum vs_scsi_status {
-	VS_SCSI_GOOD = 0x00,
-	VS_SCSI_CHECK_CONDITION = 0x02,
-	VS_SCSI_CONDITION_MET = 0x04,
-	VS_SCSI_BUSY = 0x08,
-	VS_SCSI_RESERVATION_CONFLICT = 0x18,
-	VS_SCSI_TASK_SET_FULL = 0x28,
-	VS_SCSI_ACA_ACTIVE = 0x30,
-	VS_SCSI_TASK_ABORTED = 0x40,
-};
-
-/* SPC-4 sense keys */
-enum vs_scsi_sense_key {
-	VS_SENSE_NO_SENSE = 0x0,
-	VS_SENSE_RECOVERED_ERROR = 0x1,
-	VS_SENSE_NOT_READY = 0x2,
-	VS_SENSE_MEDIUM_ERROR = 0x3,
-	VS_SENSE_HARDWARE_ERROR = 0x4,
-	VS_SENSE_ILLEGAL_REQUEST = 0x5,
-	VS_SENSE_UNIT_ATTENTION = 0x6,
-	VS_SENSE_DATA_PROTECT = 0x7,
-	VS_SENSE_ABORTED_COMMAND = 0xb,
-	VS_SENSE_MISCOMPARE = 0xe,
-};
+#define VS_SCSI_MAX_LUNS 256
 
 struct vs_scsi_cmd;
 typedef void (*vs_scsi_done_fn)(struct vs_scsi_cmd *cmd);
@@ -169,14 +142,5 @@ void vs_scsi_dev_reset(struct vs_scsi_dev *dev);
  * (writing fewer blocks than asked would lose data silently). */
 int vs_scsi_exec(struct vs_scsi_dev *dev, unsigned lun, struct vs_scsi_cmd *cmd,
 		 struct vs_io_ctx *ctx);
-
-/* Names for traces and tools: "GOOD", "CHECK CONDITION", "ILLEGAL REQUEST", ... */
-const char *vs_scsi_status_name(uint8_t status);
-const char *vs_scsi_sense_key_name(uint8_t key);
-
-/* Decode fixed-format sense (what this layer produces): false when too short or not
- * response code 0x70/0x71. */
-bool vs_scsi_sense_decode(const uint8_t *sense, size_t len, uint8_t *key, uint8_t *asc,
-			  uint8_t *ascq);
 
 #endif /* VS_SCSI_H */

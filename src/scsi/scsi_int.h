@@ -20,99 +20,6 @@
 #include "scsi/scsi.h"
 #include "util/util.h"
 
-/* ---- big-endian wire accessors (all SCSI fields are big-endian) ---- */
-static inline uint16_t vs_be16(const uint8_t *p)
-{
-	return (uint16_t)(p[0] << 8 | p[1]);
-}
-static inline uint32_t vs_be24(const uint8_t *p)
-{
-	return (uint32_t)p[0] << 16 | (uint32_t)p[1] << 8 | p[2];
-}
-static inline uint32_t vs_be32(const uint8_t *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-static inline uint64_t vs_be64(const uint8_t *p)
-{
-	return (uint64_t)vs_be32(p) << 32 | vs_be32(p + 4);
-}
-static inline void vs_put_be16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)(v >> 8);
-	p[1] = (uint8_t)v;
-}
-static inline void vs_put_be24(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)(v >> 16);
-	p[1] = (uint8_t)(v >> 8);
-	p[2] = (uint8_t)v;
-}
-static inline void vs_put_be32(uint8_t *p, uint32_t v)
-{
-	vs_put_be16(p, (uint16_t)(v >> 16));
-	vs_put_be16(p + 2, (uint16_t)v);
-}
-static inline void vs_put_be64(uint8_t *p, uint64_t v)
-{
-	vs_put_be32(p, (uint32_t)(v >> 32));
-	vs_put_be32(p + 4, (uint32_t)v);
-}
-
-/* ---- opcodes ---- */
-enum {
-	VS_OP_TEST_UNIT_READY = 0x00,
-	VS_OP_REQUEST_SENSE = 0x03,
-	VS_OP_READ_6 = 0x08,
-	VS_OP_WRITE_6 = 0x0a,
-	VS_OP_INQUIRY = 0x12,
-	VS_OP_MODE_SELECT_6 = 0x15,
-	VS_OP_MODE_SENSE_6 = 0x1a,
-	VS_OP_START_STOP_UNIT = 0x1b,
-	VS_OP_READ_CAPACITY_10 = 0x25,
-	VS_OP_READ_10 = 0x28,
-	VS_OP_WRITE_10 = 0x2a,
-	VS_OP_VERIFY_10 = 0x2f,
-	VS_OP_SYNCHRONIZE_CACHE_10 = 0x35,
-	VS_OP_WRITE_SAME_10 = 0x41,
-	VS_OP_UNMAP = 0x42,
-	VS_OP_MODE_SELECT_10 = 0x55,
-	VS_OP_MODE_SENSE_10 = 0x5a,
-	VS_OP_ATA_PASS_THROUGH_16 = 0x85,
-	VS_OP_READ_16 = 0x88,
-	VS_OP_WRITE_16 = 0x8a,
-	VS_OP_VERIFY_16 = 0x8f,
-	VS_OP_SYNCHRONIZE_CACHE_16 = 0x91,
-	VS_OP_WRITE_SAME_16 = 0x93,
-	VS_OP_SERVICE_ACTION_IN_16 = 0x9e,
-	VS_OP_REPORT_LUNS = 0xa0,
-	VS_OP_ATA_PASS_THROUGH_12 = 0xa1,
-	VS_OP_MAINTENANCE_IN = 0xa3,
-	VS_OP_READ_12 = 0xa8,
-	VS_OP_WRITE_12 = 0xaa,
-	VS_OP_VERIFY_12 = 0xaf,
-};
-#define VS_SAI_READ_CAPACITY_16 0x10
-
-/* ---- additional sense codes (ASC << 8 | ASCQ) ---- */
-enum {
-	VS_ASC_NONE = 0x0000,
-	VS_ASC_WRITE_ERROR = 0x0c00,
-	VS_ASC_UNRECOVERED_READ_ERROR = 0x1100,
-	VS_ASC_PARAM_LIST_LENGTH_ERROR = 0x1a00,
-	VS_ASC_MISCOMPARE_DURING_VERIFY = 0x1d00,
-	VS_ASC_INVALID_OPCODE = 0x2000,
-	VS_ASC_LBA_OUT_OF_RANGE = 0x2100,
-	VS_ASC_INVALID_FIELD_IN_CDB = 0x2400,
-	VS_ASC_LUN_NOT_SUPPORTED = 0x2500,
-	VS_ASC_INVALID_FIELD_IN_PARAM = 0x2600,
-	VS_ASC_WRITE_PROTECTED = 0x2700,
-	VS_ASC_SPACE_ALLOC_FAILED_WP = 0x2707,
-	VS_ASC_POWER_ON_RESET = 0x2900,
-	VS_ASC_SAVING_PARAMS_UNSUPPORTED = 0x3900,
-	VS_ASC_INTERNAL_TARGET_FAILURE = 0x4400,
-};
-
 /* ---- limits we advertise (Block Limits VPD) and enforce ---- */
 #define VS_SCSI_MAX_XFER_BYTES	(32u << 20) /* READ/WRITE/VERIFY transfer length */
 #define VS_SCSI_OPT_XFER_BYTES	(1u << 20)
@@ -186,7 +93,6 @@ void vs_scsi__lba_out_of_range(struct vs_scsi_cmd *cmd, uint64_t lba, uint64_t n
 #define vs_scsi_lba_out_of_range(cmd, lba, n) vs_scsi__lba_out_of_range(cmd, lba, n VS_CALLER_ARG)
 /* A failed bio (-errno) as status/sense for a command of the given kind. */
 void vs_scsi_sense_errno(struct vs_scsi_cmd *cmd, int err, enum vs_scsi_io_kind kind);
-const char *vs_scsi_op_name(uint8_t op);
 
 /* ---- data buffers (iov.c) ---- */
 /* Return len bytes of response, cut to the allocation length and the buffer. */

@@ -168,7 +168,7 @@ int vs_scsi_write_same(struct vs_scsi_lun *lun, struct vs_scsi_cmd *cmd)
 {
 	const uint8_t *cdb = cmd->cdb;
 	struct vs_scsi_cmd_state *st = &cmd->st;
-	bool sixteen = cdb[0] == VS_OP_WRITE_SAME_16;
+	bool sixteen = cdb[0] == VS_SCSI_OP_WRITE_SAME_16;
 	bool unmap = cdb[1] & 0x08, ndob = sixteen && (cdb[1] & 0x01), zero;
 	uint32_t bs = lun->block_size, n;
 	uint64_t lba;

@@ -5,7 +5,7 @@
  *
  * A TMF that aborts or resets acts on requests of every request queue: it marks the
  * matching in-flight requests (under each queue's lock), then waits until their workers
- * have completed them (with VIRTIO_SCSI_S_ABORTED or _RESET) and published the used
+ * have completed them (with VS_VIRTIO_SCSI_S_ABORTED or _RESET) and published the used
  * entries, and only then answers.  Drivers rely on that order: Linux polls its request
  * queues right after a TMF succeeds and then considers the commands finished.  Backend
  * I/O cannot be cancelled, so "abort" means "complete with ABORTED when the I/O ends".
@@ -40,7 +40,7 @@ static unsigned tmf_scan(struct vs_target *t, const struct tmf_match *m)
 {
 	unsigned found = 0;
 
-	for (unsigned i = VIRTIO_SCSI_VQ_REQ0; i < VIRTIO_SCSI_VQ_REQ0 + t->num_queues; i++) {
+	for (unsigned i = VS_VIRTIO_SCSI_VQ_REQ0; i < VS_VIRTIO_SCSI_VQ_REQ0 + t->num_queues; i++) {
 		struct tq *q = &t->q[i];
 		unsigned marked = 0;
 
@@ -74,17 +74,8 @@ static void tmf_wait_all(struct vs_target *t)
 	pthread_mutex_unlock(&t->tmf_lock);
 }
 
-static const char *tmf_name(uint32_t subtype)
-{
-	static const char *const names[] = {
-	    "ABORT_TASK",      "ABORT_TASK_SET",     "CLEAR_ACA",  "CLEAR_TASK_SET",
-	    "I_T_NEXUS_RESET", "LOGICAL_UNIT_RESET", "QUERY_TASK", "QUERY_TASK_SET",
-	};
-	return subtype < sizeof(names) / sizeof(names[0]) ? names[subtype] : "UNKNOWN";
-}
-
 /* Execute one TMF; returns its response code. */
-static uint8_t tmf_exec(struct vs_target *t, const struct virtio_scsi_ctrl_tmf_req *req)
+static uint8_t tmf_exec(struct vs_target *t, const struct vs_virtio_scsi_ctrl_tmf_req *req)
 {
 	uint32_t subtype = vs_le32(req->subtype);
 	struct tmf_match m = {.tag = vs_le64(req->tag)};
@@ -93,58 +84,58 @@ static uint8_t tmf_exec(struct vs_target *t, const struct virtio_scsi_ctrl_tmf_r
 
 	if (vs_vscsi_lun_decode(req->lun, &target, &m.lun) || target != 0) {
 		VS_WARNING(TMF, "%s: no such target (lun field %02x %02x %02x %02x)",
-			   tmf_name(subtype), req->lun[0], req->lun[1], req->lun[2], req->lun[3]);
-		return VIRTIO_SCSI_S_BAD_TARGET;
+			   vs_virtio_scsi_tmf_name(subtype), req->lun[0], req->lun[1], req->lun[2], req->lun[3]);
+		return VS_VIRTIO_SCSI_S_BAD_TARGET;
 	}
 	lun = vs_scsi_dev_lun(t->dev, m.lun);
-	if (!lun && subtype != VIRTIO_SCSI_T_TMF_I_T_NEXUS_RESET) {
-		VS_WARNING(TMF, "%s: no LUN %u", tmf_name(subtype), m.lun);
-		return VIRTIO_SCSI_S_INCORRECT_LUN;
+	if (!lun && subtype != VS_VIRTIO_SCSI_T_TMF_I_T_NEXUS_RESET) {
+		VS_WARNING(TMF, "%s: no LUN %u", vs_virtio_scsi_tmf_name(subtype), m.lun);
+		return VS_VIRTIO_SCSI_S_INCORRECT_LUN;
 	}
 	switch (subtype) {
-	case VIRTIO_SCSI_T_TMF_ABORT_TASK:
+	case VS_VIRTIO_SCSI_T_TMF_ABORT_TASK:
 		m.by_tag = true;
-		m.mark = VIRTIO_SCSI_S_ABORTED;
+		m.mark = VS_VIRTIO_SCSI_S_ABORTED;
 		found = tmf_scan(t, &m);
 		tmf_wait_all(t);
 		VS_INFO(TMF, "ABORT_TASK lun %u tag %#llx: %s", m.lun, (unsigned long long)m.tag,
 			found ? "aborted" : "not in flight");
-		return VIRTIO_SCSI_S_FUNCTION_COMPLETE;
-	case VIRTIO_SCSI_T_TMF_ABORT_TASK_SET:
-	case VIRTIO_SCSI_T_TMF_CLEAR_TASK_SET:
-		m.mark = VIRTIO_SCSI_S_ABORTED;
+		return VS_VIRTIO_SCSI_S_FUNCTION_COMPLETE;
+	case VS_VIRTIO_SCSI_T_TMF_ABORT_TASK_SET:
+	case VS_VIRTIO_SCSI_T_TMF_CLEAR_TASK_SET:
+		m.mark = VS_VIRTIO_SCSI_S_ABORTED;
 		found = tmf_scan(t, &m);
 		tmf_wait_all(t);
-		VS_INFO(TMF, "%s lun %u: %u requests aborted", tmf_name(subtype), m.lun, found);
-		return VIRTIO_SCSI_S_FUNCTION_COMPLETE;
-	case VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET:
+		VS_INFO(TMF, "%s lun %u: %u requests aborted", vs_virtio_scsi_tmf_name(subtype), m.lun, found);
+		return VS_VIRTIO_SCSI_S_FUNCTION_COMPLETE;
+	case VS_VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET:
 		/* The unit attention first: a command arriving during the wait sees it. */
 		vs_scsi_lun_reset(lun);
-		m.mark = VIRTIO_SCSI_S_RESET;
+		m.mark = VS_VIRTIO_SCSI_S_RESET;
 		found = tmf_scan(t, &m);
 		tmf_wait_all(t);
 		VS_INFO(TMF, "LOGICAL_UNIT_RESET lun %u: %u requests reset", m.lun, found);
-		return VIRTIO_SCSI_S_FUNCTION_COMPLETE;
-	case VIRTIO_SCSI_T_TMF_I_T_NEXUS_RESET:
+		return VS_VIRTIO_SCSI_S_FUNCTION_COMPLETE;
+	case VS_VIRTIO_SCSI_T_TMF_I_T_NEXUS_RESET:
 		vs_scsi_dev_reset(t->dev);
 		m.any_lun = true;
-		m.mark = VIRTIO_SCSI_S_RESET;
+		m.mark = VS_VIRTIO_SCSI_S_RESET;
 		found = tmf_scan(t, &m);
 		tmf_wait_all(t);
 		VS_INFO(TMF, "I_T_NEXUS_RESET: %u requests reset", found);
-		return VIRTIO_SCSI_S_FUNCTION_COMPLETE;
-	case VIRTIO_SCSI_T_TMF_QUERY_TASK:
+		return VS_VIRTIO_SCSI_S_FUNCTION_COMPLETE;
+	case VS_VIRTIO_SCSI_T_TMF_QUERY_TASK:
 		m.by_tag = true;
 		/* fall through */
-	case VIRTIO_SCSI_T_TMF_QUERY_TASK_SET:
+	case VS_VIRTIO_SCSI_T_TMF_QUERY_TASK_SET:
 		found = tmf_scan(t, &m);
-		VS_INFO(TMF, "%s lun %u tag %#llx: %u in flight", tmf_name(subtype), m.lun,
+		VS_INFO(TMF, "%s lun %u tag %#llx: %u in flight", vs_virtio_scsi_tmf_name(subtype), m.lun,
 			(unsigned long long)m.tag, found);
-		return found ? VIRTIO_SCSI_S_FUNCTION_SUCCEEDED : VIRTIO_SCSI_S_FUNCTION_COMPLETE;
-	case VIRTIO_SCSI_T_TMF_CLEAR_ACA: /* no ACA is ever established (NACA is refused) */
+		return found ? VS_VIRTIO_SCSI_S_FUNCTION_SUCCEEDED : VS_VIRTIO_SCSI_S_FUNCTION_COMPLETE;
+	case VS_VIRTIO_SCSI_T_TMF_CLEAR_ACA: /* no ACA is ever established (NACA is refused) */
 	default:
-		VS_WARNING(TMF, "%s (%u) lun %u: rejected", tmf_name(subtype), subtype, m.lun);
-		return VIRTIO_SCSI_S_FUNCTION_REJECTED;
+		VS_WARNING(TMF, "%s (%u) lun %u: rejected", vs_virtio_scsi_tmf_name(subtype), subtype, m.lun);
+		return VS_VIRTIO_SCSI_S_FUNCTION_REJECTED;
 	}
 }
 
@@ -152,9 +143,9 @@ static uint8_t tmf_exec(struct vs_target *t, const struct virtio_scsi_ctrl_tmf_r
 static uint32_t ctl_one(struct tq *q, struct vs_vq_elem *e)
 {
 	union {
-		struct virtio_scsi_ctrl_tmf_req tmf;
-		struct virtio_scsi_ctrl_an_req an;
-		uint8_t bytes[sizeof(struct virtio_scsi_ctrl_tmf_req)];
+		struct vs_virtio_scsi_ctrl_tmf_req tmf;
+		struct vs_virtio_scsi_ctrl_an_req an;
+		uint8_t bytes[sizeof(struct vs_virtio_scsi_ctrl_tmf_req)];
 	} req;
 	uint32_t type;
 	uint8_t resp;
@@ -168,26 +159,26 @@ static uint32_t ctl_one(struct tq *q, struct vs_vq_elem *e)
 	vs_iov_to_buf(e->out, e->out_num, 0, &req, sizeof(req));
 	type = vs_le32(req.tmf.type);
 	switch (type) {
-	case VIRTIO_SCSI_T_TMF:
+	case VS_VIRTIO_SCSI_T_TMF:
 		if (e->out_len < sizeof(req.tmf) ||
-		    e->in_len < sizeof(struct virtio_scsi_ctrl_tmf_resp)) {
+		    e->in_len < sizeof(struct vs_virtio_scsi_ctrl_tmf_resp)) {
 			VS_ERROR(TMF, "control head %u: TMF chain too short (out %llu in %llu)",
 				 e->head, (unsigned long long)e->out_len,
 				 (unsigned long long)e->in_len);
 			goto fail;
 		}
 		VS_INFO(TMF, "TMF %s (%u) lun %02x %02x %02x %02x tag %#llx",
-			tmf_name(vs_le32(req.tmf.subtype)), vs_le32(req.tmf.subtype),
+			vs_virtio_scsi_tmf_name(vs_le32(req.tmf.subtype)), vs_le32(req.tmf.subtype),
 			req.tmf.lun[0], req.tmf.lun[1], req.tmf.lun[2], req.tmf.lun[3],
 			(unsigned long long)vs_le64(req.tmf.tag));
 		resp = tmf_exec(q->t, &req.tmf);
 		wstat_inc(&q->w->st.tmfs);
-		VS_INFO(TMF, "TMF %s: response %u", tmf_name(vs_le32(req.tmf.subtype)), resp);
+		VS_INFO(TMF, "TMF %s: response %u", vs_virtio_scsi_tmf_name(vs_le32(req.tmf.subtype)), resp);
 		return (uint32_t)vs_iov_from_buf(e->in, e->in_num, 0, &resp, sizeof(resp));
-	case VIRTIO_SCSI_T_AN_QUERY:
-	case VIRTIO_SCSI_T_AN_SUBSCRIBE: {
-		struct virtio_scsi_ctrl_an_resp an = {.event_actual = 0,
-						      .response = VIRTIO_SCSI_S_OK};
+	case VS_VIRTIO_SCSI_T_AN_QUERY:
+	case VS_VIRTIO_SCSI_T_AN_SUBSCRIBE: {
+		struct vs_virtio_scsi_ctrl_an_resp an = {.event_actual = 0,
+						      .response = VS_VIRTIO_SCSI_S_OK};
 
 		if (e->out_len < sizeof(req.an) || e->in_len < sizeof(an)) {
 			VS_ERROR(EVENT, "control head %u: AN chain too short (out %llu in %llu)",
@@ -197,7 +188,7 @@ static uint32_t ctl_one(struct tq *q, struct vs_vq_elem *e)
 		}
 		/* No asynchronous notifications are supported: none granted. */
 		VS_INFO(EVENT, "AN %s events %#x: none supported",
-			type == VIRTIO_SCSI_T_AN_QUERY ? "query" : "subscribe",
+			type == VS_VIRTIO_SCSI_T_AN_QUERY ? "query" : "subscribe",
 			vs_le32(req.an.event_requested));
 		return (uint32_t)vs_iov_from_buf(e->in, e->in_num, 0, &an, sizeof(an));
 	}
@@ -208,7 +199,7 @@ static uint32_t ctl_one(struct tq *q, struct vs_vq_elem *e)
 fail:
 	wstat_inc(&q->w->st.bad_requests);
 	if (e->in_len >= 1) {
-		resp = VIRTIO_SCSI_S_FAILURE; /* the response byte leads every control reply */
+		resp = VS_VIRTIO_SCSI_S_FAILURE; /* the response byte leads every control reply */
 		return (uint32_t)vs_iov_from_buf(e->in, e->in_num, 0, &resp, 1);
 	}
 	return 0;

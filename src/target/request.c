@@ -14,8 +14,8 @@
 
 #include "target/target_int.h"
 
-#define REQ_HDR	 sizeof(struct virtio_scsi_cmd_req)
-#define RESP_HDR sizeof(struct virtio_scsi_cmd_resp)
+#define REQ_HDR	 sizeof(struct vs_virtio_scsi_cmd_req)
+#define RESP_HDR sizeof(struct vs_virtio_scsi_cmd_resp)
 
 /* ---- the pool and the in-flight list ---------------------------------------------------- */
 static struct treq *req_get(struct tq *q)
@@ -82,7 +82,7 @@ static uint8_t req_untrack(struct tq *q, struct treq *r, bool *wake)
 /* ---- completion ------------------------------------------------------------------------------ */
 /* Write the response header into the chain's writable part and return the chain.
  * data_len: data-in bytes transferred after the header. */
-static void req_push(struct tq *q, struct vs_vq_elem *e, const struct virtio_scsi_cmd_resp *resp,
+static void req_push(struct tq *q, struct vs_vq_elem *e, const struct vs_virtio_scsi_cmd_resp *resp,
 		     size_t data_len)
 {
 	size_t n = vs_iov_from_buf(e->in, e->in_num, 0, resp, RESP_HDR);
@@ -95,7 +95,7 @@ static void req_push(struct tq *q, struct vs_vq_elem *e, const struct virtio_scs
 /* Answer a chain that never reached the SCSI layer. */
 static void req_reject(struct tq *q, struct vs_vq_elem *e, uint8_t response, const char *why)
 {
-	struct virtio_scsi_cmd_resp resp = {.response = response};
+	struct vs_virtio_scsi_cmd_resp resp = {.response = response};
 
 	wstat_inc(&q->w->st.bad_requests);
 	if (e->in_len >= RESP_HDR) {
@@ -115,7 +115,7 @@ static void req_done(struct vs_scsi_cmd *cmd)
 {
 	struct treq *r = cmd->priv;
 	struct tq *q = r->q;
-	struct virtio_scsi_cmd_resp resp;
+	struct vs_virtio_scsi_cmd_resp resp;
 	size_t data = 0;
 	bool wake;
 	uint8_t forced = req_untrack(q, r, &wake);
@@ -125,8 +125,8 @@ static void req_done(struct vs_scsi_cmd *cmd)
 		/* Aborted or reset by a TMF: the data may or may not have moved. */
 		resp.response = forced;
 	} else {
-		uint32_t sl = cmd->sense_len < VIRTIO_SCSI_SENSE_SIZE ? cmd->sense_len
-								      : VIRTIO_SCSI_SENSE_SIZE;
+		uint32_t sl = cmd->sense_len < VS_VIRTIO_SCSI_SENSE_SIZE ? cmd->sense_len
+								      : VS_VIRTIO_SCSI_SENSE_SIZE;
 		size_t resid = r->data_in_len ? cmd->in_residual : cmd->out_residual;
 
 		resp.status = cmd->status;
@@ -134,7 +134,7 @@ static void req_done(struct vs_scsi_cmd *cmd)
 		memcpy(resp.sense, cmd->sense, sl);
 		resp.resid = vs_le32(resid > UINT32_MAX ? UINT32_MAX : (uint32_t)resid);
 		/* virtio 1.2 5.6.6.1: the CDB wanted more data than the buffers held. */
-		resp.response = cmd->overrun ? VIRTIO_SCSI_S_OVERRUN : VIRTIO_SCSI_S_OK;
+		resp.response = cmd->overrun ? VS_VIRTIO_SCSI_S_OVERRUN : VS_VIRTIO_SCSI_S_OK;
 		data = r->data_in_len -
 		       (cmd->in_residual < r->data_in_len ? cmd->in_residual : r->data_in_len);
 	}
@@ -189,7 +189,7 @@ static bool req_prepare(struct tq *q, struct treq *r)
 	struct iovec osaved;
 
 	if (e->out_len < REQ_HDR || e->in_len < RESP_HDR) {
-		req_reject(q, e, VIRTIO_SCSI_S_FAILURE, "chain too short for the headers");
+		req_reject(q, e, VS_VIRTIO_SCSI_S_FAILURE, "chain too short for the headers");
 		return false;
 	}
 	vs_iov_to_buf(e->out, e->out_num, 0, &r->hdr, REQ_HDR);
@@ -202,7 +202,7 @@ static bool req_prepare(struct tq *q, struct treq *r)
 		VS_VERBOSE_HP(IO, "q %u tag %#llx: no target %02x %02x %02x %02x", q->idx,
 			      (unsigned long long)r->tag, r->hdr.lun[0], r->hdr.lun[1],
 			      r->hdr.lun[2], r->hdr.lun[3]);
-		struct virtio_scsi_cmd_resp resp = {.response = VIRTIO_SCSI_S_BAD_TARGET};
+		struct vs_virtio_scsi_cmd_resp resp = {.response = VS_VIRTIO_SCSI_S_BAD_TARGET};
 		req_push(q, e, &resp, 0);
 		wstat_inc(&q->w->st.requests);
 		return false;
@@ -215,7 +215,7 @@ static bool req_prepare(struct tq *q, struct treq *r)
 
 	memset(&r->cmd, 0, offsetof(struct vs_scsi_cmd, st));
 	r->cmd.cdb = r->hdr.cdb;
-	r->cmd.cdb_len = VIRTIO_SCSI_CDB_SIZE;
+	r->cmd.cdb_len = VS_VIRTIO_SCSI_CDB_SIZE;
 	r->cmd.out_len = e->out_len - REQ_HDR;
 	r->cmd.out_iov = r->cmd.out_len ? &e->out[oi] : NULL;
 	r->cmd.out_iovcnt = r->cmd.out_len ? (int)(e->out_num - oi) : 0;
@@ -252,7 +252,7 @@ static void req_start(struct tq *q, struct treq *r)
 		q->inflight--;
 		if (r->in_split >= 0)
 			r->elem.in[r->in_split] = r->in_saved;
-		req_reject(q, &r->elem, VIRTIO_SCSI_S_FAILURE, "internal error");
+		req_reject(q, &r->elem, VS_VIRTIO_SCSI_S_FAILURE, "internal error");
 		req_put(q, r);
 		if (wake)
 			tmf_release(q->t);

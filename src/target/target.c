@@ -17,9 +17,9 @@
 
 uint64_t vs_target_device_features(void)
 {
-	return VS_VIRTIO_BIT(VIRTIO_F_VERSION_1) | VS_VIRTIO_BIT(VIRTIO_F_INDIRECT_DESC) |
-	       VS_VIRTIO_BIT(VIRTIO_F_EVENT_IDX) | VS_VIRTIO_BIT(VIRTIO_SCSI_F_HOTPLUG) |
-	       VS_VIRTIO_BIT(VIRTIO_SCSI_F_CHANGE);
+	return VS_VIRTIO_BIT(VS_VIRTIO_F_VERSION_1) | VS_VIRTIO_BIT(VS_VIRTIO_F_INDIRECT_DESC) |
+	       VS_VIRTIO_BIT(VS_VIRTIO_F_EVENT_IDX) | VS_VIRTIO_BIT(VS_VIRTIO_SCSI_F_HOTPLUG) |
+	       VS_VIRTIO_BIT(VS_VIRTIO_SCSI_F_CHANGE);
 }
 
 static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
@@ -43,14 +43,14 @@ static int op_queue_start(void *opaque, unsigned idx, const struct vs_vhost_vrin
 	struct tq *q;
 	int rc;
 
-	if (idx >= VIRTIO_SCSI_VQ_REQ0 + t->num_queues) {
+	if (idx >= VS_VIRTIO_SCSI_VQ_REQ0 + t->num_queues) {
 		VS_ERROR(QUEUE, "queue %u: the device has %u queues", idx,
-			 VIRTIO_SCSI_VQ_REQ0 + t->num_queues);
+			 VS_VIRTIO_SCSI_VQ_REQ0 + t->num_queues);
 		return -EINVAL;
 	}
 	q = &t->q[idx];
 	rc = vs_vq_dev_init(&q->vq, vr->size, vr->desc, vr->avail, vr->used, vr->event_idx,
-			    !!(vr->features & VS_VIRTIO_BIT(VIRTIO_F_INDIRECT_DESC)),
+			    !!(vr->features & VS_VIRTIO_BIT(VS_VIRTIO_F_INDIRECT_DESC)),
 			    vr->last_avail_idx);
 	if (rc) {
 		VS_ERROR(QUEUE, "queue %u: ring rejected: %s", idx, strerror(-rc));
@@ -76,7 +76,7 @@ static void op_queue_stop(void *opaque, unsigned idx, uint16_t *last_avail_idx)
 	struct vs_target *t = opaque;
 	struct tq *q;
 
-	if (idx >= VIRTIO_SCSI_VQ_REQ0 + t->num_queues)
+	if (idx >= VS_VIRTIO_SCSI_VQ_REQ0 + t->num_queues)
 		return;
 	q = &t->q[idx];
 	worker_cmd(q->w, WCMD_STOP, q, -1);
@@ -89,7 +89,7 @@ static void op_call_fd_changed(void *opaque, unsigned idx, int call_fd)
 {
 	struct vs_target *t = opaque;
 
-	if (idx < VIRTIO_SCSI_VQ_REQ0 + t->num_queues)
+	if (idx < VS_VIRTIO_SCSI_VQ_REQ0 + t->num_queues)
 		worker_cmd(t->q[idx].w, WCMD_CALLFD, &t->q[idx], call_fd);
 }
 
@@ -124,7 +124,7 @@ static void op_disconnected(void *opaque)
 	VS_INFO(VHOST, "frontend disconnected; backends flushed: %s", rc ? strerror(-rc) : "ok");
 }
 
-static const struct vs_vhost_backend_ops target_ops = {
+static const struct vs_vhost_dev_ops target_ops = {
     .queue_start = op_queue_start,
     .queue_stop = op_queue_stop,
     .mem_changed = op_mem_changed,
@@ -274,15 +274,15 @@ static void queues_init(struct vs_target *t)
 
 		q->t = t;
 		q->idx = i;
-		q->kind = i == VIRTIO_SCSI_VQ_CTRL    ? TQ_CTRL
-			  : i == VIRTIO_SCSI_VQ_EVENT ? TQ_EVENT
+		q->kind = i == VS_VIRTIO_SCSI_VQ_CTRL    ? TQ_CTRL
+			  : i == VS_VIRTIO_SCSI_VQ_EVENT ? TQ_EVENT
 						      : TQ_REQ;
 		q->kick_fd = q->call_fd = q->err_fd = -1;
 		q->active.next = q->active.prev = &q->active;
 		pthread_mutex_init(&q->lock, NULL);
 		/* Request queue n on worker n mod workers; control and event on the control thread.
 		 */
-		q->w = q->kind == TQ_REQ ? &t->workers[(i - VIRTIO_SCSI_VQ_REQ0) % t->nworkers]
+		q->w = q->kind == TQ_REQ ? &t->workers[(i - VS_VIRTIO_SCSI_VQ_REQ0) % t->nworkers]
 					 : &t->ctl;
 	}
 }
@@ -354,9 +354,9 @@ int vs_target_create(struct vs_target **out, const struct vs_target_config *cfg,
 	for (unsigned i = 0; i < t->nworkers; i++)
 		if ((rc = worker_start(&t->workers[i])))
 			goto fail;
-	t->vb = vs_vhost_backend_create(cfg->socket_path, VIRTIO_SCSI_VQ_REQ0 + t->num_queues,
+	t->vs = vs_vhost_server_create(cfg->socket_path, VS_VIRTIO_SCSI_VQ_REQ0 + t->num_queues,
 					vs_target_device_features(), &target_ops, t);
-	if (!t->vb) {
+	if (!t->vs) {
 		rc = -errno;
 		fail(err, errlen, rc, "cannot listen on %s: %s", cfg->socket_path, strerror(errno));
 		goto fail;
@@ -372,7 +372,7 @@ fail:
 
 int vs_target_run(struct vs_target *t, volatile sig_atomic_t *stop)
 {
-	int rc = vs_vhost_backend_serve(t->vb, stop);
+	int rc = vs_vhost_server_serve(t->vs, stop);
 
 	if (rc)
 		VS_ERROR(VHOST, "serving stopped: %s", strerror(-rc));
@@ -381,8 +381,8 @@ int vs_target_run(struct vs_target *t, volatile sig_atomic_t *stop)
 
 void vs_target_wake(struct vs_target *t)
 {
-	if (t && t->vb)
-		vs_vhost_backend_wake(t->vb);
+	if (t && t->vs)
+		vs_vhost_server_wake(t->vs);
 }
 
 int vs_target_destroy(struct vs_target *t)
@@ -392,9 +392,8 @@ int vs_target_destroy(struct vs_target *t)
 	if (!t)
 		return 0;
 	/* Stops every running queue first: in-flight requests complete into guest memory. */
-	if (t->vb)
-		vs_vhost_backend_destroy(t->vb);
-	t->vb = NULL;
+	vs_vhost_server_destroy(t->vs);
+	t->vs = NULL;
 	for (unsigned i = 0; i < t->nworkers; i++)
 		if (t->workers[i].epfd >= 0 || t->workers[i].started)
 			worker_fini(&t->workers[i]);

@@ -13,8 +13,9 @@
 #include "backend/backend.h"
 #include "scsi/scsi.h"
 #include "target/target.h"
+#include "proto/virtio_scsi_proto.h"
 #include "util/util.h"
-#include "vhost/vhost.h"
+#include "vhost/vhost_dev.h"
 #include "virtio/virtio.h"
 
 #define TQ_MAX	      (2 + VS_TARGET_MAX_QUEUES) /* control + event + request queues */
@@ -33,13 +34,13 @@ struct treq {
 	struct treq *all_next;	  /* every request of the pool, for freeing */
 	uint64_t tag;		  /* le-decoded virtio tag: what TMFs match */
 	unsigned lun;
-	uint8_t abort_resp;		/* 0, or VIRTIO_SCSI_S_ABORTED/RESET (under q->lock) */
+	uint8_t abort_resp;		/* 0, or VS_VIRTIO_SCSI_S_ABORTED/RESET (under q->lock) */
 	bool tmf_wait;			/* a TMF waits for this one (under q->lock) */
 	uint64_t t_start;		/* arrival time, ns (all flavour only) */
 	size_t data_in_len;		/* writable bytes after the response header */
 	int in_split;			/* elem.in index cut for data-in, or -1 */
 	struct iovec in_saved;		/* that iovec before the cut: restored for the response */
-	struct virtio_scsi_cmd_req hdr; /* private copy of the request header */
+	struct vs_virtio_scsi_cmd_req hdr; /* private copy of the request header */
 	struct vs_scsi_cmd cmd;
 	struct vs_vq_elem elem; /* large: last */
 };
@@ -109,7 +110,7 @@ struct vs_target {
 	uint32_t block_size;
 	struct vs_scsi_dev *dev;
 	struct vs_backend *be[VS_TARGET_MAX_LUNS];
-	struct vs_vhost_backend *vb;
+	struct vs_vhost_server *vs; /* the vhost-user socket and device state */
 	struct worker *workers; /* nworkers */
 	struct worker ctl;
 	struct tq q[TQ_MAX];

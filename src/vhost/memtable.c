@@ -12,7 +12,7 @@
 
 #include <vioscope/trace.h>
 
-#include "vhost/internal.h"
+#include "vhost/vhost_int.h"
 
 #define FAIL(code, ...) vs_fail(why, whylen, code, __VA_ARGS__)
 
@@ -63,26 +63,26 @@ static void unmap(struct vs_vhost_map *m)
 	m->len = 0;
 }
 
-void vs_vhost_mem_unmap_all(struct vs_vhost_backend *b)
+void vs_vhost_mem_unmap_all(struct vs_vhost_dev *d)
 {
 	for (unsigned i = 0; i < VS_MEM_MAX_REGIONS; i++)
-		unmap(&b->maps[i]);
-	vs_mem_reset(&b->mem);
+		unmap(&d->maps[i]);
+	vs_mem_reset(&d->mem);
 }
 
 /* Install a new map: stop the running rings, swap, drop the old mappings listed in
  * `drop`, tell the user, restart.  A ring that no longer fits the map stays stopped and
  * the request fails. */
-static int commit(struct vs_vhost_backend *b, const struct vs_mem *nm,
+static int commit(struct vs_vhost_dev *d, const struct vs_mem *nm,
 		  const struct vs_vhost_map *nmaps, struct vs_vhost_map *drop, unsigned ndrop,
 		  char *why, size_t whylen)
 {
-	vs_vhost_rings_stop(b);
+	vs_vhost_rings_stop(d);
 	for (unsigned i = 0; i < ndrop; i++)
 		unmap(&drop[i]);
-	b->mem = *nm;
-	memset(b->maps, 0, sizeof(b->maps));
-	memcpy(b->maps, nmaps, sizeof(b->maps[0]) * nm->nregions);
+	d->mem = *nm;
+	memset(d->maps, 0, sizeof(d->maps));
+	memcpy(d->maps, nmaps, sizeof(d->maps[0]) * nm->nregions);
 	VS_INFO(VHOST, "memory table: %u region(s)", nm->nregions);
 	for (unsigned i = 0; i < nm->nregions; i++) {
 		const struct vs_mem_region *r = &nm->regions[i];
@@ -90,9 +90,9 @@ static int commit(struct vs_vhost_backend *b, const struct vs_mem *nm,
 			(unsigned long long)r->gpa, (unsigned long long)r->size,
 			(unsigned long long)r->uva, r->host);
 	}
-	if (b->ops.mem_changed)
-		b->ops.mem_changed(b->opaque, &b->mem);
-	return vs_vhost_rings_update(b, why, whylen);
+	if (d->ops.mem_changed)
+		d->ops.mem_changed(d->opaque, &d->mem);
+	return vs_vhost_rings_update(d, why, whylen);
 }
 
 /* Map r and append it to nm/nmaps; on failure nothing of it remains. */
@@ -119,7 +119,7 @@ static int add_region(struct vs_mem *nm, struct vs_vhost_map *nmaps,
 	return 0;
 }
 
-int vs_vhost_set_mem_table_exec(struct vs_vhost_backend *b, struct vs_vhost_msg *msg, char *why,
+int vs_vhost_set_mem_table_exec(struct vs_vhost_dev *d, struct vs_vhost_msg *msg, char *why,
 				size_t whylen)
 {
 	const struct vs_vhost_memory *m = &msg->payload.memory;
@@ -142,27 +142,27 @@ int vs_vhost_set_mem_table_exec(struct vs_vhost_backend *b, struct vs_vhost_msg 
 		return rc;
 	}
 	/* The fds are closed by the caller: the mappings hold the memory. */
-	return commit(b, &nm, nmaps, b->maps, VS_MEM_MAX_REGIONS, why, whylen);
+	return commit(d, &nm, nmaps, d->maps, VS_MEM_MAX_REGIONS, why, whylen);
 }
 
-int vs_vhost_add_mem_reg_exec(struct vs_vhost_backend *b, struct vs_vhost_msg *msg, char *why,
+int vs_vhost_add_mem_reg_exec(struct vs_vhost_dev *d, struct vs_vhost_msg *msg, char *why,
 			      size_t whylen)
 {
 	const struct vs_vhost_mem_region *r = &msg->payload.mem_reg.region;
 	struct vs_vhost_map nmaps[VS_MEM_MAX_REGIONS];
-	struct vs_mem nm = b->mem;
+	struct vs_mem nm = d->mem;
 	int rc;
 
 	VS_INFO(VHOST, "ADD_MEM_REG: gpa %#llx size %#llx uva %#llx offset %#llx",
 		(unsigned long long)r->guest_phys_addr, (unsigned long long)r->memory_size,
 		(unsigned long long)r->userspace_addr, (unsigned long long)r->mmap_offset);
-	memcpy(nmaps, b->maps, sizeof(nmaps));
+	memcpy(nmaps, d->maps, sizeof(nmaps));
 	if ((rc = add_region(&nm, nmaps, r, msg->fds[0], why, whylen)))
 		return rc;
-	return commit(b, &nm, nmaps, NULL, 0, why, whylen);
+	return commit(d, &nm, nmaps, NULL, 0, why, whylen);
 }
 
-int vs_vhost_rem_mem_reg_exec(struct vs_vhost_backend *b, struct vs_vhost_msg *msg, char *why,
+int vs_vhost_rem_mem_reg_exec(struct vs_vhost_dev *d, struct vs_vhost_msg *msg, char *why,
 			      size_t whylen)
 {
 	const struct vs_vhost_mem_region *r = &msg->payload.mem_reg.region;
@@ -175,26 +175,26 @@ int vs_vhost_rem_mem_reg_exec(struct vs_vhost_backend *b, struct vs_vhost_msg *m
 		(unsigned long long)r->guest_phys_addr, (unsigned long long)r->memory_size,
 		(unsigned long long)r->userspace_addr);
 	/* The spec identifies the region by guest address, user address and size. */
-	for (i = 0; i < b->mem.nregions; i++) {
-		const struct vs_mem_region *o = &b->mem.regions[i];
+	for (i = 0; i < d->mem.nregions; i++) {
+		const struct vs_mem_region *o = &d->mem.regions[i];
 		if (o->gpa == r->guest_phys_addr && o->uva == r->userspace_addr &&
 		    o->size == r->memory_size)
 			break;
 	}
-	if (i == b->mem.nregions)
+	if (i == d->mem.nregions)
 		return FAIL(-ENOENT, "no region gpa %#llx size %#llx uva %#llx",
 			    (unsigned long long)r->guest_phys_addr,
 			    (unsigned long long)r->memory_size,
 			    (unsigned long long)r->userspace_addr);
-	nm = b->mem;
+	nm = d->mem;
 	nm.nregions = 0;
-	for (unsigned j = 0; j < b->mem.nregions; j++) {
+	for (unsigned j = 0; j < d->mem.nregions; j++) {
 		if (j == i)
 			continue;
-		nm.regions[n] = b->mem.regions[j];
-		nmaps[n++] = b->maps[j];
+		nm.regions[n] = d->mem.regions[j];
+		nmaps[n++] = d->maps[j];
 	}
 	nm.nregions = n;
-	drop = b->maps[i];
-	return commit(b, &nm, nmaps, &drop, 1, why, whylen);
+	drop = d->maps[i];
+	return commit(d, &nm, nmaps, &drop, 1, why, whylen);
 }

@@ -11,8 +11,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "proto/virtio_proto.h" /* VS_VRING_MAX_SIZE */
 #include "util/util.h"
-#include "vhost/vhost.h"
+#include "vhost/vhost_msg.h"
 
 #define SIZE_VAR 0xffffu /* payload size depends on the payload */
 
@@ -20,7 +21,7 @@ enum check {
 	CHK_NONE,
 	CHK_U64,	  /* any value */
 	CHK_STATE,	  /* ring index */
-	CHK_VRING_NUM,	  /* ring index, power of two <= VS_VHOST_MAX_RING_SIZE */
+	CHK_VRING_NUM,	  /* ring index, power of two <= VS_VRING_MAX_SIZE */
 	CHK_VRING_BASE,	  /* ring index, 16-bit value */
 	CHK_VRING_ENABLE, /* ring index, 0 or 1 */
 	CHK_ADDR,	  /* ring index */
@@ -31,15 +32,13 @@ enum check {
 };
 
 struct req_info {
-	const char *name;
-	bool supported; /* the back-end decodes it (others are named for traces only) */
+	bool supported; /* the device side decodes it (others are refused) */
 	uint16_t size;	/* exact payload bytes, or SIZE_VAR */
 	uint8_t min_fds, max_fds;
 	uint8_t check;
 };
 
-#define REQ(id, sz, minf, maxf, chk) [VS_VHOST_##id] = {#id, true, sz, minf, maxf, chk}
-#define NAME_ONLY(n, id)	     [n] = {#id, false, 0, 0, 0, CHK_NONE}
+#define REQ(id, sz, minf, maxf, chk) [VS_VHOST_##id] = {true, sz, minf, maxf, chk}
 
 static const struct req_info reqs[] = {
     REQ(GET_FEATURES, 0, 0, 0, CHK_NONE),
@@ -60,23 +59,12 @@ static const struct req_info reqs[] = {
     REQ(SET_PROTOCOL_FEATURES, 8, 0, 0, CHK_U64),
     REQ(GET_QUEUE_NUM, 0, 0, 0, CHK_NONE),
     REQ(SET_VRING_ENABLE, 8, 0, 0, CHK_VRING_ENABLE),
-    NAME_ONLY(19, SEND_RARP),
-    NAME_ONLY(20, NET_SET_MTU),
     REQ(SET_SLAVE_REQ_FD, 0, 1, 1, CHK_NONE),
-    NAME_ONLY(22, IOTLB_MSG),
-    NAME_ONLY(23, SET_VRING_ENDIAN),
     REQ(GET_CONFIG, SIZE_VAR, 0, 0, CHK_CONFIG),
     REQ(SET_CONFIG, SIZE_VAR, 0, 0, CHK_CONFIG),
-    NAME_ONLY(26, CREATE_CRYPTO_SESSION),
-    NAME_ONLY(27, CLOSE_CRYPTO_SESSION),
-    NAME_ONLY(28, POSTCOPY_ADVISE),
-    NAME_ONLY(29, POSTCOPY_LISTEN),
-    NAME_ONLY(30, POSTCOPY_END),
     REQ(GET_INFLIGHT_FD, sizeof(struct vs_vhost_inflight), 0, 0, CHK_NONE),
     REQ(SET_INFLIGHT_FD, sizeof(struct vs_vhost_inflight), 1, 1, CHK_NONE),
-    NAME_ONLY(33, GPU_SET_SOCKET),
     REQ(RESET_DEVICE, 0, 0, 0, CHK_NONE),
-    NAME_ONLY(35, VRING_KICK),
     REQ(GET_MAX_MEM_SLOTS, 0, 0, 0, CHK_NONE),
     REQ(ADD_MEM_REG, sizeof(struct vs_vhost_mem_reg), 1, 1, CHK_MEMREG),
     /* The spec lets a back-end accept (and must then close) one stray fd here. */
@@ -92,17 +80,12 @@ _Static_assert(sizeof(struct vs_vhost_mem_reg) == 40, "single region is 40 bytes
 _Static_assert(sizeof(struct vs_vhost_inflight) == 24, "inflight is 24 bytes (QEMU)");
 _Static_assert(VS_VHOST_MAX_PAYLOAD == 268, "largest payload is the config space");
 
+/* The codec's table entry of a request the device side decodes, or NULL. */
 static const struct req_info *req_info(uint32_t request)
 {
-	if (request >= sizeof(reqs) / sizeof(reqs[0]) || !reqs[request].name)
+	if (request >= sizeof(reqs) / sizeof(reqs[0]) || !reqs[request].supported)
 		return NULL;
 	return &reqs[request];
-}
-
-const char *vs_vhost_request_name(uint32_t request)
-{
-	const struct req_info *ri = req_info(request);
-	return ri ? ri->name : "UNKNOWN";
 }
 
 #define bad(...) vs_fail(why, whylen, -EBADMSG, __VA_ARGS__)
@@ -141,9 +124,9 @@ static int check_payload(const struct vs_vhost_msg *msg, const struct req_info *
 	case CHK_VRING_NUM:
 		if ((rc = check_index(st->index, why, whylen)))
 			return rc;
-		if (st->num == 0 || st->num > VS_VHOST_MAX_RING_SIZE || (st->num & (st->num - 1)))
+		if (st->num == 0 || st->num > VS_VRING_MAX_SIZE || (st->num & (st->num - 1)))
 			return bad("ring size %u is not a power of two <= %u", st->num,
-				   VS_VHOST_MAX_RING_SIZE);
+				   VS_VRING_MAX_SIZE);
 		return 0;
 	case CHK_VRING_BASE:
 		if ((rc = check_index(st->index, why, whylen)))
@@ -194,10 +177,11 @@ int vs_vhost_msg_validate(const struct vs_vhost_msg *msg, char *why, size_t whyl
 		return bad("bad version in flags %#x", msg->flags);
 	if (msg->flags & VS_VHOST_FLAG_REPLY)
 		return bad("reply flag set on a request");
-	if (!ri)
+	if (!ri && !strcmp(vs_vhost_request_name(msg->request), "UNKNOWN"))
 		return bad("unknown request %u", msg->request);
-	if (!ri->supported)
-		return bad("unsupported request %s (%u)", ri->name, msg->request);
+	if (!ri)
+		return bad("unsupported request %s (%u)", vs_vhost_request_name(msg->request),
+			   msg->request);
 	if (msg->size > VS_VHOST_MAX_PAYLOAD)
 		return bad("payload of %u bytes is too large", msg->size);
 	if (msg->nfds > VS_VHOST_MAX_FDS)
@@ -221,9 +205,9 @@ int vs_vhost_msg_validate(const struct vs_vhost_msg *msg, char *why, size_t whyl
 		want = 12 + msg->payload.config.size;
 	}
 	if (msg->size != want)
-		return bad("payload is %u bytes, %s needs %u", msg->size, ri->name, want);
+		return bad("payload is %u bytes, %s needs %u", msg->size, vs_vhost_request_name(msg->request), want);
 	if (msg->nfds < ri->min_fds || msg->nfds > ri->max_fds)
-		return bad("%u fd(s) attached, %s takes %u..%u", msg->nfds, ri->name, ri->min_fds,
+		return bad("%u fd(s) attached, %s takes %u..%u", msg->nfds, vs_vhost_request_name(msg->request), ri->min_fds,
 			   ri->max_fds);
 	return check_payload(msg, ri, why, whylen);
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * vhost-user back-end socket: listen on a Unix path, accept one frontend at a time, feed
- * its messages to vs_vhost_backend_handle() and send the replies.
+ * vhost-user device server: listen on a Unix path, accept one frontend at a time, feed
+ * its messages to the device (vs_vhost_dev_handle) and send the replies.  The server owns
+ * the connection's life; the device below it never calls back up.
  */
 #define _GNU_SOURCE /* accept4 */
 #include <errno.h>
@@ -18,10 +19,18 @@
 
 #include <vioscope/trace.h>
 
-#include "vhost/internal.h"
+#include "vhost/vhost_dev.h"
 
 #define POLL_MS	   200 /* upper bound on noticing *stop without a wake */
 #define IO_TIMEOUT 5   /* seconds a started message may take to arrive (or a reply to leave) */
+
+struct vs_vhost_server {
+	struct vs_vhost_dev *dev;
+	struct vs_vhost_dev_ops ops; /* connected()/disconnected() are the server's to call */
+	void *opaque;
+	int listen_fd, conn_fd, wake_fd; /* -1 when unused */
+	char *path;
+};
 
 static int fill_addr(struct sockaddr_un *sa, const char *path)
 {
@@ -62,7 +71,7 @@ static int clear_stale(const char *path, const struct sockaddr_un *sa)
 	return unlink(path) < 0 && errno != ENOENT ? -errno : 0;
 }
 
-static int listen_unix(struct vs_vhost_backend *b, const char *path)
+static int listen_unix(struct vs_vhost_server *srv, const char *path)
 {
 	struct sockaddr_un sa;
 	int fd = -1, rc;
@@ -88,10 +97,9 @@ static int listen_unix(struct vs_vhost_backend *b, const char *path)
 		unlink(path);
 		goto out;
 	}
-	b->listen_fd = fd;
-	b->path = strdup(path);
-	VS_INFO(VHOST, "listening on %s (%u queues, features %#llx)", path, b->max_queues,
-		(unsigned long long)b->offered_features);
+	srv->listen_fd = fd;
+	srv->path = strdup(path);
+	VS_INFO(VHOST, "listening on %s", path);
 	return 0;
 out:
 	VS_ERROR(VHOST, "cannot listen on %s: %s", path, strerror(-rc));
@@ -100,76 +108,87 @@ out:
 	return rc;
 }
 
-struct vs_vhost_backend *vs_vhost_backend_create(const char *path, unsigned max_queues,
-						 uint64_t device_features,
-						 const struct vs_vhost_backend_ops *ops,
-						 void *opaque)
+struct vs_vhost_server *vs_vhost_server_create(const char *path, unsigned max_queues,
+					       uint64_t device_features,
+					       const struct vs_vhost_dev_ops *ops, void *opaque)
 {
-	struct vs_vhost_backend *b = vs_vhost_backend_new(max_queues, device_features, ops, opaque);
+	struct vs_vhost_server *srv = calloc(1, sizeof(*srv));
 	int rc;
 
-	if (!b)
+	if (!srv) {
+		errno = ENOMEM;
 		return NULL;
-	b->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (b->wake_fd < 0) {
+	}
+	srv->listen_fd = srv->conn_fd = srv->wake_fd = -1;
+	if (ops)
+		srv->ops = *ops;
+	srv->opaque = opaque;
+	srv->dev = vs_vhost_dev_new(max_queues, device_features, ops, opaque);
+	if (!srv->dev) {
+		rc = -errno;
+		goto fail;
+	}
+	srv->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (srv->wake_fd < 0) {
 		rc = -errno;
 		VS_ERROR(VHOST, "eventfd: %s", strerror(errno));
 		goto fail;
 	}
-	if ((rc = listen_unix(b, path)))
+	if ((rc = listen_unix(srv, path)))
 		goto fail;
-	return b;
+	VS_INFO(VHOST, "serving %u queues, features %#llx", max_queues,
+		(unsigned long long)device_features);
+	return srv;
 fail:
-	vs_vhost_backend_destroy(b);
+	vs_vhost_server_destroy(srv);
 	errno = -rc;
 	return NULL;
 }
 
-static void disconnect(struct vs_vhost_backend *b)
+static void disconnect(struct vs_vhost_server *srv)
 {
-	if (b->conn_fd < 0)
+	if (srv->conn_fd < 0)
 		return;
-	close(b->conn_fd);
-	b->conn_fd = -1;
-	vs_vhost_backend_reset(b); /* stops every queue before memory goes away */
+	close(srv->conn_fd);
+	srv->conn_fd = -1;
+	vs_vhost_dev_reset(srv->dev); /* stops every queue before memory goes away */
 	VS_INFO(VHOST, "frontend disconnected; session state released");
-	if (b->ops.disconnected)
-		b->ops.disconnected(b->opaque);
+	if (srv->ops.disconnected)
+		srv->ops.disconnected(srv->opaque);
 }
 
-void vs_vhost_server_close(struct vs_vhost_backend *b)
+void vs_vhost_server_destroy(struct vs_vhost_server *srv)
 {
-	if (b->conn_fd >= 0) {
-		close(b->conn_fd);
-		b->conn_fd = -1;
+	if (!srv)
+		return;
+	/* The device first: its queues stop before the connection and memory go. */
+	vs_vhost_dev_free(srv->dev);
+	if (srv->conn_fd >= 0)
+		close(srv->conn_fd);
+	if (srv->listen_fd >= 0) {
+		close(srv->listen_fd);
+		if (srv->path)
+			unlink(srv->path);
 	}
-	if (b->listen_fd >= 0) {
-		close(b->listen_fd);
-		b->listen_fd = -1;
-		if (b->path)
-			unlink(b->path);
-	}
-	if (b->wake_fd >= 0) {
-		close(b->wake_fd);
-		b->wake_fd = -1;
-	}
-	free(b->path);
-	b->path = NULL;
+	if (srv->wake_fd >= 0)
+		close(srv->wake_fd);
+	free(srv->path);
+	free(srv);
 }
 
-void vs_vhost_backend_wake(struct vs_vhost_backend *b)
+void vs_vhost_server_wake(struct vs_vhost_server *srv)
 {
 	uint64_t one = 1;
 
-	if (b->wake_fd >= 0 && write(b->wake_fd, &one, sizeof(one)) < 0) {
+	if (srv->wake_fd >= 0 && write(srv->wake_fd, &one, sizeof(one)) < 0) {
 		/* full counter: a wake-up is pending anyway */
 	}
 }
 
-static void accept_one(struct vs_vhost_backend *b)
+static void accept_one(struct vs_vhost_server *srv)
 {
 	struct timeval tv = {.tv_sec = IO_TIMEOUT};
-	int fd = accept4(b->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+	int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_CLOEXEC);
 
 	if (fd < 0) {
 		if (errno == EINTR || errno == EAGAIN || errno == ECONNABORTED)
@@ -182,50 +201,50 @@ static void accept_one(struct vs_vhost_backend *b)
 	/* A frontend that stalls mid-message must not hang us: bound each read and write. */
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	b->conn_fd = fd;
+	srv->conn_fd = fd;
 	VS_INFO(VHOST, "frontend connected (fd %d)", fd);
-	if (b->ops.connected)
-		b->ops.connected(b->opaque);
+	if (srv->ops.connected)
+		srv->ops.connected(srv->opaque);
 }
 
 /* One message in, at most one reply out.  Negative: drop the connection. */
-static int serve_one(struct vs_vhost_backend *b)
+static int serve_one(struct vs_vhost_server *srv)
 {
 	struct vs_vhost_msg msg, reply;
-	char why[WHY_LEN] = "";
+	char why[VS_VHOST_WHY_LEN] = "";
 	int rc;
 
-	rc = vs_vhost_msg_recv(b->conn_fd, &msg, why, sizeof(why));
+	rc = vs_vhost_msg_recv(srv->conn_fd, &msg, why, sizeof(why));
 	if (rc == -ECONNRESET)
 		return rc;
 	if (rc == -EBADMSG) {
 		VS_ERROR(VHOST, "bad message %s (%u) size %u: %s",
 			 vs_vhost_request_name(msg.request), msg.request, msg.size, why);
-		rc = vs_vhost_backend_reject(b, &msg, &reply);
+		rc = vs_vhost_dev_reject(srv->dev, &msg, &reply);
 	} else if (rc) {
 		VS_ERROR(VHOST, "receive failed: %s (%d)", why, rc);
 		return rc;
 	} else {
-		rc = vs_vhost_backend_handle(b, &msg, &reply);
+		rc = vs_vhost_dev_handle(srv->dev, &msg, &reply);
 	}
 	if (rc <= 0)
 		return rc;
-	rc = vs_vhost_msg_send(b->conn_fd, &reply);
+	rc = vs_vhost_msg_send(srv->conn_fd, &reply);
 	if (rc)
 		VS_ERROR(VHOST, "reply to %s failed: %s", vs_vhost_request_name(reply.request),
 			 strerror(-rc));
 	return rc;
 }
 
-int vs_vhost_backend_serve(struct vs_vhost_backend *b, volatile sig_atomic_t *stop)
+int vs_vhost_server_serve(struct vs_vhost_server *srv, volatile sig_atomic_t *stop)
 {
-	if (b->listen_fd < 0)
+	if (srv->listen_fd < 0)
 		return -EINVAL;
 	/* Atomic loads: the flag may be set by a signal handler or by another thread. */
 	while (!__atomic_load_n(stop, __ATOMIC_RELAXED)) {
 		struct pollfd p[2] = {
-		    {.fd = b->conn_fd >= 0 ? b->conn_fd : b->listen_fd, .events = POLLIN},
-		    {.fd = b->wake_fd, .events = POLLIN},
+		    {.fd = srv->conn_fd >= 0 ? srv->conn_fd : srv->listen_fd, .events = POLLIN},
+		    {.fd = srv->wake_fd, .events = POLLIN},
 		};
 		int n = poll(p, 2, POLL_MS);
 
@@ -238,22 +257,22 @@ int vs_vhost_backend_serve(struct vs_vhost_backend *b, volatile sig_atomic_t *st
 		}
 		if (p[1].revents & POLLIN) {
 			uint64_t v;
-			if (read(b->wake_fd, &v, sizeof(v)) < 0) {
+			if (read(srv->wake_fd, &v, sizeof(v)) < 0) {
 				/* nothing pending: fine */
 			}
 		}
 		if (__atomic_load_n(stop, __ATOMIC_RELAXED) || !p[0].revents)
 			continue;
-		if (b->conn_fd < 0) {
-			accept_one(b);
+		if (srv->conn_fd < 0) {
+			accept_one(srv);
 			continue;
 		}
 		/* Readable, hung up or in error: recv tells which; failures end the session. */
-		int rc = serve_one(b);
+		int rc = serve_one(srv);
 		if (rc == -ECONNRESET)
 			VS_INFO(VHOST, "frontend closed the connection");
 		if (rc < 0)
-			disconnect(b);
+			disconnect(srv);
 	}
 	return 0;
 }

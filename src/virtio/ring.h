@@ -34,7 +34,7 @@ static inline void ring_desc_read(struct vs_vring_desc *d, const struct vs_vring
 
 static inline bool ring_size_ok(unsigned size)
 {
-	return size && size <= VS_VQ_MAX_SIZE && !(size & (size - 1));
+	return size && size <= VS_VRING_MAX_SIZE && !(size & (size - 1));
 }
 
 #endif /* VS_VIRTIO_RING_H */

@@ -19,47 +19,9 @@
 
 #include <vioscope/trace.h>
 
+#include "proto/virtio_proto.h"
+
 #include "util/util.h" /* vs_iov_to_buf() and friends for the iovecs popped here */
-
-/* ---- little-endian helpers: values (vs_le16(x)) and unaligned memory (vs_ld_le16(p)) ---- */
-/* clang-format off */
-static inline uint16_t vs_le16(uint16_t v) { return le16toh(v); } /* to or from LE: symmetric */
-static inline uint32_t vs_le32(uint32_t v) { return le32toh(v); }
-static inline uint64_t vs_le64(uint64_t v) { return le64toh(v); }
-static inline uint16_t vs_ld_le16(const void *p)
-{ uint16_t v; memcpy(&v, p, sizeof(v)); return le16toh(v); }
-static inline uint32_t vs_ld_le32(const void *p)
-{ uint32_t v; memcpy(&v, p, sizeof(v)); return le32toh(v); }
-static inline uint64_t vs_ld_le64(const void *p)
-{ uint64_t v; memcpy(&v, p, sizeof(v)); return le64toh(v); }
-static inline void vs_st_le16(void *p, uint16_t v) { v = htole16(v); memcpy(p, &v, 2); }
-static inline void vs_st_le32(void *p, uint32_t v) { v = htole32(v); memcpy(p, &v, 4); }
-static inline void vs_st_le64(void *p, uint64_t v) { v = htole64(v); memcpy(p, &v, 8); }
-/* clang-format on */
-
-/* ---- feature bits (bit numbers) and device status -------------------------------------- */
-#define VIRTIO_F_NOTIFY_ON_EMPTY   24 /* legacy */
-#define VIRTIO_F_ANY_LAYOUT	   27 /* legacy */
-#define VIRTIO_F_INDIRECT_DESC	   28
-#define VIRTIO_F_EVENT_IDX	   29
-#define VIRTIO_F_VERSION_1	   32
-#define VIRTIO_F_ACCESS_PLATFORM   33
-#define VIRTIO_F_RING_PACKED	   34
-#define VIRTIO_F_IN_ORDER	   35
-#define VIRTIO_F_ORDER_PLATFORM	   36
-#define VIRTIO_F_SR_IOV		   37
-#define VIRTIO_F_NOTIFICATION_DATA 38
-#define VIRTIO_F_NOTIF_CONFIG_DATA 39
-#define VIRTIO_F_RING_RESET	   40
-#define VS_VIRTIO_BIT(f)	   (1ull << (f))
-
-#define VIRTIO_CONFIG_S_ACKNOWLEDGE 1
-#define VIRTIO_CONFIG_S_DRIVER	    2
-#define VIRTIO_CONFIG_S_DRIVER_OK   4
-#define VIRTIO_CONFIG_S_FEATURES_OK 8
-#define VIRTIO_CONFIG_S_NEEDS_RESET 0x40
-#define VIRTIO_CONFIG_S_FAILED	    0x80
-#define VIRTIO_ID_SCSI		    8
 
 /* ---- guest memory map ------------------------------------------------------------------ */
 #define VS_MEM_MAX_REGIONS 8 /* vhost-user's default max_mem_slots */
@@ -91,58 +53,13 @@ void *vs_mem_uva(const struct vs_mem *m, uint64_t uva, uint64_t len);
 int vs_mem_gpa_iov(const struct vs_mem *m, uint64_t gpa, uint64_t len, struct iovec *iov,
 		   int max_iov);
 
-/* ---- split ring layout (all fields little-endian) --------------------------------------- */
-#define VIRTQ_DESC_F_NEXT	   1
-#define VIRTQ_DESC_F_WRITE	   2 /* device-writable (else device-readable) */
-#define VIRTQ_DESC_F_INDIRECT	   4
-#define VIRTQ_AVAIL_F_NO_INTERRUPT 1
-#define VIRTQ_USED_F_NO_NOTIFY	   1
-#define VS_VQ_MAX_SIZE		   32768
-
-struct vs_vring_desc {
-	uint64_t addr; /* guest-physical */
-	uint32_t len;
-	uint16_t flags; /* VIRTQ_DESC_F_* */
-	uint16_t next;	/* with F_NEXT */
-};
-/* written by the driver */
-struct vs_vring_avail {
-	uint16_t flags; /* VIRTQ_AVAIL_F_NO_INTERRUPT */
-	uint16_t idx;
-	uint16_t ring[]; /* [size] heads, then used_event (EVENT_IDX) */
-};
-struct vs_vring_used_elem {
-	uint32_t id;  /* head of the chain */
-	uint32_t len; /* bytes the device wrote */
-};
-/* written by the device */
-struct vs_vring_used {
-	uint16_t flags; /* VIRTQ_USED_F_NO_NOTIFY */
-	uint16_t idx;
-	struct vs_vring_used_elem ring[]; /* [size], then avail_event (EVENT_IDX) */
-};
-
-/* Bytes each part takes for a queue of `size` (event-idx fields included). */
-/* clang-format off */
-static inline uint64_t vs_vring_desc_bytes(unsigned size) { return 16ull * size; }
-static inline uint64_t vs_vring_avail_bytes(unsigned size) { return 6 + 2ull * size; }
-static inline uint64_t vs_vring_used_bytes(unsigned size) { return 6 + 8ull * size; }
-/* clang-format on */
-
-/* EVENT_IDX: should the other side be told, after moving its index from old to new_idx,
- * given the event index it published?  True iff event_idx is in [old, new_idx), mod 2^16. */
-static inline bool vs_vring_need_event(uint16_t event_idx, uint16_t new_idx, uint16_t old)
-{
-	return (uint16_t)(new_idx - event_idx - 1) < (uint16_t)(new_idx - old);
-}
-
 /* ---- device-side split virtqueue (the target) -------------------------------------------- */
 #define VS_VQ_MAX_SEGS	      258		   /* per direction: 256 data + header + response */
 #define VS_VQ_MAX_INDIRECT    1024		   /* entries in one indirect table (fixed cap) */
 #define VS_VQ_MAX_CHAIN_BYTES ((64u << 20) + 4096) /* readable + writable bytes of one chain */
 
 struct vs_vq_dev {
-	unsigned size;		    /* power of 2, <= VS_VQ_MAX_SIZE */
+	unsigned size;		    /* power of 2, <= VS_VRING_MAX_SIZE */
 	unsigned qid;		    /* queue number, for traces only (caller sets it) */
 	struct vs_vring_desc *desc; /* host pointers, validated by the caller (see init) */
 	struct vs_vring_avail *avail;
@@ -152,8 +69,8 @@ struct vs_vq_dev {
 	uint16_t used_idx;	   /* next used entry to fill (published by flush) */
 	uint16_t signalled_used;   /* used idx at the last should_notify() */
 	bool signalled_used_valid; /* false until the first should_notify() */
-	bool event_idx;		   /* VIRTIO_F_EVENT_IDX negotiated */
-	bool indirect;		   /* VIRTIO_F_INDIRECT_DESC negotiated */
+	bool event_idx;		   /* VS_VIRTIO_F_EVENT_IDX negotiated */
+	bool indirect;		   /* VS_VIRTIO_F_INDIRECT_DESC negotiated */
 	bool notify_enabled;	   /* see vs_vq_dev_set_notification() */
 	bool broken;		   /* ring structure is corrupt: no further pops */
 	const char *broken_reason; /* static string, set with broken */
@@ -221,7 +138,7 @@ struct vs_vq_buf {
 };
 
 struct vs_vq_drv {
-	unsigned size;		    /* power of 2, <= VS_VQ_MAX_SIZE */
+	unsigned size;		    /* power of 2, <= VS_VRING_MAX_SIZE */
 	unsigned qid;		    /* for traces only */
 	struct vs_vring_desc *desc; /* laid out by init in the caller's memory */
 	struct vs_vring_avail *avail;
@@ -267,7 +184,5 @@ void vs_vq_drv_enable_cb(struct vs_vq_drv *vq, bool enable);
 int vs__vq_drv_add(struct vs_vq_drv *vq, const struct vs_vq_buf *bufs, unsigned n, void *table,
 		   uint64_t table_addr, uint16_t *head VS_CALLER_PARAM);
 int vs__vq_drv_get_used(struct vs_vq_drv *vq, uint16_t *head, uint32_t *len VS_CALLER_PARAM);
-
-#include "virtio/virtio_scsi.h"
 
 #endif /* VS_VIRTIO_H */

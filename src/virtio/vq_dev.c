@@ -99,7 +99,7 @@ struct chain_err {
 static int vq_map_desc(const struct vs_mem *mem, struct vs_vq_elem *elem,
 		       const struct vs_vring_desc *d, bool *seen_write, struct chain_err *e)
 {
-	bool write = d->flags & VIRTQ_DESC_F_WRITE;
+	bool write = d->flags & VS_VRING_DESC_F_WRITE;
 	unsigned *num = write ? &elem->in_num : &elem->out_num;
 	struct iovec *iov = write ? &elem->in[*num] : &elem->out[*num];
 	int rc = 0;
@@ -138,12 +138,12 @@ static int vq_map_chain(struct vs_vq_dev *vq, const struct vs_mem *mem, struct v
 
 	e->idx = head;
 	ring_desc_read(d, (const void *)(table + 16u * head));
-	if (d->flags & VIRTQ_DESC_F_INDIRECT) {
+	if (d->flags & VS_VRING_DESC_F_INDIRECT) {
 		if (!vq->indirect)
 			CHAIN_FAIL(-EINVAL,
-				   "INDIRECT descriptor, VIRTIO_F_INDIRECT_DESC not negotiated",
+				   "INDIRECT descriptor, VS_VIRTIO_F_INDIRECT_DESC not negotiated",
 				   false);
-		if (d->flags & VIRTQ_DESC_F_NEXT)
+		if (d->flags & VS_VRING_DESC_F_NEXT)
 			CHAIN_FAIL(-EINVAL, "INDIRECT and NEXT on the same descriptor", false);
 		if (d->len == 0 || d->len % 16)
 			CHAIN_FAIL(-EINVAL, "indirect table length not a non-zero multiple of 16",
@@ -162,7 +162,7 @@ static int vq_map_chain(struct vs_vq_dev *vq, const struct vs_mem *mem, struct v
 		ring_desc_read(d, (const void *)table);
 	}
 	for (;;) {
-		if (d->flags & VIRTQ_DESC_F_INDIRECT)
+		if (d->flags & VS_VRING_DESC_F_INDIRECT)
 			CHAIN_FAIL(-EINVAL,
 				   e->in_indirect ? "INDIRECT descriptor inside an indirect table"
 						  : "INDIRECT descriptor not at the chain head",
@@ -170,7 +170,7 @@ static int vq_map_chain(struct vs_vq_dev *vq, const struct vs_mem *mem, struct v
 		rc = vq_map_desc(mem, elem, d, &seen_write, e);
 		if (rc)
 			goto out;
-		if (!(d->flags & VIRTQ_DESC_F_NEXT))
+		if (!(d->flags & VS_VRING_DESC_F_NEXT))
 			break;
 		/* More descriptors than the table holds means a loop. In the ring's own table
 		 * that is a corrupt ring; in an indirect table it is one bad buffer. */
@@ -283,7 +283,7 @@ bool vs_vq_dev_should_notify(struct vs_vq_dev *vq)
 	 * fields, or both sides can decide the other will act and nobody does. */
 	ring_mb();
 	if (!vq->event_idx) {
-		notify = !(vs_le16(ring_read(&vq->avail->flags)) & VIRTQ_AVAIL_F_NO_INTERRUPT);
+		notify = !(vs_le16(ring_read(&vq->avail->flags)) & VS_VRING_AVAIL_F_NO_INTERRUPT);
 	} else {
 		uint16_t old = vq->signalled_used, now = vq->used_idx;
 		uint16_t ev = vs_le16(ring_read(vq_used_event(vq)));
@@ -302,7 +302,7 @@ void vs_vq_dev_set_notification(struct vs_vq_dev *vq, bool enable)
 		if (enable)
 			ring_write(vq_avail_event(vq), vs_le16(vq->last_avail_idx));
 	} else {
-		ring_write(&vq->used->flags, vs_le16(enable ? 0 : VIRTQ_USED_F_NO_NOTIFY));
+		ring_write(&vq->used->flags, vs_le16(enable ? 0 : VS_VRING_USED_F_NO_NOTIFY));
 	}
 	/* The caller re-checks avail->idx next: order that read after our write. */
 	if (enable)

@@ -133,17 +133,17 @@ int vs__vq_drv_add(struct vs_vq_drv *vq, const struct vs_vq_buf *bufs, unsigned 
 	if (table) {
 		for (unsigned i = 0; i < n; i++)
 			desc_write((uint8_t *)table + 16u * i, bufs[i].addr, bufs[i].len,
-				   (bufs[i].write ? VIRTQ_DESC_F_WRITE : 0) |
-				       (i + 1 < n ? VIRTQ_DESC_F_NEXT : 0),
+				   (bufs[i].write ? VS_VRING_DESC_F_WRITE : 0) |
+				       (i + 1 < n ? VS_VRING_DESC_F_NEXT : 0),
 				   (uint16_t)(i + 1 < n ? i + 1 : 0));
-		desc_write(&vq->desc[h], table_addr, 16u * n, VIRTQ_DESC_F_INDIRECT, 0);
+		desc_write(&vq->desc[h], table_addr, 16u * n, VS_VRING_DESC_F_INDIRECT, 0);
 	} else {
 		/* Chain along the private free list; freeing walks the same links. */
 		for (unsigned i = 0; i < n; i++) {
 			bool more = i + 1 < n;
 			desc_write(&vq->desc[idx], bufs[i].addr, bufs[i].len,
-				   (bufs[i].write ? VIRTQ_DESC_F_WRITE : 0) |
-				       (more ? VIRTQ_DESC_F_NEXT : 0),
+				   (bufs[i].write ? VS_VRING_DESC_F_WRITE : 0) |
+				       (more ? VS_VRING_DESC_F_NEXT : 0),
 				   more ? vq->next[idx] : 0);
 			if (more)
 				idx = vq->next[idx];
@@ -177,7 +177,7 @@ bool vs_vq_drv_should_kick(struct vs_vq_drv *vq)
 	else if (vq->event_idx)
 		kick = vs_vring_need_event(vs_le16(ring_read(vq_avail_event(vq))), now, old);
 	else
-		kick = !(vs_le16(ring_read(&vq->used->flags)) & VIRTQ_USED_F_NO_NOTIFY);
+		kick = !(vs_le16(ring_read(&vq->used->flags)) & VS_VRING_USED_F_NO_NOTIFY);
 	VS_VERBOSE_HP(NOTIFY, "driver vq %u should kick: %d (avail %u)", vq->qid, kick, now);
 	return kick;
 }
@@ -263,7 +263,7 @@ void vs_vq_drv_enable_cb(struct vs_vq_drv *vq, bool enable)
 		if (enable)
 			ring_write(vq_used_event(vq), vs_le16(vq->last_used_idx));
 	} else {
-		ring_write(&vq->avail->flags, vs_le16(enable ? 0 : VIRTQ_AVAIL_F_NO_INTERRUPT));
+		ring_write(&vq->avail->flags, vs_le16(enable ? 0 : VS_VRING_AVAIL_F_NO_INTERRUPT));
 	}
 	/* The caller re-checks used->idx next: order that read after our write. */
 	if (enable)

@@ -255,7 +255,7 @@ static void test_bad_target(void **state)
 	waiter_prep(&w, VS_INI_READ, 0, 0, 0, b, 96, 1);
 	assert_int_equal(vs_ini_submit_cdb(q, &w.io, 1, 0, inq, 6, true), 0);
 	waiter_wait(q, &w);
-	assert_int_equal(w.io.response, 3); /* VIRTIO_SCSI_S_BAD_TARGET */
+	assert_int_equal(w.io.response, 3); /* VS_VIRTIO_SCSI_S_BAD_TARGET */
 	assert_int_equal(w.io.result, -ENODEV);
 	fx_close(x);
 }

@@ -17,24 +17,24 @@ static void test_result_errno(void **state)
 		uint8_t response, status;
 		int err;
 	} map[] = {
-	    {VIRTIO_SCSI_S_OK, 0x00, 0},
-	    {VIRTIO_SCSI_S_OK, 0x04, 0},       /* CONDITION MET */
-	    {VIRTIO_SCSI_S_OK, 0x02, -EIO},    /* CHECK CONDITION */
-	    {VIRTIO_SCSI_S_OK, 0x08, -EAGAIN}, /* BUSY */
-	    {VIRTIO_SCSI_S_OK, 0x28, -EAGAIN}, /* TASK SET FULL */
-	    {VIRTIO_SCSI_S_OK, 0x18, -EIO},    /* RESERVATION CONFLICT */
-	    {VIRTIO_SCSI_S_OVERRUN, 0, -EOVERFLOW},
-	    {VIRTIO_SCSI_S_ABORTED, 0, -ECANCELED},
-	    {VIRTIO_SCSI_S_BAD_TARGET, 0, -ENODEV},
-	    {VIRTIO_SCSI_S_RESET, 0, -ECONNRESET},
-	    {VIRTIO_SCSI_S_BUSY, 0, -EBUSY},
-	    {VIRTIO_SCSI_S_TRANSPORT_FAILURE, 0, -ENOLINK},
-	    {VIRTIO_SCSI_S_TARGET_FAILURE, 0, -EREMOTEIO},
-	    {VIRTIO_SCSI_S_NEXUS_FAILURE, 0, -EBADE},
-	    {VIRTIO_SCSI_S_FAILURE, 0, -EIO},
-	    {VIRTIO_SCSI_S_INCORRECT_LUN, 0, -ENXIO},
-	    {VIRTIO_SCSI_S_FUNCTION_SUCCEEDED, 0, -EPROTO},
-	    {VIRTIO_SCSI_S_FUNCTION_REJECTED, 0, -EPROTO},
+	    {VS_VIRTIO_SCSI_S_OK, 0x00, 0},
+	    {VS_VIRTIO_SCSI_S_OK, 0x04, 0},       /* CONDITION MET */
+	    {VS_VIRTIO_SCSI_S_OK, 0x02, -EIO},    /* CHECK CONDITION */
+	    {VS_VIRTIO_SCSI_S_OK, 0x08, -EAGAIN}, /* BUSY */
+	    {VS_VIRTIO_SCSI_S_OK, 0x28, -EAGAIN}, /* TASK SET FULL */
+	    {VS_VIRTIO_SCSI_S_OK, 0x18, -EIO},    /* RESERVATION CONFLICT */
+	    {VS_VIRTIO_SCSI_S_OVERRUN, 0, -EOVERFLOW},
+	    {VS_VIRTIO_SCSI_S_ABORTED, 0, -ECANCELED},
+	    {VS_VIRTIO_SCSI_S_BAD_TARGET, 0, -ENODEV},
+	    {VS_VIRTIO_SCSI_S_RESET, 0, -ECONNRESET},
+	    {VS_VIRTIO_SCSI_S_BUSY, 0, -EBUSY},
+	    {VS_VIRTIO_SCSI_S_TRANSPORT_FAILURE, 0, -ENOLINK},
+	    {VS_VIRTIO_SCSI_S_TARGET_FAILURE, 0, -EREMOTEIO},
+	    {VS_VIRTIO_SCSI_S_NEXUS_FAILURE, 0, -EBADE},
+	    {VS_VIRTIO_SCSI_S_FAILURE, 0, -EIO},
+	    {VS_VIRTIO_SCSI_S_INCORRECT_LUN, 0, -ENXIO},
+	    {VS_VIRTIO_SCSI_S_FUNCTION_SUCCEEDED, 0, -EPROTO},
+	    {VS_VIRTIO_SCSI_S_FUNCTION_REJECTED, 0, -EPROTO},
 	    {200, 0, -EPROTO},
 	};
 
@@ -47,7 +47,7 @@ static void test_result_errno(void **state)
  * length covers), the residual is clamped to the data, a short header is -EPROTO. */
 static void test_map_response(void **state)
 {
-	struct virtio_scsi_cmd_resp r;
+	struct vs_virtio_scsi_cmd_resp r;
 	struct vs_ini_io io;
 
 	(void)state;
@@ -64,15 +64,15 @@ static void test_map_response(void **state)
 	assert_int_equal(io.resid, 4096);
 	memset(&io, 0, sizeof(io));
 	assert_int_equal(
-	    ini_map_response(&io, &r, offsetof(struct virtio_scsi_cmd_resp, sense) + 18, 4096),
+	    ini_map_response(&io, &r, offsetof(struct vs_virtio_scsi_cmd_resp, sense) + 18, 4096),
 	    -EIO);
 	assert_int_equal(io.sense_len, 18);
 	assert_int_equal(ini_map_response(&io, &r, 11, 4096), -EPROTO);
 }
 
-static struct virtio_scsi_event ev(uint32_t event, uint32_t reason)
+static struct vs_virtio_scsi_event ev(uint32_t event, uint32_t reason)
 {
-	struct virtio_scsi_event e = {.event = vs_le32(event), .reason = vs_le32(reason)};
+	struct vs_virtio_scsi_event e = {.event = vs_le32(event), .reason = vs_le32(reason)};
 	vs_vscsi_lun_encode(e.lun, 0, 2);
 	return e;
 }
@@ -81,22 +81,22 @@ static struct virtio_scsi_event ev(uint32_t event, uint32_t reason)
  * full one; no event and asynchronous notifications do nothing. */
 static void test_event_actions(void **state)
 {
-	struct virtio_scsi_event e;
+	struct vs_virtio_scsi_event e;
 
 	(void)state;
-	e = ev(VIRTIO_SCSI_T_TRANSPORT_RESET, VIRTIO_SCSI_EVT_RESET_RESCAN);
+	e = ev(VS_VIRTIO_SCSI_T_TRANSPORT_RESET, VS_VIRTIO_SCSI_EVT_RESET_RESCAN);
 	assert_int_equal(ini_event_action(&e), INI_EV_RESCAN);
-	e = ev(VIRTIO_SCSI_T_TRANSPORT_RESET, VIRTIO_SCSI_EVT_RESET_REMOVED);
+	e = ev(VS_VIRTIO_SCSI_T_TRANSPORT_RESET, VS_VIRTIO_SCSI_EVT_RESET_REMOVED);
 	assert_int_equal(ini_event_action(&e), INI_EV_RESCAN);
-	e = ev(VIRTIO_SCSI_T_PARAM_CHANGE, 0x2a | (0x09 << 8));
+	e = ev(VS_VIRTIO_SCSI_T_PARAM_CHANGE, 0x2a | (0x09 << 8));
 	assert_int_equal(ini_event_action(&e), INI_EV_RESCAN);
-	e = ev(VIRTIO_SCSI_T_EVENTS_MISSED, 0);
+	e = ev(VS_VIRTIO_SCSI_T_EVENTS_MISSED, 0);
 	assert_int_equal(ini_event_action(&e), INI_EV_FULL_RESCAN);
-	e = ev(VIRTIO_SCSI_T_EVENTS_MISSED | VIRTIO_SCSI_T_TRANSPORT_RESET, 1);
+	e = ev(VS_VIRTIO_SCSI_T_EVENTS_MISSED | VS_VIRTIO_SCSI_T_TRANSPORT_RESET, 1);
 	assert_int_equal(ini_event_action(&e), INI_EV_FULL_RESCAN);
-	e = ev(VIRTIO_SCSI_T_NO_EVENT, 0);
+	e = ev(VS_VIRTIO_SCSI_T_NO_EVENT, 0);
 	assert_int_equal(ini_event_action(&e), INI_EV_NONE);
-	e = ev(VIRTIO_SCSI_T_ASYNC_NOTIFY, 16);
+	e = ev(VS_VIRTIO_SCSI_T_ASYNC_NOTIFY, 16);
 	assert_int_equal(ini_event_action(&e), INI_EV_NONE);
 }
 

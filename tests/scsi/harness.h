@@ -132,7 +132,7 @@ static inline void assert_sense(const struct vs_scsi_cmd *c, uint8_t key, uint8_
 
 	assert_int_equal(c->status, VS_SCSI_CHECK_CONDITION);
 	assert_int_equal(c->sense_len, 18);
-	assert_true(vs_scsi_sense_decode(c->sense, c->sense_len, &k, &a, &q));
+	assert_true(vs_scsi_sense_parse(c->sense, c->sense_len, &k, &a, &q));
 	assert_int_equal(c->sense[0] & 0x7f, 0x70);
 	assert_int_equal(k, key);
 	assert_int_equal(a, asc);

@@ -106,8 +106,8 @@ static struct vs_vhost_mem_region region(struct fe *fe, uint64_t gpa, uint64_t s
 static int ring_setup(struct fe *fe, unsigned q)
 {
 	struct vs_vq_drv *vq = &fe->vq[q];
-	bool event_idx = fe->features & VS_VIRTIO_BIT(VIRTIO_F_EVENT_IDX);
-	bool indirect = fe->features & VS_VIRTIO_BIT(VIRTIO_F_INDIRECT_DESC);
+	bool event_idx = fe->features & VS_VIRTIO_BIT(VS_VIRTIO_F_EVENT_IDX);
+	bool indirect = fe->features & VS_VIRTIO_BIT(VS_VIRTIO_F_INDIRECT_DESC);
 	int rc;
 
 	if ((rc = vs_vq_drv_init(vq, FE_QSIZE, fe_host(fe, RING_GPA(q)), event_idx, indirect)))
@@ -117,12 +117,12 @@ static int ring_setup(struct fe *fe, unsigned q)
 	fe->call[q] = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (fe->kick[q] < 0 || fe->call[q] < 0)
 		return -errno;
-	if ((rc = vs_vhost_front_set_vring_num(&fe->f, q, FE_QSIZE)) ||
-	    (rc = vs_vhost_front_set_vring_base(&fe->f, q, 0)) ||
-	    (rc = vs_vhost_front_set_vring_addr(&fe->f, q, uva(fe, vq->desc), uva(fe, vq->avail),
+	if ((rc = vs_vhost_drv_set_vring_num(&fe->f, q, FE_QSIZE)) ||
+	    (rc = vs_vhost_drv_set_vring_base(&fe->f, q, 0)) ||
+	    (rc = vs_vhost_drv_set_vring_addr(&fe->f, q, uva(fe, vq->desc), uva(fe, vq->avail),
 						uva(fe, vq->used))) ||
-	    (rc = vs_vhost_front_set_vring_call(&fe->f, q, fe->call[q])) ||
-	    (rc = vs_vhost_front_set_vring_kick(&fe->f, q, fe->kick[q])))
+	    (rc = vs_vhost_drv_set_vring_call(&fe->f, q, fe->call[q])) ||
+	    (rc = vs_vhost_drv_set_vring_kick(&fe->f, q, fe->kick[q])))
 		return rc;
 	return 0;
 }
@@ -130,8 +130,8 @@ static int ring_setup(struct fe *fe, unsigned q)
 int fe_connect(struct fe *fe, const char *sock)
 {
 	const uint64_t want =
-	    VS_VIRTIO_BIT(VIRTIO_F_VERSION_1) | VS_VIRTIO_BIT(VIRTIO_F_INDIRECT_DESC) |
-	    VS_VIRTIO_BIT(VIRTIO_F_EVENT_IDX) | VS_VIRTIO_BIT(VIRTIO_SCSI_F_HOTPLUG) |
+	    VS_VIRTIO_BIT(VS_VIRTIO_F_VERSION_1) | VS_VIRTIO_BIT(VS_VIRTIO_F_INDIRECT_DESC) |
+	    VS_VIRTIO_BIT(VS_VIRTIO_F_EVENT_IDX) | VS_VIRTIO_BIT(VS_VIRTIO_SCSI_F_HOTPLUG) |
 	    (1ull << VS_VHOST_F_PROTOCOL_FEATURES);
 	struct vs_vhost_mem_region r[2] = {region(fe, 0, FE_GAP_START),
 					   region(fe, FE_GAP_END, FE_MEM_SIZE - FE_GAP_END)};
@@ -139,28 +139,28 @@ int fe_connect(struct fe *fe, const char *sock)
 	uint64_t offered, proto, nq;
 	int rc;
 
-	if ((rc = vs_vhost_front_connect(&fe->f, sock)))
+	if ((rc = vs_vhost_drv_connect(&fe->f, sock)))
 		return rc;
 	fe->connected = true;
-	if ((rc = vs_vhost_front_get_features(&fe->f, &offered)) ||
-	    (rc = vs_vhost_front_get_protocol_features(&fe->f, &proto)) ||
-	    (rc = vs_vhost_front_set_protocol_features(
+	if ((rc = vs_vhost_drv_get_features(&fe->f, &offered)) ||
+	    (rc = vs_vhost_drv_get_protocol_features(&fe->f, &proto)) ||
+	    (rc = vs_vhost_drv_set_protocol_features(
 		 &fe->f, proto & ((1ull << VS_VHOST_PROTOCOL_F_MQ) |
 				  (1ull << VS_VHOST_PROTOCOL_F_REPLY_ACK)))) ||
-	    (rc = vs_vhost_front_get_queue_num(&fe->f, &nq)))
+	    (rc = vs_vhost_drv_get_queue_num(&fe->f, &nq)))
 		return rc;
 	if (nq < FE_NQ)
 		return -ENOTSUP;
 	fe->features = offered & want;
-	if ((rc = vs_vhost_front_set_owner(&fe->f)) ||
-	    (rc = vs_vhost_front_set_features(&fe->f, fe->features)) ||
-	    (rc = vs_vhost_front_set_mem_table(&fe->f, r, 2, fds)))
+	if ((rc = vs_vhost_drv_set_owner(&fe->f)) ||
+	    (rc = vs_vhost_drv_set_features(&fe->f, fe->features)) ||
+	    (rc = vs_vhost_drv_set_mem_table(&fe->f, r, 2, fds)))
 		return rc;
 	for (unsigned q = 0; q < FE_NQ; q++)
 		if ((rc = ring_setup(fe, q)))
 			return rc;
 	for (unsigned q = 0; q < FE_NQ; q++)
-		if ((rc = vs_vhost_front_set_vring_enable(&fe->f, q, true)))
+		if ((rc = vs_vhost_drv_set_vring_enable(&fe->f, q, true)))
 			return rc;
 	return 0;
 }
@@ -169,7 +169,7 @@ void fe_disconnect(struct fe *fe)
 {
 	if (!fe->connected)
 		return;
-	vs_vhost_front_close(&fe->f);
+	vs_vhost_drv_close(&fe->f);
 	for (unsigned q = 0; q < FE_NQ; q++) {
 		vs_vq_drv_destroy(&fe->vq[q]);
 		if (fe->kick[q] >= 0)
@@ -238,7 +238,7 @@ int fe_scsi(struct fe *fe, unsigned q, struct fe_cmd *c)
 {
 	const uint64_t hdr = FE_SLOT, resp = FE_SLOT + 0x100, out = FE_SLOT + 0x1000,
 		       in = out + FE_DATA_MAX;
-	struct virtio_scsi_cmd_req req;
+	struct vs_virtio_scsi_cmd_req req;
 	struct vs_vq_buf bufs[4];
 	unsigned n = 0;
 	int rc;
@@ -274,8 +274,8 @@ int fe_tmf(struct fe *fe, uint32_t subtype, unsigned target, unsigned lun, uint6
 	   uint8_t *response)
 {
 	const uint64_t reqa = FE_SLOT + 0x800, respa = FE_SLOT + 0x900;
-	struct virtio_scsi_ctrl_tmf_req req = {
-	    .type = vs_le32(VIRTIO_SCSI_T_TMF), .subtype = vs_le32(subtype), .tag = vs_le64(tag)};
+	struct vs_virtio_scsi_ctrl_tmf_req req = {
+	    .type = vs_le32(VS_VIRTIO_SCSI_T_TMF), .subtype = vs_le32(subtype), .tag = vs_le64(tag)};
 	struct vs_vq_buf bufs[2] = {{reqa, sizeof(req), false}, {respa, 1, true}};
 	uint32_t len;
 	int rc;
@@ -284,7 +284,7 @@ int fe_tmf(struct fe *fe, uint32_t subtype, unsigned target, unsigned lun, uint6
 		return rc;
 	memcpy(fe_host(fe, reqa), &req, sizeof(req));
 	*(uint8_t *)fe_host(fe, respa) = 0xee;
-	if ((rc = fe_run_chain(fe, VIRTIO_SCSI_VQ_CTRL, bufs, 2, &len)))
+	if ((rc = fe_run_chain(fe, VS_VIRTIO_SCSI_VQ_CTRL, bufs, 2, &len)))
 		return rc;
 	if (len != 1)
 		return -EPROTO;
@@ -326,12 +326,12 @@ int fx_teardown(void **state)
 	return 0;
 }
 
-int resp_sense_key(const struct virtio_scsi_cmd_resp *r)
+int resp_sense_key(const struct vs_virtio_scsi_cmd_resp *r)
 {
 	return vs_le32(r->sense_len) >= 3 ? r->sense[2] & 0x0f : -1;
 }
 
-int resp_asc(const struct virtio_scsi_cmd_resp *r)
+int resp_asc(const struct vs_virtio_scsi_cmd_resp *r)
 {
 	return vs_le32(r->sense_len) >= 14 ? r->sense[12] : -1;
 }

@@ -14,8 +14,9 @@
 #include <stdint.h>
 #include <pthread.h>
 
+#include "proto/virtio_scsi_proto.h"
 #include "target/target.h"
-#include "vhost/vhost.h"
+#include "vhost/vhost_drv.h"
 #include "virtio/virtio.h"
 
 #define FE_MEM_SIZE  0x400000ull /* 4 MiB of "guest memory" */
@@ -29,7 +30,7 @@
 struct fe {
 	int memfd;
 	uint8_t *mem; /* our mapping: its addresses are the "user addresses" */
-	struct vs_vhost_front f;
+	struct vs_vhost_drv f;
 	uint64_t features; /* negotiated */
 	struct vs_vq_drv vq[FE_NQ];
 	int kick[FE_NQ], call[FE_NQ];
@@ -82,7 +83,7 @@ struct fe_cmd {
 	void *in; /* data-in */
 	uint32_t in_len;
 	/* results */
-	struct virtio_scsi_cmd_resp resp;
+	struct vs_virtio_scsi_cmd_resp resp;
 	uint32_t used_len;
 };
 
@@ -101,8 +102,8 @@ int fx_setup(void **state);
 int fx_teardown(void **state);
 
 /* Sense key / ASC of a CHECK CONDITION response, -1 if none. */
-int resp_sense_key(const struct virtio_scsi_cmd_resp *r);
-int resp_asc(const struct virtio_scsi_cmd_resp *r);
+int resp_sense_key(const struct vs_virtio_scsi_cmd_resp *r);
+int resp_asc(const struct vs_virtio_scsi_cmd_resp *r);
 
 /* CDB builders. */
 void cdb_rw10(uint8_t cdb[10], uint8_t op, uint32_t lba, uint16_t blocks);

@@ -152,7 +152,7 @@ static void test_sigterm_clean_exit(void **state)
 	assert_int_equal(fe_connect(&fe, sock), 0);
 	memset(data, 0x77, sizeof(data));
 	cdb_rw10(cdb, 0x2a, 4, 2);
-	assert_int_equal(fe_scsi(&fe, VIRTIO_SCSI_VQ_REQ0, &c), 0);
+	assert_int_equal(fe_scsi(&fe, VS_VIRTIO_SCSI_VQ_REQ0, &c), 0);
 	assert_int_equal(c.resp.status, 0);
 
 	assert_int_equal(kill(p.pid, SIGTERM), 0);

@@ -11,7 +11,7 @@
 
 #include "frontend.h"
 
-#define REQ0 VIRTIO_SCSI_VQ_REQ0
+#define REQ0 VS_VIRTIO_SCSI_VQ_REQ0
 
 static void inquiry_ok(struct fx *x, unsigned q)
 {
@@ -19,7 +19,7 @@ static void inquiry_ok(struct fx *x, unsigned q)
 	struct fe_cmd c = {.cdb = cdb, .cdb_len = 6, .in = data, .in_len = 36};
 
 	assert_int_equal(fe_scsi(&x->fe, q, &c), 0);
-	assert_int_equal(c.resp.response, VIRTIO_SCSI_S_OK);
+	assert_int_equal(c.resp.response, VS_VIRTIO_SCSI_S_OK);
 	assert_memory_equal(data + 8, "VIOSCOPE", 8);
 }
 
@@ -28,7 +28,7 @@ static void inquiry_ok(struct fx *x, unsigned q)
 static void test_buffer_outside_memory(void **state)
 {
 	struct fx *x = *state;
-	struct virtio_scsi_cmd_req req = {.cdb = {0x12, 0, 0, 0, 36, 0}};
+	struct vs_virtio_scsi_cmd_req req = {.cdb = {0x12, 0, 0, 0, 36, 0}};
 	const uint64_t h = FE_SLOT + 0x3000, rs = FE_SLOT + 0x3100;
 	struct vs_vq_buf bufs[3] = {
 	    {h, sizeof(req), false},
@@ -66,14 +66,14 @@ static void test_short_request(void **state)
 	struct fx *x = *state;
 	const uint64_t h = FE_SLOT + 0x3000, rs = FE_SLOT + 0x3100;
 	struct vs_vq_buf bufs[2] = {{h, 20, false}, {rs, 108, true}};
-	struct virtio_scsi_cmd_resp resp;
+	struct vs_virtio_scsi_cmd_resp resp;
 	uint32_t len;
 
 	memset(fe_host(&x->fe, h), 0, 20);
 	assert_int_equal(fe_run_chain(&x->fe, REQ0, bufs, 2, &len), 0);
 	assert_int_equal(len, sizeof(resp));
 	memcpy(&resp, fe_host(&x->fe, rs), sizeof(resp));
-	assert_int_equal(resp.response, VIRTIO_SCSI_S_FAILURE);
+	assert_int_equal(resp.response, VS_VIRTIO_SCSI_S_FAILURE);
 	inquiry_ok(x, REQ0);
 }
 
@@ -81,7 +81,7 @@ static void test_short_request(void **state)
 static void test_short_response(void **state)
 {
 	struct fx *x = *state;
-	struct virtio_scsi_cmd_req req = {.cdb = {0}};
+	struct vs_virtio_scsi_cmd_req req = {.cdb = {0}};
 	const uint64_t h = FE_SLOT + 0x3000, rs = FE_SLOT + 0x3100;
 	struct vs_vq_buf bufs[2] = {{h, sizeof(req), false}, {rs, 50, true}};
 	uint32_t len = 1234;

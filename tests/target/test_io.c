@@ -12,7 +12,7 @@
 
 #include "frontend.h"
 
-#define REQ0 VIRTIO_SCSI_VQ_REQ0
+#define REQ0 VS_VIRTIO_SCSI_VQ_REQ0
 
 static void fill(uint8_t *b, size_t n, unsigned seed)
 {
@@ -29,7 +29,7 @@ static void test_inquiry_lun0(void **state)
 	struct fe_cmd c = {.cdb = cdb, .cdb_len = 6, .in = data, .in_len = sizeof(data), .tag = 1};
 
 	assert_int_equal(fe_scsi(&x->fe, REQ0, &c), 0);
-	assert_int_equal(c.resp.response, VIRTIO_SCSI_S_OK);
+	assert_int_equal(c.resp.response, VS_VIRTIO_SCSI_S_OK);
 	assert_int_equal(c.resp.status, 0);
 	assert_memory_equal(data + 8, "VIOSCOPE", 8);
 	assert_int_equal(c.used_len, sizeof(c.resp) + 96 - vs_le32(c.resp.resid));
@@ -48,7 +48,7 @@ static void test_rw_ram(void **state)
 	fill(out, sizeof(out), 3);
 	cdb_rw10(cdb, 0x2a, 100, 8);
 	assert_int_equal(fe_scsi(&x->fe, REQ0, &w), 0);
-	assert_int_equal(w.resp.response, VIRTIO_SCSI_S_OK);
+	assert_int_equal(w.resp.response, VS_VIRTIO_SCSI_S_OK);
 	assert_int_equal(w.resp.status, 0);
 	assert_int_equal(w.used_len, sizeof(w.resp));
 	cdb_rw10(cdb, 0x28, 100, 8);
@@ -76,7 +76,7 @@ static void test_rw_file_sync(void **state)
 	assert_int_equal(fe_scsi(&x->fe, REQ0 + 1, &w), 0);
 	assert_int_equal(w.resp.status, 0);
 	assert_int_equal(fe_scsi(&x->fe, REQ0 + 1, &s), 0);
-	assert_int_equal(s.resp.response, VIRTIO_SCSI_S_OK);
+	assert_int_equal(s.resp.response, VS_VIRTIO_SCSI_S_OK);
 	assert_int_equal(s.resp.status, 0);
 	fd = open(x->g.file, O_RDONLY);
 	assert_true(fd >= 0);
@@ -97,7 +97,7 @@ static void test_bad_target(void **state)
 	struct fe_cmd c = {.target = 1, .cdb = cdb, .cdb_len = 6, .in = data, .in_len = 36};
 
 	assert_int_equal(fe_scsi(&x->fe, REQ0, &c), 0);
-	assert_int_equal(c.resp.response, VIRTIO_SCSI_S_BAD_TARGET);
+	assert_int_equal(c.resp.response, VS_VIRTIO_SCSI_S_BAD_TARGET);
 	assert_int_equal(c.used_len, sizeof(c.resp));
 }
 
@@ -110,7 +110,7 @@ static void test_unknown_lun(void **state)
 	struct fe_cmd c = {.lun = 7, .cdb = cdb, .cdb_len = 6};
 
 	assert_int_equal(fe_scsi(&x->fe, REQ0, &c), 0);
-	assert_int_equal(c.resp.response, VIRTIO_SCSI_S_OK);
+	assert_int_equal(c.resp.response, VS_VIRTIO_SCSI_S_OK);
 	assert_int_equal(c.resp.status, 2);
 	assert_int_equal(resp_sense_key(&c.resp), 5);
 	assert_int_equal(resp_asc(&c.resp), 0x25);
@@ -120,8 +120,8 @@ static void test_unknown_lun(void **state)
 static void test_split_headers(void **state)
 {
 	struct fx *x = *state;
-	struct virtio_scsi_cmd_req req = {.cdb = {0x12, 0, 0, 0, 36, 0}};
-	struct virtio_scsi_cmd_resp resp;
+	struct vs_virtio_scsi_cmd_req req = {.cdb = {0x12, 0, 0, 0, 36, 0}};
+	struct vs_virtio_scsi_cmd_resp resp;
 	const uint64_t h = FE_SLOT + 0x3000, rs = FE_SLOT + 0x3100, d = FE_SLOT + 0x3200;
 	struct vs_vq_buf bufs[5] = {
 	    {h, 20, false}, {h + 20, 31, false}, {rs, 8, true}, {rs + 8, 100, true}, {d, 36, true},
@@ -132,7 +132,7 @@ static void test_split_headers(void **state)
 	memcpy(fe_host(&x->fe, h), &req, sizeof(req));
 	assert_int_equal(fe_run_chain(&x->fe, REQ0, bufs, 5, &len), 0);
 	memcpy(&resp, fe_host(&x->fe, rs), sizeof(resp));
-	assert_int_equal(resp.response, VIRTIO_SCSI_S_OK);
+	assert_int_equal(resp.response, VS_VIRTIO_SCSI_S_OK);
 	assert_int_equal(resp.status, 0);
 	assert_int_equal(len, sizeof(resp) + 36);
 	assert_memory_equal((uint8_t *)fe_host(&x->fe, d) + 8, "VIOSCOPE", 8);
@@ -147,7 +147,7 @@ static void test_indirect(void **state)
 	struct fe_cmd w = {.lun = 1, .cdb = cdb, .cdb_len = 10, .out = out, .out_len = 512};
 	struct fe_cmd r = {.lun = 1, .cdb = cdb, .cdb_len = 10, .in = in, .in_len = 512};
 
-	assert_true(x->fe.features & VS_VIRTIO_BIT(VIRTIO_F_INDIRECT_DESC));
+	assert_true(x->fe.features & VS_VIRTIO_BIT(VS_VIRTIO_F_INDIRECT_DESC));
 	x->fe.indirect = true;
 	fill(out, sizeof(out), 5);
 	cdb_rw10(cdb, 0x2a, 7, 1);
@@ -168,7 +168,7 @@ static void test_overrun(void **state)
 
 	cdb_rw10(cdb, 0x28, 0, 4);
 	assert_int_equal(fe_scsi(&x->fe, REQ0, &r), 0);
-	assert_int_equal(r.resp.response, VIRTIO_SCSI_S_OVERRUN);
+	assert_int_equal(r.resp.response, VS_VIRTIO_SCSI_S_OVERRUN);
 }
 
 int main(void)

@@ -46,11 +46,11 @@ static void test_poll_rw_reconnect(void **state)
 						   .in_len = sizeof(in)};
 
 				cdb_rw10(cdb, 0x2a, 64 * q + 8 * lun, 4);
-				assert_int_equal(fe_scsi(&x->fe, VIRTIO_SCSI_VQ_REQ0 + q, &w), 0);
+				assert_int_equal(fe_scsi(&x->fe, VS_VIRTIO_SCSI_VQ_REQ0 + q, &w), 0);
 				assert_int_equal(w.resp.status, 0);
 				cdb_rw10(cdb, 0x28, 64 * q + 8 * lun, 4);
 				memset(in, 0, sizeof(in));
-				assert_int_equal(fe_scsi(&x->fe, VIRTIO_SCSI_VQ_REQ0 + q, &r), 0);
+				assert_int_equal(fe_scsi(&x->fe, VS_VIRTIO_SCSI_VQ_REQ0 + q, &r), 0);
 				assert_int_equal(r.resp.status, 0);
 				assert_memory_equal(in, out, sizeof(out));
 			}

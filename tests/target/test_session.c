@@ -11,7 +11,7 @@
 
 #include "frontend.h"
 
-#define REQ0 VIRTIO_SCSI_VQ_REQ0
+#define REQ0 VS_VIRTIO_SCSI_VQ_REQ0
 
 static void write_blocks(struct fx *x, unsigned q, unsigned lun, uint32_t lba, const uint8_t *b)
 {
@@ -20,7 +20,7 @@ static void write_blocks(struct fx *x, unsigned q, unsigned lun, uint32_t lba, c
 
 	cdb_rw10(cdb, 0x2a, lba, 2);
 	assert_int_equal(fe_scsi(&x->fe, q, &c), 0);
-	assert_int_equal(c.resp.response, VIRTIO_SCSI_S_OK);
+	assert_int_equal(c.resp.response, VS_VIRTIO_SCSI_S_OK);
 	assert_int_equal(c.resp.status, 0);
 }
 
@@ -31,7 +31,7 @@ static void read_blocks(struct fx *x, unsigned q, unsigned lun, uint32_t lba, ui
 
 	cdb_rw10(cdb, 0x28, lba, 2);
 	assert_int_equal(fe_scsi(&x->fe, q, &c), 0);
-	assert_int_equal(c.resp.response, VIRTIO_SCSI_S_OK);
+	assert_int_equal(c.resp.response, VS_VIRTIO_SCSI_S_OK);
 	assert_int_equal(c.resp.status, 0);
 }
 
@@ -70,12 +70,12 @@ static void test_ring_stop_restart(void **state)
 	read_blocks(x, REQ0, 1, 8, in);
 	read_blocks(x, REQ0, 1, 8, in);
 	for (unsigned q = 0; q < FE_NQ; q++) {
-		assert_int_equal(vs_vhost_front_get_vring_base(&x->fe.f, q, &base), 0);
+		assert_int_equal(vs_vhost_drv_get_vring_base(&x->fe.f, q, &base), 0);
 		assert_int_equal(base, q == REQ0 ? 3 : 0);
 	}
 	for (unsigned q = 0; q < FE_NQ; q++) {
-		assert_int_equal(vs_vhost_front_set_vring_base(&x->fe.f, q, q == REQ0 ? 3 : 0), 0);
-		assert_int_equal(vs_vhost_front_set_vring_kick(&x->fe.f, q, x->fe.kick[q]), 0);
+		assert_int_equal(vs_vhost_drv_set_vring_base(&x->fe.f, q, q == REQ0 ? 3 : 0), 0);
+		assert_int_equal(vs_vhost_drv_set_vring_kick(&x->fe.f, q, x->fe.kick[q]), 0);
 	}
 	memset(in, 0, sizeof(in));
 	read_blocks(x, REQ0, 1, 8, in);

@@ -10,7 +10,7 @@
 
 #include "frontend.h"
 
-#define REQ0 VIRTIO_SCSI_VQ_REQ0
+#define REQ0 VS_VIRTIO_SCSI_VQ_REQ0
 
 /* TEST UNIT READY on lun; returns the sense key (0 when GOOD). */
 static int tur(struct fx *x, unsigned lun)
@@ -19,7 +19,7 @@ static int tur(struct fx *x, unsigned lun)
 	struct fe_cmd c = {.lun = lun, .cdb = cdb, .cdb_len = 6};
 
 	assert_int_equal(fe_scsi(&x->fe, REQ0, &c), 0);
-	assert_int_equal(c.resp.response, VIRTIO_SCSI_S_OK);
+	assert_int_equal(c.resp.response, VS_VIRTIO_SCSI_S_OK);
 	if (c.resp.status == 0)
 		return 0;
 	assert_int_equal(c.resp.status, 2);
@@ -34,8 +34,8 @@ static void test_lun_reset_unit_attention(void **state)
 	struct fx *x = *state;
 	uint8_t resp = 0xee;
 
-	assert_int_equal(fe_tmf(&x->fe, VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET, 0, 1, 0, &resp), 0);
-	assert_int_equal(resp, VIRTIO_SCSI_S_FUNCTION_COMPLETE);
+	assert_int_equal(fe_tmf(&x->fe, VS_VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET, 0, 1, 0, &resp), 0);
+	assert_int_equal(resp, VS_VIRTIO_SCSI_S_FUNCTION_COMPLETE);
 	assert_int_equal(tur(x, 1), 6);
 	assert_int_equal(tur(x, 1), 0);
 	assert_int_equal(tur(x, 0), 0);
@@ -47,8 +47,8 @@ static void test_nexus_reset(void **state)
 	struct fx *x = *state;
 	uint8_t resp = 0xee;
 
-	assert_int_equal(fe_tmf(&x->fe, VIRTIO_SCSI_T_TMF_I_T_NEXUS_RESET, 0, 0, 0, &resp), 0);
-	assert_int_equal(resp, VIRTIO_SCSI_S_FUNCTION_COMPLETE);
+	assert_int_equal(fe_tmf(&x->fe, VS_VIRTIO_SCSI_T_TMF_I_T_NEXUS_RESET, 0, 0, 0, &resp), 0);
+	assert_int_equal(resp, VS_VIRTIO_SCSI_S_FUNCTION_COMPLETE);
 	assert_int_equal(tur(x, 0), 6);
 	assert_int_equal(tur(x, 1), 6);
 }
@@ -59,8 +59,8 @@ static void test_abort_task_idle(void **state)
 	struct fx *x = *state;
 	uint8_t resp = 0xee;
 
-	assert_int_equal(fe_tmf(&x->fe, VIRTIO_SCSI_T_TMF_ABORT_TASK, 0, 0, 42, &resp), 0);
-	assert_int_equal(resp, VIRTIO_SCSI_S_FUNCTION_COMPLETE);
+	assert_int_equal(fe_tmf(&x->fe, VS_VIRTIO_SCSI_T_TMF_ABORT_TASK, 0, 0, 42, &resp), 0);
+	assert_int_equal(resp, VS_VIRTIO_SCSI_S_FUNCTION_COMPLETE);
 }
 
 /* QUERY TASK SET with nothing in flight: FUNCTION COMPLETE (not SUCCEEDED). */
@@ -69,8 +69,8 @@ static void test_query_task_set_idle(void **state)
 	struct fx *x = *state;
 	uint8_t resp = 0xee;
 
-	assert_int_equal(fe_tmf(&x->fe, VIRTIO_SCSI_T_TMF_QUERY_TASK_SET, 0, 0, 0, &resp), 0);
-	assert_int_equal(resp, VIRTIO_SCSI_S_FUNCTION_COMPLETE);
+	assert_int_equal(fe_tmf(&x->fe, VS_VIRTIO_SCSI_T_TMF_QUERY_TASK_SET, 0, 0, 0, &resp), 0);
+	assert_int_equal(resp, VS_VIRTIO_SCSI_S_FUNCTION_COMPLETE);
 }
 
 /* CLEAR ACA is rejected (no ACA is ever established). */
@@ -79,8 +79,8 @@ static void test_clear_aca_rejected(void **state)
 	struct fx *x = *state;
 	uint8_t resp = 0xee;
 
-	assert_int_equal(fe_tmf(&x->fe, VIRTIO_SCSI_T_TMF_CLEAR_ACA, 0, 0, 0, &resp), 0);
-	assert_int_equal(resp, VIRTIO_SCSI_S_FUNCTION_REJECTED);
+	assert_int_equal(fe_tmf(&x->fe, VS_VIRTIO_SCSI_T_TMF_CLEAR_ACA, 0, 0, 0, &resp), 0);
+	assert_int_equal(resp, VS_VIRTIO_SCSI_S_FUNCTION_REJECTED);
 }
 
 /* A TMF for LUN 9 (not attached) gets INCORRECT LUN; for target 3, BAD TARGET. */
@@ -89,10 +89,10 @@ static void test_tmf_bad_address(void **state)
 	struct fx *x = *state;
 	uint8_t resp = 0xee;
 
-	assert_int_equal(fe_tmf(&x->fe, VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET, 0, 9, 0, &resp), 0);
-	assert_int_equal(resp, VIRTIO_SCSI_S_INCORRECT_LUN);
-	assert_int_equal(fe_tmf(&x->fe, VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET, 3, 0, 0, &resp), 0);
-	assert_int_equal(resp, VIRTIO_SCSI_S_BAD_TARGET);
+	assert_int_equal(fe_tmf(&x->fe, VS_VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET, 0, 9, 0, &resp), 0);
+	assert_int_equal(resp, VS_VIRTIO_SCSI_S_INCORRECT_LUN);
+	assert_int_equal(fe_tmf(&x->fe, VS_VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET, 3, 0, 0, &resp), 0);
+	assert_int_equal(resp, VS_VIRTIO_SCSI_S_BAD_TARGET);
 }
 
 /* AN QUERY: no asynchronous events supported, response OK. */
@@ -100,18 +100,18 @@ static void test_an_query(void **state)
 {
 	struct fx *x = *state;
 	const uint64_t reqa = FE_SLOT + 0x800, respa = FE_SLOT + 0x900;
-	struct virtio_scsi_ctrl_an_req req = {.type = vs_le32(VIRTIO_SCSI_T_AN_QUERY),
+	struct vs_virtio_scsi_ctrl_an_req req = {.type = vs_le32(VS_VIRTIO_SCSI_T_AN_QUERY),
 					      .event_requested = vs_le32(0x7e)};
-	struct virtio_scsi_ctrl_an_resp resp;
+	struct vs_virtio_scsi_ctrl_an_resp resp;
 	struct vs_vq_buf bufs[2] = {{reqa, sizeof(req), false}, {respa, sizeof(resp), true}};
 	uint32_t len;
 
 	memcpy(fe_host(&x->fe, reqa), &req, sizeof(req));
 	memset(fe_host(&x->fe, respa), 0xee, sizeof(resp));
-	assert_int_equal(fe_run_chain(&x->fe, VIRTIO_SCSI_VQ_CTRL, bufs, 2, &len), 0);
+	assert_int_equal(fe_run_chain(&x->fe, VS_VIRTIO_SCSI_VQ_CTRL, bufs, 2, &len), 0);
 	assert_int_equal(len, sizeof(resp));
 	memcpy(&resp, fe_host(&x->fe, respa), sizeof(resp));
-	assert_int_equal(resp.response, VIRTIO_SCSI_S_OK);
+	assert_int_equal(resp.response, VS_VIRTIO_SCSI_S_OK);
 	assert_int_equal(vs_le32(resp.event_actual), 0);
 }
 
@@ -130,7 +130,7 @@ static void test_abort_task_set_under_load(void **state)
 	uint8_t tmf = 0xee;
 
 	for (unsigned i = 0; i < NREQ; i++) {
-		struct virtio_scsi_cmd_req req = {.tag = vs_le64(1000 + i)};
+		struct vs_virtio_scsi_cmd_req req = {.tag = vs_le64(1000 + i)};
 		uint64_t s = slots + i * 0x200;
 		struct vs_vq_buf bufs[3] = {
 		    {s, sizeof(req), false}, {data, BLOCKS * 512, false}, {s + 0x80, 108, true}};
@@ -141,11 +141,11 @@ static void test_abort_task_set_under_load(void **state)
 		memcpy(fe_host(&x->fe, s), &req, sizeof(req));
 		assert_int_equal(fe_post(&x->fe, REQ0, bufs, 3, &head), 0);
 	}
-	assert_int_equal(fe_tmf(&x->fe, VIRTIO_SCSI_T_TMF_ABORT_TASK_SET, 0, 0, 0, &tmf), 0);
+	assert_int_equal(fe_tmf(&x->fe, VS_VIRTIO_SCSI_T_TMF_ABORT_TASK_SET, 0, 0, 0, &tmf), 0);
 	used_at_tmf = vs_le16(__atomic_load_n(&vq->used->idx, __ATOMIC_ACQUIRE));
-	assert_int_equal(tmf, VIRTIO_SCSI_S_FUNCTION_COMPLETE);
+	assert_int_equal(tmf, VS_VIRTIO_SCSI_S_FUNCTION_COMPLETE);
 	for (unsigned i = 0; i < NREQ; i++) {
-		struct virtio_scsi_cmd_resp resp;
+		struct vs_virtio_scsi_cmd_resp resp;
 		uint16_t head;
 		uint32_t len;
 
@@ -154,11 +154,11 @@ static void test_abort_task_set_under_load(void **state)
 		/* head's slot: the chain's first descriptor address tells which request */
 		uint64_t s = vs_le64(vq->desc[head].addr);
 		memcpy(&resp, fe_host(&x->fe, s + 0x80), sizeof(resp));
-		if (resp.response == VIRTIO_SCSI_S_ABORTED) {
+		if (resp.response == VS_VIRTIO_SCSI_S_ABORTED) {
 			aborted++;
 			assert_true(i < (uint16_t)(used_at_tmf - used_before));
 		} else {
-			assert_int_equal(resp.response, VIRTIO_SCSI_S_OK);
+			assert_int_equal(resp.response, VS_VIRTIO_SCSI_S_OK);
 			assert_int_equal(resp.status, 0);
 		}
 	}

@@ -17,7 +17,7 @@
 
 #include <cmocka.h>
 
-#include "vhost/vhost.h"
+#include "vhost/vhost_msg.h"
 
 static void msg_init(struct vs_vhost_msg *m, uint32_t req, uint32_t size)
 {

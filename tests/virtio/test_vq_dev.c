@@ -12,9 +12,9 @@
 #include "guest.h"
 
 #define R 0
-#define W VIRTQ_DESC_F_WRITE
-#define N VIRTQ_DESC_F_NEXT
-#define I VIRTQ_DESC_F_INDIRECT
+#define W VS_VRING_DESC_F_WRITE
+#define N VS_VRING_DESC_F_NEXT
+#define I VS_VRING_DESC_F_INDIRECT
 
 struct fx {
 	struct guest g;
@@ -231,7 +231,7 @@ static void test_indirect_next_beyond_table(void **state)
 	expect_bad_chain(f, 4, -EINVAL);
 }
 
-/* Rule: INDIRECT is refused when VIRTIO_F_INDIRECT_DESC was not negotiated. */
+/* Rule: INDIRECT is refused when VS_VIRTIO_F_INDIRECT_DESC was not negotiated. */
 static void test_indirect_not_negotiated(void **state)
 {
 	struct fx *f = *state;
@@ -362,7 +362,7 @@ static void test_should_notify_flags(void **state)
 	struct fx *f = *state;
 	vs_vq_dev_push(&f->vq, 0, 0);
 	assert_true(vs_vq_dev_should_notify(&f->vq));
-	f->g.avail->flags = vs_le16(VIRTQ_AVAIL_F_NO_INTERRUPT);
+	f->g.avail->flags = vs_le16(VS_VRING_AVAIL_F_NO_INTERRUPT);
 	vs_vq_dev_push(&f->vq, 1, 0);
 	assert_false(vs_vq_dev_should_notify(&f->vq));
 }
@@ -387,7 +387,7 @@ static void test_set_notification(void **state)
 
 	assert_int_equal(guest_vq_init(&f->g, &f->vq, false, true), 0);
 	vs_vq_dev_set_notification(&f->vq, false);
-	assert_int_equal(vs_le16(f->g.used->flags), VIRTQ_USED_F_NO_NOTIFY);
+	assert_int_equal(vs_le16(f->g.used->flags), VS_VRING_USED_F_NO_NOTIFY);
 	vs_vq_dev_set_notification(&f->vq, true);
 	assert_int_equal(vs_le16(f->g.used->flags), 0);
 }

@@ -8,24 +8,24 @@
 
 #include <cmocka.h>
 
-#include "virtio/virtio.h"
+#include "proto/virtio_scsi_proto.h"
 
 /* Field offsets match the spec's layouts (a packed struct gone wrong shows up here). */
 static void test_wire_offsets(void **state)
 {
 	(void)state;
-	assert_int_equal(offsetof(struct virtio_scsi_cmd_req, tag), 8);
-	assert_int_equal(offsetof(struct virtio_scsi_cmd_req, cdb), 19);
-	assert_int_equal(offsetof(struct virtio_scsi_cmd_req_pi, pi_bytesin), 23);
-	assert_int_equal(offsetof(struct virtio_scsi_cmd_req_pi, cdb), 27);
-	assert_int_equal(offsetof(struct virtio_scsi_cmd_resp, status), 10);
-	assert_int_equal(offsetof(struct virtio_scsi_cmd_resp, response), 11);
-	assert_int_equal(offsetof(struct virtio_scsi_cmd_resp, sense), 12);
-	assert_int_equal(offsetof(struct virtio_scsi_ctrl_tmf_req, tag), 16);
-	assert_int_equal(offsetof(struct virtio_scsi_ctrl_an_req, event_requested), 12);
-	assert_int_equal(offsetof(struct virtio_scsi_event, reason), 12);
-	assert_int_equal(offsetof(struct virtio_scsi_config, max_channel), 28);
-	assert_int_equal(offsetof(struct virtio_scsi_config, max_lun), 32);
+	assert_int_equal(offsetof(struct vs_virtio_scsi_cmd_req, tag), 8);
+	assert_int_equal(offsetof(struct vs_virtio_scsi_cmd_req, cdb), 19);
+	assert_int_equal(offsetof(struct vs_virtio_scsi_cmd_req_pi, pi_bytesin), 23);
+	assert_int_equal(offsetof(struct vs_virtio_scsi_cmd_req_pi, cdb), 27);
+	assert_int_equal(offsetof(struct vs_virtio_scsi_cmd_resp, status), 10);
+	assert_int_equal(offsetof(struct vs_virtio_scsi_cmd_resp, response), 11);
+	assert_int_equal(offsetof(struct vs_virtio_scsi_cmd_resp, sense), 12);
+	assert_int_equal(offsetof(struct vs_virtio_scsi_ctrl_tmf_req, tag), 16);
+	assert_int_equal(offsetof(struct vs_virtio_scsi_ctrl_an_req, event_requested), 12);
+	assert_int_equal(offsetof(struct vs_virtio_scsi_event, reason), 12);
+	assert_int_equal(offsetof(struct vs_virtio_scsi_config, max_channel), 28);
+	assert_int_equal(offsetof(struct vs_virtio_scsi_config, max_lun), 32);
 }
 
 /* The bytes Linux's virtio_scsi sends for target 3, LUN 5 decode to (3, 5). */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * vhost-user back-end state machine: one *_exec handler per request behind a switch,
+ * vhost-user device state machine: one *_exec handler per request behind a switch,
  * no I/O of its own (server.c feeds it), so tests and the fuzzer drive it directly.
  */
 #include <errno.h>
@@ -10,7 +10,7 @@
 
 #include <vioscope/trace.h>
 
-#include "vhost/internal.h"
+#include "vhost/vhost_int.h"
 
 /* Record the reason and evaluate to code. */
 #define FAIL(code, ...) vs_fail(why, whylen, code, __VA_ARGS__)
@@ -30,24 +30,24 @@ static int take_fd(struct vs_vhost_msg *msg, unsigned i)
 	return fd;
 }
 
-static bool proto_negotiated(const struct vs_vhost_backend *b)
+static bool proto_negotiated(const struct vs_vhost_dev *d)
 {
-	return b->features & (1ull << VS_VHOST_F_PROTOCOL_FEATURES);
+	return d->features & (1ull << VS_VHOST_F_PROTOCOL_FEATURES);
 }
 
-static struct vs_vhost_ring *ring_get(struct vs_vhost_backend *b, unsigned idx, char *why,
+static struct vs_vhost_ring *ring_get(struct vs_vhost_dev *d, unsigned idx, char *why,
 				      size_t whylen)
 {
-	if (idx >= b->max_queues) {
-		vs_fail(why, whylen, 0, "ring %u out of range (%u queues)", idx, b->max_queues);
+	if (idx >= d->max_queues) {
+		vs_fail(why, whylen, 0, "ring %u out of range (%u queues)", idx, d->max_queues);
 		return NULL;
 	}
-	return &b->rings[idx];
+	return &d->rings[idx];
 }
 
 /* Host pointers for a ring of v->num entries: each part must lie inside one region, be
  * aligned as the split-ring layout requires, and cover its whole size. */
-static int ring_translate(const struct vs_vhost_backend *b, const struct vs_vhost_ring *v,
+static int ring_translate(const struct vs_vhost_dev *d, const struct vs_vhost_ring *v,
 			  struct vs_vhost_vring *out, char *why, size_t whylen)
 {
 	const struct vs_vhost_vring_addr *a = &v->addr;
@@ -68,7 +68,7 @@ static int ring_translate(const struct vs_vhost_backend *b, const struct vs_vhos
 	    {"used ring", a->used_user_addr, vs_vring_used_bytes(v->num), 4, &out->used},
 	};
 	for (unsigned i = 0; i < 3; i++) {
-		void *host = vs_mem_uva(&b->mem, part[i].uva, part[i].len);
+		void *host = vs_mem_uva(&d->mem, part[i].uva, part[i].len);
 		if (!host)
 			return FAIL(-EFAULT, "%s %#llx..+%#llx is not inside one memory region",
 				    part[i].name, (unsigned long long)part[i].uva,
@@ -81,9 +81,9 @@ static int ring_translate(const struct vs_vhost_backend *b, const struct vs_vhos
 	return 0;
 }
 
-static int ring_start(struct vs_vhost_backend *b, unsigned idx, char *why, size_t whylen)
+static int ring_start(struct vs_vhost_dev *d, unsigned idx, char *why, size_t whylen)
 {
-	struct vs_vhost_ring *v = &b->rings[idx];
+	struct vs_vhost_ring *v = &d->rings[idx];
 	struct vs_vhost_vring vr = {
 	    .index = idx,
 	    .size = v->num,
@@ -91,15 +91,15 @@ static int ring_start(struct vs_vhost_backend *b, unsigned idx, char *why, size_
 	    .kick_fd = v->kick_fd,
 	    .call_fd = v->call_fd,
 	    .err_fd = v->err_fd,
-	    .event_idx = !!(b->features & VS_VIRTIO_BIT(VIRTIO_F_EVENT_IDX)),
-	    .features = b->features,
-	    .mem = &b->mem,
+	    .event_idx = !!(d->features & VS_VIRTIO_BIT(VS_VIRTIO_F_EVENT_IDX)),
+	    .features = d->features,
+	    .mem = &d->mem,
 	};
-	int rc = ring_translate(b, v, &vr, why, whylen);
+	int rc = ring_translate(d, v, &vr, why, whylen);
 
 	if (rc)
 		return rc;
-	if (b->ops.queue_start && (rc = b->ops.queue_start(b->opaque, idx, &vr)))
+	if (d->ops.queue_start && (rc = d->ops.queue_start(d->opaque, idx, &vr)))
 		return FAIL(rc, "queue_start refused ring %u: %s", idx, strerror(-rc));
 	v->running = true;
 	VS_INFO(VHOST, "queue %u started: size %u desc %p avail %p used %p base %u kick %d call %d",
@@ -107,47 +107,47 @@ static int ring_start(struct vs_vhost_backend *b, unsigned idx, char *why, size_
 	return 0;
 }
 
-static void ring_stop(struct vs_vhost_backend *b, unsigned idx)
+static void ring_stop(struct vs_vhost_dev *d, unsigned idx)
 {
-	struct vs_vhost_ring *v = &b->rings[idx];
+	struct vs_vhost_ring *v = &d->rings[idx];
 	uint16_t last = v->last_avail_idx;
 
 	if (!v->running)
 		return;
-	if (b->ops.queue_stop)
-		b->ops.queue_stop(b->opaque, idx, &last);
+	if (d->ops.queue_stop)
+		d->ops.queue_stop(d->opaque, idx, &last);
 	v->running = false;
 	v->last_avail_idx = last;
 	VS_INFO(VHOST, "queue %u stopped at avail index %u", idx, last);
 }
 
 /* Bring a ring's running state in line with the protocol state. */
-static int ring_update(struct vs_vhost_backend *b, unsigned idx, char *why, size_t whylen)
+static int ring_update(struct vs_vhost_dev *d, unsigned idx, char *why, size_t whylen)
 {
-	struct vs_vhost_ring *v = &b->rings[idx];
-	bool want = v->started && (v->enabled || !proto_negotiated(b));
+	struct vs_vhost_ring *v = &d->rings[idx];
+	bool want = v->started && (v->enabled || !proto_negotiated(d));
 
 	if (want && !v->running)
-		return ring_start(b, idx, why, whylen);
+		return ring_start(d, idx, why, whylen);
 	if (!want && v->running)
-		ring_stop(b, idx);
+		ring_stop(d, idx);
 	return 0;
 }
 
-void vs_vhost_rings_stop(struct vs_vhost_backend *b)
+void vs_vhost_rings_stop(struct vs_vhost_dev *d)
 {
-	for (unsigned i = 0; i < b->max_queues; i++)
-		ring_stop(b, i);
+	for (unsigned i = 0; i < d->max_queues; i++)
+		ring_stop(d, i);
 }
 
 /* Update every ring; the first failure is reported, the others still get their turn. */
-int vs_vhost_rings_update(struct vs_vhost_backend *b, char *why, size_t whylen)
+int vs_vhost_rings_update(struct vs_vhost_dev *d, char *why, size_t whylen)
 {
 	int first = 0;
 
-	for (unsigned i = 0; i < b->max_queues; i++) {
-		char w[WHY_LEN];
-		int rc = ring_update(b, i, w, sizeof(w));
+	for (unsigned i = 0; i < d->max_queues; i++) {
+		char w[VS_VHOST_WHY_LEN];
+		int rc = ring_update(d, i, w, sizeof(w));
 		if (rc) {
 			VS_ERROR(VHOST, "queue %u cannot start: %s", i, w);
 			if (!first) {
@@ -160,11 +160,11 @@ int vs_vhost_rings_update(struct vs_vhost_backend *b, char *why, size_t whylen)
 }
 
 /* Back to the initial ring state: stopped, disabled, no fds (memory is kept). */
-static void rings_reset(struct vs_vhost_backend *b)
+static void rings_reset(struct vs_vhost_dev *d)
 {
-	vs_vhost_rings_stop(b);
-	for (unsigned i = 0; i < b->max_queues; i++) {
-		struct vs_vhost_ring *v = &b->rings[i];
+	vs_vhost_rings_stop(d);
+	for (unsigned i = 0; i < d->max_queues; i++) {
+		struct vs_vhost_ring *v = &d->rings[i];
 		close_fd(&v->kick_fd);
 		close_fd(&v->call_fd);
 		close_fd(&v->err_fd);
@@ -172,86 +172,84 @@ static void rings_reset(struct vs_vhost_backend *b)
 	}
 }
 
-void vs_vhost_backend_reset(struct vs_vhost_backend *b)
+void vs_vhost_dev_reset(struct vs_vhost_dev *d)
 {
-	rings_reset(b);
-	vs_vhost_mem_unmap_all(b);
-	b->owner = false;
-	b->features = 0;
-	b->protocol_features = 0;
+	rings_reset(d);
+	vs_vhost_mem_unmap_all(d);
+	d->owner = false;
+	d->features = 0;
+	d->protocol_features = 0;
 }
 
-struct vs_vhost_backend *vs_vhost_backend_new(unsigned max_queues, uint64_t device_features,
-					      const struct vs_vhost_backend_ops *ops, void *opaque)
+struct vs_vhost_dev *vs_vhost_dev_new(unsigned max_queues, uint64_t device_features,
+					      const struct vs_vhost_dev_ops *ops, void *opaque)
 {
-	struct vs_vhost_backend *b;
+	struct vs_vhost_dev *d;
 
 	if (max_queues == 0 || max_queues > VS_VHOST_MAX_QUEUES) {
 		VS_ERROR(VHOST, "bad queue count %u (1..%u)", max_queues, VS_VHOST_MAX_QUEUES);
 		errno = EINVAL;
 		return NULL;
 	}
-	b = calloc(1, sizeof(*b));
-	if (!b || !(b->rings = calloc(max_queues, sizeof(*b->rings)))) {
-		free(b);
+	d = calloc(1, sizeof(*d));
+	if (!d || !(d->rings = calloc(max_queues, sizeof(*d->rings)))) {
+		free(d);
 		errno = ENOMEM;
 		return NULL;
 	}
-	b->max_queues = max_queues;
-	b->offered_features = device_features | (1ull << VS_VHOST_F_PROTOCOL_FEATURES);
+	d->max_queues = max_queues;
+	d->offered_features = device_features | (1ull << VS_VHOST_F_PROTOCOL_FEATURES);
 	if (ops)
-		b->ops = *ops;
-	b->opaque = opaque;
-	b->listen_fd = b->conn_fd = b->wake_fd = -1;
+		d->ops = *ops;
+	d->opaque = opaque;
 	for (unsigned i = 0; i < max_queues; i++)
-		b->rings[i].kick_fd = b->rings[i].call_fd = b->rings[i].err_fd = -1;
-	return b;
+		d->rings[i].kick_fd = d->rings[i].call_fd = d->rings[i].err_fd = -1;
+	return d;
 }
 
-void vs_vhost_backend_destroy(struct vs_vhost_backend *b)
+void vs_vhost_dev_free(struct vs_vhost_dev *d)
 {
-	if (!b)
+	if (!d)
 		return;
-	vs_vhost_backend_reset(b);
-	vs_vhost_server_close(b);
-	free(b->rings);
-	free(b);
+	vs_vhost_dev_reset(d);
+	free(d->rings);
+	free(d);
 }
 
-const struct vs_mem *vs_vhost_backend_mem(const struct vs_vhost_backend *b)
+const struct vs_mem *vs_vhost_dev_mem(const struct vs_vhost_dev *d)
 {
-	return &b->mem;
+	return &d->mem;
 }
 
 /* ---- handlers ----------------------------------------------------------------------------- */
 
-static int set_features_exec(struct vs_vhost_backend *b, uint64_t f, char *why, size_t whylen)
+static int set_features_exec(struct vs_vhost_dev *d, uint64_t f, char *why, size_t whylen)
 {
-	if (f & ~b->offered_features)
+	if (f & ~d->offered_features)
 		return FAIL(-EINVAL, "features %#llx were not offered",
-			    (unsigned long long)(f & ~b->offered_features));
-	b->features = f;
+			    (unsigned long long)(f & ~d->offered_features));
+	d->features = f;
 	VS_INFO(VHOST, "features acked %#llx (protocol features %s)", (unsigned long long)f,
-		proto_negotiated(b) ? "on" : "off");
+		proto_negotiated(d) ? "on" : "off");
 	/* Without PROTOCOL_FEATURES rings count as enabled: that may start some. */
-	return vs_vhost_rings_update(b, why, whylen);
+	return vs_vhost_rings_update(d, why, whylen);
 }
 
-static int set_protocol_features_exec(struct vs_vhost_backend *b, uint64_t f, char *why,
+static int set_protocol_features_exec(struct vs_vhost_dev *d, uint64_t f, char *why,
 				      size_t whylen)
 {
-	if (f & ~VS_VHOST_BACKEND_PROTOCOL_FEATURES)
+	if (f & ~VS_VHOST_DEV_PROTOCOL_FEATURES)
 		return FAIL(-EINVAL, "protocol features %#llx were not offered",
-			    (unsigned long long)(f & ~VS_VHOST_BACKEND_PROTOCOL_FEATURES));
-	b->protocol_features = f;
+			    (unsigned long long)(f & ~VS_VHOST_DEV_PROTOCOL_FEATURES));
+	d->protocol_features = f;
 	VS_INFO(VHOST, "protocol features acked %#llx", (unsigned long long)f);
 	return 0;
 }
 
-static int set_vring_num_exec(struct vs_vhost_backend *b, const struct vs_vhost_vring_state *s,
+static int set_vring_num_exec(struct vs_vhost_dev *d, const struct vs_vhost_vring_state *s,
 			      char *why, size_t whylen)
 {
-	struct vs_vhost_ring *v = ring_get(b, s->index, why, whylen);
+	struct vs_vhost_ring *v = ring_get(d, s->index, why, whylen);
 
 	if (!v)
 		return -EINVAL;
@@ -262,10 +260,10 @@ static int set_vring_num_exec(struct vs_vhost_backend *b, const struct vs_vhost_
 	return 0;
 }
 
-static int set_vring_addr_exec(struct vs_vhost_backend *b, const struct vs_vhost_vring_addr *a,
+static int set_vring_addr_exec(struct vs_vhost_dev *d, const struct vs_vhost_vring_addr *a,
 			       char *why, size_t whylen)
 {
-	struct vs_vhost_ring *v = ring_get(b, a->index, why, whylen);
+	struct vs_vhost_ring *v = ring_get(d, a->index, why, whylen);
 	struct vs_vhost_ring tmp;
 	struct vs_vhost_vring vr;
 	int rc;
@@ -277,13 +275,13 @@ static int set_vring_addr_exec(struct vs_vhost_backend *b, const struct vs_vhost
 	if (a->flags)
 		return FAIL(-EINVAL, "ring %u flags %#x: used-ring logging is not supported",
 			    a->index, a->flags);
-	if (!b->mem.nregions)
+	if (!d->mem.nregions)
 		return FAIL(-EINVAL, "ring %u addresses before any memory table", a->index);
 	tmp = *v;
 	tmp.addr = *a;
 	tmp.addr_set = true;
 	/* Check now against the current size and map; start re-checks against later ones. */
-	if (tmp.num && (rc = ring_translate(b, &tmp, &vr, why, whylen)))
+	if (tmp.num && (rc = ring_translate(d, &tmp, &vr, why, whylen)))
 		return rc;
 	v->addr = *a;
 	v->addr_set = true;
@@ -293,10 +291,10 @@ static int set_vring_addr_exec(struct vs_vhost_backend *b, const struct vs_vhost
 	return 0;
 }
 
-static int set_vring_base_exec(struct vs_vhost_backend *b, const struct vs_vhost_vring_state *s,
+static int set_vring_base_exec(struct vs_vhost_dev *d, const struct vs_vhost_vring_state *s,
 			       char *why, size_t whylen)
 {
-	struct vs_vhost_ring *v = ring_get(b, s->index, why, whylen);
+	struct vs_vhost_ring *v = ring_get(d, s->index, why, whylen);
 
 	if (!v)
 		return -EINVAL;
@@ -309,14 +307,14 @@ static int set_vring_base_exec(struct vs_vhost_backend *b, const struct vs_vhost
 
 /* Stops the ring (spec: "stop ring upon receiving GET_VRING_BASE") and reports where the
  * device stopped consuming. */
-static int get_vring_base_exec(struct vs_vhost_backend *b, const struct vs_vhost_vring_state *s,
+static int get_vring_base_exec(struct vs_vhost_dev *d, const struct vs_vhost_vring_state *s,
 			       struct vs_vhost_msg *reply, char *why, size_t whylen)
 {
-	struct vs_vhost_ring *v = ring_get(b, s->index, why, whylen);
+	struct vs_vhost_ring *v = ring_get(d, s->index, why, whylen);
 
 	if (!v)
 		return -EINVAL;
-	ring_stop(b, s->index);
+	ring_stop(d, s->index);
 	v->started = false;
 	close_fd(&v->kick_fd); /* a restart brings a new SET_VRING_KICK */
 	reply->size = sizeof(reply->payload.state);
@@ -328,12 +326,12 @@ static int get_vring_base_exec(struct vs_vhost_backend *b, const struct vs_vhost
 
 enum vring_fd { FD_KICK, FD_CALL, FD_ERR };
 
-static int set_vring_fd_exec(struct vs_vhost_backend *b, struct vs_vhost_msg *msg,
+static int set_vring_fd_exec(struct vs_vhost_dev *d, struct vs_vhost_msg *msg,
 			     enum vring_fd which, char *why, size_t whylen)
 {
 	static const char *const names[] = {"kick", "call", "err"};
 	unsigned idx = (unsigned)(msg->payload.u64 & VS_VHOST_VRING_IDX_MASK);
-	struct vs_vhost_ring *v = ring_get(b, idx, why, whylen);
+	struct vs_vhost_ring *v = ring_get(d, idx, why, whylen);
 	int fd, old, *slot;
 	bool restart;
 
@@ -345,9 +343,9 @@ static int set_vring_fd_exec(struct vs_vhost_backend *b, struct vs_vhost_msg *ms
 	VS_INFO(VHOST, "queue %u %s fd %d%s", idx, names[which], fd,
 		fd < 0 ? " (none: polling)" : "");
 
-	if (which == FD_CALL && v->running && b->ops.call_fd_changed) {
+	if (which == FD_CALL && v->running && d->ops.call_fd_changed) {
 		/* Frequent at run time (guest masks/unmasks its interrupt): swap in place. */
-		b->ops.call_fd_changed(b->opaque, idx, fd);
+		d->ops.call_fd_changed(d->opaque, idx, fd);
 		*slot = fd;
 		close_fd(&old);
 		return 0;
@@ -355,26 +353,26 @@ static int set_vring_fd_exec(struct vs_vhost_backend *b, struct vs_vhost_msg *ms
 	/* The worker holds the old fd: never close it under a running ring. */
 	restart = v->running;
 	if (restart)
-		ring_stop(b, idx);
+		ring_stop(d, idx);
 	*slot = fd;
 	close_fd(&old);
 	if (which == FD_KICK)
 		v->started = true; /* spec: a ring starts once it has its kick */
 	if (restart || which == FD_KICK)
-		return ring_update(b, idx, why, whylen);
+		return ring_update(d, idx, why, whylen);
 	return 0;
 }
 
-static int set_vring_enable_exec(struct vs_vhost_backend *b, const struct vs_vhost_vring_state *s,
+static int set_vring_enable_exec(struct vs_vhost_dev *d, const struct vs_vhost_vring_state *s,
 				 char *why, size_t whylen)
 {
-	struct vs_vhost_ring *v = ring_get(b, s->index, why, whylen);
+	struct vs_vhost_ring *v = ring_get(d, s->index, why, whylen);
 
 	if (!v)
 		return -EINVAL;
 	v->enabled = s->num;
 	VS_INFO(VHOST, "queue %u %s", s->index, s->num ? "enabled" : "disabled");
-	return ring_update(b, s->index, why, whylen);
+	return ring_update(d, s->index, why, whylen);
 }
 
 static void reply_u64(struct vs_vhost_msg *reply, uint64_t v)
@@ -401,60 +399,60 @@ static bool has_reply(uint32_t request)
 	}
 }
 
-static int dispatch(struct vs_vhost_backend *b, struct vs_vhost_msg *msg,
+static int dispatch(struct vs_vhost_dev *d, struct vs_vhost_msg *msg,
 		    struct vs_vhost_msg *reply, char *why, size_t whylen)
 {
 	switch (msg->request) {
 	case VS_VHOST_GET_FEATURES:
-		reply_u64(reply, b->offered_features);
-		VS_INFO(VHOST, "features offered %#llx", (unsigned long long)b->offered_features);
+		reply_u64(reply, d->offered_features);
+		VS_INFO(VHOST, "features offered %#llx", (unsigned long long)d->offered_features);
 		return 0;
 	case VS_VHOST_SET_FEATURES:
-		return set_features_exec(b, msg->payload.u64, why, whylen);
+		return set_features_exec(d, msg->payload.u64, why, whylen);
 	case VS_VHOST_GET_PROTOCOL_FEATURES:
-		reply_u64(reply, VS_VHOST_BACKEND_PROTOCOL_FEATURES);
+		reply_u64(reply, VS_VHOST_DEV_PROTOCOL_FEATURES);
 		return 0;
 	case VS_VHOST_SET_PROTOCOL_FEATURES:
-		return set_protocol_features_exec(b, msg->payload.u64, why, whylen);
+		return set_protocol_features_exec(d, msg->payload.u64, why, whylen);
 	case VS_VHOST_GET_QUEUE_NUM:
-		reply_u64(reply, b->max_queues);
+		reply_u64(reply, d->max_queues);
 		return 0;
 	case VS_VHOST_GET_MAX_MEM_SLOTS:
 		reply_u64(reply, VS_MEM_MAX_REGIONS);
 		return 0;
 	case VS_VHOST_SET_OWNER:
-		VS_INFO(VHOST, "frontend took ownership%s", b->owner ? " (again)" : "");
-		b->owner = true;
+		VS_INFO(VHOST, "frontend took ownership%s", d->owner ? " (again)" : "");
+		d->owner = true;
 		return 0;
 	case VS_VHOST_RESET_OWNER: /* deprecated; the spec allows "disable all rings" */
 	case VS_VHOST_RESET_DEVICE:
 		VS_INFO(VHOST, "%s: all rings reset", vs_vhost_request_name(msg->request));
-		rings_reset(b);
+		rings_reset(d);
 		if (msg->request == VS_VHOST_RESET_DEVICE)
-			b->features = 0;
+			d->features = 0;
 		return 0;
 	case VS_VHOST_SET_MEM_TABLE:
-		return vs_vhost_set_mem_table_exec(b, msg, why, whylen);
+		return vs_vhost_set_mem_table_exec(d, msg, why, whylen);
 	case VS_VHOST_ADD_MEM_REG:
-		return vs_vhost_add_mem_reg_exec(b, msg, why, whylen);
+		return vs_vhost_add_mem_reg_exec(d, msg, why, whylen);
 	case VS_VHOST_REM_MEM_REG:
-		return vs_vhost_rem_mem_reg_exec(b, msg, why, whylen);
+		return vs_vhost_rem_mem_reg_exec(d, msg, why, whylen);
 	case VS_VHOST_SET_VRING_NUM:
-		return set_vring_num_exec(b, &msg->payload.state, why, whylen);
+		return set_vring_num_exec(d, &msg->payload.state, why, whylen);
 	case VS_VHOST_SET_VRING_ADDR:
-		return set_vring_addr_exec(b, &msg->payload.addr, why, whylen);
+		return set_vring_addr_exec(d, &msg->payload.addr, why, whylen);
 	case VS_VHOST_SET_VRING_BASE:
-		return set_vring_base_exec(b, &msg->payload.state, why, whylen);
+		return set_vring_base_exec(d, &msg->payload.state, why, whylen);
 	case VS_VHOST_GET_VRING_BASE:
-		return get_vring_base_exec(b, &msg->payload.state, reply, why, whylen);
+		return get_vring_base_exec(d, &msg->payload.state, reply, why, whylen);
 	case VS_VHOST_SET_VRING_KICK:
-		return set_vring_fd_exec(b, msg, FD_KICK, why, whylen);
+		return set_vring_fd_exec(d, msg, FD_KICK, why, whylen);
 	case VS_VHOST_SET_VRING_CALL:
-		return set_vring_fd_exec(b, msg, FD_CALL, why, whylen);
+		return set_vring_fd_exec(d, msg, FD_CALL, why, whylen);
 	case VS_VHOST_SET_VRING_ERR:
-		return set_vring_fd_exec(b, msg, FD_ERR, why, whylen);
+		return set_vring_fd_exec(d, msg, FD_ERR, why, whylen);
 	case VS_VHOST_SET_VRING_ENABLE:
-		return set_vring_enable_exec(b, &msg->payload.state, why, whylen);
+		return set_vring_enable_exec(d, &msg->payload.state, why, whylen);
 	case VS_VHOST_GET_CONFIG:
 		/* vhost-user-scsi keeps its config in QEMU; an empty payload means "error". */
 		reply->size = 0;
@@ -465,10 +463,10 @@ static int dispatch(struct vs_vhost_backend *b, struct vs_vhost_msg *msg,
 	}
 }
 
-int vs_vhost_backend_handle(struct vs_vhost_backend *b, struct vs_vhost_msg *msg,
+int vs_vhost_dev_handle(struct vs_vhost_dev *d, struct vs_vhost_msg *msg,
 			    struct vs_vhost_msg *reply)
 {
-	char why[WHY_LEN] = "";
+	char why[VS_VHOST_WHY_LEN] = "";
 	bool need_reply = msg->flags & VS_VHOST_FLAG_NEED_REPLY;
 	int rc;
 
@@ -482,11 +480,11 @@ int vs_vhost_backend_handle(struct vs_vhost_backend *b, struct vs_vhost_msg *msg
 		VS_ERROR(VHOST, "bad message %s (%u): %s", vs_vhost_request_name(msg->request),
 			 msg->request, why);
 		vs_vhost_msg_close_fds(msg);
-		return vs_vhost_backend_reject(b, msg, reply);
+		return vs_vhost_dev_reject(d, msg, reply);
 	}
 	VS_VERBOSE(VHOST, "msg %s (%u) size %u", vs_vhost_request_name(msg->request), msg->request,
 		   msg->size);
-	rc = dispatch(b, msg, reply, why, sizeof(why));
+	rc = dispatch(d, msg, reply, why, sizeof(why));
 	vs_vhost_msg_close_fds(msg); /* whatever a handler did not keep */
 	if (rc == 0)
 		goto ok;
@@ -509,10 +507,10 @@ ok:
 	return 0;
 }
 
-int vs_vhost_backend_reject(struct vs_vhost_backend *b, const struct vs_vhost_msg *msg,
+int vs_vhost_dev_reject(struct vs_vhost_dev *d, const struct vs_vhost_msg *msg,
 			    struct vs_vhost_msg *reply)
 {
-	(void)b;
+	(void)d;
 	if (!(msg->flags & VS_VHOST_FLAG_NEED_REPLY) ||
 	    (msg->flags & VS_VHOST_VERSION_MASK) != VS_VHOST_VERSION)
 		return -EBADMSG;

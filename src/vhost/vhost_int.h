@@ -1,12 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* Private to src/vhost: the back-end's state, shared by backend.c, memtable.c and server.c. */
-#ifndef VS_VHOST_INTERNAL_H
-#define VS_VHOST_INTERNAL_H
+/* Private to src/vhost: the device side's state, shared by dev.c and memtable.c. */
+#ifndef VS_VHOST_INT_H
+#define VS_VHOST_INT_H
 
 #include "util/util.h"
-#include "vhost/vhost.h"
-
-#define WHY_LEN 192 /* reason strings for errors */
+#include "vhost/vhost_dev.h"
 
 /* One ring's session state.  Spec states: stopped until a kick fd arrives ("started"),
  * then stopped again by GET_VRING_BASE; enabled/disabled by SET_VRING_ENABLE, or always
@@ -30,15 +28,11 @@ struct vs_vhost_map {
 	size_t len;
 };
 
-struct vs_vhost_backend {
+struct vs_vhost_dev {
 	unsigned max_queues;
 	uint64_t offered_features; /* device features | VS_VHOST_F_PROTOCOL_FEATURES */
-	struct vs_vhost_backend_ops ops;
+	struct vs_vhost_dev_ops ops;
 	void *opaque;
-
-	/* socket side (server.c); -1 when unused */
-	int listen_fd, conn_fd, wake_fd;
-	char *path;
 
 	/* session state, reset on disconnect */
 	bool owner;
@@ -49,20 +43,17 @@ struct vs_vhost_backend {
 	struct vs_vhost_ring *rings; /* max_queues */
 };
 
-/* backend.c */
-void vs_vhost_rings_stop(struct vs_vhost_backend *b);
-int vs_vhost_rings_update(struct vs_vhost_backend *b, char *why, size_t whylen);
+/* dev.c */
+void vs_vhost_rings_stop(struct vs_vhost_dev *d);
+int vs_vhost_rings_update(struct vs_vhost_dev *d, char *why, size_t whylen);
 
 /* memtable.c: one handler per memory message; msg fds are closed by the caller. */
-int vs_vhost_set_mem_table_exec(struct vs_vhost_backend *b, struct vs_vhost_msg *msg, char *why,
+int vs_vhost_set_mem_table_exec(struct vs_vhost_dev *d, struct vs_vhost_msg *msg, char *why,
 				size_t whylen);
-int vs_vhost_add_mem_reg_exec(struct vs_vhost_backend *b, struct vs_vhost_msg *msg, char *why,
+int vs_vhost_add_mem_reg_exec(struct vs_vhost_dev *d, struct vs_vhost_msg *msg, char *why,
 			      size_t whylen);
-int vs_vhost_rem_mem_reg_exec(struct vs_vhost_backend *b, struct vs_vhost_msg *msg, char *why,
+int vs_vhost_rem_mem_reg_exec(struct vs_vhost_dev *d, struct vs_vhost_msg *msg, char *why,
 			      size_t whylen);
-void vs_vhost_mem_unmap_all(struct vs_vhost_backend *b);
+void vs_vhost_mem_unmap_all(struct vs_vhost_dev *d);
 
-/* server.c */
-void vs_vhost_server_close(struct vs_vhost_backend *b);
-
-#endif /* VS_VHOST_INTERNAL_H */
+#endif /* VS_VHOST_INT_H */

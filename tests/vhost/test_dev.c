@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * vhost-user back-end over a real Unix socket, driven by the front-end helpers the way
+ * vhost-user device side over a real Unix socket, driven by the driver side the way
  * QEMU 7.2 drives vhost-user-scsi: negotiation, a two-region memory table of one memfd,
  * three rings, stop/restart, a second memory table, disconnects and bad messages.
  */
@@ -24,13 +24,14 @@
 
 #include <cmocka.h>
 
-#include "vhost/vhost.h"
+#include "vhost/vhost_dev.h"
+#include "vhost/vhost_drv.h"
 
 #define NQ	     3	      /* rings the test drives (control, event, one request queue) */
 #define MAXQ	     8	      /* rings the back-end offers */
 #define MEM_SIZE     0x100000 /* the "guest": region 0 = [0, 0xa0000), region 1 = [0xc0000, end) */
 #define RING(q)	     (0xc0000 + (q)*0x4000) /* desc, avail at +0x1000, used at +0x2000 */
-#define DEV_FEATURES (VS_VIRTIO_BIT(VIRTIO_F_VERSION_1) | VS_VIRTIO_BIT(VIRTIO_F_EVENT_IDX))
+#define DEV_FEATURES (VS_VIRTIO_BIT(VS_VIRTIO_F_VERSION_1) | VS_VIRTIO_BIT(VS_VIRTIO_F_EVENT_IDX))
 #define PROTO_BIT    (1ull << VS_VHOST_F_PROTOCOL_FEATURES)
 
 struct rec {
@@ -48,12 +49,12 @@ struct rec {
 
 struct fixture {
 	char dir[64], path[128];
-	struct vs_vhost_backend *b;
+	struct vs_vhost_server *srv;
 	pthread_t thr;
 	volatile sig_atomic_t stop;
 	int memfd;
 	uint8_t *mem; /* the frontend's mapping: its addresses are the "user addresses" */
-	struct vs_vhost_front f;
+	struct vs_vhost_drv f;
 	struct rec rec;
 };
 
@@ -123,7 +124,7 @@ static void op_disc(void *opaque)
 	pthread_mutex_unlock(&r->lock);
 }
 
-static const struct vs_vhost_backend_ops ops = {
+static const struct vs_vhost_dev_ops ops = {
     .queue_start = op_start,
     .queue_stop = op_stop,
     .mem_changed = op_mem,
@@ -167,7 +168,7 @@ static void wait_for(struct fixture *fx, const int *counter, int value)
 static void *serve_thread(void *arg)
 {
 	struct fixture *fx = arg;
-	vs_vhost_backend_serve(fx->b, &fx->stop);
+	vs_vhost_server_serve(fx->srv, &fx->stop);
 	return NULL;
 }
 
@@ -192,10 +193,10 @@ static int setup(void **state)
 			memcpy(fx->mem + RING(q) + i * 0x1000, &m[i], 4);
 	}
 
-	fx->b = vs_vhost_backend_create(fx->path, MAXQ, DEV_FEATURES, &ops, &fx->rec);
-	assert_non_null(fx->b);
+	fx->srv = vs_vhost_server_create(fx->path, MAXQ, DEV_FEATURES, &ops, &fx->rec);
+	assert_non_null(fx->srv);
 	assert_int_equal(pthread_create(&fx->thr, NULL, serve_thread, fx), 0);
-	assert_int_equal(vs_vhost_front_connect(&fx->f, fx->path), 0);
+	assert_int_equal(vs_vhost_drv_connect(&fx->f, fx->path), 0);
 	*state = fx;
 	return 0;
 }
@@ -204,11 +205,11 @@ static int teardown(void **state)
 {
 	struct fixture *fx = *state;
 
-	vs_vhost_front_close(&fx->f);
+	vs_vhost_drv_close(&fx->f);
 	__atomic_store_n(&fx->stop, 1, __ATOMIC_RELAXED);
-	vs_vhost_backend_wake(fx->b);
+	vs_vhost_server_wake(fx->srv);
 	pthread_join(fx->thr, NULL);
-	vs_vhost_backend_destroy(fx->b);
+	vs_vhost_server_destroy(fx->srv);
 	munmap(fx->mem, MEM_SIZE);
 	close(fx->memfd);
 	rmdir(fx->dir);
@@ -221,16 +222,16 @@ static void negotiate(struct fixture *fx, uint64_t protocol, bool ack_proto_bit)
 {
 	uint64_t v;
 
-	assert_int_equal(vs_vhost_front_get_features(&fx->f, &v), 0);
+	assert_int_equal(vs_vhost_drv_get_features(&fx->f, &v), 0);
 	assert_int_equal(v, DEV_FEATURES | PROTO_BIT);
-	assert_int_equal(vs_vhost_front_get_protocol_features(&fx->f, &v), 0);
-	assert_int_equal(v, VS_VHOST_BACKEND_PROTOCOL_FEATURES);
-	assert_int_equal(vs_vhost_front_set_protocol_features(&fx->f, protocol), 0);
-	assert_int_equal(vs_vhost_front_get_queue_num(&fx->f, &v), 0);
+	assert_int_equal(vs_vhost_drv_get_protocol_features(&fx->f, &v), 0);
+	assert_int_equal(v, VS_VHOST_DEV_PROTOCOL_FEATURES);
+	assert_int_equal(vs_vhost_drv_set_protocol_features(&fx->f, protocol), 0);
+	assert_int_equal(vs_vhost_drv_get_queue_num(&fx->f, &v), 0);
 	assert_int_equal(v, MAXQ);
-	assert_int_equal(vs_vhost_front_set_owner(&fx->f), 0);
+	assert_int_equal(vs_vhost_drv_set_owner(&fx->f), 0);
 	assert_int_equal(
-	    vs_vhost_front_set_features(&fx->f, DEV_FEATURES | (ack_proto_bit ? PROTO_BIT : 0)), 0);
+	    vs_vhost_drv_set_features(&fx->f, DEV_FEATURES | (ack_proto_bit ? PROTO_BIT : 0)), 0);
 }
 
 #define REPLY_ACK (1ull << VS_VHOST_PROTOCOL_F_REPLY_ACK)
@@ -251,7 +252,7 @@ static void mem_two_regions(struct fixture *fx)
 	struct vs_vhost_mem_region r[2] = {mk_region(fx, 0, 0xa0000),
 					   mk_region(fx, 0xc0000, MEM_SIZE - 0xc0000)};
 	int fds[2] = {fx->memfd, fx->memfd};
-	assert_int_equal(vs_vhost_front_set_mem_table(&fx->f, r, 2, fds), 0);
+	assert_int_equal(vs_vhost_drv_set_mem_table(&fx->f, r, 2, fds), 0);
 }
 
 static uint64_t uva(struct fixture *fx, uint64_t gpa)
@@ -263,14 +264,14 @@ static void ring_setup(struct fixture *fx, unsigned q)
 {
 	int kick = eventfd(0, EFD_CLOEXEC), call = eventfd(0, EFD_CLOEXEC);
 
-	assert_int_equal(vs_vhost_front_set_vring_num(&fx->f, q, 128), 0);
-	assert_int_equal(vs_vhost_front_set_vring_base(&fx->f, q, (uint16_t)(7 + q)), 0);
-	assert_int_equal(vs_vhost_front_set_vring_addr(&fx->f, q, uva(fx, RING(q)),
+	assert_int_equal(vs_vhost_drv_set_vring_num(&fx->f, q, 128), 0);
+	assert_int_equal(vs_vhost_drv_set_vring_base(&fx->f, q, (uint16_t)(7 + q)), 0);
+	assert_int_equal(vs_vhost_drv_set_vring_addr(&fx->f, q, uva(fx, RING(q)),
 						       uva(fx, RING(q) + 0x1000),
 						       uva(fx, RING(q) + 0x2000)),
 			 0);
-	assert_int_equal(vs_vhost_front_set_vring_kick(&fx->f, q, kick), 0);
-	assert_int_equal(vs_vhost_front_set_vring_call(&fx->f, q, call), 0);
+	assert_int_equal(vs_vhost_drv_set_vring_kick(&fx->f, q, kick), 0);
+	assert_int_equal(vs_vhost_drv_set_vring_call(&fx->f, q, call), 0);
 	close(kick); /* the back-end holds its own copies */
 	close(call);
 }
@@ -282,7 +283,7 @@ static void start_all(struct fixture *fx)
 	for (unsigned q = 0; q < NQ; q++)
 		ring_setup(fx, q);
 	for (unsigned q = 0; q < NQ; q++)
-		assert_int_equal(vs_vhost_front_set_vring_enable(&fx->f, q, true), 0);
+		assert_int_equal(vs_vhost_drv_set_vring_enable(&fx->f, q, true), 0);
 }
 
 /* The recorder's state, copied under the lock (cmocka asserts must not fire while the
@@ -324,7 +325,7 @@ static void test_qemu_sequence_starts_rings(void **state)
 	for (unsigned q = 0; q < NQ; q++)
 		assert_int_equal(get(fx, &fx->rec.starts[q]), 0);
 	for (unsigned q = 0; q < NQ; q++) {
-		assert_int_equal(vs_vhost_front_set_vring_enable(&fx->f, q, true), 0);
+		assert_int_equal(vs_vhost_drv_set_vring_enable(&fx->f, q, true), 0);
 		assert_int_equal(get(fx, &fx->rec.starts[q]), 1);
 		assert_ring_ok(fx, q);
 		assert_true(snap(fx).vr[q].call_fd >= 0); /* call arrived before enable */
@@ -358,13 +359,13 @@ static void test_get_vring_base_stops_ring(void **state)
 
 	start_all(fx);
 	set_stop_at(fx, 1, 42);
-	assert_int_equal(vs_vhost_front_get_vring_base(&fx->f, 1, &base), 0);
+	assert_int_equal(vs_vhost_drv_get_vring_base(&fx->f, 1, &base), 0);
 	assert_int_equal(base, 42);
 	assert_int_equal(get(fx, &fx->rec.stops[1]), 1);
 	assert_int_equal(get(fx, &fx->rec.stops[0]), 0);
 
 	int kick = eventfd(0, EFD_CLOEXEC);
-	assert_int_equal(vs_vhost_front_set_vring_kick(&fx->f, 1, kick), 0);
+	assert_int_equal(vs_vhost_drv_set_vring_kick(&fx->f, 1, kick), 0);
 	close(kick);
 	assert_int_equal(get(fx, &fx->rec.starts[1]), 2);
 	assert_int_equal(snap(fx).vr[1].last_avail_idx, 42);
@@ -379,9 +380,9 @@ static void test_disable_then_get_vring_base(void **state)
 
 	start_all(fx);
 	set_stop_at(fx, 0, 77);
-	assert_int_equal(vs_vhost_front_set_vring_enable(&fx->f, 0, false), 0);
+	assert_int_equal(vs_vhost_drv_set_vring_enable(&fx->f, 0, false), 0);
 	assert_int_equal(get(fx, &fx->rec.stops[0]), 1);
-	assert_int_equal(vs_vhost_front_get_vring_base(&fx->f, 0, &base), 0);
+	assert_int_equal(vs_vhost_drv_get_vring_base(&fx->f, 0, &base), 0);
 	assert_int_equal(base, 77);
 	assert_int_equal(get(fx, &fx->rec.stops[0]), 1);
 	assert_int_equal(get(fx, &fx->rec.stops[1]), 0);
@@ -393,9 +394,9 @@ static void test_ring_config_refused_while_started(void **state)
 	struct fixture *fx = *state;
 
 	start_all(fx);
-	assert_int_equal(vs_vhost_front_set_vring_num(&fx->f, 0, 256), -EIO);
-	assert_int_equal(vs_vhost_front_set_vring_base(&fx->f, 0, 3), -EIO);
-	assert_int_equal(vs_vhost_front_set_vring_addr(&fx->f, 0, uva(fx, RING(2)),
+	assert_int_equal(vs_vhost_drv_set_vring_num(&fx->f, 0, 256), -EIO);
+	assert_int_equal(vs_vhost_drv_set_vring_base(&fx->f, 0, 3), -EIO);
+	assert_int_equal(vs_vhost_drv_set_vring_addr(&fx->f, 0, uva(fx, RING(2)),
 						       uva(fx, RING(2) + 0x1000),
 						       uva(fx, RING(2) + 0x2000)),
 			 -EIO);
@@ -412,7 +413,7 @@ static void test_second_mem_table_restarts_rings(void **state)
 	start_all(fx);
 	for (unsigned q = 0; q < NQ; q++)
 		set_stop_at(fx, q, (uint16_t)(100 + q));
-	assert_int_equal(vs_vhost_front_set_mem_table(&fx->f, &r, 1, &fx->memfd), 0);
+	assert_int_equal(vs_vhost_drv_set_mem_table(&fx->f, &r, 1, &fx->memfd), 0);
 	assert_int_equal(get(fx, &fx->rec.mem_changes), 2);
 	assert_int_equal(snap(fx).mem_nregions, 1);
 	for (unsigned q = 0; q < NQ; q++) {
@@ -431,16 +432,16 @@ static void test_ring_outside_memory_refused(void **state)
 
 	negotiate(fx, MQ | REPLY_ACK, true);
 	mem_two_regions(fx);
-	assert_int_equal(vs_vhost_front_set_vring_num(&fx->f, 0, 128), 0);
-	assert_int_equal(vs_vhost_front_set_vring_addr(&fx->f, 0, uva(fx, 0xa0000),
+	assert_int_equal(vs_vhost_drv_set_vring_num(&fx->f, 0, 128), 0);
+	assert_int_equal(vs_vhost_drv_set_vring_addr(&fx->f, 0, uva(fx, 0xa0000),
 						       uva(fx, RING(0) + 0x1000),
 						       uva(fx, RING(0) + 0x2000)),
 			 -EIO);
-	assert_int_equal(vs_vhost_front_set_vring_addr(&fx->f, 0, uva(fx, 0xa0000 - 0x400),
+	assert_int_equal(vs_vhost_drv_set_vring_addr(&fx->f, 0, uva(fx, 0xa0000 - 0x400),
 						       uva(fx, RING(0) + 0x1000),
 						       uva(fx, RING(0) + 0x2000)),
 			 -EIO);
-	assert_int_equal(vs_vhost_front_set_vring_addr(&fx->f, 0, uva(fx, RING(0) + 8),
+	assert_int_equal(vs_vhost_drv_set_vring_addr(&fx->f, 0, uva(fx, RING(0) + 8),
 						       uva(fx, RING(0) + 0x1000),
 						       uva(fx, RING(0) + 0x2000)),
 			 -EIO); /* descriptor table not 16-byte aligned */
@@ -454,7 +455,7 @@ static void test_call_fd_swapped_in_place(void **state)
 	struct stat a;
 
 	start_all(fx);
-	assert_int_equal(vs_vhost_front_set_vring_call(&fx->f, 2, call), 0);
+	assert_int_equal(vs_vhost_drv_set_vring_call(&fx->f, 2, call), 0);
 	assert_int_equal(get(fx, &fx->rec.call_changes), 1);
 	assert_int_equal(get(fx, &fx->rec.stops[2]), 0);
 	assert_int_equal(fstat(call, &a), 0);
@@ -470,12 +471,12 @@ static void test_disconnect_then_next_connection(void **state)
 	uint64_t v;
 
 	start_all(fx);
-	vs_vhost_front_close(&fx->f);
+	vs_vhost_drv_close(&fx->f);
 	wait_for(fx, &fx->rec.disconnects, 1);
 	for (unsigned q = 0; q < NQ; q++)
 		assert_int_equal(get(fx, &fx->rec.stops[q]), 1);
-	assert_int_equal(vs_vhost_front_connect(&fx->f, fx->path), 0);
-	assert_int_equal(vs_vhost_front_get_features(&fx->f, &v), 0);
+	assert_int_equal(vs_vhost_drv_connect(&fx->f, fx->path), 0);
+	assert_int_equal(vs_vhost_drv_get_features(&fx->f, &v), 0);
 	assert_int_equal(get(fx, &fx->rec.connects), 2);
 }
 
@@ -502,9 +503,9 @@ static void test_malformed_message_closes_connection(void **state)
 	send_raw(fx, VS_VHOST_SET_FEATURES, VS_VHOST_VERSION, "abcd", 4);
 	assert_int_equal(read(fx->f.sock, &c, 1), 0); /* EOF: the back-end hung up */
 	wait_for(fx, &fx->rec.disconnects, 1);
-	vs_vhost_front_close(&fx->f);
-	assert_int_equal(vs_vhost_front_connect(&fx->f, fx->path), 0);
-	assert_int_equal(vs_vhost_front_get_features(&fx->f, &v), 0);
+	vs_vhost_drv_close(&fx->f);
+	assert_int_equal(vs_vhost_drv_connect(&fx->f, fx->path), 0);
+	assert_int_equal(vs_vhost_drv_get_features(&fx->f, &v), 0);
 	assert_int_equal(v, DEV_FEATURES | PROTO_BIT);
 }
 
@@ -522,7 +523,7 @@ static void test_malformed_with_need_reply_gets_error(void **state)
 	assert_int_equal(reply.request, VS_VHOST_SET_FEATURES);
 	assert_int_equal(reply.size, 8);
 	assert_int_not_equal(reply.payload.u64, 0);
-	assert_int_equal(vs_vhost_front_get_features(&fx->f, &v), 0);
+	assert_int_equal(vs_vhost_drv_get_features(&fx->f, &v), 0);
 	assert_int_equal(get(fx, &fx->rec.disconnects), 0);
 }
 
@@ -540,7 +541,7 @@ static void test_set_config_refused_politely(void **state)
 	assert_int_equal(vs_vhost_msg_recv_reply(fx->f.sock, &reply, why, sizeof(why)), 0);
 	assert_int_not_equal(reply.payload.u64, 0);
 	send_raw(fx, VS_VHOST_SET_CONFIG, VS_VHOST_VERSION, cfg, 16);
-	assert_int_equal(vs_vhost_front_get_features(&fx->f, &v), 0);
+	assert_int_equal(vs_vhost_drv_get_features(&fx->f, &v), 0);
 	assert_int_equal(get(fx, &fx->rec.disconnects), 0);
 }
 
@@ -583,7 +584,7 @@ static void test_add_rem_mem_reg(void **state)
 	assert_int_equal(mem_reg(fx, VS_VHOST_ADD_MEM_REG, mk_region(fx, 0x1000, 0x1000)), -EIO);
 	assert_int_equal(get(fx, &fx->rec.mem_changes), 2);
 	ring_setup(fx, 0);
-	assert_int_equal(vs_vhost_front_set_vring_enable(&fx->f, 0, true), 0);
+	assert_int_equal(vs_vhost_drv_set_vring_enable(&fx->f, 0, true), 0);
 	assert_int_equal(get(fx, &fx->rec.starts[0]), 1);
 
 	assert_int_equal(mem_reg(fx, VS_VHOST_REM_MEM_REG, mk_region(fx, 0, 0xa0000)), 0);
@@ -603,23 +604,23 @@ static void test_add_rem_mem_reg(void **state)
  * message without NEED_REPLY asks for the connection to be dropped. */
 static void test_handle_without_socket(void **state)
 {
-	struct vs_vhost_backend *b = vs_vhost_backend_new(2, 1, NULL, NULL);
+	struct vs_vhost_dev *d = vs_vhost_dev_new(2, 1, NULL, NULL);
 	struct vs_vhost_msg m = {.request = VS_VHOST_GET_FEATURES, .flags = 1}, reply;
 	(void)state;
 
 	for (unsigned i = 0; i < VS_VHOST_MAX_FDS; i++)
 		m.fds[i] = -1;
-	assert_non_null(b);
-	assert_int_equal(vs_vhost_backend_handle(b, &m, &reply), 1);
+	assert_non_null(d);
+	assert_int_equal(vs_vhost_dev_handle(d, &m, &reply), 1);
 	assert_int_equal(reply.flags, VS_VHOST_VERSION | VS_VHOST_FLAG_REPLY);
 	assert_int_equal(reply.payload.u64, 1 | PROTO_BIT);
 	m.size = 8; /* GET_FEATURES takes no payload */
-	assert_int_equal(vs_vhost_backend_handle(b, &m, &reply), -EBADMSG);
+	assert_int_equal(vs_vhost_dev_handle(d, &m, &reply), -EBADMSG);
 	m = (struct vs_vhost_msg){.request = VS_VHOST_SET_VRING_NUM, .flags = 1, .size = 8};
 	m.payload.state.index = 2; /* only 2 queues */
 	m.payload.state.num = 64;
-	assert_true(vs_vhost_backend_handle(b, &m, &reply) < 0);
-	vs_vhost_backend_destroy(b);
+	assert_true(vs_vhost_dev_handle(d, &m, &reply) < 0);
+	vs_vhost_dev_free(d);
 }
 
 /* Scenario: the socket path: mode 0600; a regular file there is not replaced; a stale
@@ -627,7 +628,7 @@ static void test_handle_without_socket(void **state)
 static void test_socket_path_rules(void **state)
 {
 	char dir[] = "/tmp/vs-vhost-XXXXXX", path[64];
-	struct vs_vhost_backend *b, *b2;
+	struct vs_vhost_server *srv, *srv2;
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	struct stat st;
 	(void)state;
@@ -637,7 +638,7 @@ static void test_socket_path_rules(void **state)
 
 	int fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
 	close(fd);
-	assert_null(vs_vhost_backend_create(path, 1, 0, NULL, NULL));
+	assert_null(vs_vhost_server_create(path, 1, 0, NULL, NULL));
 	assert_int_equal(errno, EEXIST);
 	unlink(path);
 
@@ -645,16 +646,16 @@ static void test_socket_path_rules(void **state)
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
 	close(fd);
-	b = vs_vhost_backend_create(path, 1, 0, NULL, NULL);
-	assert_non_null(b);
+	srv = vs_vhost_server_create(path, 1, 0, NULL, NULL);
+	assert_non_null(srv);
 	assert_int_equal(stat(path, &st), 0);
 	assert_int_equal(st.st_mode & 0777, 0600);
 
-	b2 = vs_vhost_backend_create(path, 1, 0, NULL, NULL);
-	assert_null(b2);
+	srv2 = vs_vhost_server_create(path, 1, 0, NULL, NULL);
+	assert_null(srv2);
 	assert_int_equal(errno, EADDRINUSE);
 
-	vs_vhost_backend_destroy(b);
+	vs_vhost_server_destroy(srv);
 	assert_int_equal(stat(path, &st), -1); /* removed on destroy */
 	rmdir(dir);
 }
@@ -680,5 +681,5 @@ int main(void)
 	    cmocka_unit_test(test_handle_without_socket),
 	    cmocka_unit_test(test_socket_path_rules),
 	};
-	return cmocka_run_group_tests_name("vhost.backend", tests, NULL, NULL);
+	return cmocka_run_group_tests_name("vhost.dev", tests, NULL, NULL);
 }

@@ -1,8 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * vhost-user front-end (driver side) helpers: one blocking call per request.  Set-type
- * requests carry NEED_REPLY once REPLY_ACK is negotiated, so an error surfaces at the
- * call that caused it.
+ * vhost-user driver side: one blocking call per request.  Set-type requests carry
+ * NEED_REPLY once REPLY_ACK is negotiated, so an error surfaces at the call that caused it.
  */
 #include <errno.h>
 #include <string.h>
@@ -12,7 +11,9 @@
 
 #include <vioscope/trace.h>
 
-#include "vhost/internal.h"
+#include "util/util.h"
+#include "vhost/vhost_drv.h"
+#include "vhost/vhost_msg.h"
 
 static void msg_init(struct vs_vhost_msg *m, uint32_t request, uint32_t size)
 {
@@ -24,24 +25,24 @@ static void msg_init(struct vs_vhost_msg *m, uint32_t request, uint32_t size)
 		m->fds[i] = -1;
 }
 
-static bool reply_ack(const struct vs_vhost_front *f)
+static bool reply_ack(const struct vs_vhost_drv *f)
 {
 	return f->protocol_features & (1ull << VS_VHOST_PROTOCOL_F_REPLY_ACK);
 }
 
-static int recv_reply(struct vs_vhost_front *f, uint32_t request, uint32_t size,
+static int recv_reply(struct vs_vhost_drv *f, uint32_t request, uint32_t size,
 		      struct vs_vhost_msg *reply)
 {
-	char why[WHY_LEN] = "";
+	char why[VS_VHOST_WHY_LEN] = "";
 	int rc = vs_vhost_msg_recv_reply(f->sock, reply, why, sizeof(why));
 
 	if (rc) {
-		VS_ERROR(VHOST, "front: no reply to %s: %s (%d)", vs_vhost_request_name(request),
+		VS_ERROR(VHOST, "driver: no reply to %s: %s (%d)", vs_vhost_request_name(request),
 			 why, rc);
 		return rc;
 	}
 	if (reply->request != request || reply->size != size) {
-		VS_ERROR(VHOST, "front: reply %s size %u to %s, expected size %u",
+		VS_ERROR(VHOST, "driver: reply %s size %u to %s, expected size %u",
 			 vs_vhost_request_name(reply->request), reply->size,
 			 vs_vhost_request_name(request), size);
 		return -EPROTO;
@@ -50,7 +51,7 @@ static int recv_reply(struct vs_vhost_front *f, uint32_t request, uint32_t size,
 }
 
 /* Send a request without a reply body; wait for the ack if REPLY_ACK is on. */
-static int request(struct vs_vhost_front *f, struct vs_vhost_msg *m)
+static int request(struct vs_vhost_drv *f, struct vs_vhost_msg *m)
 {
 	struct vs_vhost_msg reply;
 	bool ack = reply_ack(f);
@@ -58,10 +59,10 @@ static int request(struct vs_vhost_front *f, struct vs_vhost_msg *m)
 
 	if (ack)
 		m->flags |= VS_VHOST_FLAG_NEED_REPLY;
-	VS_VERBOSE(VHOST, "front: msg %s (%u) size %u", vs_vhost_request_name(m->request),
+	VS_VERBOSE(VHOST, "driver: msg %s (%u) size %u", vs_vhost_request_name(m->request),
 		   m->request, m->size);
 	if ((rc = vs_vhost_msg_send(f->sock, m))) {
-		VS_ERROR(VHOST, "front: sending %s failed: %s", vs_vhost_request_name(m->request),
+		VS_ERROR(VHOST, "driver: sending %s failed: %s", vs_vhost_request_name(m->request),
 			 strerror(-rc));
 		return rc;
 	}
@@ -70,7 +71,7 @@ static int request(struct vs_vhost_front *f, struct vs_vhost_msg *m)
 	if ((rc = recv_reply(f, m->request, sizeof(uint64_t), &reply)))
 		return rc;
 	if (reply.payload.u64) {
-		VS_ERROR(VHOST, "front: back-end failed %s (status %llu)",
+		VS_ERROR(VHOST, "driver: device failed %s (status %llu)",
 			 vs_vhost_request_name(m->request), (unsigned long long)reply.payload.u64);
 		return -EIO;
 	}
@@ -78,22 +79,22 @@ static int request(struct vs_vhost_front *f, struct vs_vhost_msg *m)
 }
 
 /* Send a request that always has a reply body of `size` bytes. */
-static int query(struct vs_vhost_front *f, struct vs_vhost_msg *m, uint32_t size,
+static int query(struct vs_vhost_drv *f, struct vs_vhost_msg *m, uint32_t size,
 		 struct vs_vhost_msg *reply)
 {
 	int rc;
 
-	VS_VERBOSE(VHOST, "front: msg %s (%u) size %u", vs_vhost_request_name(m->request),
+	VS_VERBOSE(VHOST, "driver: msg %s (%u) size %u", vs_vhost_request_name(m->request),
 		   m->request, m->size);
 	if ((rc = vs_vhost_msg_send(f->sock, m))) {
-		VS_ERROR(VHOST, "front: sending %s failed: %s", vs_vhost_request_name(m->request),
+		VS_ERROR(VHOST, "driver: sending %s failed: %s", vs_vhost_request_name(m->request),
 			 strerror(-rc));
 		return rc;
 	}
 	return recv_reply(f, m->request, size, reply);
 }
 
-static int get_u64(struct vs_vhost_front *f, uint32_t req, uint64_t *v)
+static int get_u64(struct vs_vhost_drv *f, uint32_t req, uint64_t *v)
 {
 	struct vs_vhost_msg m, reply;
 	int rc;
@@ -105,7 +106,7 @@ static int get_u64(struct vs_vhost_front *f, uint32_t req, uint64_t *v)
 	return 0;
 }
 
-static int set_u64(struct vs_vhost_front *f, uint32_t req, uint64_t v)
+static int set_u64(struct vs_vhost_drv *f, uint32_t req, uint64_t v)
 {
 	struct vs_vhost_msg m;
 
@@ -114,7 +115,7 @@ static int set_u64(struct vs_vhost_front *f, uint32_t req, uint64_t v)
 	return request(f, &m);
 }
 
-static int set_state(struct vs_vhost_front *f, uint32_t req, unsigned idx, unsigned num)
+static int set_state(struct vs_vhost_drv *f, uint32_t req, unsigned idx, unsigned num)
 {
 	struct vs_vhost_msg m;
 
@@ -124,7 +125,7 @@ static int set_state(struct vs_vhost_front *f, uint32_t req, unsigned idx, unsig
 	return request(f, &m);
 }
 
-int vs_vhost_front_connect(struct vs_vhost_front *f, const char *path)
+int vs_vhost_drv_connect(struct vs_vhost_drv *f, const char *path)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	int rc;
@@ -139,38 +140,38 @@ int vs_vhost_front_connect(struct vs_vhost_front *f, const char *path)
 		return -errno;
 	if (connect(f->sock, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 		rc = -errno;
-		VS_ERROR(VHOST, "front: connect %s: %s", path, strerror(errno));
+		VS_ERROR(VHOST, "driver: connect %s: %s", path, strerror(errno));
 		close(f->sock);
 		f->sock = -1;
 		return rc;
 	}
-	VS_INFO(VHOST, "front: connected to %s", path);
+	VS_INFO(VHOST, "driver: connected to %s", path);
 	return 0;
 }
 
-void vs_vhost_front_close(struct vs_vhost_front *f)
+void vs_vhost_drv_close(struct vs_vhost_drv *f)
 {
 	if (f->sock >= 0)
 		close(f->sock);
 	f->sock = -1;
 }
 
-int vs_vhost_front_get_features(struct vs_vhost_front *f, uint64_t *features)
+int vs_vhost_drv_get_features(struct vs_vhost_drv *f, uint64_t *features)
 {
 	return get_u64(f, VS_VHOST_GET_FEATURES, features);
 }
 
-int vs_vhost_front_set_features(struct vs_vhost_front *f, uint64_t features)
+int vs_vhost_drv_set_features(struct vs_vhost_drv *f, uint64_t features)
 {
 	return set_u64(f, VS_VHOST_SET_FEATURES, features);
 }
 
-int vs_vhost_front_get_protocol_features(struct vs_vhost_front *f, uint64_t *features)
+int vs_vhost_drv_get_protocol_features(struct vs_vhost_drv *f, uint64_t *features)
 {
 	return get_u64(f, VS_VHOST_GET_PROTOCOL_FEATURES, features);
 }
 
-int vs_vhost_front_set_protocol_features(struct vs_vhost_front *f, uint64_t features)
+int vs_vhost_drv_set_protocol_features(struct vs_vhost_drv *f, uint64_t features)
 {
 	/* The ack for this very message is not yet due: record after sending. */
 	int rc = set_u64(f, VS_VHOST_SET_PROTOCOL_FEATURES, features);
@@ -179,7 +180,7 @@ int vs_vhost_front_set_protocol_features(struct vs_vhost_front *f, uint64_t feat
 	return rc;
 }
 
-int vs_vhost_front_set_owner(struct vs_vhost_front *f)
+int vs_vhost_drv_set_owner(struct vs_vhost_drv *f)
 {
 	struct vs_vhost_msg m;
 
@@ -187,12 +188,12 @@ int vs_vhost_front_set_owner(struct vs_vhost_front *f)
 	return request(f, &m);
 }
 
-int vs_vhost_front_get_queue_num(struct vs_vhost_front *f, uint64_t *num)
+int vs_vhost_drv_get_queue_num(struct vs_vhost_drv *f, uint64_t *num)
 {
 	return get_u64(f, VS_VHOST_GET_QUEUE_NUM, num);
 }
 
-int vs_vhost_front_set_mem_table(struct vs_vhost_front *f,
+int vs_vhost_drv_set_mem_table(struct vs_vhost_drv *f,
 				 const struct vs_vhost_mem_region *regions, unsigned nregions,
 				 const int *fds)
 {
@@ -209,12 +210,12 @@ int vs_vhost_front_set_mem_table(struct vs_vhost_front *f,
 	return request(f, &m);
 }
 
-int vs_vhost_front_set_vring_num(struct vs_vhost_front *f, unsigned idx, unsigned num)
+int vs_vhost_drv_set_vring_num(struct vs_vhost_drv *f, unsigned idx, unsigned num)
 {
 	return set_state(f, VS_VHOST_SET_VRING_NUM, idx, num);
 }
 
-int vs_vhost_front_set_vring_addr(struct vs_vhost_front *f, unsigned idx, uint64_t desc,
+int vs_vhost_drv_set_vring_addr(struct vs_vhost_drv *f, unsigned idx, uint64_t desc,
 				  uint64_t avail, uint64_t used)
 {
 	struct vs_vhost_msg m;
@@ -227,12 +228,12 @@ int vs_vhost_front_set_vring_addr(struct vs_vhost_front *f, unsigned idx, uint64
 	return request(f, &m);
 }
 
-int vs_vhost_front_set_vring_base(struct vs_vhost_front *f, unsigned idx, uint16_t base)
+int vs_vhost_drv_set_vring_base(struct vs_vhost_drv *f, unsigned idx, uint16_t base)
 {
 	return set_state(f, VS_VHOST_SET_VRING_BASE, idx, base);
 }
 
-int vs_vhost_front_get_vring_base(struct vs_vhost_front *f, unsigned idx, uint16_t *base)
+int vs_vhost_drv_get_vring_base(struct vs_vhost_drv *f, unsigned idx, uint16_t *base)
 {
 	struct vs_vhost_msg m, reply;
 	int rc;
@@ -247,7 +248,7 @@ int vs_vhost_front_get_vring_base(struct vs_vhost_front *f, unsigned idx, uint16
 	return 0;
 }
 
-static int set_vring_fd(struct vs_vhost_front *f, uint32_t req, unsigned idx, int fd)
+static int set_vring_fd(struct vs_vhost_drv *f, uint32_t req, unsigned idx, int fd)
 {
 	struct vs_vhost_msg m;
 
@@ -262,17 +263,37 @@ static int set_vring_fd(struct vs_vhost_front *f, uint32_t req, unsigned idx, in
 	return request(f, &m);
 }
 
-int vs_vhost_front_set_vring_kick(struct vs_vhost_front *f, unsigned idx, int fd)
+int vs_vhost_drv_set_vring_kick(struct vs_vhost_drv *f, unsigned idx, int fd)
 {
 	return set_vring_fd(f, VS_VHOST_SET_VRING_KICK, idx, fd);
 }
 
-int vs_vhost_front_set_vring_call(struct vs_vhost_front *f, unsigned idx, int fd)
+int vs_vhost_drv_set_vring_call(struct vs_vhost_drv *f, unsigned idx, int fd)
 {
 	return set_vring_fd(f, VS_VHOST_SET_VRING_CALL, idx, fd);
 }
 
-int vs_vhost_front_set_vring_enable(struct vs_vhost_front *f, unsigned idx, bool enable)
+int vs_vhost_drv_set_vring_enable(struct vs_vhost_drv *f, unsigned idx, bool enable)
 {
 	return set_state(f, VS_VHOST_SET_VRING_ENABLE, idx, enable);
+}
+
+int vs_vhost_drv_get_config(struct vs_vhost_drv *f, void *buf, uint32_t len)
+{
+	struct vs_vhost_msg m, reply;
+	int rc;
+
+	if (len > VS_VHOST_CONFIG_MAX)
+		return -EINVAL;
+	msg_init(&m, VS_VHOST_GET_CONFIG, 12 + len);
+	m.payload.config.size = len;
+	if ((rc = query(f, &m, m.size, &reply)))
+		return rc;
+	if (reply.payload.config.size != len) {
+		VS_ERROR(VHOST, "driver: GET_CONFIG reply of %u bytes, asked for %u",
+			 reply.payload.config.size, len);
+		return -EPROTO;
+	}
+	memcpy(buf, reply.payload.config.region, len);
+	return 0;
 }

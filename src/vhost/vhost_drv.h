@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * vhost-user driver side (what QEMU is to a vhost-user device): one blocking call per
+ * request.  Set-type requests carry NEED_REPLY once REPLY_ACK is negotiated, so an error
+ * surfaces at the call that caused it.  Used by the initiator.
+ */
+#ifndef VS_VHOST_DRV_H
+#define VS_VHOST_DRV_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "proto/vhost_proto.h"
+
+struct vs_vhost_drv {
+	int sock;
+	uint64_t protocol_features; /* as set by vs_vhost_drv_set_protocol_features */
+};
+
+/* Connect to a device's socket.  0 or -errno. */
+int vs_vhost_drv_connect(struct vs_vhost_drv *f, const char *path);
+void vs_vhost_drv_close(struct vs_vhost_drv *f);
+
+/* One call per request; set-type requests wait for a REPLY_ACK when it was negotiated
+ * (-EIO if the device reports failure).  0 or -errno. */
+int vs_vhost_drv_get_features(struct vs_vhost_drv *f, uint64_t *features);
+int vs_vhost_drv_set_features(struct vs_vhost_drv *f, uint64_t features);
+int vs_vhost_drv_get_protocol_features(struct vs_vhost_drv *f, uint64_t *features);
+int vs_vhost_drv_set_protocol_features(struct vs_vhost_drv *f, uint64_t features);
+int vs_vhost_drv_set_owner(struct vs_vhost_drv *f);
+int vs_vhost_drv_get_queue_num(struct vs_vhost_drv *f, uint64_t *num);
+/* fds[i] backs regions[i] (the same fd may repeat). */
+int vs_vhost_drv_set_mem_table(struct vs_vhost_drv *f,
+				 const struct vs_vhost_mem_region *regions, unsigned nregions,
+				 const int *fds);
+int vs_vhost_drv_set_vring_num(struct vs_vhost_drv *f, unsigned idx, unsigned num);
+int vs_vhost_drv_set_vring_addr(struct vs_vhost_drv *f, unsigned idx, uint64_t desc,
+				  uint64_t avail, uint64_t used);
+int vs_vhost_drv_set_vring_base(struct vs_vhost_drv *f, unsigned idx, uint16_t base);
+int vs_vhost_drv_get_vring_base(struct vs_vhost_drv *f, unsigned idx, uint16_t *base);
+/* fd < 0 sends the NOFD flag. */
+int vs_vhost_drv_set_vring_kick(struct vs_vhost_drv *f, unsigned idx, int fd);
+int vs_vhost_drv_set_vring_call(struct vs_vhost_drv *f, unsigned idx, int fd);
+int vs_vhost_drv_set_vring_enable(struct vs_vhost_drv *f, unsigned idx, bool enable);
+/* GET_CONFIG: len bytes of the device's config space into buf (needs PROTOCOL_F_CONFIG). */
+int vs_vhost_drv_get_config(struct vs_vhost_drv *f, void *buf, uint32_t len);
+
+#endif /* VS_VHOST_DRV_H */
