@@ -32,9 +32,8 @@ struct layout {
 };
 
 struct ctx {
-	char dir[512];
-	char env_dir[600];
-	char good[600], bad[600], out[600], err[600];
+	struct th_tmpdir t; /* the test's own VIOSCOPE_TRACE_DIR; decode's stdout and stderr */
+	char good[600], bad[600];
 	uint8_t *data; /* the good capture */
 	size_t len;
 	struct layout l;
@@ -98,24 +97,23 @@ static int setup(void **state)
 {
 	struct ctx *c = calloc(1, sizeof *c);
 	char pidstr[32];
-	if (!c || th_mkdtemp(c->dir, sizeof c->dir, "corrupt") < 0)
+	if (!c || th_tmpdir_init(&c->t, "corrupt") < 0) {
+		free(c);
 		return -1;
+	}
 	*state = c;
-	snprintf(c->env_dir, sizeof c->env_dir, "VIOSCOPE_TRACE_DIR=%s", c->dir);
-	snprintf(c->good, sizeof c->good, "%s/good.vstrace", c->dir);
-	snprintf(c->bad, sizeof c->bad, "%s/bad.vstrace", c->dir);
-	snprintf(c->out, sizeof c->out, "%s/decode.out", c->dir);
-	snprintf(c->err, sizeof c->err, "%s/decode.err", c->dir);
+	snprintf(c->good, sizeof c->good, "%s/good.vstrace", c->t.dir);
+	snprintf(c->bad, sizeof c->bad, "%s/bad.vstrace", c->t.dir);
 
 	const char *wargv[] = { WORKLOAD_COLD, "kinds", NULL };
-	const char *wenv[] = { c->env_dir, "VIOSCOPE_TRACE=verbose:all", "VIOSCOPE_TRACE_KEEP=1",
+	const char *wenv[] = { c->t.env_dir, "VIOSCOPE_TRACE=verbose:all", "VIOSCOPE_TRACE_KEEP=1",
 			       NULL };
 	pid_t pid = th_spawn(wargv, wenv, NULL, NULL, NULL);
 	if (pid < 0 || th_wait(pid) != 0)
 		return -1;
 	snprintf(pidstr, sizeof pidstr, "%d", (int)pid);
 	const char *dargv[] = { VIOSCOPE_CLI, "trace", "dump", pidstr, "-o", c->good, NULL };
-	const char *denv[] = { c->env_dir, NULL };
+	const char *denv[] = { c->t.env_dir, NULL };
 	if (th_run(dargv, denv, NULL, "/dev/null") != 0)
 		return -1;
 	c->data = (uint8_t *)th_read_file(c->good, &c->len);
@@ -130,7 +128,7 @@ static int teardown(void **state)
 	if (!c)
 		return 0;
 	free(c->data);
-	th_rmtree(c->dir);
+	th_tmpdir_fini(&c->t);
 	free(c);
 	return 0;
 }
@@ -140,9 +138,9 @@ static int decode(struct ctx *c, const char *path)
 {
 	const char *argv[] = { VIOSCOPE_CLI, "trace", "decode", path, NULL };
 	/* A sanitizer report must not pass for the expected exit status 1. */
-	const char *env[] = { c->env_dir, "ASAN_OPTIONS=exitcode=86", "UBSAN_OPTIONS=exitcode=86",
+	const char *env[] = { c->t.env_dir, "ASAN_OPTIONS=exitcode=86", "UBSAN_OPTIONS=exitcode=86",
 			      NULL };
-	return th_run(argv, env, c->out, c->err);
+	return th_run(argv, env, c->t.out, c->t.err);
 }
 
 /* A copy of the good capture, for the caller to damage. */
@@ -163,8 +161,8 @@ static void expect_refused(struct ctx *c, const char *name, const uint8_t *b, si
 	char needle[64];
 	assert_int_equal(th_write_file(c->bad, b, len), 0);
 	int rc = decode(c, c->bad);
-	char *err = th_read_file(c->err, NULL);
-	char *out = th_read_file(c->out, NULL);
+	char *err = th_read_file(c->t.err, NULL);
+	char *out = th_read_file(c->t.out, NULL);
 	assert_non_null(err);
 	assert_non_null(out);
 	if (rc != 1 || !strstr(err, "offset") || strstr(err, "Sanitizer") ||
@@ -186,7 +184,7 @@ static void test_good_capture_decodes(void **state)
 {
 	struct ctx *c = *state;
 	assert_int_equal(decode(c, c->good), 0);
-	char *out = th_read_file(c->out, NULL);
+	char *out = th_read_file(c->t.out, NULL);
 	assert_non_null(out);
 	assert_non_null(strstr(out, " wl_kinds: str abc\n"));
 	assert_non_null(strstr(out, "long xxxx"));
@@ -333,8 +331,8 @@ static void test_absurd_clock_rate_is_refused(void **state)
 	assert_int_equal(th_write_file(c->bad, b, c->len), 0);
 	free(b);
 	int rc = decode(c, c->bad);
-	char *err = th_read_file(c->err, NULL);
-	char *out = th_read_file(c->out, NULL);
+	char *err = th_read_file(c->t.err, NULL);
+	char *out = th_read_file(c->t.out, NULL);
 	assert_non_null(err);
 	assert_non_null(out);
 	assert_null(strstr(err, "runtime error"));

@@ -24,39 +24,20 @@
 #include "helpers.h"
 #include "workload.h"
 
-struct ctx {
-	char dir[512];
-	char env_dir[600];
-	char out[600], err[600]; /* CLI output of the last run */
-};
-
+/* Each test runs in its own VIOSCOPE_TRACE_DIR (helpers.h, struct th_tmpdir). */
 static int setup(void **state)
 {
-	struct ctx *c = calloc(1, sizeof *c);
-	if (!c || th_mkdtemp(c->dir, sizeof c->dir, "live") < 0)
-		return -1;
-	snprintf(c->env_dir, sizeof c->env_dir, "VIOSCOPE_TRACE_DIR=%s", c->dir);
-	snprintf(c->out, sizeof c->out, "%s/cli.out", c->dir);
-	snprintf(c->err, sizeof c->err, "%s/cli.err", c->dir);
-	*state = c;
-	return 0;
+	return th_tmpdir_setup(state, "live");
 }
-
-static int teardown(void **state)
-{
-	struct ctx *c = *state;
-	th_rmtree(c->dir);
-	free(c);
-	return 0;
-}
+#define TMPDIR_TEST(f) cmocka_unit_test_setup_teardown(f, setup, th_tmpdir_teardown)
 
 /* Run `vioscope trace ARGS...` in the test's directory; returns its exit status. */
-static int cli(struct ctx *c, const char *a1, const char *a2, const char *a3, const char *a4,
+static int cli(struct th_tmpdir *td, const char *a1, const char *a2, const char *a3, const char *a4,
 	       const char *a5)
 {
 	const char *argv[] = { VIOSCOPE_CLI, "trace", a1, a2, a3, a4, a5, NULL };
-	const char *env[] = { c->env_dir, NULL };
-	return th_run(argv, env, c->out, c->err);
+	const char *env[] = { td->env_dir, NULL };
+	return th_run(argv, env, td->out, td->err);
 }
 
 
@@ -84,12 +65,12 @@ static int on_tick(const struct th_event *e, void *opaque)
 	return 0;
 }
 
-static void dump_ticks(struct ctx *c, pid_t pid, struct ticks *t)
+static void dump_ticks(struct th_tmpdir *td, pid_t pid, struct ticks *t)
 {
 	char pidstr[32], cap[600], why[512];
 	snprintf(pidstr, sizeof pidstr, "%d", (int)pid);
-	snprintf(cap, sizeof cap, "%s/ticks.vstrace", c->dir);
-	assert_int_equal(cli(c, "dump", pidstr, "-o", cap, NULL), 0);
+	snprintf(cap, sizeof cap, "%s/ticks.vstrace", td->dir);
+	assert_int_equal(cli(td, "dump", pidstr, "-o", cap, NULL), 0);
 	memset(t, 0, sizeof *t);
 	if (th_walk(cap, on_tick, t, why, sizeof why) != 0)
 		fail_msg("%s", why);
@@ -124,7 +105,7 @@ static void wait_ticks(struct ticker *t, uint32_t from, uint32_t n)
 	assert_true(th_wait_until(reached, t, 60000));
 }
 
-static void ticker_start(struct ctx *c, struct ticker *t, const char *spec)
+static void ticker_start(struct th_tmpdir *td, struct ticker *t, const char *spec)
 {
 	int cmd[2], reply[2], ready[2];
 	char cfd[16], ofd[16], rfd[16], env_spec[64];
@@ -137,7 +118,7 @@ static void ticker_start(struct ctx *c, struct ticker *t, const char *spec)
 	snprintf(rfd, sizeof rfd, "%d", ready[1]);
 	snprintf(env_spec, sizeof env_spec, "VIOSCOPE_TRACE=%s", spec);
 	const char *argv[] = { WORKLOAD_COLD, "tick", "-c", cfd, "-o", ofd, "-r", rfd, NULL };
-	const char *env[] = { c->env_dir, env_spec, NULL };
+	const char *env[] = { td->env_dir, env_spec, NULL };
 	const int keep[] = { cmd[0], reply[1], ready[1], -1 };
 	t->pid = th_spawn(argv, env, keep, NULL, NULL);
 	assert_true(t->pid > 0);
@@ -168,31 +149,31 @@ static void ticker_quit(struct ticker *t)
  * though the process keeps ticking.  The process is never restarted. */
 static void test_enable_then_disable_live(void **state)
 {
-	struct ctx *c = *state;
+	struct th_tmpdir *td = *state;
 	struct ticker t;
 	struct ticks d;
 	char pidstr[32];
 
-	ticker_start(c, &t, "off");
+	ticker_start(td, &t, "off");
 	snprintf(pidstr, sizeof pidstr, "%d", (int)t.pid);
 	wait_ticks(&t, tick_count(&t), 5);
-	dump_ticks(c, t.pid, &d);
+	dump_ticks(td, t.pid, &d);
 	assert_int_equal(d.n, 0);
 
-	assert_int_equal(cli(c, "enable", pidstr, "verbose:test", NULL, NULL), 0);
-	assert_true(th_file_contains(c->out, "tracing set to verbose:test"));
+	assert_int_equal(cli(td, "enable", pidstr, "verbose:test", NULL, NULL), 0);
+	assert_true(th_file_contains(td->out, "tracing set to verbose:test"));
 	uint32_t on_at = tick_count(&t); /* every tick from here on passed an enabled check */
 	wait_ticks(&t, on_at, 5);
-	dump_ticks(c, t.pid, &d);
+	dump_ticks(td, t.pid, &d);
 	assert_true(d.n >= 5);
 	assert_true(d.contiguous);
 	assert_true(d.first <= on_at);
 	assert_true(d.last >= on_at + 4);
 
-	assert_int_equal(cli(c, "enable", pidstr, "off", NULL, NULL), 0);
+	assert_int_equal(cli(td, "enable", pidstr, "off", NULL, NULL), 0);
 	uint32_t off_at = tick_count(&t); /* every tick from here on passed a disabled check */
 	wait_ticks(&t, off_at, 20);
-	dump_ticks(c, t.pid, &d);
+	dump_ticks(td, t.pid, &d);
 	assert_true(d.n >= 5);
 	assert_true(d.last >= on_at + 4);
 	assert_true(d.last < off_at);
@@ -220,21 +201,21 @@ static bool recorder_attached(void *opaque)
  * counted while it ran, none lost; the process goes on, back in flight mode. */
 static void test_record_enables_and_stops_on_sigint(void **state)
 {
-	struct ctx *c = *state;
+	struct th_tmpdir *td = *state;
 	struct ticker t;
 	struct streaming s;
 	struct ticks d = { 0 };
 	char pidstr[32], cap[600], shm[600], why[512];
 
-	ticker_start(c, &t, "off");
+	ticker_start(td, &t, "off");
 	snprintf(pidstr, sizeof pidstr, "%d", (int)t.pid);
-	snprintf(cap, sizeof cap, "%s/record.vstrace", c->dir);
+	snprintf(cap, sizeof cap, "%s/record.vstrace", td->dir);
 	const char *argv[] = { VIOSCOPE_CLI, "trace", "record", pidstr, "-o", cap, "--enable",
 			       "verbose:test", NULL };
-	const char *env[] = { c->env_dir, NULL };
-	s.recorder = th_spawn(argv, env, NULL, NULL, c->err);
+	const char *env[] = { td->env_dir, NULL };
+	s.recorder = th_spawn(argv, env, NULL, NULL, td->err);
 	assert_true(s.recorder > 0);
-	th_shm_path(shm, sizeof shm, c->dir, t.pid);
+	th_shm_path(shm, sizeof shm, td->dir, t.pid);
 	if (vs_shm_open(&s.shm, shm, why, sizeof why) < 0)
 		fail_msg("%s", why);
 	assert_true(th_wait_until(recorder_attached, &s, 60000));
@@ -251,7 +232,7 @@ static void test_record_enables_and_stops_on_sigint(void **state)
 	assert_true(d.contiguous);
 	assert_true(d.first <= on_at);
 	assert_true(d.last >= on_at + 4);
-	assert_true(th_file_contains(c->err, " 0 dropped, 0 overwritten"));
+	assert_true(th_file_contains(td->err, " 0 dropped, 0 overwritten"));
 	assert_int_equal(waitpid(t.pid, NULL, WNOHANG), 0);
 	ticker_quit(&t);
 }
@@ -299,7 +280,7 @@ static int on_seq(const struct th_event *e, void *opaque)
 static void test_sigkill_flight_record_recovered_then_cleaned(void **state)
 {
 	enum { N = 100000 };
-	struct ctx *c = *state;
+	struct th_tmpdir *td = *state;
 	int ready[2];
 	char rfd[16], pidstr[32], shm[600], cap[600], why[512];
 	struct seq s = { 0 };
@@ -308,7 +289,7 @@ static void test_sigkill_flight_record_recovered_then_cleaned(void **state)
 	assert_int_equal(th_pipe(ready), 0);
 	snprintf(rfd, sizeof rfd, "%d", ready[1]);
 	const char *argv[] = { WORKLOAD_COLD, "seq", "-n", "100000", "-r", rfd, "-H", NULL };
-	const char *env[] = { c->env_dir, NULL };
+	const char *env[] = { td->env_dir, NULL };
 	const int keep[] = { ready[1], -1 };
 	pid_t pid = th_spawn(argv, env, keep, NULL, NULL);
 	assert_true(pid > 0);
@@ -319,17 +300,17 @@ static void test_sigkill_flight_record_recovered_then_cleaned(void **state)
 	assert_int_equal(th_wait(pid), 128 + SIGKILL);
 	close(ready[0]);
 
-	th_shm_path(shm, sizeof shm, c->dir, pid);
+	th_shm_path(shm, sizeof shm, td->dir, pid);
 	assert_int_equal(stat(shm, &st), 0);
 	snprintf(pidstr, sizeof pidstr, "%d", (int)pid);
-	assert_int_equal(cli(c, "list", NULL, NULL, NULL, NULL), 0);
+	assert_int_equal(cli(td, "list", NULL, NULL, NULL, NULL), 0);
 	char line_start[64];
 	snprintf(line_start, sizeof line_start, "\n%-8d dead", (int)pid);
-	assert_true(th_file_contains(c->out, line_start));
+	assert_true(th_file_contains(td->out, line_start));
 
-	snprintf(cap, sizeof cap, "%s/killed.vstrace", c->dir);
-	assert_int_equal(cli(c, "dump", pidstr, "-o", cap, NULL), 0);
-	assert_true(th_file_contains(c->err, "(process not running)"));
+	snprintf(cap, sizeof cap, "%s/killed.vstrace", td->dir);
+	assert_int_equal(cli(td, "dump", pidstr, "-o", cap, NULL), 0);
+	assert_true(th_file_contains(td->err, "(process not running)"));
 	if (th_walk(cap, on_seq, &s, why, sizeof why) != 0)
 		fail_msg("%s", why);
 	assert_int_equal(s.bad_text, 0);
@@ -340,10 +321,10 @@ static void test_sigkill_flight_record_recovered_then_cleaned(void **state)
 	assert_int_equal(s.n + s.lost, N);
 	unlink(cap);
 
-	assert_int_equal(cli(c, "clean", NULL, NULL, NULL, NULL), 0);
+	assert_int_equal(cli(td, "clean", NULL, NULL, NULL, NULL), 0);
 	char removed[700];
 	snprintf(removed, sizeof removed, "removed %s", shm);
-	assert_true(th_file_contains(c->out, removed));
+	assert_true(th_file_contains(td->out, removed));
 	assert_int_equal(stat(shm, &st), -1);
 	assert_int_equal(errno, ENOENT);
 }
@@ -397,18 +378,18 @@ static int on_threads(const struct th_event *e, void *opaque)
 static void test_flight_three_threads_counts_add_up(void **state)
 {
 	enum { T = 3, N = 20000 };
-	struct ctx *c = *state;
+	struct th_tmpdir *td = *state;
 	struct per_thread p = { 0 };
 	char pidstr[32], cap[600], why[512];
 
 	const char *argv[] = { WORKLOAD_COLD, "seq", "-n", "20000", "-t", "3", NULL };
-	const char *env[] = { c->env_dir, "VIOSCOPE_TRACE_RING=16K", "VIOSCOPE_TRACE_KEEP=1",
+	const char *env[] = { td->env_dir, "VIOSCOPE_TRACE_RING=16K", "VIOSCOPE_TRACE_KEEP=1",
 			      NULL };
 	pid_t pid = th_spawn(argv, env, NULL, NULL, NULL);
 	assert_int_equal(th_wait(pid), 0);
 	snprintf(pidstr, sizeof pidstr, "%d", (int)pid);
-	snprintf(cap, sizeof cap, "%s/three.vstrace", c->dir);
-	assert_int_equal(cli(c, "dump", pidstr, "-o", cap, NULL), 0);
+	snprintf(cap, sizeof cap, "%s/three.vstrace", td->dir);
+	assert_int_equal(cli(td, "dump", pidstr, "-o", cap, NULL), 0);
 	if (th_walk(cap, on_threads, &p, why, sizeof why) != 0)
 		fail_msg("%s", why);
 	assert_int_equal(p.bad_text, 0);
@@ -430,13 +411,10 @@ static void test_flight_three_threads_counts_add_up(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_enable_then_disable_live, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_record_enables_and_stops_on_sigint, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_sigkill_flight_record_recovered_then_cleaned,
-						setup, teardown),
-		cmocka_unit_test_setup_teardown(test_flight_three_threads_counts_add_up, setup,
-						teardown),
+		TMPDIR_TEST(test_enable_then_disable_live),
+		TMPDIR_TEST(test_record_enables_and_stops_on_sigint),
+		TMPDIR_TEST(test_sigkill_flight_record_recovered_then_cleaned),
+		TMPDIR_TEST(test_flight_three_threads_counts_add_up),
 	};
 	return cmocka_run_group_tests_name("trace.live", tests, NULL, NULL);
 }

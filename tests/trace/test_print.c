@@ -21,28 +21,12 @@
 
 #include "helpers.h"
 
-struct ctx {
-	char dir[512];
-	char env_dir[600];
-};
-
+/* Each test runs in its own VIOSCOPE_TRACE_DIR (helpers.h, struct th_tmpdir). */
 static int setup(void **state)
 {
-	struct ctx *c = calloc(1, sizeof *c);
-	if (!c || th_mkdtemp(c->dir, sizeof c->dir, "print") < 0)
-		return -1;
-	snprintf(c->env_dir, sizeof c->env_dir, "VIOSCOPE_TRACE_DIR=%s", c->dir);
-	*state = c;
-	return 0;
+	return th_tmpdir_setup(state, "print");
 }
-
-static int teardown(void **state)
-{
-	struct ctx *c = *state;
-	th_rmtree(c->dir);
-	free(c);
-	return 0;
-}
+#define TMPDIR_TEST(f) cmocka_unit_test_setup_teardown(f, setup, th_tmpdir_teardown)
 
 static void now_text(char *out, size_t len)
 {
@@ -62,14 +46,14 @@ static unsigned split_lines(char *text, char **lines, unsigned max)
 }
 
 /* Run a print-flavour workload in print mode; returns its pid and its lines. */
-static pid_t run_print(struct ctx *c, const char *workload, char **text, char **lines,
+static pid_t run_print(struct th_tmpdir *td, const char *workload, char **text, char **lines,
 		       unsigned *n, char *before, char *after)
 {
 	char file[600], env_file[700];
-	snprintf(file, sizeof file, "%s/print.txt", c->dir);
+	snprintf(file, sizeof file, "%s/print.txt", td->dir);
 	snprintf(env_file, sizeof env_file, "VIOSCOPE_TRACE_FILE=%s", file);
 	const char *argv[] = { workload, "print", NULL };
-	const char *env[] = { c->env_dir, env_file, "VIOSCOPE_TRACE=verbose:all", NULL };
+	const char *env[] = { td->env_dir, env_file, "VIOSCOPE_TRACE=verbose:all", NULL };
 	now_text(before, 64);
 	pid_t pid = th_spawn(argv, env, NULL, NULL, NULL);
 	assert_true(pid > 0);
@@ -115,11 +99,11 @@ static void check_line(const char *line, const char *before, const char *after, 
  * helper shows only itself (caller naming needs hot sites). */
 static void test_cold_print_lines(void **state)
 {
-	struct ctx *c = *state;
+	struct th_tmpdir *td = *state;
 	char *text, *lines[16], before[64], after[64];
 	unsigned n;
 
-	pid_t pid = run_print(c, WORKLOAD_COLD_PRINT, &text, lines, &n, before, after);
+	pid_t pid = run_print(td, WORKLOAD_COLD_PRINT, &text, lines, &n, before, after);
 	assert_int_equal(n, 4);
 	check_line(lines[0], before, after, pid, VS_LEVEL_INFO, "TEST", NULL, "wl_print_events",
 		   "print 42 hello");
@@ -135,11 +119,11 @@ static void test_cold_print_lines(void **state)
 /* Scenario: all-print also prints the _HP event, and the helper as caller>callee. */
 static void test_all_print_lines(void **state)
 {
-	struct ctx *c = *state;
+	struct th_tmpdir *td = *state;
 	char *text, *lines[16], before[64], after[64];
 	unsigned n;
 
-	pid_t pid = run_print(c, WORKLOAD_ALL_PRINT, &text, lines, &n, before, after);
+	pid_t pid = run_print(td, WORKLOAD_ALL_PRINT, &text, lines, &n, before, after);
 	assert_int_equal(n, 5);
 	check_line(lines[3], before, after, pid, VS_LEVEL_VERBOSE, "IO", NULL, "wl_print_events",
 		   "hot 1");
@@ -164,24 +148,24 @@ static const char *after_tid(const char *line)
  * time and tid. */
 static void test_print_matches_decoder(void **state)
 {
-	struct ctx *c = *state;
+	struct th_tmpdir *td = *state;
 	char *ptext, *plines[16], *dtext, *dlines[16], before[64], after[64];
 	char pidstr[32], cap[600], out[600];
 	unsigned pn, dn;
 
-	run_print(c, WORKLOAD_ALL_PRINT, &ptext, plines, &pn, before, after);
+	run_print(td, WORKLOAD_ALL_PRINT, &ptext, plines, &pn, before, after);
 
 	const char *argv[] = { WORKLOAD_ALL, "print", NULL };
-	const char *env[] = { c->env_dir, "VIOSCOPE_TRACE=verbose:all", "VIOSCOPE_TRACE_KEEP=1",
+	const char *env[] = { td->env_dir, "VIOSCOPE_TRACE=verbose:all", "VIOSCOPE_TRACE_KEEP=1",
 			      NULL };
 	pid_t pid = th_spawn(argv, env, NULL, NULL, NULL);
 	assert_int_equal(th_wait(pid), 0);
 	snprintf(pidstr, sizeof pidstr, "%d", (int)pid);
-	snprintf(cap, sizeof cap, "%s/print.vstrace", c->dir);
-	snprintf(out, sizeof out, "%s/decoded.txt", c->dir);
+	snprintf(cap, sizeof cap, "%s/print.vstrace", td->dir);
+	snprintf(out, sizeof out, "%s/decoded.txt", td->dir);
 	const char *dump[] = { VIOSCOPE_CLI, "trace", "dump", pidstr, "-o", cap, NULL };
 	const char *decode[] = { VIOSCOPE_CLI, "trace", "decode", cap, NULL };
-	const char *cenv[] = { c->env_dir, NULL };
+	const char *cenv[] = { td->env_dir, NULL };
 	assert_int_equal(th_run(dump, cenv, NULL, "/dev/null"), 0);
 	assert_int_equal(th_run(decode, cenv, out, NULL), 0);
 	dtext = th_read_file(out, NULL);
@@ -197,9 +181,9 @@ static void test_print_matches_decoder(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_cold_print_lines, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_all_print_lines, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_print_matches_decoder, setup, teardown),
+		TMPDIR_TEST(test_cold_print_lines),
+		TMPDIR_TEST(test_all_print_lines),
+		TMPDIR_TEST(test_print_matches_decoder),
 	};
 	return cmocka_run_group_tests_name("trace.print", tests, NULL, NULL);
 }

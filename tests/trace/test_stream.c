@@ -23,28 +23,12 @@
 #include "trace/record.h"
 #include "workload.h"
 
-struct ctx {
-	char dir[512];
-	char env_dir[600];
-};
-
+/* Each test runs in its own VIOSCOPE_TRACE_DIR (helpers.h, struct th_tmpdir). */
 static int setup(void **state)
 {
-	struct ctx *c = calloc(1, sizeof *c);
-	if (!c || th_mkdtemp(c->dir, sizeof c->dir, "stream") < 0)
-		return -1;
-	snprintf(c->env_dir, sizeof c->env_dir, "VIOSCOPE_TRACE_DIR=%s", c->dir);
-	*state = c;
-	return 0;
+	return th_tmpdir_setup(state, "stream");
 }
-
-static int teardown(void **state)
-{
-	struct ctx *c = *state;
-	th_rmtree(c->dir);
-	free(c);
-	return 0;
-}
+#define TMPDIR_TEST(f) cmocka_unit_test_setup_teardown(f, setup, th_tmpdir_teardown)
 
 /* ---- checking a stream of numbered events ---------------------------------------------- */
 #define MAX_THREADS 8
@@ -133,7 +117,7 @@ static void *rec_main(void *arg)
 
 /* Run the workload (all flavour, seq mode, EXTRA options) with a 4 KiB ring while
  * vs_trace_record streams it from a thread here; returns the workload's status. */
-static int record_workload(struct ctx *c, const char *n, const char *extra, const char *out,
+static int record_workload(struct th_tmpdir *td, const char *n, const char *extra, const char *out,
 			   struct vs_dump_stats *st)
 {
 	int ready[2], go[2];
@@ -145,7 +129,7 @@ static int record_workload(struct ctx *c, const char *n, const char *extra, cons
 	snprintf(rfd, sizeof rfd, "%d", ready[1]);
 	snprintf(gfd, sizeof gfd, "%d", go[0]);
 	const char *argv[] = { WORKLOAD_ALL, "seq", "-n", n, "-r", rfd, "-g", gfd, extra, NULL };
-	const char *env[] = { c->env_dir, "VIOSCOPE_TRACE_RING=4096", NULL };
+	const char *env[] = { td->env_dir, "VIOSCOPE_TRACE_RING=4096", NULL };
 	const int keep[] = { ready[1], go[0], -1 };
 	pid_t pid = th_spawn(argv, env, keep, NULL, NULL);
 	assert_true(pid > 0);
@@ -153,7 +137,7 @@ static int record_workload(struct ctx *c, const char *n, const char *extra, cons
 	close(go[0]);
 	assert_int_equal(th_read_byte(ready[0]), 'r');
 
-	th_shm_path(rec.target, sizeof rec.target, c->dir, pid);
+	th_shm_path(rec.target, sizeof rec.target, td->dir, pid);
 	snprintf(rec.out, sizeof rec.out, "%s", out);
 	sem_init(&rec.started, 0, 0);
 	assert_int_equal(pthread_create(&rec.th, NULL, rec_main, &rec), 0);
@@ -177,13 +161,13 @@ static int record_workload(struct ctx *c, const char *n, const char *extra, cons
  * up: every event arrives once, in order, with its values intact; nothing dropped. */
 static void test_wrap_paced_every_event_arrives_intact(void **state)
 {
-	struct ctx *c = *state;
+	struct th_tmpdir *td = *state;
 	struct vs_dump_stats st;
 	struct check k = { .threads = 1 };
 	char out[600];
 
-	snprintf(out, sizeof out, "%s/wrap.vstrace", c->dir);
-	assert_int_equal(record_workload(c, "20000", "-p", out, &st), 0);
+	snprintf(out, sizeof out, "%s/wrap.vstrace", td->dir);
+	assert_int_equal(record_workload(td, "20000", "-p", out, &st), 0);
 	assert_int_equal(st.dropped, 0);
 	assert_int_equal(st.overwritten, 0);
 	assert_true(st.bytes > 100 * 4096);
@@ -193,7 +177,7 @@ static void test_wrap_paced_every_event_arrives_intact(void **state)
 	assert_int_equal(k.markers, 0);
 	unlink(out);
 	/* a normal exit leaves no trace file behind */
-	assert_int_equal(th_count_files(c->dir, VS_SHM_PREFIX), 0);
+	assert_int_equal(th_count_files(td->dir, VS_SHM_PREFIX), 0);
 }
 
 /* Scenario: the same without pacing (200000 events into 4 KiB): the recorder may
@@ -202,13 +186,13 @@ static void test_wrap_paced_every_event_arrives_intact(void **state)
  * of the report at the end), and arrived + reported lost == written. */
 static void test_wrap_unpaced_every_gap_is_accounted(void **state)
 {
-	struct ctx *c = *state;
+	struct th_tmpdir *td = *state;
 	struct vs_dump_stats st;
 	struct check k = { .threads = 1, .allow_gaps = true };
 	char out[600];
 
-	snprintf(out, sizeof out, "%s/wrap-unpaced.vstrace", c->dir);
-	assert_int_equal(record_workload(c, "200000", NULL, out, &st), 0);
+	snprintf(out, sizeof out, "%s/wrap-unpaced.vstrace", td->dir);
+	assert_int_equal(record_workload(td, "200000", NULL, out, &st), 0);
 	assert_int_equal(st.overwritten, 0);
 	check_capture(out, &k);
 	print_message("arrived %llu, dropped %llu (%llu reports)\n", (unsigned long long)k.events,
@@ -239,7 +223,7 @@ static bool recorder_attached(void *opaque)
 static void test_cli_record_four_threads_every_event_once(void **state)
 {
 	enum { T = 4, N = 200000 };
-	struct ctx *c = *state;
+	struct th_tmpdir *td = *state;
 	struct check k = { .threads = T };
 	struct streaming s;
 	int ready[2], go[2];
@@ -251,7 +235,7 @@ static void test_cli_record_four_threads_every_event_once(void **state)
 	snprintf(gfd, sizeof gfd, "%d", go[0]);
 	const char *wargv[] = { WORKLOAD_ALL, "seq", "-n", "200000", "-t", "4",
 				"-r", rfd, "-g", gfd, NULL };
-	const char *env[] = { c->env_dir, "VIOSCOPE_TRACE_RING=16M", "VIOSCOPE_TRACE_THREADS=8",
+	const char *env[] = { td->env_dir, "VIOSCOPE_TRACE_RING=16M", "VIOSCOPE_TRACE_THREADS=8",
 			      NULL };
 	const int keep[] = { ready[1], go[0], -1 };
 	pid_t pid = th_spawn(wargv, env, keep, NULL, NULL);
@@ -261,13 +245,13 @@ static void test_cli_record_four_threads_every_event_once(void **state)
 	assert_int_equal(th_read_byte(ready[0]), 'r');
 
 	snprintf(pidstr, sizeof pidstr, "%d", (int)pid);
-	snprintf(out, sizeof out, "%s/four.vstrace", c->dir);
-	snprintf(err, sizeof err, "%s/record.err", c->dir);
+	snprintf(out, sizeof out, "%s/four.vstrace", td->dir);
+	snprintf(err, sizeof err, "%s/record.err", td->dir);
 	const char *rargv[] = { VIOSCOPE_CLI, "trace", "record", pidstr, "-o", out, NULL };
-	const char *renv[] = { c->env_dir, NULL };
+	const char *renv[] = { td->env_dir, NULL };
 	s.recorder = th_spawn(rargv, renv, NULL, NULL, err);
 	assert_true(s.recorder > 0);
-	th_shm_path(shm, sizeof shm, c->dir, pid);
+	th_shm_path(shm, sizeof shm, td->dir, pid);
 	if (vs_shm_open(&s.shm, shm, why, sizeof why) < 0)
 		fail_msg("%s", why);
 	assert_true(th_wait_until(recorder_attached, &s, 60000));
@@ -295,12 +279,9 @@ static void test_cli_record_four_threads_every_event_once(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_wrap_paced_every_event_arrives_intact, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_wrap_unpaced_every_gap_is_accounted, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_cli_record_four_threads_every_event_once,
-						setup, teardown),
+		TMPDIR_TEST(test_wrap_paced_every_event_arrives_intact),
+		TMPDIR_TEST(test_wrap_unpaced_every_gap_is_accounted),
+		TMPDIR_TEST(test_cli_record_four_threads_every_event_once),
 	};
 	return cmocka_run_group_tests_name("trace.stream", tests, NULL, NULL);
 }
