@@ -21,7 +21,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "helpers.h"
+#include "driver.h"
 #include "workload.h"
 
 /* Each test runs in its own VIOSCOPE_TRACE_DIR (helpers.h, struct th_tmpdir). */
@@ -30,15 +30,6 @@ static int setup(void **state)
 	return th_tmpdir_setup(state, "live");
 }
 #define TMPDIR_TEST(f) cmocka_unit_test_setup_teardown(f, setup, th_tmpdir_teardown)
-
-/* Run `vioscope trace ARGS...` in the test's directory; returns its exit status. */
-static int cli(struct th_tmpdir *td, const char *a1, const char *a2, const char *a3, const char *a4,
-	       const char *a5)
-{
-	const char *argv[] = { VIOSCOPE_CLI, "trace", a1, a2, a3, a4, a5, NULL };
-	const char *env[] = { td->env_dir, NULL };
-	return th_run(argv, env, td->out, td->err);
-}
 
 
 /* ---- what a dump holds ----------------------------------------------------------------- */
@@ -67,14 +58,8 @@ static int on_tick(const struct th_event *e, void *opaque)
 
 static void dump_ticks(struct th_tmpdir *td, pid_t pid, struct ticks *t)
 {
-	char pidstr[32], cap[600], why[512];
-	snprintf(pidstr, sizeof pidstr, "%d", (int)pid);
-	snprintf(cap, sizeof cap, "%s/ticks.vstrace", td->dir);
-	assert_int_equal(cli(td, "dump", pidstr, "-o", cap, NULL), 0);
 	memset(t, 0, sizeof *t);
-	if (th_walk(cap, on_tick, t, why, sizeof why) != 0)
-		fail_msg("%s", why);
-	unlink(cap);
+	th_dump_and_walk(td, pid, on_tick, t);
 }
 
 /* ---- the tick workload ------------------------------------------------------------------- */
@@ -160,7 +145,7 @@ static void test_enable_then_disable_live(void **state)
 	dump_ticks(td, t.pid, &d);
 	assert_int_equal(d.n, 0);
 
-	assert_int_equal(cli(td, "enable", pidstr, "verbose:test", NULL, NULL), 0);
+	assert_int_equal(th_cli(td, "enable", pidstr, "verbose:test", NULL), 0);
 	assert_true(th_file_contains(td->out, "tracing set to verbose:test"));
 	uint32_t on_at = tick_count(&t); /* every tick from here on passed an enabled check */
 	wait_ticks(&t, on_at, 5);
@@ -170,7 +155,7 @@ static void test_enable_then_disable_live(void **state)
 	assert_true(d.first <= on_at);
 	assert_true(d.last >= on_at + 4);
 
-	assert_int_equal(cli(td, "enable", pidstr, "off", NULL, NULL), 0);
+	assert_int_equal(th_cli(td, "enable", pidstr, "off", NULL), 0);
 	uint32_t off_at = tick_count(&t); /* every tick from here on passed a disabled check */
 	wait_ticks(&t, off_at, 20);
 	dump_ticks(td, t.pid, &d);
@@ -183,18 +168,6 @@ static void test_enable_then_disable_live(void **state)
 	ticker_quit(&t);
 }
 
-struct streaming {
-	struct vs_shm shm;
-	pid_t recorder;
-};
-
-static bool recorder_attached(void *opaque)
-{
-	struct streaming *s = opaque;
-	return __atomic_load_n(&s->shm.hdr->mode, __ATOMIC_ACQUIRE) == VS_MODE_STREAM &&
-	       __atomic_load_n(&s->shm.hdr->recorder_pid, __ATOMIC_ACQUIRE) == s->recorder;
-}
-
 /* Scenario: `trace record PID -o FILE --enable verbose:test` on a process started
  * with tracing off turns its ticks on as streaming starts, and Ctrl-C (SIGINT)
  * ends the recording cleanly: exit 0, a complete capture holding the ticks
@@ -203,32 +176,20 @@ static void test_record_enables_and_stops_on_sigint(void **state)
 {
 	struct th_tmpdir *td = *state;
 	struct ticker t;
-	struct streaming s;
+	struct vs_shm shm;
 	struct ticks d = { 0 };
-	char pidstr[32], cap[600], shm[600], why[512];
 
 	ticker_start(td, &t, "off");
-	snprintf(pidstr, sizeof pidstr, "%d", (int)t.pid);
-	snprintf(cap, sizeof cap, "%s/record.vstrace", td->dir);
-	const char *argv[] = { VIOSCOPE_CLI, "trace", "record", pidstr, "-o", cap, "--enable",
-			       "verbose:test", NULL };
-	const char *env[] = { td->env_dir, NULL };
-	s.recorder = th_spawn(argv, env, NULL, NULL, td->err);
-	assert_true(s.recorder > 0);
-	th_shm_path(shm, sizeof shm, td->dir, t.pid);
-	if (vs_shm_open(&s.shm, shm, why, sizeof why) < 0)
-		fail_msg("%s", why);
-	assert_true(th_wait_until(recorder_attached, &s, 60000));
+	pid_t recorder = th_start_recording(td, t.pid, td->cap, "verbose:test", &shm);
 	uint32_t on_at = tick_count(&t);
 	wait_ticks(&t, on_at, 5);
-	assert_int_equal(kill(s.recorder, SIGINT), 0);
-	assert_int_equal(th_wait(s.recorder), 0);
-	assert_int_equal(s.shm.hdr->mode, VS_MODE_FLIGHT);
-	assert_int_equal(s.shm.hdr->recorder_pid, 0);
-	vs_shm_close(&s.shm);
+	assert_int_equal(kill(recorder, SIGINT), 0);
+	assert_int_equal(th_wait(recorder), 0);
+	assert_int_equal(shm.hdr->mode, VS_MODE_FLIGHT);
+	assert_int_equal(shm.hdr->recorder_pid, 0);
+	vs_shm_close(&shm);
 
-	if (th_walk(cap, on_tick, &d, why, sizeof why) != 0)
-		fail_msg("%s", why);
+	th_walk_or_fail(td->cap, on_tick, &d);
 	assert_true(d.contiguous);
 	assert_true(d.first <= on_at);
 	assert_true(d.last >= on_at + 4);
@@ -281,47 +242,33 @@ static void test_sigkill_flight_record_recovered_then_cleaned(void **state)
 {
 	enum { N = 100000 };
 	struct th_tmpdir *td = *state;
-	int ready[2];
-	char rfd[16], pidstr[32], shm[600], cap[600], why[512];
+	char shm[600];
 	struct seq s = { 0 };
 	struct stat st;
 
-	assert_int_equal(th_pipe(ready), 0);
-	snprintf(rfd, sizeof rfd, "%d", ready[1]);
-	const char *argv[] = { WORKLOAD_COLD, "seq", "-n", "100000", "-r", rfd, "-H", NULL };
-	const char *env[] = { td->env_dir, NULL };
-	const int keep[] = { ready[1], -1 };
-	pid_t pid = th_spawn(argv, env, keep, NULL, NULL);
-	assert_true(pid > 0);
-	close(ready[1]);
-	assert_int_equal(th_read_byte(ready[0]), 'r');
-	assert_int_equal(th_read_byte(ready[0]), 'd'); /* all events written */
-	assert_int_equal(kill(pid, SIGKILL), 0);
-	assert_int_equal(th_wait(pid), 128 + SIGKILL);
-	close(ready[0]);
+	const char *argv[] = { WORKLOAD_COLD, "seq", "-n", "100000", NULL };
+	pid_t pid = th_start_holding(td, argv, NULL); /* all events written */
+	th_kill_holding(pid);
 
 	th_shm_path(shm, sizeof shm, td->dir, pid);
 	assert_int_equal(stat(shm, &st), 0);
-	snprintf(pidstr, sizeof pidstr, "%d", (int)pid);
-	assert_int_equal(cli(td, "list", NULL, NULL, NULL, NULL), 0);
+	assert_int_equal(th_cli(td, "list", NULL), 0);
 	char line_start[64];
 	snprintf(line_start, sizeof line_start, "\n%-8d dead", (int)pid);
 	assert_true(th_file_contains(td->out, line_start));
 
-	snprintf(cap, sizeof cap, "%s/killed.vstrace", td->dir);
-	assert_int_equal(cli(td, "dump", pidstr, "-o", cap, NULL), 0);
+	th_dump(td, pid);
 	assert_true(th_file_contains(td->err, "(process not running)"));
-	if (th_walk(cap, on_seq, &s, why, sizeof why) != 0)
-		fail_msg("%s", why);
+	th_walk_or_fail(td->cap, on_seq, &s);
 	assert_int_equal(s.bad_text, 0);
 	assert_true(s.n > 0);
 	assert_int_equal(s.last, N - 1);
 	assert_true(s.contiguous);
 	assert_int_equal(s.first, N - s.n);
 	assert_int_equal(s.n + s.lost, N);
-	unlink(cap);
+	unlink(td->cap);
 
-	assert_int_equal(cli(td, "clean", NULL, NULL, NULL, NULL), 0);
+	assert_int_equal(th_cli(td, "clean", NULL), 0);
 	char removed[700];
 	snprintf(removed, sizeof removed, "removed %s", shm);
 	assert_true(th_file_contains(td->out, removed));
@@ -380,18 +327,11 @@ static void test_flight_three_threads_counts_add_up(void **state)
 	enum { T = 3, N = 20000 };
 	struct th_tmpdir *td = *state;
 	struct per_thread p = { 0 };
-	char pidstr[32], cap[600], why[512];
 
 	const char *argv[] = { WORKLOAD_COLD, "seq", "-n", "20000", "-t", "3", NULL };
-	const char *env[] = { td->env_dir, "VIOSCOPE_TRACE_RING=16K", "VIOSCOPE_TRACE_KEEP=1",
-			      NULL };
-	pid_t pid = th_spawn(argv, env, NULL, NULL, NULL);
-	assert_int_equal(th_wait(pid), 0);
-	snprintf(pidstr, sizeof pidstr, "%d", (int)pid);
-	snprintf(cap, sizeof cap, "%s/three.vstrace", td->dir);
-	assert_int_equal(cli(td, "dump", pidstr, "-o", cap, NULL), 0);
-	if (th_walk(cap, on_threads, &p, why, sizeof why) != 0)
-		fail_msg("%s", why);
+	const char *env[] = { "VIOSCOPE_TRACE_RING=16K", "VIOSCOPE_TRACE_KEEP=1", NULL };
+	pid_t pid = th_run_workload(td, argv, env, NULL);
+	th_dump_and_walk(td, pid, on_threads, &p);
 	assert_int_equal(p.bad_text, 0);
 	assert_int_equal(p.nloss, T);
 	for (unsigned t = 0; t < T; t++) {
@@ -405,7 +345,6 @@ static void test_flight_three_threads_counts_add_up(void **state)
 		assert_int_equal(p.t[t].first, N - p.t[t].n);
 		assert_int_equal(lost, N - p.t[t].n);
 	}
-	unlink(cap);
 }
 
 int main(void)
