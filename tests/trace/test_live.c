@@ -22,6 +22,7 @@
 #include <cmocka.h>
 
 #include "driver.h"
+#include "sequence.h"
 #include "workload.h"
 
 /* Each test runs in its own VIOSCOPE_TRACE_DIR (helpers.h, struct th_tmpdir). */
@@ -33,30 +34,16 @@ static int setup(void **state)
 
 
 /* ---- what a dump holds ----------------------------------------------------------------- */
-struct ticks {
-	unsigned n;
-	unsigned first, last;
-	bool contiguous;
-};
-
+/* The tick numbers of a capture, into a struct th_sequence. */
 static int on_tick(const struct th_event *e, void *opaque)
 {
-	struct ticks *t = opaque;
 	unsigned v;
-	if (!e->ev->site || sscanf(e->msg, "tick %u", &v) != 1)
-		return 0;
-	if (t->n == 0) {
-		t->first = v;
-		t->contiguous = true;
-	} else if (v != t->last + 1) {
-		t->contiguous = false;
-	}
-	t->last = v;
-	t->n++;
+	if (e->ev->site && sscanf(e->msg, "tick %u", &v) == 1)
+		th_sequence_add(opaque, v);
 	return 0;
 }
 
-static void dump_ticks(struct th_tmpdir *td, pid_t pid, struct ticks *t)
+static void dump_ticks(struct th_tmpdir *td, pid_t pid, struct th_sequence *t)
 {
 	memset(t, 0, sizeof *t);
 	th_dump_and_walk(td, pid, on_tick, t);
@@ -136,7 +123,7 @@ static void test_enable_then_disable_live(void **state)
 {
 	struct th_tmpdir *td = *state;
 	struct ticker t;
-	struct ticks d;
+	struct th_sequence d;
 	char pidstr[32];
 
 	ticker_start(td, &t, "off");
@@ -177,7 +164,7 @@ static void test_record_enables_and_stops_on_sigint(void **state)
 	struct th_tmpdir *td = *state;
 	struct ticker t;
 	struct vs_shm shm;
-	struct ticks d = { 0 };
+	struct th_sequence d = { 0 };
 
 	ticker_start(td, &t, "off");
 	pid_t recorder = th_start_recording(td, t.pid, td->cap, "verbose:test", &shm);
@@ -200,8 +187,7 @@ static void test_record_enables_and_stops_on_sigint(void **state)
 
 /* ---- flight recorder after SIGKILL ------------------------------------------------------- */
 struct seq {
-	unsigned n, last, first;
-	bool contiguous;
+	struct th_sequence seen; /* the event numbers */
 	uint64_t lost;
 	unsigned bad_text;
 };
@@ -222,14 +208,7 @@ static int on_seq(const struct th_event *e, void *opaque)
 	wl_expect_seq(want, sizeof want, t, i);
 	if (strcmp(want, e->msg) != 0)
 		s->bad_text++;
-	if (s->n == 0) {
-		s->first = i;
-		s->contiguous = true;
-	} else if (i != s->last + 1) {
-		s->contiguous = false;
-	}
-	s->last = i;
-	s->n++;
+	th_sequence_add(&s->seen, i);
 	return 0;
 }
 
@@ -261,11 +240,11 @@ static void test_sigkill_flight_record_recovered_then_cleaned(void **state)
 	assert_true(th_file_contains(td->err, "(process not running)"));
 	th_walk_or_fail(td->cap, on_seq, &s);
 	assert_int_equal(s.bad_text, 0);
-	assert_true(s.n > 0);
-	assert_int_equal(s.last, N - 1);
-	assert_true(s.contiguous);
-	assert_int_equal(s.first, N - s.n);
-	assert_int_equal(s.n + s.lost, N);
+	assert_true(s.seen.n > 0);
+	assert_int_equal(s.seen.last, N - 1);
+	assert_true(s.seen.contiguous);
+	assert_int_equal(s.seen.first, N - s.seen.n);
+	assert_int_equal(s.seen.n + s.lost, N);
 	unlink(td->cap);
 
 	assert_int_equal(th_cli(td, "clean", NULL), 0);
@@ -280,8 +259,7 @@ static void test_sigkill_flight_record_recovered_then_cleaned(void **state)
 struct per_thread {
 	struct {
 		uint32_t tid;
-		unsigned n, first, last;
-		bool contiguous;
+		struct th_sequence seen; /* its event numbers; contiguous only from one tid */
 	} t[4];
 	struct {
 		uint32_t tid;
@@ -306,15 +284,11 @@ static int on_threads(const struct th_event *e, void *opaque)
 	}
 	wl_expect_seq(want, sizeof want, t, i);
 	p->bad_text += strcmp(want, e->msg) != 0;
-	if (p->t[t].n == 0) {
+	if (p->t[t].seen.n == 0)
 		p->t[t].tid = e->ev->tid;
-		p->t[t].first = i;
-		p->t[t].contiguous = true;
-	} else if (i != p->t[t].last + 1 || e->ev->tid != p->t[t].tid) {
-		p->t[t].contiguous = false;
-	}
-	p->t[t].last = i;
-	p->t[t].n++;
+	else if (e->ev->tid != p->t[t].tid)
+		p->t[t].seen.contiguous = false;
+	th_sequence_add(&p->t[t].seen, i);
 	return 0;
 }
 
@@ -339,11 +313,11 @@ static void test_flight_three_threads_counts_add_up(void **state)
 		for (unsigned k = 0; k < p.nloss; k++)
 			if (p.loss[k].tid == p.t[t].tid)
 				lost = p.loss[k].lost;
-		assert_true(p.t[t].n > 0);
-		assert_true(p.t[t].contiguous);
-		assert_int_equal(p.t[t].last, N - 1);
-		assert_int_equal(p.t[t].first, N - p.t[t].n);
-		assert_int_equal(lost, N - p.t[t].n);
+		assert_true(p.t[t].seen.n > 0);
+		assert_true(p.t[t].seen.contiguous);
+		assert_int_equal(p.t[t].seen.last, N - 1);
+		assert_int_equal(p.t[t].seen.first, N - p.t[t].seen.n);
+		assert_int_equal(lost, N - p.t[t].seen.n);
 	}
 }
 

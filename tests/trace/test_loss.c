@@ -29,6 +29,8 @@
 #include "trace/record.h"
 #include "trace/tracefmt.h"
 
+#include "sequence.h"
+
 #define RING 4096u
 /* "loss %u": 16-byte header + one u32, rounded up to 8 */
 #define REC  24u
@@ -180,9 +182,7 @@ static void recorder_stop(struct recorder *r)
 /* ---- what a capture holds for one thread -------------------------------------------------- */
 struct seen {
 	uint32_t tid;
-	unsigned events;      /* "loss %u" events */
-	unsigned first, last; /* their numbers */
-	bool contiguous;
+	struct th_sequence numbers; /* of the "loss %u" events */
 	unsigned markers;     /* loss reports for this thread */
 	uint64_t lost;        /* sum of their counts */
 	bool dropped_kind, overwritten_kind;
@@ -202,7 +202,7 @@ static int on_event(const struct vs_cap_event *ev, void *opaque)
 		return 0;
 	if (!ev->site) {
 		if (s->markers++ == 0)
-			s->marker_after = (int)s->events;
+			s->marker_after = (int)s->numbers.n;
 		s->lost += ev->lost;
 		s->dropped_kind |= strstr(ev->lost_what, "dropped") != NULL;
 		s->overwritten_kind |= strstr(ev->lost_what, "overwritten") != NULL;
@@ -214,14 +214,7 @@ static int on_event(const struct vs_cap_event *ev, void *opaque)
 		s->after++;
 		s->after_follows_marker = s->last_was_marker;
 	} else if (sscanf(msg, "loss %u", &n) == 1) {
-		if (s->events == 0) {
-			s->first = n;
-			s->contiguous = true;
-		} else if (n != s->last + 1) {
-			s->contiguous = false;
-		}
-		s->last = n;
-		s->events++;
+		th_sequence_add(&s->numbers, n);
 	}
 	s->last_was_marker = false;
 	return 0;
@@ -301,10 +294,10 @@ static void test_stream_full_ring_counts_drops_then_marks_them(void **state)
 	assert_int_equal(rec.st.dropped, N - FIT);
 
 	walk_capture(rec.path, &s, w.tid);
-	assert_int_equal(s.events, FIT);
-	assert_int_equal(s.first, 0);
-	assert_int_equal(s.last, FIT - 1);
-	assert_true(s.contiguous);
+	assert_int_equal(s.numbers.n, FIT);
+	assert_int_equal(s.numbers.first, 0);
+	assert_int_equal(s.numbers.last, FIT - 1);
+	assert_true(s.numbers.contiguous);
 	assert_int_equal(s.markers, 1);
 	assert_int_equal(s.lost, N - FIT);
 	assert_true(s.dropped_kind);
@@ -343,9 +336,9 @@ static void test_stream_drops_at_thread_end_are_reported(void **state)
 
 	dump_self("stream-end", path, sizeof path, &st);
 	walk_capture(path, &s, w.tid);
-	assert_int_equal(s.events, FIT);
-	assert_true(s.contiguous);
-	assert_int_equal(s.last, FIT - 1);
+	assert_int_equal(s.numbers.n, FIT);
+	assert_true(s.numbers.contiguous);
+	assert_int_equal(s.numbers.last, FIT - 1);
 	assert_int_equal(s.markers, 1);
 	assert_int_equal(s.marker_after, FIT); /* after the last event */
 	assert_int_equal(s.lost, N - FIT);
@@ -378,13 +371,13 @@ static void test_flight_overwrites_oldest_and_keeps_newest(void **state)
 
 	dump_self("flight", path, sizeof path, &st);
 	walk_capture(path, &s, w.tid);
-	assert_true(s.events > 0);
-	assert_true(s.events <= RING / REC);
+	assert_true(s.numbers.n > 0);
+	assert_true(s.numbers.n <= RING / REC);
 	assert_true(overwritten > 0);
-	assert_int_equal(s.events + overwritten, N);
-	assert_int_equal(s.last, N - 1);
-	assert_int_equal(s.first, N - s.events);
-	assert_true(s.contiguous);
+	assert_int_equal(s.numbers.n + overwritten, N);
+	assert_int_equal(s.numbers.last, N - 1);
+	assert_int_equal(s.numbers.first, N - s.numbers.n);
+	assert_true(s.numbers.contiguous);
 	assert_int_equal(s.markers, 1);
 	assert_int_equal(s.marker_after, 0);
 	assert_int_equal(s.lost, overwritten);
@@ -412,10 +405,10 @@ static void test_flight_many_wraps_counts_add_up(void **state)
 	assert_non_null(r);
 	dump_self("flight-wraps", path, sizeof path, &st);
 	walk_capture(path, &s, w.tid);
-	assert_true(s.events > 0);
-	assert_int_equal(s.events + r->overwritten, N);
-	assert_int_equal(s.last, N - 1);
-	assert_true(s.contiguous);
+	assert_true(s.numbers.n > 0);
+	assert_int_equal(s.numbers.n + r->overwritten, N);
+	assert_int_equal(s.numbers.last, N - 1);
+	assert_true(s.numbers.contiguous);
 	unlink(path);
 }
 
@@ -448,12 +441,12 @@ static void test_flight_after_recorder_counts_add_up(void **state)
 
 	walk_capture(rec.path, &rs, w.tid);
 	walk_capture(path, &ds, w.tid);
-	assert_true(rs.events > 0 && rs.contiguous);
-	assert_int_equal(rs.last, N1 - 1);
-	assert_true(ds.events > 0 && ds.contiguous);
-	assert_int_equal(ds.last, N - 1);
-	assert_true(ds.first > rs.last);
-	assert_int_equal(rs.events + ds.events + r->overwritten, N);
+	assert_true(rs.numbers.n > 0 && rs.numbers.contiguous);
+	assert_int_equal(rs.numbers.last, N1 - 1);
+	assert_true(ds.numbers.n > 0 && ds.numbers.contiguous);
+	assert_int_equal(ds.numbers.last, N - 1);
+	assert_true(ds.numbers.first > rs.numbers.last);
+	assert_int_equal(rs.numbers.n + ds.numbers.n + r->overwritten, N);
 	unlink(rec.path);
 	unlink(path);
 }
