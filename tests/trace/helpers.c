@@ -43,6 +43,46 @@ void th_rmtree(const char *dir)
 	rmdir(dir);
 }
 
+int th_tmpdir_init(struct th_tmpdir *t, const char *tag)
+{
+	int rc = th_mkdtemp(t->dir, sizeof t->dir, tag);
+	if (rc < 0)
+		return rc;
+	snprintf(t->env_dir, sizeof t->env_dir, "VIOSCOPE_TRACE_DIR=%s", t->dir);
+	snprintf(t->out, sizeof t->out, "%s.out", t->dir);
+	snprintf(t->err, sizeof t->err, "%s.err", t->dir);
+	snprintf(t->cap, sizeof t->cap, "%s.vstrace", t->dir);
+	return 0;
+}
+
+void th_tmpdir_fini(struct th_tmpdir *t)
+{
+	th_rmtree(t->dir);
+	/* a test that stopped early (a failed assert) may have left any of these */
+	unlink(t->out);
+	unlink(t->err);
+	unlink(t->cap);
+}
+
+int th_tmpdir_setup(void **state, const char *tag)
+{
+	struct th_tmpdir *t = calloc(1, sizeof *t);
+	if (!t || th_tmpdir_init(t, tag) < 0) {
+		free(t);
+		return -1;
+	}
+	*state = t;
+	return 0;
+}
+
+int th_tmpdir_teardown(void **state)
+{
+	struct th_tmpdir *t = *state;
+	th_tmpdir_fini(t);
+	free(t);
+	return 0;
+}
+
 int th_count_files(const char *dir, const char *prefix)
 {
 	DIR *d = opendir(dir);

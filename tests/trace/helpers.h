@@ -19,6 +19,25 @@
 int th_mkdtemp(char *out, size_t len, const char *tag);
 /* Remove DIR and the files in it (one level, as trace directories are). */
 void th_rmtree(const char *dir);
+/* A test's own trace directory, the cmocka fixture of the driver tests: every
+ * program a test starts gets VIOSCOPE_TRACE_DIR=DIR, so no test sees another's
+ * trace files. */
+struct th_tmpdir {
+	char dir[512];     /* from th_mkdtemp; removed with the files in it */
+	char env_dir[600]; /* "VIOSCOPE_TRACE_DIR=DIR", for th_spawn's ENV */
+	/* Next to DIR, not in it, since tests count the files in DIR; also removed. */
+	char out[600], err[600]; /* where a test sends the CLI's stdout and stderr */
+	char cap[600];           /* a scratch capture file */
+};
+/* Make T's directory (mkdtemp, named after TAG) and paths; 0 or -errno. */
+int th_tmpdir_init(struct th_tmpdir *t, const char *tag);
+/* Remove the directory, the files in it and the files next to it. */
+void th_tmpdir_fini(struct th_tmpdir *t);
+/* The same as a cmocka setup/teardown pair: *state becomes a calloc'd struct
+ * th_tmpdir.  A test file's setup is `return th_tmpdir_setup(state, "TAG");`. */
+int th_tmpdir_setup(void **state, const char *tag);
+int th_tmpdir_teardown(void **state);
+
 /* Number of entries in DIR whose name starts with PREFIX (NULL: all). */
 int th_count_files(const char *dir, const char *prefix);
 

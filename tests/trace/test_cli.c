@@ -18,161 +18,95 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "helpers.h"
+#include "driver.h"
 #include "workload.h"
 
-struct ctx {
-	char dir[512];
-	char env_dir[600];
-	char out[600], err[600];
-};
-
+/* Each test runs in its own VIOSCOPE_TRACE_DIR (helpers.h, struct th_tmpdir). */
 static int setup(void **state)
 {
-	struct ctx *c = calloc(1, sizeof *c);
-	if (!c || th_mkdtemp(c->dir, sizeof c->dir, "cli") < 0)
-		return -1;
-	snprintf(c->env_dir, sizeof c->env_dir, "VIOSCOPE_TRACE_DIR=%s", c->dir);
-	/* CLI output goes next to, not into, the trace directory: the tests count
-	 * the files in it. */
-	snprintf(c->out, sizeof c->out, "%s.out", c->dir);
-	snprintf(c->err, sizeof c->err, "%s.err", c->dir);
-	*state = c;
-	return 0;
+	return th_tmpdir_setup(state, "cli");
 }
+#define TMPDIR_TEST(f) cmocka_unit_test_setup_teardown(f, setup, th_tmpdir_teardown)
 
-static int teardown(void **state)
+/* The cold workload, three threads of 300 numbered events each. */
+static const char *const three_threads[] = { WORKLOAD_COLD, "seq", "-n", "300", "-t", "3", NULL };
+
+/* A cold workload that stays alive (hold mode) until killed. */
+static pid_t start_holder(struct th_tmpdir *td)
 {
-	struct ctx *c = *state;
-	char cap[700];
-	th_rmtree(c->dir);
-	unlink(c->out);
-	unlink(c->err);
-	snprintf(cap, sizeof cap, "%s.vstrace", c->dir); /* captures, if a test stopped early */
-	unlink(cap);
-	free(c);
-	return 0;
-}
-
-static int cli(struct ctx *c, const char *a1, const char *a2, const char *a3, const char *a4,
-	       const char *a5)
-{
-	const char *argv[] = { VIOSCOPE_CLI, "trace", a1, a2, a3, a4, a5, NULL };
-	const char *env[] = { c->env_dir, NULL };
-	return th_run(argv, env, c->out, c->err);
-}
-
-
-/* Run the cold workload in seq mode to completion with extra environment ENV2. */
-static pid_t run_workload(struct ctx *c, const char *env2, int *status)
-{
-	const char *argv[] = { WORKLOAD_COLD, "seq", "-n", "300", "-t", "3", NULL };
-	const char *env[] = { c->env_dir, env2, NULL };
-	pid_t pid = th_spawn(argv, env, NULL, NULL, NULL);
-	assert_true(pid > 0);
-	*status = th_wait(pid);
-	return pid;
-}
-
-/* A workload that stays alive (hold mode) until killed. */
-static pid_t start_holder(struct ctx *c)
-{
-	int ready[2];
-	char rfd[16];
-	assert_int_equal(th_pipe(ready), 0);
-	snprintf(rfd, sizeof rfd, "%d", ready[1]);
-	const char *argv[] = { WORKLOAD_COLD, "seq", "-n", "10", "-r", rfd, "-H", NULL };
-	const char *env[] = { c->env_dir, NULL };
-	const int keep[] = { ready[1], -1 };
-	pid_t pid = th_spawn(argv, env, keep, NULL, NULL);
-	assert_true(pid > 0);
-	close(ready[1]);
-	assert_int_equal(th_read_byte(ready[0]), 'r');
-	assert_int_equal(th_read_byte(ready[0]), 'd');
-	close(ready[0]);
-	return pid;
-}
-
-static void stop_holder(pid_t pid)
-{
-	kill(pid, SIGKILL);
-	assert_int_equal(th_wait(pid), 128 + SIGKILL);
+	const char *argv[] = { WORKLOAD_COLD, "seq", "-n", "10", NULL };
+	return th_start_holding(td, argv, NULL);
 }
 
 /* Scenario: a traced process with three threads exits normally: its trace file
  * is gone, the directory is empty. */
 static void test_exit_leaves_nothing_behind(void **state)
 {
-	struct ctx *c = *state;
-	int status;
-	run_workload(c, NULL, &status);
-	assert_int_equal(status, 0);
-	assert_int_equal(th_count_files(c->dir, NULL), 0);
+	struct th_tmpdir *td = *state;
+	th_run_workload(td, three_threads, NULL, NULL);
+	assert_int_equal(th_count_files(td->dir, NULL), 0);
 }
 
 /* Scenario: the same with VIOSCOPE_TRACE_KEEP=1: the file stays, `trace list`
  * shows the process as dead, and its flight record can still be dumped. */
 static void test_keep_leaves_the_file_for_a_dump(void **state)
 {
-	struct ctx *c = *state;
-	char shm[600], pidstr[32], cap[700], line[64];
+	struct th_tmpdir *td = *state;
+	const char *keep[] = { "VIOSCOPE_TRACE_KEEP=1", NULL };
+	char shm[600], line[64];
 	struct stat st;
-	int status;
 
-	pid_t pid = run_workload(c, "VIOSCOPE_TRACE_KEEP=1", &status);
-	assert_int_equal(status, 0);
-	th_shm_path(shm, sizeof shm, c->dir, pid);
+	pid_t pid = th_run_workload(td, three_threads, keep, NULL);
+	th_shm_path(shm, sizeof shm, td->dir, pid);
 	assert_int_equal(stat(shm, &st), 0);
 	assert_int_equal(st.st_mode & 0777, 0600); /* owner-only */
-	assert_int_equal(th_count_files(c->dir, NULL), 1);
+	assert_int_equal(th_count_files(td->dir, NULL), 1);
 
-	assert_int_equal(cli(c, "list", NULL, NULL, NULL, NULL), 0);
+	assert_int_equal(th_cli(td, "list", NULL), 0);
 	snprintf(line, sizeof line, "\n%-8d dead  cold", (int)pid);
-	assert_true(th_file_contains(c->out, line));
+	assert_true(th_file_contains(td->out, line));
 
-	snprintf(pidstr, sizeof pidstr, "%d", (int)pid);
-	snprintf(cap, sizeof cap, "%s.vstrace", c->dir);
-	assert_int_equal(cli(c, "dump", pidstr, "-o", cap, NULL), 0);
-	assert_true(th_file_contains(c->err, "3 thread(s)"));
-	assert_int_equal(cli(c, "decode", cap, NULL, NULL, NULL), 0);
-	assert_true(th_file_contains(c->out, "seq t=2 i=299 "));
-	unlink(cap);
+	th_dump(td, pid);
+	assert_true(th_file_contains(td->err, "3 thread(s)"));
+	assert_int_equal(th_cli(td, "decode", td->cap, NULL), 0);
+	assert_true(th_file_contains(td->out, "seq t=2 i=299 "));
+	unlink(td->cap);
 }
 
 /* Scenario: `trace list` shows a live process with its pid, state, flavour,
  * level and program. */
 static void test_list_shows_live_process(void **state)
 {
-	struct ctx *c = *state;
+	struct th_tmpdir *td = *state;
 	char line[64];
 
-	pid_t pid = start_holder(c);
-	assert_int_equal(cli(c, "list", NULL, NULL, NULL, NULL), 0);
-	assert_true(th_file_contains(c->out, "PID      STATE FLAVOUR"));
+	pid_t pid = start_holder(td);
+	assert_int_equal(th_cli(td, "list", NULL), 0);
+	assert_true(th_file_contains(td->out, "PID      STATE FLAVOUR"));
 	snprintf(line, sizeof line, "\n%-8d live  cold       info     all", (int)pid);
-	assert_true(th_file_contains(c->out, line));
-	assert_true(th_file_contains(c->out, "trace_workload-cold\n"));
-	stop_holder(pid);
+	assert_true(th_file_contains(td->out, line));
+	assert_true(th_file_contains(td->out, "trace_workload-cold\n"));
+	th_kill_holding(pid);
 }
 
 /* Scenario: `trace clean` leaves the file of a live process alone. */
 static void test_clean_keeps_live_process_files(void **state)
 {
-	struct ctx *c = *state;
+	struct th_tmpdir *td = *state;
 	char shm[600];
 	struct stat st;
 
-	pid_t pid = start_holder(c);
-	assert_int_equal(cli(c, "clean", NULL, NULL, NULL, NULL), 0);
-	assert_true(th_file_contains(c->out, "no trace files of dead processes"));
-	th_shm_path(shm, sizeof shm, c->dir, pid);
+	pid_t pid = start_holder(td);
+	assert_int_equal(th_cli(td, "clean", NULL), 0);
+	assert_true(th_file_contains(td->out, "no trace files of dead processes"));
+	th_shm_path(shm, sizeof shm, td->dir, pid);
 	assert_int_equal(stat(shm, &st), 0);
-	stop_holder(pid);
+	th_kill_holding(pid);
 	/* now dead: --dry-run names it and leaves it, clean removes it */
-	assert_int_equal(cli(c, "clean", "--dry-run", NULL, NULL, NULL), 0);
-	assert_true(th_file_contains(c->out, "would remove"));
+	assert_int_equal(th_cli(td, "clean", "--dry-run", NULL), 0);
+	assert_true(th_file_contains(td->out, "would remove"));
 	assert_int_equal(stat(shm, &st), 0);
-	assert_int_equal(cli(c, "clean", NULL, NULL, NULL, NULL), 0);
+	assert_int_equal(th_cli(td, "clean", NULL), 0);
 	assert_int_equal(stat(shm, &st), -1);
 }
 
@@ -180,47 +114,47 @@ static void test_clean_keeps_live_process_files(void **state)
  * saying what is wrong; nothing else happens. */
 static void test_bad_input_is_refused_clearly(void **state)
 {
-	struct ctx *c = *state;
-	char pidstr[32], cap[700];
+	struct th_tmpdir *td = *state;
+	const char *cap = td->cap;
+	char pidstr[32];
 	struct stat st;
 
-	assert_int_equal(cli(c, "frobnicate", NULL, NULL, NULL, NULL), 2);
-	assert_true(th_file_contains(c->err, "unknown subcommand 'frobnicate'"));
-	assert_int_equal(cli(c, NULL, NULL, NULL, NULL, NULL), 2);
-	assert_true(th_file_contains(c->err, "usage: vioscope trace"));
+	assert_int_equal(th_cli(td, "frobnicate", NULL), 2);
+	assert_true(th_file_contains(td->err, "unknown subcommand 'frobnicate'"));
+	assert_int_equal(th_cli(td, NULL), 2);
+	assert_true(th_file_contains(td->err, "usage: vioscope trace"));
 
-	pid_t pid = start_holder(c);
+	pid_t pid = start_holder(td);
 	snprintf(pidstr, sizeof pidstr, "%d", (int)pid);
-	assert_int_equal(cli(c, "enable", pidstr, "verbose:nosuchflag", NULL, NULL), 1);
-	assert_true(th_file_contains(c->err, "unknown flag 'nosuchflag'"));
-	assert_true(th_file_contains(c->err, "test")); /* lists the known flags */
-	assert_int_equal(cli(c, "enable", pidstr, "loud", NULL, NULL), 1);
-	assert_true(th_file_contains(c->err, "unknown level 'loud'"));
-	assert_int_equal(cli(c, "enable", pidstr, NULL, NULL, NULL), 2);
-	assert_true(th_file_contains(c->err, "usage"));
-	assert_int_equal(cli(c, "dump", pidstr, NULL, NULL, NULL), 2);
-	assert_true(th_file_contains(c->err, "usage: dump PID -o FILE"));
-	assert_int_equal(cli(c, "record", pidstr, NULL, NULL, NULL), 2);
-	assert_true(th_file_contains(c->err, "usage: record PID -o FILE"));
-	snprintf(cap, sizeof cap, "%s.vstrace", c->dir);
-	assert_int_equal(cli(c, "record", pidstr, "-o", cap, "--duration=abc"), 2);
-	assert_true(th_file_contains(c->err, "bad --duration 'abc'"));
+	assert_int_equal(th_cli(td, "enable", pidstr, "verbose:nosuchflag", NULL), 1);
+	assert_true(th_file_contains(td->err, "unknown flag 'nosuchflag'"));
+	assert_true(th_file_contains(td->err, "test")); /* lists the known flags */
+	assert_int_equal(th_cli(td, "enable", pidstr, "loud", NULL), 1);
+	assert_true(th_file_contains(td->err, "unknown level 'loud'"));
+	assert_int_equal(th_cli(td, "enable", pidstr, NULL), 2);
+	assert_true(th_file_contains(td->err, "usage"));
+	assert_int_equal(th_cli(td, "dump", pidstr, NULL), 2);
+	assert_true(th_file_contains(td->err, "usage: dump PID -o FILE"));
+	assert_int_equal(th_cli(td, "record", pidstr, NULL), 2);
+	assert_true(th_file_contains(td->err, "usage: record PID -o FILE"));
+	assert_int_equal(th_cli(td, "record", pidstr, "-o", cap, "--duration=abc", NULL), 2);
+	assert_true(th_file_contains(td->err, "bad --duration 'abc'"));
 	assert_int_equal(stat(cap, &st), -1); /* nothing written */
-	stop_holder(pid);
+	th_kill_holding(pid);
 
-	assert_int_equal(cli(c, "enable", "2147483646", "info", NULL, NULL), 1);
-	assert_true(th_file_contains(c->err, "no traced process with that pid"));
-	assert_int_equal(cli(c, "dump", "2147483646", "-o", cap, NULL), 1);
-	assert_true(th_file_contains(c->err, "no traced process with that pid"));
+	assert_int_equal(th_cli(td, "enable", "2147483646", "info", NULL), 1);
+	assert_true(th_file_contains(td->err, "no traced process with that pid"));
+	assert_int_equal(th_cli(td, "dump", "2147483646", "-o", cap, NULL), 1);
+	assert_true(th_file_contains(td->err, "no traced process with that pid"));
 	assert_int_equal(stat(cap, &st), -1);
-	assert_int_equal(cli(c, "decode", NULL, NULL, NULL, NULL), 2);
-	assert_true(th_file_contains(c->err, "usage: decode FILE"));
-	assert_int_equal(cli(c, "decode", "/nonexistent/capture", NULL, NULL, NULL), 1);
-	assert_true(th_file_contains(c->err, "No such file or directory"));
-	assert_int_equal(cli(c, "decode", "--level", "loud", "x", NULL), 2);
-	assert_true(th_file_contains(c->err, "--level loud"));
-	assert_int_equal(cli(c, "list", "extra", NULL, NULL, NULL), 2);
-	assert_int_equal(cli(c, "clean", "--force", NULL, NULL, NULL), 2);
+	assert_int_equal(th_cli(td, "decode", NULL), 2);
+	assert_true(th_file_contains(td->err, "usage: decode FILE"));
+	assert_int_equal(th_cli(td, "decode", "/nonexistent/capture", NULL), 1);
+	assert_true(th_file_contains(td->err, "No such file or directory"));
+	assert_int_equal(th_cli(td, "decode", "--level", "loud", "x", NULL), 2);
+	assert_true(th_file_contains(td->err, "--level loud"));
+	assert_int_equal(th_cli(td, "list", "extra", NULL), 2);
+	assert_int_equal(th_cli(td, "clean", "--force", NULL), 2);
 }
 
 /* ---- captures, as text --------------------------------------------------------------- */
@@ -246,29 +180,21 @@ static int collect(const struct th_event *e, void *opaque)
 }
 
 /* `trace dump PID` and the messages in it. */
-static void dump_collect(struct ctx *c, pid_t pid, struct msgs *m)
+static void dump_collect(struct th_tmpdir *td, pid_t pid, struct msgs *m)
 {
-	char pidstr[32], cap[700], why[512];
-	snprintf(pidstr, sizeof pidstr, "%d", (int)pid);
-	snprintf(cap, sizeof cap, "%s.vstrace", c->dir);
-	assert_int_equal(cli(c, "dump", pidstr, "-o", cap, NULL), 0);
 	memset(m, 0, sizeof *m);
-	if (th_walk(cap, collect, m, why, sizeof why) != 0)
-		fail_msg("%s", why);
-	unlink(cap);
+	th_dump_and_walk(td, pid, collect, m);
 }
 
-/* Run the cold workload with ARGV (after the program) and ENV2; its stdout in c->out. */
-static pid_t run_args(struct ctx *c, const char *const *args, const char *env2)
+/* Run ARGV to its end with RINGS thread rings (VIOSCOPE_TRACE_THREADS), its trace
+ * file kept, and collect what its dump holds: for the tests of running short of rings. */
+static void run_with_rings(struct th_tmpdir *td, const char *const argv[], unsigned rings,
+			   struct msgs *m)
 {
-	const char *argv[16] = { WORKLOAD_COLD };
-	for (int i = 0; args[i] && i < 14; i++)
-		argv[i + 1] = args[i];
-	const char *env[] = { c->env_dir, env2, NULL };
-	pid_t pid = th_spawn(argv, env, NULL, c->out, NULL);
-	assert_true(pid > 0);
-	assert_int_equal(th_wait(pid), 0);
-	return pid;
+	char env_rings[64];
+	snprintf(env_rings, sizeof env_rings, "VIOSCOPE_TRACE_THREADS=%u", rings);
+	const char *env[] = { env_rings, "VIOSCOPE_TRACE_KEEP=1", NULL };
+	dump_collect(td, th_run_workload(td, argv, env, NULL), m);
 }
 
 /* Scenario: a traced process sets verbose:test, emits (from another thread) and
@@ -277,24 +203,25 @@ static pid_t run_args(struct ctx *c, const char *const *args, const char *env2)
  * holds only the parent's. */
 static void test_fork_child_gets_its_own_file(void **state)
 {
-	struct ctx *c = *state;
+	struct th_tmpdir *td = *state;
 	struct msgs m;
 	char want[64];
 
-	const char *args[] = { "fork", "-n", "2", NULL };
-	pid_t parent = run_args(c, args, "VIOSCOPE_TRACE_KEEP=1");
-	char *out = th_read_file(c->out, NULL);
+	const char *argv[] = { WORKLOAD_COLD, "fork", "-n", "2", NULL };
+	const char *env[] = { "VIOSCOPE_TRACE_KEEP=1", NULL };
+	pid_t parent = th_run_workload(td, argv, env, td->out);
+	char *out = th_read_file(td->out, NULL);
 	assert_non_null(out);
 	pid_t child = (pid_t)atoi(out);
 	free(out);
 	assert_true(child > 0 && child != parent);
-	assert_int_equal(th_count_files(c->dir, VS_SHM_PREFIX), 2);
+	assert_int_equal(th_count_files(td->dir, VS_SHM_PREFIX), 2);
 
-	dump_collect(c, child, &m);
+	dump_collect(td, child, &m);
 	assert_int_equal(m.n, 2);
 	assert_string_equal(m.text[0], "fork child 0");
 	assert_string_equal(m.text[1], "fork child 1");
-	dump_collect(c, parent, &m);
+	dump_collect(td, parent, &m);
 	assert_int_equal(m.n, 2);
 	assert_string_equal(m.text[0], "fork parent before");
 	snprintf(want, sizeof want, "fork parent after child %d", (int)child);
@@ -305,26 +232,16 @@ static void test_fork_child_gets_its_own_file(void **state)
  * leaves its parent's file alone. */
 static void test_fork_silent_child_leaves_parent_file(void **state)
 {
-	struct ctx *c = *state;
-	int ready[2];
-	char rfd[16], shm[600];
+	struct th_tmpdir *td = *state;
+	char shm[600];
 	struct stat st;
 
-	assert_int_equal(th_pipe(ready), 0);
-	snprintf(rfd, sizeof rfd, "%d", ready[1]);
-	const char *argv[] = { WORKLOAD_COLD, "fork", "-n", "0", "-r", rfd, "-H", NULL };
-	const char *env[] = { c->env_dir, NULL };
-	const int keep[] = { ready[1], -1 };
-	pid_t pid = th_spawn(argv, env, keep, c->out, NULL);
-	assert_true(pid > 0);
-	close(ready[1]);
-	assert_int_equal(th_read_byte(ready[0]), 'r');
-	assert_int_equal(th_read_byte(ready[0]), 'd'); /* the child has exited */
-	close(ready[0]);
-	th_shm_path(shm, sizeof shm, c->dir, pid);
+	const char *argv[] = { WORKLOAD_COLD, "fork", "-n", "0", NULL };
+	pid_t pid = th_start_holding(td, argv, td->out); /* done: the child has exited */
+	th_shm_path(shm, sizeof shm, td->dir, pid);
 	assert_int_equal(stat(shm, &st), 0);
-	assert_int_equal(th_count_files(c->dir, NULL), 1);
-	stop_holder(pid);
+	assert_int_equal(th_count_files(td->dir, NULL), 1);
+	th_kill_holding(pid);
 }
 
 /* Scenario: 4 threads alive at once with room for 2 (VIOSCOPE_TRACE_THREADS=2):
@@ -332,15 +249,11 @@ static void test_fork_silent_child_leaves_parent_file(void **state)
  * them ("no free thread ring"); the others arrive whole. */
 static void test_no_free_ring_events_are_counted(void **state)
 {
-	struct ctx *c = *state;
+	struct th_tmpdir *td = *state;
 	struct msgs m;
 
 	const char *argv[] = { WORKLOAD_COLD, "seq", "-n", "50", "-t", "4", "-B", NULL };
-	const char *env[] = { c->env_dir, "VIOSCOPE_TRACE_THREADS=2", "VIOSCOPE_TRACE_KEEP=1",
-			      NULL };
-	pid_t pid = th_spawn(argv, env, NULL, NULL, NULL);
-	assert_int_equal(th_wait(pid), 0);
-	dump_collect(c, pid, &m);
+	run_with_rings(td, argv, 2, &m);
 	assert_int_equal(m.n, 100);
 	assert_int_equal(m.lost, 100);
 	assert_non_null(strstr(m.lost_what, "no free thread ring"));
@@ -354,9 +267,9 @@ static void test_no_free_ring_events_are_counted(void **state)
  * it, and the parent with it. */
 static void test_fork_child_frees_parent_ring(void **state)
 {
-	struct ctx *c = *state;
-	const char *args[] = { "fork", "-n", "1", "-M", NULL };
-	run_args(c, args, NULL);
+	struct th_tmpdir *td = *state;
+	const char *argv[] = { WORKLOAD_COLD, "fork", "-n", "1", "-M", NULL };
+	th_run_workload(td, argv, NULL, td->out);
 }
 
 /* Was a bug: in flight mode a new thread reuses a retired thread's ring when no
@@ -365,15 +278,11 @@ static void test_fork_child_frees_parent_ring(void **state)
  * thread 0's 50 events are gone and the capture reports no loss. */
 static void test_reused_ring_counts_lost_events(void **state)
 {
-	struct ctx *c = *state;
+	struct th_tmpdir *td = *state;
 	struct msgs m;
 
 	const char *argv[] = { WORKLOAD_COLD, "seq", "-n", "50", "-t", "2", "-S", NULL };
-	const char *env[] = { c->env_dir, "VIOSCOPE_TRACE_THREADS=1", "VIOSCOPE_TRACE_KEEP=1",
-			      NULL };
-	pid_t pid = th_spawn(argv, env, NULL, NULL, NULL);
-	assert_int_equal(th_wait(pid), 0);
-	dump_collect(c, pid, &m);
+	run_with_rings(td, argv, 1, &m);
 	assert_int_equal(m.n + m.lost, 100);
 }
 
@@ -383,45 +292,42 @@ static void test_reused_ring_counts_lost_events(void **state)
  * begin/end pair. */
 static void test_decode_filters_and_json(void **state)
 {
-	struct ctx *c = *state;
-	char pidstr[32], cap[700], tid[32];
+	struct th_tmpdir *td = *state;
+	const char *cap = td->cap;
+	char tid[32];
 
 	const char *argv[] = { WORKLOAD_COLD, "kinds", NULL };
-	const char *env[] = { c->env_dir, "VIOSCOPE_TRACE=verbose:all", "VIOSCOPE_TRACE_KEEP=1",
-			      NULL };
-	pid_t pid = th_spawn(argv, env, NULL, NULL, NULL);
-	assert_int_equal(th_wait(pid), 0);
-	snprintf(pidstr, sizeof pidstr, "%d", (int)pid);
-	snprintf(cap, sizeof cap, "%s.vstrace", c->dir);
-	assert_int_equal(cli(c, "dump", pidstr, "-o", cap, NULL), 0);
+	const char *env[] = { "VIOSCOPE_TRACE=verbose:all", "VIOSCOPE_TRACE_KEEP=1", NULL };
+	pid_t pid = th_run_workload(td, argv, env, NULL);
+	th_dump(td, pid);
 
-	assert_int_equal(cli(c, "decode", cap, "--level", "warning", NULL), 0);
-	char *out = th_read_file(c->out, NULL);
+	assert_int_equal(th_cli(td, "decode", cap, "--level", "warning", NULL), 0);
+	char *out = th_read_file(td->out, NULL);
 	assert_non_null(out);
 	assert_non_null(strstr(out, " WARN  CONFIG   wl_kinds: empty |\n"));
 	assert_null(strstr(out, "str abc"));
 	assert_null(strstr(out, "enter"));
 	free(out);
 
-	assert_int_equal(cli(c, "decode", cap, "--flag", "general", NULL), 0);
-	out = th_read_file(c->out, NULL);
+	assert_int_equal(th_cli(td, "decode", cap, "--flag", "general", NULL), 0);
+	out = th_read_file(td->out, NULL);
 	assert_non_null(strstr(out, "wl_kinds: --> enter\n"));
 	assert_non_null(strstr(out, "wl_kinds: <-- exit rc=-22\n"));
 	assert_null(strstr(out, "str abc"));
 	free(out);
-	assert_int_equal(cli(c, "decode", cap, "--flag", "nosuchflag", NULL), 1);
-	assert_true(th_file_contains(c->err, "unknown flag 'nosuchflag'"));
+	assert_int_equal(th_cli(td, "decode", cap, "--flag", "nosuchflag", NULL), 1);
+	assert_true(th_file_contains(td->err, "unknown flag 'nosuchflag'"));
 
 	snprintf(tid, sizeof tid, "%d", (int)pid); /* the main thread */
-	assert_int_equal(cli(c, "decode", cap, "--thread", tid, NULL), 0);
-	assert_true(th_file_contains(c->out, "str abc"));
-	assert_int_equal(cli(c, "decode", cap, "--thread", "1", NULL), 0);
-	out = th_read_file(c->out, NULL);
+	assert_int_equal(th_cli(td, "decode", cap, "--thread", tid, NULL), 0);
+	assert_true(th_file_contains(td->out, "str abc"));
+	assert_int_equal(th_cli(td, "decode", cap, "--thread", "1", NULL), 0);
+	out = th_read_file(td->out, NULL);
 	assert_string_equal(out, "");
 	free(out);
 
-	assert_int_equal(cli(c, "decode", cap, "--json", NULL, NULL), 0);
-	out = th_read_file(c->out, NULL);
+	assert_int_equal(th_cli(td, "decode", cap, "--json", NULL), 0);
+	out = th_read_file(td->out, NULL);
 	unsigned lines = 0;
 	char *save = NULL;
 	for (char *l = strtok_r(out, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
@@ -431,13 +337,13 @@ static void test_decode_filters_and_json(void **state)
 	}
 	assert_true(lines >= 10);
 	free(out);
-	assert_true(th_file_contains(c->out, "\"level\":\"info\",\"flag\":\"TEST\","
+	assert_true(th_file_contains(td->out, "\"level\":\"info\",\"flag\":\"TEST\","
 					  "\"function\":\"wl_kinds\""));
-	assert_true(th_file_contains(c->out, "\"message\":\"str abc\"}"));
+	assert_true(th_file_contains(td->out, "\"message\":\"str abc\"}"));
 
 	/* Chrome trace-event JSON: one array; entry/exit become B/E, the rest instants */
-	assert_int_equal(cli(c, "decode", cap, "--chrome", NULL, NULL), 0);
-	out = th_read_file(c->out, NULL);
+	assert_int_equal(th_cli(td, "decode", cap, "--chrome", NULL), 0);
+	out = th_read_file(td->out, NULL);
 	assert_true(!strncmp(out, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n",
 			     strlen("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n")));
 	assert_non_null(strstr(out, "\n]}\n"));
@@ -460,23 +366,17 @@ static void test_decode_filters_and_json(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_exit_leaves_nothing_behind, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_keep_leaves_the_file_for_a_dump, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_list_shows_live_process, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_clean_keeps_live_process_files, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_bad_input_is_refused_clearly, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_fork_child_gets_its_own_file, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_fork_silent_child_leaves_parent_file, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_no_free_ring_events_are_counted, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_decode_filters_and_json, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_reused_ring_counts_lost_events,
-						setup, teardown),
-		cmocka_unit_test_setup_teardown(test_fork_child_frees_parent_ring, setup,
-						teardown),
+		TMPDIR_TEST(test_exit_leaves_nothing_behind),
+		TMPDIR_TEST(test_keep_leaves_the_file_for_a_dump),
+		TMPDIR_TEST(test_list_shows_live_process),
+		TMPDIR_TEST(test_clean_keeps_live_process_files),
+		TMPDIR_TEST(test_bad_input_is_refused_clearly),
+		TMPDIR_TEST(test_fork_child_gets_its_own_file),
+		TMPDIR_TEST(test_fork_silent_child_leaves_parent_file),
+		TMPDIR_TEST(test_no_free_ring_events_are_counted),
+		TMPDIR_TEST(test_decode_filters_and_json),
+		TMPDIR_TEST(test_reused_ring_counts_lost_events),
+		TMPDIR_TEST(test_fork_child_frees_parent_ring),
 	};
 	return cmocka_run_group_tests_name("trace.cli", tests, NULL, NULL);
 }

@@ -5,7 +5,9 @@
  * crash (the sanitizer build runs the same binary under ASan and UBSan).
  *
  * The good capture comes from the workload's "kinds" mode (its first event has a
- * string argument), dumped by `vioscope trace dump`.  `test_trace_corrupt
+ * string argument), dumped by `vioscope trace dump`.  Each damage is one row of
+ * `scenarios` below, run as a cmocka test of its own named after the row, on a
+ * fresh good capture.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -19,8 +21,9 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "helpers.h"
+#include "driver.h"
 
+/* Where the sections of the good capture are. */
 struct layout {
 	size_t meta_body;   /* metadata blob */
 	uint64_t meta_size;
@@ -31,13 +34,141 @@ struct layout {
 	size_t end;         /* END section */
 };
 
+/* ---- the damages ---------------------------------------------------------------------- */
+
+/* A place in the good capture: a point the layout finds, plus a byte count. */
+enum anchor {
+	FILE_START,
+	META_HEADER, /* the META section's header */
+	META_BODY,
+	META_MIDDLE, /* halfway through the metadata blob */
+	EVENTS,      /* the first EVENTS section's header */
+	RECORD,      /* its first record: the string event (test_good_capture_decodes) */
+	LOSS,        /* the first LOSS section's header */
+	CLOCK,       /* the CLOCK section's header */
+	END,         /* the END section's header */
+	FILE_END,    /* the good capture's length */
+};
+struct place {
+	enum anchor at;
+	size_t plus;
+};
+
+/* How a field is overwritten. */
+enum field_op {
+	NO_EDIT,
+	XOR8,  /* flip the byte's bits with VALUE */
+	PUT8,  /* store VALUE in 1, 2, 4 or 8 bytes (host order, as the file is) */
+	PUT16,
+	PUT32,
+	PUT64,
+	PUT64_TWICE_FILE_LEN, /* store twice the good capture's length: past its end */
+};
+struct field_edit {
+	enum field_op op;
+	struct place where;
+	uint64_t value;
+};
+
+struct scenario {
+	const char *name; /* the cmocka test name: "what: how" */
+	enum {
+		OVERWRITE,           /* EDIT, in order, on a copy of the good capture */
+		CUT,                 /* the good capture up to CUT_AT only */
+		APPEND_LOSS_SECTION, /* a copy of the first LOSS section after END */
+	} damage;
+	struct place cut_at;
+	struct field_edit edit[2];
+	struct place want_off;  /* the offset the error must name */
+	const char *want_text;  /* what else the error must say (NULL: nothing more) */
+};
+
+#define AT(anchor, plus)                 { (anchor), (plus) }
+#define EDIT(op, anchor, plus, value)    { (op), AT(anchor, plus), (value) }
+
+static const struct scenario scenarios[] = {
+	/* files cut short: inside the file header, inside a section header, in the
+	 * middle of the metadata and of an events section, and before END */
+	{ .name = "cut: empty", .damage = CUT, .cut_at = AT(FILE_START, 0),
+	  .want_off = AT(FILE_START, 0) },
+	{ .name = "cut: inside the file header", .damage = CUT, .cut_at = AT(FILE_START, 8),
+	  .want_off = AT(FILE_START, 0) },
+	{ .name = "cut: inside the first section header", .damage = CUT,
+	  .cut_at = AT(FILE_START, 16 + 4), .want_off = AT(FILE_START, 16) },
+	{ .name = "cut: middle of the metadata", .damage = CUT, .cut_at = AT(META_MIDDLE, 0),
+	  .want_off = AT(META_HEADER, 0) },
+	{ .name = "cut: middle of an events section", .damage = CUT, .cut_at = AT(RECORD, 10),
+	  .want_off = AT(EVENTS, 0) },
+	{ .name = "cut: before END", .damage = CUT, .cut_at = AT(END, 0),
+	  .want_off = AT(END, 0) },
+	{ .name = "cut: inside END", .damage = CUT, .cut_at = AT(END, 20),
+	  .want_off = AT(END, 0) },
+	{ .name = "cut: before CLOCK", .damage = CUT, .cut_at = AT(CLOCK, 0),
+	  .want_off = AT(CLOCK, 0) },
+
+	/* damaged headers: bad magic, an unknown version, a section that claims more
+	 * bytes than the file has, an unknown section type, data after END */
+	{ .name = "header: bad magic", .edit = { EDIT(XOR8, FILE_START, 0, 0xff) },
+	  .want_off = AT(FILE_START, 0), .want_text = "bad magic" },
+	{ .name = "header: bad version", .edit = { EDIT(PUT16, FILE_START, 8, 99) },
+	  .want_off = AT(FILE_START, 8), .want_text = "version 99" },
+	{ .name = "header: section past EOF",
+	  .edit = { EDIT(PUT64_TWICE_FILE_LEN, FILE_START, 16 + 8, 0) },
+	  .want_off = AT(FILE_START, 16), .want_text = "claims" },
+	{ .name = "header: huge section size", /* wraps if added carelessly */
+	  .edit = { EDIT(PUT64, EVENTS, 8, UINT64_MAX - 3) }, .want_off = AT(EVENTS, 0) },
+	{ .name = "header: unknown section type", .edit = { EDIT(PUT32, LOSS, 0, 77) },
+	  .want_off = AT(LOSS, 0), .want_text = "unknown section type 77" },
+	{ .name = "header: data after END", .damage = APPEND_LOSS_SECTION,
+	  .want_off = AT(FILE_END, 0), .want_text = "after the END" },
+
+	/* damaged event records: a size that is not a multiple of 8 or below the
+	 * header's, a site id past the site table, a string length past the record
+	 * or with stray bits, a caller id past the caller table, a short drop marker */
+	{ .name = "record: size not a multiple of 8", .edit = { EDIT(PUT16, RECORD, 12, 28) },
+	  .want_off = AT(RECORD, 0), .want_text = "size 28" },
+	{ .name = "record: smaller than its header", .edit = { EDIT(PUT16, RECORD, 12, 8) },
+	  .want_off = AT(RECORD, 0), .want_text = "size 8" },
+	{ .name = "record: site id out of range", .edit = { EDIT(PUT32, RECORD, 8, 0x00fffff0) },
+	  .want_off = AT(RECORD, 0), .want_text = "site" },
+	{ .name = "record: string length past the record",
+	  .edit = { EDIT(PUT16, RECORD, 16, 100) }, .want_off = AT(RECORD, 0),
+	  .want_text = "string" },
+	{ .name = "record: string length with stray bits",
+	  .edit = { EDIT(PUT16, RECORD, 16, 3 | VS_TRACE_STR_CUT | 0x4000) },
+	  .want_off = AT(RECORD, 0), .want_text = "string" },
+	{ .name = "record: caller out of range", .edit = { EDIT(PUT16, RECORD, 14, 999) },
+	  .want_off = AT(RECORD, 0), .want_text = "caller 999" },
+	{ .name = "record: short drop marker",
+	  .edit = { EDIT(PUT32, RECORD, 8, VS_EVENT_DROPS), EDIT(PUT16, RECORD, 12, 16) },
+	  .want_off = AT(RECORD, 0), .want_text = "drop marker" },
+
+	/* damaged metadata: site, flag (over 32) and caller counts far beyond what the
+	 * blob can hold, a bad magic, a string running past the blob, a bad level */
+	{ .name = "metadata: site count", .edit = { EDIT(PUT32, META_BODY, 8, 0x7fffffff) },
+	  .want_off = AT(META_BODY, 0), .want_text = "counts" },
+	{ .name = "metadata: flag count", .edit = { EDIT(PUT32, META_BODY, 12, 40) },
+	  .want_off = AT(META_BODY, 0), .want_text = "counts" },
+	{ .name = "metadata: caller count", .edit = { EDIT(PUT32, META_BODY, 16, 0x10000000) },
+	  .want_off = AT(META_BODY, 0), .want_text = "counts" },
+	{ .name = "metadata: magic", .edit = { EDIT(XOR8, META_BODY, 0, 0xff) },
+	  .want_off = AT(META_BODY, 0), .want_text = "bad magic" },
+	/* the first site's file name: u32 line, 4 bytes, 16 types, then u16 length */
+	{ .name = "metadata: site string past the blob",
+	  .edit = { EDIT(PUT16, META_BODY, 24 + 24, 0xffff) }, .want_off = AT(META_BODY, 0),
+	  .want_text = "truncated" },
+	{ .name = "metadata: site level", .edit = { EDIT(PUT8, META_BODY, 24 + 4, 9) },
+	  .want_off = AT(META_BODY, 0), .want_text = "level 9" },
+};
+
+/* ---- the fixture ---------------------------------------------------------------------- */
 struct ctx {
-	char dir[512];
-	char env_dir[600];
-	char good[600], bad[600], out[600], err[600];
-	uint8_t *data; /* the good capture */
+	struct th_tmpdir t; /* the test's own VIOSCOPE_TRACE_DIR; the good capture is t.cap */
+	char bad[600];      /* where the damaged copy is written */
+	uint8_t *data;      /* the good capture */
 	size_t len;
 	struct layout l;
+	const struct scenario *scenario; /* the row this test runs, if it runs one */
 };
 
 static uint16_t rd16(const uint8_t *p)
@@ -45,18 +176,6 @@ static uint16_t rd16(const uint8_t *p)
 	uint16_t v;
 	memcpy(&v, p, 2);
 	return v;
-}
-static void wr16(uint8_t *p, uint16_t v)
-{
-	memcpy(p, &v, 2);
-}
-static void wr32(uint8_t *p, uint32_t v)
-{
-	memcpy(p, &v, 4);
-}
-static void wr64(uint8_t *p, uint64_t v)
-{
-	memcpy(p, &v, 8);
 }
 
 /* Find the sections of the good capture (it is ours, so trust its sizes). */
@@ -94,55 +213,98 @@ static int map_layout(struct ctx *c)
 	return c->l.meta_body && c->l.record && c->l.loss && c->l.clock && c->l.end ? 0 : -1;
 }
 
-static int setup(void **state)
-{
-	struct ctx *c = calloc(1, sizeof *c);
-	char pidstr[32];
-	if (!c || th_mkdtemp(c->dir, sizeof c->dir, "corrupt") < 0)
-		return -1;
-	*state = c;
-	snprintf(c->env_dir, sizeof c->env_dir, "VIOSCOPE_TRACE_DIR=%s", c->dir);
-	snprintf(c->good, sizeof c->good, "%s/good.vstrace", c->dir);
-	snprintf(c->bad, sizeof c->bad, "%s/bad.vstrace", c->dir);
-	snprintf(c->out, sizeof c->out, "%s/decode.out", c->dir);
-	snprintf(c->err, sizeof c->err, "%s/decode.err", c->dir);
-
-	const char *wargv[] = { WORKLOAD_COLD, "kinds", NULL };
-	const char *wenv[] = { c->env_dir, "VIOSCOPE_TRACE=verbose:all", "VIOSCOPE_TRACE_KEEP=1",
-			       NULL };
-	pid_t pid = th_spawn(wargv, wenv, NULL, NULL, NULL);
-	if (pid < 0 || th_wait(pid) != 0)
-		return -1;
-	snprintf(pidstr, sizeof pidstr, "%d", (int)pid);
-	const char *dargv[] = { VIOSCOPE_CLI, "trace", "dump", pidstr, "-o", c->good, NULL };
-	const char *denv[] = { c->env_dir, NULL };
-	if (th_run(dargv, denv, NULL, "/dev/null") != 0)
-		return -1;
-	c->data = (uint8_t *)th_read_file(c->good, &c->len);
-	if (!c->data || map_layout(c) < 0)
-		return -1;
-	return 0;
-}
-
 static int teardown(void **state)
 {
 	struct ctx *c = *state;
 	if (!c)
 		return 0;
 	free(c->data);
-	th_rmtree(c->dir);
+	th_tmpdir_fini(&c->t);
 	free(c);
 	return 0;
 }
+
+/* A fresh good capture in a fresh directory.  *STATE comes in as the test's row
+ * (cmocka's initial state; NULL for the tests that are not rows) and goes out as
+ * the struct ctx. */
+static int setup(void **state)
+{
+	struct ctx *c = calloc(1, sizeof *c);
+	if (!c)
+		return -1;
+	c->scenario = *state;
+	*state = c;
+	if (th_tmpdir_init(&c->t, "corrupt") < 0) {
+		free(c);
+		*state = NULL;
+		return -1;
+	}
+	snprintf(c->bad, sizeof c->bad, "%s/bad.vstrace", c->t.dir);
+
+	const char *argv[] = { WORKLOAD_COLD, "kinds", NULL };
+	const char *env[] = { "VIOSCOPE_TRACE=verbose:all", "VIOSCOPE_TRACE_KEEP=1", NULL };
+	th_dump(&c->t, th_run_workload(&c->t, argv, env, NULL));
+	c->data = (uint8_t *)th_read_file(c->t.cap, &c->len);
+	if (!c->data || map_layout(c) < 0) {
+		teardown(state);
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- decoding ------------------------------------------------------------------------- */
 
 /* Decode PATH with the CLI; returns the exit status (128 + signal if it died). */
 static int decode(struct ctx *c, const char *path)
 {
 	const char *argv[] = { VIOSCOPE_CLI, "trace", "decode", path, NULL };
 	/* A sanitizer report must not pass for the expected exit status 1. */
-	const char *env[] = { c->env_dir, "ASAN_OPTIONS=exitcode=86", "UBSAN_OPTIONS=exitcode=86",
+	const char *env[] = { c->t.env_dir, "ASAN_OPTIONS=exitcode=86", "UBSAN_OPTIONS=exitcode=86",
 			      NULL };
-	return th_run(argv, env, c->out, c->err);
+	return th_run(argv, env, c->t.out, c->t.err);
+}
+
+/* What decoding some bytes did: its exit status, stderr and stdout (free them). */
+struct decoded {
+	int rc;
+	char *err, *out;
+};
+
+/* Write LEN bytes of B as the damaged capture and decode it. */
+static struct decoded decode_bytes(struct ctx *c, const uint8_t *b, size_t len)
+{
+	struct decoded d;
+	assert_int_equal(th_write_file(c->bad, b, len), 0);
+	d.rc = decode(c, c->bad);
+	d.err = th_read_file(c->t.err, NULL);
+	d.out = th_read_file(c->t.out, NULL);
+	assert_non_null(d.err);
+	assert_non_null(d.out);
+	return d;
+}
+
+static void decoded_free(struct decoded *d)
+{
+	free(d->err);
+	free(d->out);
+}
+
+/* Decode the damaged bytes and check the refusal: exit 1, an error on stderr
+ * naming "offset WANT_OFF" and containing WHAT (unless NULL), no sanitizer
+ * report, nothing on stdout. */
+static void expect_refused(struct ctx *c, const char *name, const uint8_t *b, size_t len,
+			   size_t want_off, const char *what)
+{
+	char needle[64];
+	struct decoded d = decode_bytes(c, b, len);
+	if (d.rc != 1 || !strstr(d.err, "offset") || strstr(d.err, "Sanitizer") ||
+	    strstr(d.err, "runtime error") || d.out[0] || (what && !strstr(d.err, what)))
+		fail_msg("%s: exit %d, stderr \"%s\", %zu bytes on stdout", name, d.rc, d.err,
+			 strlen(d.out));
+	snprintf(needle, sizeof needle, "offset %zu ", want_off);
+	if (!strstr(d.err, needle))
+		fail_msg("%s: error does not name %s: \"%s\"", name, needle, d.err);
+	decoded_free(&d);
 }
 
 /* A copy of the good capture, for the caller to damage. */
@@ -154,39 +316,83 @@ static uint8_t *copy(struct ctx *c)
 	return b;
 }
 
-/* Write the damaged bytes, decode them, and check the refusal: exit 1, an error
- * on stderr naming "offset WANT_OFF" (any offset if WANT_OFF is SIZE_MAX) and
- * containing WHAT, no sanitizer report, nothing on stdout. */
-static void expect_refused(struct ctx *c, const char *name, const uint8_t *b, size_t len,
-			   size_t want_off, const char *what)
+/* ---- applying a row ------------------------------------------------------------------- */
+
+static size_t offset_of(const struct ctx *c, struct place p)
 {
-	char needle[64];
-	assert_int_equal(th_write_file(c->bad, b, len), 0);
-	int rc = decode(c, c->bad);
-	char *err = th_read_file(c->err, NULL);
-	char *out = th_read_file(c->out, NULL);
-	assert_non_null(err);
-	assert_non_null(out);
-	if (rc != 1 || !strstr(err, "offset") || strstr(err, "Sanitizer") ||
-	    strstr(err, "runtime error") || out[0] || (what && !strstr(err, what)))
-		fail_msg("%s: exit %d, stderr \"%s\", %zu bytes on stdout", name, rc, err,
-			 strlen(out));
-	if (want_off != SIZE_MAX) {
-		snprintf(needle, sizeof needle, "offset %zu ", want_off);
-		if (!strstr(err, needle))
-			fail_msg("%s: error does not name %s: \"%s\"", name, needle, err);
+	size_t base = 0;
+	switch (p.at) {
+	case FILE_START: base = 0; break;
+	case META_HEADER: base = c->l.meta_body - 16; break;
+	case META_BODY: base = c->l.meta_body; break;
+	case META_MIDDLE: base = c->l.meta_body + c->l.meta_size / 2; break;
+	case EVENTS: base = c->l.events; break;
+	case RECORD: base = c->l.record; break;
+	case LOSS: base = c->l.loss; break;
+	case CLOCK: base = c->l.clock; break;
+	case END: base = c->l.end; break;
+	case FILE_END: base = c->len; break;
 	}
-	free(err);
-	free(out);
+	return base + p.plus;
 }
 
+static void apply_edit(const struct ctx *c, uint8_t *b, const struct field_edit *e)
+{
+	static const size_t width[] = { [XOR8] = 1, [PUT8] = 1, [PUT16] = 2, [PUT32] = 4,
+					[PUT64] = 8, [PUT64_TWICE_FILE_LEN] = 8 };
+	size_t off = offset_of(c, e->where);
+	uint16_t v16 = (uint16_t)e->value;
+	uint32_t v32 = (uint32_t)e->value;
+	uint64_t v64 = e->op == PUT64_TWICE_FILE_LEN ? (uint64_t)c->len * 2 : e->value;
+
+	if (e->op == NO_EDIT)
+		return;
+	assert_true(off + width[e->op] <= c->len); /* a row that missed the file is a bug */
+	switch (e->op) {
+	case NO_EDIT: break;
+	case XOR8: b[off] ^= (uint8_t)e->value; break;
+	case PUT8: b[off] = (uint8_t)e->value; break;
+	case PUT16: memcpy(b + off, &v16, 2); break;
+	case PUT32: memcpy(b + off, &v32, 4); break;
+	case PUT64:
+	case PUT64_TWICE_FILE_LEN: memcpy(b + off, &v64, 8); break;
+	}
+}
+
+/* The good capture with S's damage (malloc'd); its length in *LEN. */
+static uint8_t *damaged_copy(const struct ctx *c, const struct scenario *s, size_t *len)
+{
+	enum { LOSS_SECTION = 48 }; /* a whole LOSS section: header and payload */
+	uint8_t *b = malloc(c->len + LOSS_SECTION);
+	assert_non_null(b);
+	memcpy(b, c->data, c->len);
+	*len = c->len;
+	switch (s->damage) {
+	case OVERWRITE:
+		for (size_t i = 0; i < sizeof s->edit / sizeof s->edit[0]; i++)
+			apply_edit(c, b, &s->edit[i]);
+		break;
+	case CUT:
+		*len = offset_of(c, s->cut_at);
+		assert_true(*len <= c->len);
+		break;
+	case APPEND_LOSS_SECTION:
+		memcpy(b + c->len, c->data + c->l.loss, LOSS_SECTION);
+		*len = c->len + LOSS_SECTION;
+		break;
+	}
+	return b;
+}
+
+/* ---- tests ---------------------------------------------------------------------------- */
+
 /* Scenario: the good capture decodes (exit 0, its first event shown): the
- * damaged copies below differ from it only by the damage. */
+ * damaged copies differ from it only by the damage. */
 static void test_good_capture_decodes(void **state)
 {
 	struct ctx *c = *state;
-	assert_int_equal(decode(c, c->good), 0);
-	char *out = th_read_file(c->out, NULL);
+	assert_int_equal(decode(c, c->t.cap), 0);
+	char *out = th_read_file(c->t.out, NULL);
 	assert_non_null(out);
 	assert_non_null(strstr(out, " wl_kinds: str abc\n"));
 	assert_non_null(strstr(out, "long xxxx"));
@@ -196,120 +402,15 @@ static void test_good_capture_decodes(void **state)
 	assert_int_equal(rd16(c->data + c->l.record + 16), 3);
 }
 
-/* Scenario: files cut short at several points: inside the file header, inside a
- * section header, in the middle of the metadata and of an events section, and
- * just before the END section. */
-static void test_truncated_files_are_refused(void **state)
+/* Scenario (one test per row of `scenarios`): the damaged capture is refused with
+ * the row's offset and text. */
+static void test_damaged_capture_is_refused(void **state)
 {
 	struct ctx *c = *state;
-	const struct {
-		const char *name;
-		size_t len, off;
-	} cuts[] = {
-		{ "empty", 0, 0 },
-		{ "inside the file header", 8, 0 },
-		{ "inside the first section header", 16 + 4, 16 },
-		{ "middle of the metadata", c->l.meta_body + c->l.meta_size / 2,
-		  c->l.meta_body - 16 },
-		{ "middle of an events section", c->l.record + 10, c->l.events },
-		{ "before END", c->l.end, c->l.end },
-		{ "inside END", c->l.end + 20, c->l.end },
-		{ "before CLOCK", c->l.clock, c->l.clock },
-	};
-	for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++)
-		expect_refused(c, cuts[i].name, c->data, cuts[i].len, cuts[i].off, NULL);
-}
-
-/* Scenario: damaged headers: bad magic, an unknown version, a section that claims
- * more bytes than the file has, an unknown section type, data after END. */
-static void test_bad_headers_are_refused(void **state)
-{
-	struct ctx *c = *state;
-	uint8_t *b = copy(c);
-
-	b[0] ^= 0xff;
-	expect_refused(c, "bad magic", b, c->len, 0, "bad magic");
-	memcpy(b, c->data, c->len);
-	wr16(b + 8, 99);
-	expect_refused(c, "bad version", b, c->len, 8, "version 99");
-	memcpy(b, c->data, c->len);
-	wr64(b + 16 + 8, (uint64_t)c->len * 2);
-	expect_refused(c, "section past EOF", b, c->len, 16, "claims");
-	memcpy(b, c->data, c->len);
-	wr64(b + c->l.events + 8, UINT64_MAX - 3); /* wraps if added carelessly */
-	expect_refused(c, "huge section size", b, c->len, c->l.events, NULL);
-	memcpy(b, c->data, c->len);
-	wr32(b + c->l.loss, 77);
-	expect_refused(c, "unknown section type", b, c->len, c->l.loss, "unknown section type 77");
-	free(b);
-
-	b = malloc(c->len + 48);
-	assert_non_null(b);
-	memcpy(b, c->data, c->len);
-	memcpy(b + c->len, c->data + c->l.loss, 48); /* a whole LOSS section after END */
-	expect_refused(c, "data after END", b, c->len + 48, c->len, "after the END");
-	free(b);
-}
-
-/* Scenario: damaged event records: a size that is not a multiple of 8, a site id
- * past the site table, a string length past the record, a caller id past the
- * caller table. */
-static void test_bad_records_are_refused(void **state)
-{
-	struct ctx *c = *state;
-	size_t r = c->l.record;
-	uint8_t *b = copy(c);
-
-	wr16(b + r + 12, 28);
-	expect_refused(c, "record size not a multiple of 8", b, c->len, r, "size 28");
-	memcpy(b, c->data, c->len);
-	wr16(b + r + 12, 8);
-	expect_refused(c, "record smaller than its header", b, c->len, r, "size 8");
-	memcpy(b, c->data, c->len);
-	wr32(b + r + 8, 0x00fffff0);
-	expect_refused(c, "site id out of range", b, c->len, r, "site");
-	memcpy(b, c->data, c->len);
-	wr16(b + r + 16, 100);
-	expect_refused(c, "string length past the record", b, c->len, r, "string");
-	memcpy(b, c->data, c->len);
-	wr16(b + r + 16, 3 | VS_TRACE_STR_CUT | 0x4000);
-	expect_refused(c, "string length with stray bits", b, c->len, r, "string");
-	memcpy(b, c->data, c->len);
-	wr16(b + r + 14, 999);
-	expect_refused(c, "caller out of range", b, c->len, r, "caller 999");
-	memcpy(b, c->data, c->len);
-	wr32(b + r + 8, VS_EVENT_DROPS);
-	wr16(b + r + 12, 16);
-	expect_refused(c, "short drop marker", b, c->len, r, "drop marker");
-	free(b);
-}
-
-/* Scenario: damaged metadata: a site count far beyond what the blob can hold, a
- * flag count over 32, a bad magic, a string running past the blob. */
-static void test_bad_metadata_is_refused(void **state)
-{
-	struct ctx *c = *state;
-	size_t m = c->l.meta_body;
-	uint8_t *b = copy(c);
-
-	wr32(b + m + 8, 0x7fffffff);
-	expect_refused(c, "site count", b, c->len, m, "counts");
-	memcpy(b, c->data, c->len);
-	wr32(b + m + 12, 40);
-	expect_refused(c, "flag count", b, c->len, m, "counts");
-	memcpy(b, c->data, c->len);
-	wr32(b + m + 16, 0x10000000);
-	expect_refused(c, "caller count", b, c->len, m, "counts");
-	memcpy(b, c->data, c->len);
-	b[m] ^= 0xff;
-	expect_refused(c, "metadata magic", b, c->len, m, "bad magic");
-	memcpy(b, c->data, c->len);
-	/* first site's file name: u32 line, 4 bytes, 16 types, then u16 length */
-	wr16(b + m + 24 + 24, 0xffff);
-	expect_refused(c, "site string past the blob", b, c->len, m, "truncated");
-	memcpy(b, c->data, c->len);
-	b[m + 24 + 4] = 9; /* level 9 */
-	expect_refused(c, "site level", b, c->len, m, "level 9");
+	const struct scenario *s = c->scenario;
+	size_t len;
+	uint8_t *b = damaged_copy(c, s, &len);
+	expect_refused(c, s->name, b, len, offset_of(c, s->want_off), s->want_text);
 	free(b);
 }
 
@@ -330,40 +431,41 @@ static void test_absurd_clock_rate_is_refused(void **state)
 	uint8_t *b = copy(c);
 
 	memcpy(b + c->l.clock + 16, &k, sizeof k);
-	assert_int_equal(th_write_file(c->bad, b, c->len), 0);
+	struct decoded d = decode_bytes(c, b, c->len);
 	free(b);
-	int rc = decode(c, c->bad);
-	char *err = th_read_file(c->err, NULL);
-	char *out = th_read_file(c->out, NULL);
-	assert_non_null(err);
-	assert_non_null(out);
-	assert_null(strstr(err, "runtime error"));
-	assert_null(strstr(err, "Sanitizer"));
-	if (rc == 1) {
-		assert_non_null(strstr(err, "offset"));
+	assert_null(strstr(d.err, "runtime error"));
+	assert_null(strstr(d.err, "Sanitizer"));
+	if (d.rc == 1) {
+		assert_non_null(strstr(d.err, "offset"));
 	} else {
-		assert_int_equal(rc, 0);
+		assert_int_equal(d.rc, 0);
 		vs_format_walltime(start, sizeof start, real0);
-		for (char *l = out; *l; l = strchr(l, '\n') + 1) {
+		for (char *l = d.out; *l; l = strchr(l, '\n') + 1) {
 			if (strncmp(l, start, 10) < 0) /* the date part */
 				fail_msg("time before the start (%.10s): %.80s", start, l);
 			if (!strchr(l, '\n'))
 				break;
 		}
 	}
-	free(err);
-	free(out);
+	decoded_free(&d);
 }
 
 int main(void)
 {
-	const struct CMUnitTest tests[] = {
+	enum { ROWS = sizeof scenarios / sizeof scenarios[0] };
+	struct CMUnitTest tests[1 + ROWS + 1] = {
 		cmocka_unit_test_setup_teardown(test_good_capture_decodes, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_truncated_files_are_refused, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_bad_headers_are_refused, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_bad_records_are_refused, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_bad_metadata_is_refused, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_absurd_clock_rate_is_refused, setup, teardown),
 	};
+	size_t n = 1;
+
+	/* one test per row, named after it, so a failure names the damage */
+	for (size_t i = 0; i < ROWS; i++)
+		tests[n++] = (struct CMUnitTest){ .name = scenarios[i].name,
+						  .test_func = test_damaged_capture_is_refused,
+						  .setup_func = setup,
+						  .teardown_func = teardown,
+						  .initial_state = (void *)&scenarios[i] };
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test_setup_teardown(
+		test_absurd_clock_rate_is_refused, setup, teardown);
 	return cmocka_run_group_tests_name("trace.corrupt", tests, NULL, NULL);
 }

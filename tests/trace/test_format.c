@@ -151,6 +151,20 @@ static void compare_all(struct collected *c)
 	assert_int_equal(bad, 0);
 }
 
+/* Emit from EMIT (all of whose sites are in the function FUNC), then check that its
+ * events decode exactly as printf printed them, no more and no fewer. */
+static void round_trip(void (*emit)(void), const char *func)
+{
+	struct collected c;
+
+	n_expected = 0;
+	emit();
+	dump_and_collect(&c, func);
+	compare_all(&c);
+	free(c.msg);
+}
+#define ROUND_TRIP(emit) round_trip(emit, #emit)
+
 /* ---- the events ----------------------------------------------------------------------- */
 static void emit_integers(void)
 {
@@ -434,14 +448,8 @@ static void emit_negative_star_width(void)
  * conversion spec is rebuilt; also `width < -4096` turns into +4096). */
 static void test_negative_star_width_left_justifies(void **state)
 {
-	struct collected c;
 	(void)state;
-
-	n_expected = 0;
-	emit_negative_star_width();
-	dump_and_collect(&c, "emit_negative_star_width");
-	compare_all(&c);
-	free(c.msg);
+	ROUND_TRIP(emit_negative_star_width);
 }
 
 /* Was a bug: %n takes an argument (an int *) in printf, but the decoder shows it
@@ -470,14 +478,8 @@ static void emit_null_string(void)
  * (include/vioscope/trace.h vs__strlen/vs__put_str; src/trace/format.c). */
 static void test_null_string_decodes_as_null(void **state)
 {
-	struct collected c;
 	(void)state;
-
-	n_expected = 0;
-	emit_null_string();
-	dump_and_collect(&c, "emit_null_string");
-	compare_all(&c);
-	free(c.msg);
+	ROUND_TRIP(emit_null_string);
 }
 
 static char char_buffer[16] = "not-a-string";

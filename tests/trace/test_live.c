@@ -21,79 +21,32 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "helpers.h"
+#include "driver.h"
+#include "sequence.h"
 #include "workload.h"
 
-struct ctx {
-	char dir[512];
-	char env_dir[600];
-	char out[600], err[600]; /* CLI output of the last run */
-};
-
+/* Each test runs in its own VIOSCOPE_TRACE_DIR (helpers.h, struct th_tmpdir). */
 static int setup(void **state)
 {
-	struct ctx *c = calloc(1, sizeof *c);
-	if (!c || th_mkdtemp(c->dir, sizeof c->dir, "live") < 0)
-		return -1;
-	snprintf(c->env_dir, sizeof c->env_dir, "VIOSCOPE_TRACE_DIR=%s", c->dir);
-	snprintf(c->out, sizeof c->out, "%s/cli.out", c->dir);
-	snprintf(c->err, sizeof c->err, "%s/cli.err", c->dir);
-	*state = c;
-	return 0;
+	return th_tmpdir_setup(state, "live");
 }
-
-static int teardown(void **state)
-{
-	struct ctx *c = *state;
-	th_rmtree(c->dir);
-	free(c);
-	return 0;
-}
-
-/* Run `vioscope trace ARGS...` in the test's directory; returns its exit status. */
-static int cli(struct ctx *c, const char *a1, const char *a2, const char *a3, const char *a4,
-	       const char *a5)
-{
-	const char *argv[] = { VIOSCOPE_CLI, "trace", a1, a2, a3, a4, a5, NULL };
-	const char *env[] = { c->env_dir, NULL };
-	return th_run(argv, env, c->out, c->err);
-}
+#define TMPDIR_TEST(f) cmocka_unit_test_setup_teardown(f, setup, th_tmpdir_teardown)
 
 
 /* ---- what a dump holds ----------------------------------------------------------------- */
-struct ticks {
-	unsigned n;
-	unsigned first, last;
-	bool contiguous;
-};
-
+/* The tick numbers of a capture, into a struct th_sequence. */
 static int on_tick(const struct th_event *e, void *opaque)
 {
-	struct ticks *t = opaque;
 	unsigned v;
-	if (!e->ev->site || sscanf(e->msg, "tick %u", &v) != 1)
-		return 0;
-	if (t->n == 0) {
-		t->first = v;
-		t->contiguous = true;
-	} else if (v != t->last + 1) {
-		t->contiguous = false;
-	}
-	t->last = v;
-	t->n++;
+	if (e->ev->site && sscanf(e->msg, "tick %u", &v) == 1)
+		th_sequence_add(opaque, v);
 	return 0;
 }
 
-static void dump_ticks(struct ctx *c, pid_t pid, struct ticks *t)
+static void dump_ticks(struct th_tmpdir *td, pid_t pid, struct th_sequence *t)
 {
-	char pidstr[32], cap[600], why[512];
-	snprintf(pidstr, sizeof pidstr, "%d", (int)pid);
-	snprintf(cap, sizeof cap, "%s/ticks.vstrace", c->dir);
-	assert_int_equal(cli(c, "dump", pidstr, "-o", cap, NULL), 0);
 	memset(t, 0, sizeof *t);
-	if (th_walk(cap, on_tick, t, why, sizeof why) != 0)
-		fail_msg("%s", why);
-	unlink(cap);
+	th_dump_and_walk(td, pid, on_tick, t);
 }
 
 /* ---- the tick workload ------------------------------------------------------------------- */
@@ -124,7 +77,7 @@ static void wait_ticks(struct ticker *t, uint32_t from, uint32_t n)
 	assert_true(th_wait_until(reached, t, 60000));
 }
 
-static void ticker_start(struct ctx *c, struct ticker *t, const char *spec)
+static void ticker_start(struct th_tmpdir *td, struct ticker *t, const char *spec)
 {
 	int cmd[2], reply[2], ready[2];
 	char cfd[16], ofd[16], rfd[16], env_spec[64];
@@ -137,7 +90,7 @@ static void ticker_start(struct ctx *c, struct ticker *t, const char *spec)
 	snprintf(rfd, sizeof rfd, "%d", ready[1]);
 	snprintf(env_spec, sizeof env_spec, "VIOSCOPE_TRACE=%s", spec);
 	const char *argv[] = { WORKLOAD_COLD, "tick", "-c", cfd, "-o", ofd, "-r", rfd, NULL };
-	const char *env[] = { c->env_dir, env_spec, NULL };
+	const char *env[] = { td->env_dir, env_spec, NULL };
 	const int keep[] = { cmd[0], reply[1], ready[1], -1 };
 	t->pid = th_spawn(argv, env, keep, NULL, NULL);
 	assert_true(t->pid > 0);
@@ -168,31 +121,31 @@ static void ticker_quit(struct ticker *t)
  * though the process keeps ticking.  The process is never restarted. */
 static void test_enable_then_disable_live(void **state)
 {
-	struct ctx *c = *state;
+	struct th_tmpdir *td = *state;
 	struct ticker t;
-	struct ticks d;
+	struct th_sequence d;
 	char pidstr[32];
 
-	ticker_start(c, &t, "off");
+	ticker_start(td, &t, "off");
 	snprintf(pidstr, sizeof pidstr, "%d", (int)t.pid);
 	wait_ticks(&t, tick_count(&t), 5);
-	dump_ticks(c, t.pid, &d);
+	dump_ticks(td, t.pid, &d);
 	assert_int_equal(d.n, 0);
 
-	assert_int_equal(cli(c, "enable", pidstr, "verbose:test", NULL, NULL), 0);
-	assert_true(th_file_contains(c->out, "tracing set to verbose:test"));
+	assert_int_equal(th_cli(td, "enable", pidstr, "verbose:test", NULL), 0);
+	assert_true(th_file_contains(td->out, "tracing set to verbose:test"));
 	uint32_t on_at = tick_count(&t); /* every tick from here on passed an enabled check */
 	wait_ticks(&t, on_at, 5);
-	dump_ticks(c, t.pid, &d);
+	dump_ticks(td, t.pid, &d);
 	assert_true(d.n >= 5);
 	assert_true(d.contiguous);
 	assert_true(d.first <= on_at);
 	assert_true(d.last >= on_at + 4);
 
-	assert_int_equal(cli(c, "enable", pidstr, "off", NULL, NULL), 0);
+	assert_int_equal(th_cli(td, "enable", pidstr, "off", NULL), 0);
 	uint32_t off_at = tick_count(&t); /* every tick from here on passed a disabled check */
 	wait_ticks(&t, off_at, 20);
-	dump_ticks(c, t.pid, &d);
+	dump_ticks(td, t.pid, &d);
 	assert_true(d.n >= 5);
 	assert_true(d.last >= on_at + 4);
 	assert_true(d.last < off_at);
@@ -202,64 +155,39 @@ static void test_enable_then_disable_live(void **state)
 	ticker_quit(&t);
 }
 
-struct streaming {
-	struct vs_shm shm;
-	pid_t recorder;
-};
-
-static bool recorder_attached(void *opaque)
-{
-	struct streaming *s = opaque;
-	return __atomic_load_n(&s->shm.hdr->mode, __ATOMIC_ACQUIRE) == VS_MODE_STREAM &&
-	       __atomic_load_n(&s->shm.hdr->recorder_pid, __ATOMIC_ACQUIRE) == s->recorder;
-}
-
 /* Scenario: `trace record PID -o FILE --enable verbose:test` on a process started
  * with tracing off turns its ticks on as streaming starts, and Ctrl-C (SIGINT)
  * ends the recording cleanly: exit 0, a complete capture holding the ticks
  * counted while it ran, none lost; the process goes on, back in flight mode. */
 static void test_record_enables_and_stops_on_sigint(void **state)
 {
-	struct ctx *c = *state;
+	struct th_tmpdir *td = *state;
 	struct ticker t;
-	struct streaming s;
-	struct ticks d = { 0 };
-	char pidstr[32], cap[600], shm[600], why[512];
+	struct vs_shm shm;
+	struct th_sequence d = { 0 };
 
-	ticker_start(c, &t, "off");
-	snprintf(pidstr, sizeof pidstr, "%d", (int)t.pid);
-	snprintf(cap, sizeof cap, "%s/record.vstrace", c->dir);
-	const char *argv[] = { VIOSCOPE_CLI, "trace", "record", pidstr, "-o", cap, "--enable",
-			       "verbose:test", NULL };
-	const char *env[] = { c->env_dir, NULL };
-	s.recorder = th_spawn(argv, env, NULL, NULL, c->err);
-	assert_true(s.recorder > 0);
-	th_shm_path(shm, sizeof shm, c->dir, t.pid);
-	if (vs_shm_open(&s.shm, shm, why, sizeof why) < 0)
-		fail_msg("%s", why);
-	assert_true(th_wait_until(recorder_attached, &s, 60000));
+	ticker_start(td, &t, "off");
+	pid_t recorder = th_start_recording(td, t.pid, td->cap, "verbose:test", &shm);
 	uint32_t on_at = tick_count(&t);
 	wait_ticks(&t, on_at, 5);
-	assert_int_equal(kill(s.recorder, SIGINT), 0);
-	assert_int_equal(th_wait(s.recorder), 0);
-	assert_int_equal(s.shm.hdr->mode, VS_MODE_FLIGHT);
-	assert_int_equal(s.shm.hdr->recorder_pid, 0);
-	vs_shm_close(&s.shm);
+	assert_int_equal(kill(recorder, SIGINT), 0);
+	assert_int_equal(th_wait(recorder), 0);
+	assert_int_equal(shm.hdr->mode, VS_MODE_FLIGHT);
+	assert_int_equal(shm.hdr->recorder_pid, 0);
+	vs_shm_close(&shm);
 
-	if (th_walk(cap, on_tick, &d, why, sizeof why) != 0)
-		fail_msg("%s", why);
+	th_walk_or_fail(td->cap, on_tick, &d);
 	assert_true(d.contiguous);
 	assert_true(d.first <= on_at);
 	assert_true(d.last >= on_at + 4);
-	assert_true(th_file_contains(c->err, " 0 dropped, 0 overwritten"));
+	assert_true(th_file_contains(td->err, " 0 dropped, 0 overwritten"));
 	assert_int_equal(waitpid(t.pid, NULL, WNOHANG), 0);
 	ticker_quit(&t);
 }
 
 /* ---- flight recorder after SIGKILL ------------------------------------------------------- */
 struct seq {
-	unsigned n, last, first;
-	bool contiguous;
+	struct th_sequence seen; /* the event numbers */
 	uint64_t lost;
 	unsigned bad_text;
 };
@@ -280,14 +208,7 @@ static int on_seq(const struct th_event *e, void *opaque)
 	wl_expect_seq(want, sizeof want, t, i);
 	if (strcmp(want, e->msg) != 0)
 		s->bad_text++;
-	if (s->n == 0) {
-		s->first = i;
-		s->contiguous = true;
-	} else if (i != s->last + 1) {
-		s->contiguous = false;
-	}
-	s->last = i;
-	s->n++;
+	th_sequence_add(&s->seen, i);
 	return 0;
 }
 
@@ -299,51 +220,37 @@ static int on_seq(const struct th_event *e, void *opaque)
 static void test_sigkill_flight_record_recovered_then_cleaned(void **state)
 {
 	enum { N = 100000 };
-	struct ctx *c = *state;
-	int ready[2];
-	char rfd[16], pidstr[32], shm[600], cap[600], why[512];
+	struct th_tmpdir *td = *state;
+	char shm[600];
 	struct seq s = { 0 };
 	struct stat st;
 
-	assert_int_equal(th_pipe(ready), 0);
-	snprintf(rfd, sizeof rfd, "%d", ready[1]);
-	const char *argv[] = { WORKLOAD_COLD, "seq", "-n", "100000", "-r", rfd, "-H", NULL };
-	const char *env[] = { c->env_dir, NULL };
-	const int keep[] = { ready[1], -1 };
-	pid_t pid = th_spawn(argv, env, keep, NULL, NULL);
-	assert_true(pid > 0);
-	close(ready[1]);
-	assert_int_equal(th_read_byte(ready[0]), 'r');
-	assert_int_equal(th_read_byte(ready[0]), 'd'); /* all events written */
-	assert_int_equal(kill(pid, SIGKILL), 0);
-	assert_int_equal(th_wait(pid), 128 + SIGKILL);
-	close(ready[0]);
+	const char *argv[] = { WORKLOAD_COLD, "seq", "-n", "100000", NULL };
+	pid_t pid = th_start_holding(td, argv, NULL); /* all events written */
+	th_kill_holding(pid);
 
-	th_shm_path(shm, sizeof shm, c->dir, pid);
+	th_shm_path(shm, sizeof shm, td->dir, pid);
 	assert_int_equal(stat(shm, &st), 0);
-	snprintf(pidstr, sizeof pidstr, "%d", (int)pid);
-	assert_int_equal(cli(c, "list", NULL, NULL, NULL, NULL), 0);
+	assert_int_equal(th_cli(td, "list", NULL), 0);
 	char line_start[64];
 	snprintf(line_start, sizeof line_start, "\n%-8d dead", (int)pid);
-	assert_true(th_file_contains(c->out, line_start));
+	assert_true(th_file_contains(td->out, line_start));
 
-	snprintf(cap, sizeof cap, "%s/killed.vstrace", c->dir);
-	assert_int_equal(cli(c, "dump", pidstr, "-o", cap, NULL), 0);
-	assert_true(th_file_contains(c->err, "(process not running)"));
-	if (th_walk(cap, on_seq, &s, why, sizeof why) != 0)
-		fail_msg("%s", why);
+	th_dump(td, pid);
+	assert_true(th_file_contains(td->err, "(process not running)"));
+	th_walk_or_fail(td->cap, on_seq, &s);
 	assert_int_equal(s.bad_text, 0);
-	assert_true(s.n > 0);
-	assert_int_equal(s.last, N - 1);
-	assert_true(s.contiguous);
-	assert_int_equal(s.first, N - s.n);
-	assert_int_equal(s.n + s.lost, N);
-	unlink(cap);
+	assert_true(s.seen.n > 0);
+	assert_int_equal(s.seen.last, N - 1);
+	assert_true(s.seen.contiguous);
+	assert_int_equal(s.seen.first, N - s.seen.n);
+	assert_int_equal(s.seen.n + s.lost, N);
+	unlink(td->cap);
 
-	assert_int_equal(cli(c, "clean", NULL, NULL, NULL, NULL), 0);
+	assert_int_equal(th_cli(td, "clean", NULL), 0);
 	char removed[700];
 	snprintf(removed, sizeof removed, "removed %s", shm);
-	assert_true(th_file_contains(c->out, removed));
+	assert_true(th_file_contains(td->out, removed));
 	assert_int_equal(stat(shm, &st), -1);
 	assert_int_equal(errno, ENOENT);
 }
@@ -352,8 +259,7 @@ static void test_sigkill_flight_record_recovered_then_cleaned(void **state)
 struct per_thread {
 	struct {
 		uint32_t tid;
-		unsigned n, first, last;
-		bool contiguous;
+		struct th_sequence seen; /* its event numbers; contiguous only from one tid */
 	} t[4];
 	struct {
 		uint32_t tid;
@@ -378,15 +284,11 @@ static int on_threads(const struct th_event *e, void *opaque)
 	}
 	wl_expect_seq(want, sizeof want, t, i);
 	p->bad_text += strcmp(want, e->msg) != 0;
-	if (p->t[t].n == 0) {
+	if (p->t[t].seen.n == 0)
 		p->t[t].tid = e->ev->tid;
-		p->t[t].first = i;
-		p->t[t].contiguous = true;
-	} else if (i != p->t[t].last + 1 || e->ev->tid != p->t[t].tid) {
-		p->t[t].contiguous = false;
-	}
-	p->t[t].last = i;
-	p->t[t].n++;
+	else if (e->ev->tid != p->t[t].tid)
+		p->t[t].seen.contiguous = false;
+	th_sequence_add(&p->t[t].seen, i);
 	return 0;
 }
 
@@ -397,20 +299,13 @@ static int on_threads(const struct th_event *e, void *opaque)
 static void test_flight_three_threads_counts_add_up(void **state)
 {
 	enum { T = 3, N = 20000 };
-	struct ctx *c = *state;
+	struct th_tmpdir *td = *state;
 	struct per_thread p = { 0 };
-	char pidstr[32], cap[600], why[512];
 
 	const char *argv[] = { WORKLOAD_COLD, "seq", "-n", "20000", "-t", "3", NULL };
-	const char *env[] = { c->env_dir, "VIOSCOPE_TRACE_RING=16K", "VIOSCOPE_TRACE_KEEP=1",
-			      NULL };
-	pid_t pid = th_spawn(argv, env, NULL, NULL, NULL);
-	assert_int_equal(th_wait(pid), 0);
-	snprintf(pidstr, sizeof pidstr, "%d", (int)pid);
-	snprintf(cap, sizeof cap, "%s/three.vstrace", c->dir);
-	assert_int_equal(cli(c, "dump", pidstr, "-o", cap, NULL), 0);
-	if (th_walk(cap, on_threads, &p, why, sizeof why) != 0)
-		fail_msg("%s", why);
+	const char *env[] = { "VIOSCOPE_TRACE_RING=16K", "VIOSCOPE_TRACE_KEEP=1", NULL };
+	pid_t pid = th_run_workload(td, argv, env, NULL);
+	th_dump_and_walk(td, pid, on_threads, &p);
 	assert_int_equal(p.bad_text, 0);
 	assert_int_equal(p.nloss, T);
 	for (unsigned t = 0; t < T; t++) {
@@ -418,25 +313,21 @@ static void test_flight_three_threads_counts_add_up(void **state)
 		for (unsigned k = 0; k < p.nloss; k++)
 			if (p.loss[k].tid == p.t[t].tid)
 				lost = p.loss[k].lost;
-		assert_true(p.t[t].n > 0);
-		assert_true(p.t[t].contiguous);
-		assert_int_equal(p.t[t].last, N - 1);
-		assert_int_equal(p.t[t].first, N - p.t[t].n);
-		assert_int_equal(lost, N - p.t[t].n);
+		assert_true(p.t[t].seen.n > 0);
+		assert_true(p.t[t].seen.contiguous);
+		assert_int_equal(p.t[t].seen.last, N - 1);
+		assert_int_equal(p.t[t].seen.first, N - p.t[t].seen.n);
+		assert_int_equal(lost, N - p.t[t].seen.n);
 	}
-	unlink(cap);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_enable_then_disable_live, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_record_enables_and_stops_on_sigint, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_sigkill_flight_record_recovered_then_cleaned,
-						setup, teardown),
-		cmocka_unit_test_setup_teardown(test_flight_three_threads_counts_add_up, setup,
-						teardown),
+		TMPDIR_TEST(test_enable_then_disable_live),
+		TMPDIR_TEST(test_record_enables_and_stops_on_sigint),
+		TMPDIR_TEST(test_sigkill_flight_record_recovered_then_cleaned),
+		TMPDIR_TEST(test_flight_three_threads_counts_add_up),
 	};
 	return cmocka_run_group_tests_name("trace.live", tests, NULL, NULL);
 }

@@ -29,6 +29,8 @@
 #include "trace/record.h"
 #include "trace/tracefmt.h"
 
+#include "sequence.h"
+
 #define RING 4096u
 /* "loss %u": 16-byte header + one u32, rounded up to 8 */
 #define REC  24u
@@ -180,9 +182,7 @@ static void recorder_stop(struct recorder *r)
 /* ---- what a capture holds for one thread -------------------------------------------------- */
 struct seen {
 	uint32_t tid;
-	unsigned events;      /* "loss %u" events */
-	unsigned first, last; /* their numbers */
-	bool contiguous;
+	struct th_sequence numbers; /* of the "loss %u" events */
 	unsigned markers;     /* loss reports for this thread */
 	uint64_t lost;        /* sum of their counts */
 	bool dropped_kind, overwritten_kind;
@@ -202,7 +202,7 @@ static int on_event(const struct vs_cap_event *ev, void *opaque)
 		return 0;
 	if (!ev->site) {
 		if (s->markers++ == 0)
-			s->marker_after = (int)s->events;
+			s->marker_after = (int)s->numbers.n;
 		s->lost += ev->lost;
 		s->dropped_kind |= strstr(ev->lost_what, "dropped") != NULL;
 		s->overwritten_kind |= strstr(ev->lost_what, "overwritten") != NULL;
@@ -214,14 +214,7 @@ static int on_event(const struct vs_cap_event *ev, void *opaque)
 		s->after++;
 		s->after_follows_marker = s->last_was_marker;
 	} else if (sscanf(msg, "loss %u", &n) == 1) {
-		if (s->events == 0) {
-			s->first = n;
-			s->contiguous = true;
-		} else if (n != s->last + 1) {
-			s->contiguous = false;
-		}
-		s->last = n;
-		s->events++;
+		th_sequence_add(&s->numbers, n);
 	}
 	s->last_was_marker = false;
 	return 0;
@@ -253,6 +246,37 @@ static void dump_self(const char *name, char *path, size_t len, struct vs_dump_s
 static void set_mode(uint32_t mode)
 {
 	__atomic_store_n(&self.hdr->mode, mode, __ATOMIC_RELEASE);
+}
+
+/* In MODE, a fresh thread (so a fresh ring with zeroed counters) takes STEP once
+ * (STEP_RANGE: "loss 0" to "loss N-1") and exits, its ring retired with the data
+ * kept for dumps; then back to flight mode.  Returns the ring and, in *TID, the
+ * thread's tid, which finds its events in a capture. */
+static struct vs_shm_ring *thread_writes_and_exits(uint32_t mode, enum step step, unsigned n,
+						    uint32_t *tid)
+{
+	struct writer w;
+
+	set_mode(mode);
+	writer_start(&w);
+	writer_do(&w, step, 0, n);
+	writer_stop(&w);
+	set_mode(VS_MODE_FLIGHT);
+	struct vs_shm_ring *r = ring_of(w.tid);
+	assert_non_null(r);
+	*tid = w.tid;
+	return r;
+}
+
+/* Dump this process (as NAME) and see what the capture holds for thread TID. */
+static void dump_thread(const char *name, uint32_t tid, struct seen *s)
+{
+	struct vs_dump_stats st;
+	char path[600];
+
+	dump_self(name, path, sizeof path, &st);
+	walk_capture(path, s, tid);
+	unlink(path);
 }
 
 /* ---- scenarios -------------------------------------------------------------------------- */
@@ -301,10 +325,10 @@ static void test_stream_full_ring_counts_drops_then_marks_them(void **state)
 	assert_int_equal(rec.st.dropped, N - FIT);
 
 	walk_capture(rec.path, &s, w.tid);
-	assert_int_equal(s.events, FIT);
-	assert_int_equal(s.first, 0);
-	assert_int_equal(s.last, FIT - 1);
-	assert_true(s.contiguous);
+	assert_int_equal(s.numbers.n, FIT);
+	assert_int_equal(s.numbers.first, 0);
+	assert_int_equal(s.numbers.last, FIT - 1);
+	assert_true(s.numbers.contiguous);
 	assert_int_equal(s.markers, 1);
 	assert_int_equal(s.lost, N - FIT);
 	assert_true(s.dropped_kind);
@@ -325,32 +349,32 @@ static void test_stream_full_ring_counts_drops_then_marks_them(void **state)
 static void test_stream_drops_at_thread_end_are_reported(void **state)
 {
 	enum { N = 500, FIT = RING / REC };
-	struct writer w;
-	struct vs_dump_stats st;
 	struct seen s;
-	char path[600];
+	uint32_t tid;
 	(void)state;
 
-	set_mode(VS_MODE_STREAM);
-	writer_start(&w);
-	writer_do(&w, STEP_RANGE, 0, N);
-	writer_stop(&w);
-	set_mode(VS_MODE_FLIGHT);
-	struct vs_shm_ring *r = ring_of(w.tid);
-	assert_non_null(r);
+	struct vs_shm_ring *r = thread_writes_and_exits(VS_MODE_STREAM, STEP_RANGE, N, &tid);
 	assert_int_equal(r->generation, 1);
 	assert_int_equal(r->dropped, N - FIT);
 
-	dump_self("stream-end", path, sizeof path, &st);
-	walk_capture(path, &s, w.tid);
-	assert_int_equal(s.events, FIT);
-	assert_true(s.contiguous);
-	assert_int_equal(s.last, FIT - 1);
+	dump_thread("stream-end", tid, &s);
+	assert_int_equal(s.numbers.n, FIT);
+	assert_true(s.numbers.contiguous);
+	assert_int_equal(s.numbers.last, FIT - 1);
 	assert_int_equal(s.markers, 1);
 	assert_int_equal(s.marker_after, FIT); /* after the last event */
 	assert_int_equal(s.lost, N - FIT);
 	assert_true(s.dropped_kind);
-	unlink(path);
+}
+
+/* What a flight-mode dump of a thread that wrote "loss 0" to "loss N-1" must hold:
+ * its newest events, contiguous up to the last, and with the OVERWRITTEN ones all N. */
+static void check_newest_kept(const struct seen *s, uint64_t overwritten, unsigned n)
+{
+	assert_true(s->numbers.n > 0);
+	assert_int_equal(s->numbers.n + overwritten, n);
+	assert_int_equal(s->numbers.last, n - 1);
+	assert_true(s->numbers.contiguous);
 }
 
 /* Scenario: flight mode (the default), 1000 events into a 4 KiB ring: the oldest
@@ -360,37 +384,25 @@ static void test_stream_drops_at_thread_end_are_reported(void **state)
 static void test_flight_overwrites_oldest_and_keeps_newest(void **state)
 {
 	enum { N = 1000 };
-	struct writer w;
-	struct vs_dump_stats st;
 	struct seen s;
-	char path[600];
+	uint32_t tid;
 	(void)state;
 
-	set_mode(VS_MODE_FLIGHT);
-	writer_start(&w);
-	writer_do(&w, STEP_RANGE, 0, N);
-	writer_stop(&w);
-	struct vs_shm_ring *r = ring_of(w.tid);
-	assert_non_null(r);
+	struct vs_shm_ring *r = thread_writes_and_exits(VS_MODE_FLIGHT, STEP_RANGE, N, &tid);
 	assert_int_equal(r->generation, 1);
 	assert_int_equal(r->dropped, 0);
 	uint64_t overwritten = r->overwritten;
 
-	dump_self("flight", path, sizeof path, &st);
-	walk_capture(path, &s, w.tid);
-	assert_true(s.events > 0);
-	assert_true(s.events <= RING / REC);
+	dump_thread("flight", tid, &s);
+	check_newest_kept(&s, overwritten, N);
+	assert_true(s.numbers.n <= RING / REC);
 	assert_true(overwritten > 0);
-	assert_int_equal(s.events + overwritten, N);
-	assert_int_equal(s.last, N - 1);
-	assert_int_equal(s.first, N - s.events);
-	assert_true(s.contiguous);
+	assert_int_equal(s.numbers.first, N - s.numbers.n);
 	assert_int_equal(s.markers, 1);
 	assert_int_equal(s.marker_after, 0);
 	assert_int_equal(s.lost, overwritten);
 	assert_true(s.overwritten_kind);
 	assert_false(s.dropped_kind);
-	unlink(path);
 }
 
 /* Scenario: flight mode keeps going across many wraps: after 20000 events the dump
@@ -398,25 +410,13 @@ static void test_flight_overwrites_oldest_and_keeps_newest(void **state)
 static void test_flight_many_wraps_counts_add_up(void **state)
 {
 	enum { N = 20000 };
-	struct writer w;
-	struct vs_dump_stats st;
 	struct seen s;
-	char path[600];
+	uint32_t tid;
 	(void)state;
 
-	set_mode(VS_MODE_FLIGHT);
-	writer_start(&w);
-	writer_do(&w, STEP_RANGE, 0, N);
-	writer_stop(&w);
-	struct vs_shm_ring *r = ring_of(w.tid);
-	assert_non_null(r);
-	dump_self("flight-wraps", path, sizeof path, &st);
-	walk_capture(path, &s, w.tid);
-	assert_true(s.events > 0);
-	assert_int_equal(s.events + r->overwritten, N);
-	assert_int_equal(s.last, N - 1);
-	assert_true(s.contiguous);
-	unlink(path);
+	struct vs_shm_ring *r = thread_writes_and_exits(VS_MODE_FLIGHT, STEP_RANGE, N, &tid);
+	dump_thread("flight-wraps", tid, &s);
+	check_newest_kept(&s, r->overwritten, N);
 }
 
 /* Scenario: flight mode, then a recorder drains the ring and leaves, then flight
@@ -428,9 +428,7 @@ static void test_flight_after_recorder_counts_add_up(void **state)
 	enum { N1 = 1000, N = 3000 };
 	struct writer w;
 	struct recorder rec;
-	struct vs_dump_stats st;
 	struct seen rs, ds;
-	char path[600];
 	(void)state;
 
 	set_mode(VS_MODE_FLIGHT);
@@ -444,18 +442,15 @@ static void test_flight_after_recorder_counts_add_up(void **state)
 	assert_int_equal(self.hdr->mode, VS_MODE_FLIGHT);
 	writer_do(&w, STEP_RANGE, N1, N - N1);
 	writer_stop(&w);
-	dump_self("flight-after", path, sizeof path, &st);
-
+	dump_thread("flight-after", w.tid, &ds);
 	walk_capture(rec.path, &rs, w.tid);
-	walk_capture(path, &ds, w.tid);
-	assert_true(rs.events > 0 && rs.contiguous);
-	assert_int_equal(rs.last, N1 - 1);
-	assert_true(ds.events > 0 && ds.contiguous);
-	assert_int_equal(ds.last, N - 1);
-	assert_true(ds.first > rs.last);
-	assert_int_equal(rs.events + ds.events + r->overwritten, N);
+	assert_true(rs.numbers.n > 0 && rs.numbers.contiguous);
+	assert_int_equal(rs.numbers.last, N1 - 1);
+	assert_true(ds.numbers.n > 0 && ds.numbers.contiguous);
+	assert_int_equal(ds.numbers.last, N - 1);
+	assert_true(ds.numbers.first > rs.numbers.last);
+	assert_int_equal(rs.numbers.n + ds.numbers.n + r->overwritten, N);
 	unlink(rec.path);
-	unlink(path);
 }
 
 /* Was a bug: an event larger than a quarter of the ring is dropped in the slow path
@@ -465,21 +460,13 @@ static void test_flight_after_recorder_counts_add_up(void **state)
  * mode, and if the thread emits nothing else the loss is silent. */
 static void test_oversize_event_is_counted(void **state)
 {
-	struct writer w;
-	struct vs_dump_stats st;
 	struct seen s;
-	char path[600];
+	uint32_t tid;
 	(void)state;
 
-	set_mode(VS_MODE_FLIGHT);
-	writer_start(&w);
-	writer_do(&w, STEP_OVERSIZE, 0, 0); /* the thread's first event: slow path */
-	writer_stop(&w);
-	struct vs_shm_ring *r = ring_of(w.tid);
-	assert_non_null(r);
-	dump_self("oversize", path, sizeof path, &st);
-	walk_capture(path, &s, w.tid);
-	unlink(path);
+	/* the thread's first and only event: the slow path */
+	struct vs_shm_ring *r = thread_writes_and_exits(VS_MODE_FLIGHT, STEP_OVERSIZE, 0, &tid);
+	dump_thread("oversize", tid, &s);
 	assert_int_equal(r->dropped + r->overwritten, 1);
 	assert_int_equal(s.lost, 1);
 }

@@ -19,30 +19,14 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "helpers.h"
+#include "driver.h"
 
-struct ctx {
-	char dir[512];
-	char env_dir[600];
-};
-
+/* Each test runs in its own VIOSCOPE_TRACE_DIR (helpers.h, struct th_tmpdir). */
 static int setup(void **state)
 {
-	struct ctx *c = calloc(1, sizeof *c);
-	if (!c || th_mkdtemp(c->dir, sizeof c->dir, "print") < 0)
-		return -1;
-	snprintf(c->env_dir, sizeof c->env_dir, "VIOSCOPE_TRACE_DIR=%s", c->dir);
-	*state = c;
-	return 0;
+	return th_tmpdir_setup(state, "print");
 }
-
-static int teardown(void **state)
-{
-	struct ctx *c = *state;
-	th_rmtree(c->dir);
-	free(c);
-	return 0;
-}
+#define TMPDIR_TEST(f) cmocka_unit_test_setup_teardown(f, setup, th_tmpdir_teardown)
 
 static void now_text(char *out, size_t len)
 {
@@ -61,33 +45,37 @@ static unsigned split_lines(char *text, char **lines, unsigned max)
 	return n;
 }
 
-/* Run a print-flavour workload in print mode; returns its pid and its lines. */
-static pid_t run_print(struct ctx *c, const char *workload, char **text, char **lines,
-		       unsigned *n, char *before, char *after)
+/* What a print-flavour workload wrote in print mode, and when it ran. */
+struct printed {
+	pid_t pid;
+	char *text;       /* the whole file (free it), split in place into: */
+	char *lines[16];
+	unsigned n;
+	char before[64], after[64]; /* wall time before the start, after the end */
+};
+
+static void run_print(struct th_tmpdir *td, const char *workload, struct printed *p)
 {
 	char file[600], env_file[700];
-	snprintf(file, sizeof file, "%s/print.txt", c->dir);
+	snprintf(file, sizeof file, "%s/print.txt", td->dir);
 	snprintf(env_file, sizeof env_file, "VIOSCOPE_TRACE_FILE=%s", file);
 	const char *argv[] = { workload, "print", NULL };
-	const char *env[] = { c->env_dir, env_file, "VIOSCOPE_TRACE=verbose:all", NULL };
-	now_text(before, 64);
-	pid_t pid = th_spawn(argv, env, NULL, NULL, NULL);
-	assert_true(pid > 0);
-	assert_int_equal(th_wait(pid), 0);
-	now_text(after, 64);
-	*text = th_read_file(file, NULL);
-	assert_non_null(*text);
-	*n = split_lines(*text, lines, 16);
+	const char *env[] = { env_file, "VIOSCOPE_TRACE=verbose:all", NULL };
+	now_text(p->before, sizeof p->before);
+	p->pid = th_run_workload(td, argv, env, NULL);
+	now_text(p->after, sizeof p->after);
+	p->text = th_read_file(file, NULL);
+	assert_non_null(p->text);
+	p->n = split_lines(p->text, p->lines, 16);
 	unlink(file);
-	return pid;
 }
 
-/* Check one line: a wall time within [before, after], the process's tid, then
- * exactly REST ("LEVEL FLAG FUNC: message" as vs_format_prefix lays it out). */
-static void check_line(const char *line, const char *before, const char *after, pid_t pid,
-		       unsigned level, const char *flag, const char *caller, const char *func,
-		       const char *msg)
+/* Check line I: a wall time within the run, the process's tid, then exactly the
+ * rest of the prefix ("LEVEL FLAG FUNC: " as vs_format_prefix lays it out) and MSG. */
+static void check_line(const struct printed *p, unsigned i, unsigned level, const char *flag,
+		       const char *caller, const char *func, const char *msg)
 {
+	const char *line = p->lines[i];
 	regex_t re;
 	char want[512], prefix[256];
 
@@ -102,10 +90,10 @@ static void check_line(const char *line, const char *before, const char *after, 
 	if (m != 0)
 		fail_msg("line does not have the prefix format: \"%s\"", line);
 	/* the time is when the event happened: between the run's start and end */
-	assert_true(strncmp(line, before, 29) >= 0);
-	assert_true(strncmp(line, after, 29) <= 0);
+	assert_true(strncmp(line, p->before, 29) >= 0);
+	assert_true(strncmp(line, p->after, 29) <= 0);
 	/* everything after the time is the decoder's prefix and the message */
-	vs_format_prefix(prefix, sizeof prefix, 0, (uint32_t)pid, level, flag, caller, func);
+	vs_format_prefix(prefix, sizeof prefix, 0, (uint32_t)p->pid, level, flag, caller, func);
 	snprintf(want, sizeof want, "%s%s", strchr(prefix, '.') + 11, msg);
 	assert_string_equal(line + 30, want);
 }
@@ -115,37 +103,30 @@ static void check_line(const char *line, const char *before, const char *after, 
  * helper shows only itself (caller naming needs hot sites). */
 static void test_cold_print_lines(void **state)
 {
-	struct ctx *c = *state;
-	char *text, *lines[16], before[64], after[64];
-	unsigned n;
+	struct th_tmpdir *td = *state;
+	struct printed p;
 
-	pid_t pid = run_print(c, WORKLOAD_COLD_PRINT, &text, lines, &n, before, after);
-	assert_int_equal(n, 4);
-	check_line(lines[0], before, after, pid, VS_LEVEL_INFO, "TEST", NULL, "wl_print_events",
-		   "print 42 hello");
-	check_line(lines[1], before, after, pid, VS_LEVEL_ERROR, "INIT", NULL, "wl_print_events",
+	run_print(td, WORKLOAD_COLD_PRINT, &p);
+	assert_int_equal(p.n, 4);
+	check_line(&p, 0, VS_LEVEL_INFO, "TEST", NULL, "wl_print_events", "print 42 hello");
+	check_line(&p, 1, VS_LEVEL_ERROR, "INIT", NULL, "wl_print_events",
 		   "error path rc=-5 why=no such thing");
-	check_line(lines[2], before, after, pid, VS_LEVEL_WARNING, "QUEUE", NULL,
-		   "wl_print_events", "warn 7 2.50");
-	check_line(lines[3], before, after, pid, VS_LEVEL_INFO, "TEST", NULL, "wl_helper",
-		   "helper v=9");
-	free(text);
+	check_line(&p, 2, VS_LEVEL_WARNING, "QUEUE", NULL, "wl_print_events", "warn 7 2.50");
+	check_line(&p, 3, VS_LEVEL_INFO, "TEST", NULL, "wl_helper", "helper v=9");
+	free(p.text);
 }
 
 /* Scenario: all-print also prints the _HP event, and the helper as caller>callee. */
 static void test_all_print_lines(void **state)
 {
-	struct ctx *c = *state;
-	char *text, *lines[16], before[64], after[64];
-	unsigned n;
+	struct th_tmpdir *td = *state;
+	struct printed p;
 
-	pid_t pid = run_print(c, WORKLOAD_ALL_PRINT, &text, lines, &n, before, after);
-	assert_int_equal(n, 5);
-	check_line(lines[3], before, after, pid, VS_LEVEL_VERBOSE, "IO", NULL, "wl_print_events",
-		   "hot 1");
-	check_line(lines[4], before, after, pid, VS_LEVEL_INFO, "TEST", "wl_print_events",
-		   "wl_helper", "helper v=9");
-	free(text);
+	run_print(td, WORKLOAD_ALL_PRINT, &p);
+	assert_int_equal(p.n, 5);
+	check_line(&p, 3, VS_LEVEL_VERBOSE, "IO", NULL, "wl_print_events", "hot 1");
+	check_line(&p, 4, VS_LEVEL_INFO, "TEST", "wl_print_events", "wl_helper", "helper v=9");
+	free(p.text);
 }
 
 /* Past the time and the tid: "LEVEL FLAG FUNC: message". */
@@ -164,42 +145,33 @@ static const char *after_tid(const char *line)
  * time and tid. */
 static void test_print_matches_decoder(void **state)
 {
-	struct ctx *c = *state;
-	char *ptext, *plines[16], *dtext, *dlines[16], before[64], after[64];
-	char pidstr[32], cap[600], out[600];
-	unsigned pn, dn;
+	struct th_tmpdir *td = *state;
+	struct printed p;
+	char *dtext, *dlines[16];
+	unsigned dn;
 
-	run_print(c, WORKLOAD_ALL_PRINT, &ptext, plines, &pn, before, after);
+	run_print(td, WORKLOAD_ALL_PRINT, &p);
 
 	const char *argv[] = { WORKLOAD_ALL, "print", NULL };
-	const char *env[] = { c->env_dir, "VIOSCOPE_TRACE=verbose:all", "VIOSCOPE_TRACE_KEEP=1",
-			      NULL };
-	pid_t pid = th_spawn(argv, env, NULL, NULL, NULL);
-	assert_int_equal(th_wait(pid), 0);
-	snprintf(pidstr, sizeof pidstr, "%d", (int)pid);
-	snprintf(cap, sizeof cap, "%s/print.vstrace", c->dir);
-	snprintf(out, sizeof out, "%s/decoded.txt", c->dir);
-	const char *dump[] = { VIOSCOPE_CLI, "trace", "dump", pidstr, "-o", cap, NULL };
-	const char *decode[] = { VIOSCOPE_CLI, "trace", "decode", cap, NULL };
-	const char *cenv[] = { c->env_dir, NULL };
-	assert_int_equal(th_run(dump, cenv, NULL, "/dev/null"), 0);
-	assert_int_equal(th_run(decode, cenv, out, NULL), 0);
-	dtext = th_read_file(out, NULL);
+	const char *env[] = { "VIOSCOPE_TRACE=verbose:all", "VIOSCOPE_TRACE_KEEP=1", NULL };
+	th_dump(td, th_run_workload(td, argv, env, NULL));
+	assert_int_equal(th_cli(td, "decode", td->cap, NULL), 0);
+	dtext = th_read_file(td->out, NULL);
 	assert_non_null(dtext);
 	dn = split_lines(dtext, dlines, 16);
-	assert_int_equal(dn, pn);
-	for (unsigned i = 0; i < pn; i++)
-		assert_string_equal(after_tid(dlines[i]), after_tid(plines[i]));
-	free(ptext);
+	assert_int_equal(dn, p.n);
+	for (unsigned i = 0; i < p.n; i++)
+		assert_string_equal(after_tid(dlines[i]), after_tid(p.lines[i]));
+	free(p.text);
 	free(dtext);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_cold_print_lines, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_all_print_lines, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_print_matches_decoder, setup, teardown),
+		TMPDIR_TEST(test_cold_print_lines),
+		TMPDIR_TEST(test_all_print_lines),
+		TMPDIR_TEST(test_print_matches_decoder),
 	};
 	return cmocka_run_group_tests_name("trace.print", tests, NULL, NULL);
 }

@@ -19,32 +19,16 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "helpers.h"
+#include "driver.h"
 #include "trace/record.h"
 #include "workload.h"
 
-struct ctx {
-	char dir[512];
-	char env_dir[600];
-};
-
+/* Each test runs in its own VIOSCOPE_TRACE_DIR (helpers.h, struct th_tmpdir). */
 static int setup(void **state)
 {
-	struct ctx *c = calloc(1, sizeof *c);
-	if (!c || th_mkdtemp(c->dir, sizeof c->dir, "stream") < 0)
-		return -1;
-	snprintf(c->env_dir, sizeof c->env_dir, "VIOSCOPE_TRACE_DIR=%s", c->dir);
-	*state = c;
-	return 0;
+	return th_tmpdir_setup(state, "stream");
 }
-
-static int teardown(void **state)
-{
-	struct ctx *c = *state;
-	th_rmtree(c->dir);
-	free(c);
-	return 0;
-}
+#define TMPDIR_TEST(f) cmocka_unit_test_setup_teardown(f, setup, th_tmpdir_teardown)
 
 /* ---- checking a stream of numbered events ---------------------------------------------- */
 #define MAX_THREADS 8
@@ -96,10 +80,7 @@ static int check_event(const struct th_event *e, void *opaque)
 
 static void check_capture(const char *path, struct check *k)
 {
-	char why[512];
-	int rc = th_walk(path, check_event, k, why, sizeof why);
-	if (rc != 0)
-		fail_msg("walk %s: %s", path, why);
+	th_walk_or_fail(path, check_event, k);
 	if (k->bad_text)
 		print_error("%llu bad messages, first: %s\n", (unsigned long long)k->bad_text,
 			    k->first_bad);
@@ -133,41 +114,28 @@ static void *rec_main(void *arg)
 
 /* Run the workload (all flavour, seq mode, EXTRA options) with a 4 KiB ring while
  * vs_trace_record streams it from a thread here; returns the workload's status. */
-static int record_workload(struct ctx *c, const char *n, const char *extra, const char *out,
+static int record_workload(struct th_tmpdir *td, const char *n, const char *extra, const char *out,
 			   struct vs_dump_stats *st)
 {
-	int ready[2], go[2];
-	char rfd[16], gfd[16];
+	struct th_gated w;
 	struct recorder rec = { 0 };
 
-	assert_int_equal(th_pipe(ready), 0);
-	assert_int_equal(th_pipe(go), 0);
-	snprintf(rfd, sizeof rfd, "%d", ready[1]);
-	snprintf(gfd, sizeof gfd, "%d", go[0]);
-	const char *argv[] = { WORKLOAD_ALL, "seq", "-n", n, "-r", rfd, "-g", gfd, extra, NULL };
-	const char *env[] = { c->env_dir, "VIOSCOPE_TRACE_RING=4096", NULL };
-	const int keep[] = { ready[1], go[0], -1 };
-	pid_t pid = th_spawn(argv, env, keep, NULL, NULL);
-	assert_true(pid > 0);
-	close(ready[1]);
-	close(go[0]);
-	assert_int_equal(th_read_byte(ready[0]), 'r');
+	const char *argv[] = { WORKLOAD_ALL, "seq", "-n", n, extra, NULL }; /* EXTRA may be NULL */
+	const char *env[] = { "VIOSCOPE_TRACE_RING=4096", NULL };
+	th_start_gated(td, &w, argv, env);
 
-	th_shm_path(rec.target, sizeof rec.target, c->dir, pid);
+	th_shm_path(rec.target, sizeof rec.target, td->dir, w.pid);
 	snprintf(rec.out, sizeof rec.out, "%s", out);
 	sem_init(&rec.started, 0, 0);
 	assert_int_equal(pthread_create(&rec.th, NULL, rec_main, &rec), 0);
 	sem_wait(&rec.started);
 	if (rec.rc < 0)
 		fail_msg("record: %s", rec.why);
-	assert_int_equal(write(go[1], "g", 1), 1);
-	int status = th_wait(pid);
+	int status = th_let_go_and_wait(&w);
 	pthread_join(rec.th, NULL);
 	if (rec.rc < 0)
 		fail_msg("record: %s", rec.why);
 	*st = rec.st;
-	close(ready[0]);
-	close(go[1]);
 	sem_destroy(&rec.started);
 	return status;
 }
@@ -177,13 +145,13 @@ static int record_workload(struct ctx *c, const char *n, const char *extra, cons
  * up: every event arrives once, in order, with its values intact; nothing dropped. */
 static void test_wrap_paced_every_event_arrives_intact(void **state)
 {
-	struct ctx *c = *state;
+	struct th_tmpdir *td = *state;
 	struct vs_dump_stats st;
 	struct check k = { .threads = 1 };
 	char out[600];
 
-	snprintf(out, sizeof out, "%s/wrap.vstrace", c->dir);
-	assert_int_equal(record_workload(c, "20000", "-p", out, &st), 0);
+	snprintf(out, sizeof out, "%s/wrap.vstrace", td->dir);
+	assert_int_equal(record_workload(td, "20000", "-p", out, &st), 0);
 	assert_int_equal(st.dropped, 0);
 	assert_int_equal(st.overwritten, 0);
 	assert_true(st.bytes > 100 * 4096);
@@ -193,7 +161,7 @@ static void test_wrap_paced_every_event_arrives_intact(void **state)
 	assert_int_equal(k.markers, 0);
 	unlink(out);
 	/* a normal exit leaves no trace file behind */
-	assert_int_equal(th_count_files(c->dir, VS_SHM_PREFIX), 0);
+	assert_int_equal(th_count_files(td->dir, VS_SHM_PREFIX), 0);
 }
 
 /* Scenario: the same without pacing (200000 events into 4 KiB): the recorder may
@@ -202,13 +170,13 @@ static void test_wrap_paced_every_event_arrives_intact(void **state)
  * of the report at the end), and arrived + reported lost == written. */
 static void test_wrap_unpaced_every_gap_is_accounted(void **state)
 {
-	struct ctx *c = *state;
+	struct th_tmpdir *td = *state;
 	struct vs_dump_stats st;
 	struct check k = { .threads = 1, .allow_gaps = true };
 	char out[600];
 
-	snprintf(out, sizeof out, "%s/wrap-unpaced.vstrace", c->dir);
-	assert_int_equal(record_workload(c, "200000", NULL, out, &st), 0);
+	snprintf(out, sizeof out, "%s/wrap-unpaced.vstrace", td->dir);
+	assert_int_equal(record_workload(td, "200000", NULL, out, &st), 0);
 	assert_int_equal(st.overwritten, 0);
 	check_capture(out, &k);
 	print_message("arrived %llu, dropped %llu (%llu reports)\n", (unsigned long long)k.events,
@@ -220,18 +188,6 @@ static void test_wrap_unpaced_every_gap_is_accounted(void **state)
 }
 
 /* ---- `vioscope trace record` with four threads ------------------------------------------- */
-struct streaming {
-	struct vs_shm shm;
-	pid_t recorder;
-};
-
-static bool recorder_attached(void *opaque)
-{
-	struct streaming *s = opaque;
-	return __atomic_load_n(&s->shm.hdr->mode, __ATOMIC_ACQUIRE) == VS_MODE_STREAM &&
-	       __atomic_load_n(&s->shm.hdr->recorder_pid, __ATOMIC_ACQUIRE) == s->recorder;
-}
-
 /* Scenario: four threads write 200000 numbered events each (16 MiB rings: room
  * for all of it) while `vioscope trace record PID -o FILE` streams: the command
  * ends when the process exits, and every event is there exactly once, in order per
@@ -239,68 +195,35 @@ static bool recorder_attached(void *opaque)
 static void test_cli_record_four_threads_every_event_once(void **state)
 {
 	enum { T = 4, N = 200000 };
-	struct ctx *c = *state;
+	struct th_tmpdir *td = *state;
 	struct check k = { .threads = T };
-	struct streaming s;
-	int ready[2], go[2];
-	char rfd[16], gfd[16], pidstr[32], out[600], err[600], shm[600], why[512];
+	struct th_gated w;
+	struct vs_shm shm;
 
-	assert_int_equal(th_pipe(ready), 0);
-	assert_int_equal(th_pipe(go), 0);
-	snprintf(rfd, sizeof rfd, "%d", ready[1]);
-	snprintf(gfd, sizeof gfd, "%d", go[0]);
-	const char *wargv[] = { WORKLOAD_ALL, "seq", "-n", "200000", "-t", "4",
-				"-r", rfd, "-g", gfd, NULL };
-	const char *env[] = { c->env_dir, "VIOSCOPE_TRACE_RING=16M", "VIOSCOPE_TRACE_THREADS=8",
-			      NULL };
-	const int keep[] = { ready[1], go[0], -1 };
-	pid_t pid = th_spawn(wargv, env, keep, NULL, NULL);
-	assert_true(pid > 0);
-	close(ready[1]);
-	close(go[0]);
-	assert_int_equal(th_read_byte(ready[0]), 'r');
+	const char *argv[] = { WORKLOAD_ALL, "seq", "-n", "200000", "-t", "4", NULL };
+	const char *env[] = { "VIOSCOPE_TRACE_RING=16M", "VIOSCOPE_TRACE_THREADS=8", NULL };
+	th_start_gated(td, &w, argv, env);
+	pid_t recorder = th_start_recording(td, w.pid, td->cap, NULL, &shm);
+	vs_shm_close(&shm);
 
-	snprintf(pidstr, sizeof pidstr, "%d", (int)pid);
-	snprintf(out, sizeof out, "%s/four.vstrace", c->dir);
-	snprintf(err, sizeof err, "%s/record.err", c->dir);
-	const char *rargv[] = { VIOSCOPE_CLI, "trace", "record", pidstr, "-o", out, NULL };
-	const char *renv[] = { c->env_dir, NULL };
-	s.recorder = th_spawn(rargv, renv, NULL, NULL, err);
-	assert_true(s.recorder > 0);
-	th_shm_path(shm, sizeof shm, c->dir, pid);
-	if (vs_shm_open(&s.shm, shm, why, sizeof why) < 0)
-		fail_msg("%s", why);
-	assert_true(th_wait_until(recorder_attached, &s, 60000));
-	vs_shm_close(&s.shm);
+	assert_int_equal(th_let_go_and_wait(&w), 0);
+	assert_int_equal(th_wait(recorder), 0);
 
-	assert_int_equal(write(go[1], "g", 1), 1);
-	assert_int_equal(th_wait(pid), 0);
-	assert_int_equal(th_wait(s.recorder), 0);
-	close(ready[0]);
-	close(go[1]);
-
-	check_capture(out, &k);
+	check_capture(td->cap, &k);
 	assert_int_equal(k.events, (uint64_t)T * N);
 	for (unsigned t = 0; t < T; t++)
 		assert_int_equal(k.next[t], N);
 	assert_int_equal(k.markers, 0);
-	char *text = th_read_file(err, NULL);
-	assert_non_null(text);
-	assert_non_null(strstr(text, " 0 dropped, 0 overwritten"));
-	free(text);
-	unlink(out);
-	unlink(err);
+	assert_true(th_file_contains(td->err, " 0 dropped, 0 overwritten"));
+	unlink(td->cap);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_wrap_paced_every_event_arrives_intact, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_wrap_unpaced_every_gap_is_accounted, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_cli_record_four_threads_every_event_once,
-						setup, teardown),
+		TMPDIR_TEST(test_wrap_paced_every_event_arrives_intact),
+		TMPDIR_TEST(test_wrap_unpaced_every_gap_is_accounted),
+		TMPDIR_TEST(test_cli_record_four_threads_every_event_once),
 	};
 	return cmocka_run_group_tests_name("trace.stream", tests, NULL, NULL);
 }
