@@ -8,8 +8,11 @@
 #   target  instructions of the worker loop (worker_main, inclusive) per SCSI command
 #   driver  instructions of vs_ini_submit + poll_reap - the benchmark's on_done callback
 #           (inclusive) per request
-# One request in flight keeps both sides' batching the same from run to run, so the
-# figures compare builds and flavours to a fraction of a percent.
+# It runs the pair twice, for SECONDS and for 3 x SECONDS, and divides the difference in
+# instructions by the difference in requests: one-time costs (start-up, queue set-up)
+# cancel out, so a loaded machine (fewer requests) gives the same figure.  One request in
+# flight keeps both sides' batching the same from run to run, so the figures compare
+# builds and flavours to a fraction of a percent.  KEEP=1 keeps the callgrind files.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -30,20 +33,24 @@ cleanup() {
 }
 trap cleanup EXIT
 
-sock="$work/sock"
-valgrind --tool=callgrind --callgrind-out-file="$work/target.out" \
-	"$exe" target --socket "$sock" --lun 0:ram=64M >"$work/target.log" 2>&1 &
-tpid=$!
-for _ in $(seq 600); do [[ -S "$sock" ]] && break; sleep 0.1; done
-[[ -S "$sock" ]] || { echo "the target did not start:" >&2; cat "$work/target.log" >&2; exit 1; }
-valgrind --tool=callgrind --callgrind-out-file="$work/driver.out" \
-	"$exe" bench --socket "$sock" --profile rnd4k-q1t1 --time "$secs" --json --no-progress \
-	>"$work/bench.json" 2>"$work/driver.log"
-kill -TERM "$tpid"
-wait "$tpid" 2>/dev/null || true
-tpid=""
+run_pair() { # run_pair TAG SECONDS
+	local sock="$work/sock-$1"
+	valgrind --tool=callgrind --callgrind-out-file="$work/target-$1.out" \
+		"$exe" target --socket "$sock" --lun 0:ram=64M >"$work/target-$1.log" 2>&1 &
+	tpid=$!
+	for _ in $(seq 600); do [[ -S "$sock" ]] && break; sleep 0.1; done
+	[[ -S "$sock" ]] || { echo "the target did not start:" >&2; cat "$work/target-$1.log" >&2; exit 1; }
+	valgrind --tool=callgrind --callgrind-out-file="$work/driver-$1.out" \
+		"$exe" bench --socket "$sock" --profile rnd4k-q1t1 --time "$2" --json --no-progress \
+		>"$work/bench-$1.json" 2>"$work/driver-$1.log"
+	kill -TERM "$tpid"
+	wait "$tpid" 2>/dev/null || true
+	tpid=""
+}
+run_pair short "$secs"
+run_pair long "$(awk -v s="$secs" 'BEGIN { print s * 3 }')"
 
-python3 - "$work/target.out" "$work/driver.out" "$flavour" <<'EOF'
+python3 - "$work" "$flavour" <<'PY'
 import re, sys
 
 def load(path):
@@ -79,12 +86,17 @@ def load(path):
         return selfc.get(f, 0) + sum(c for (a, b), c in callcost.items() if a == f)
     return incl, calls
 
-tincl, tcalls = load(sys.argv[1])
-dincl, dcalls = load(sys.argv[2])
-cmds = tcalls.get('vs_scsi_exec', 0)
-reqs = dcalls.get('vs_ini_submit', 0)
-target = tincl('worker_main') / cmds if cmds else float('nan')
-driver = (dincl('vs_ini_submit') + dincl('poll_reap') - dincl('on_done')) / reqs if reqs else float('nan')
-print(f"{sys.argv[3]:<10} target {target:8.1f} instr/command ({cmds} commands)   "
-      f"driver {driver:8.1f} instr/request ({reqs} requests)")
-EOF
+def side(tag):
+    tincl, tcalls = load(f"{sys.argv[1]}/target-{tag}.out")
+    dincl, dcalls = load(f"{sys.argv[1]}/driver-{tag}.out")
+    return (tincl('worker_main'), tcalls.get('vs_scsi_exec', 0),
+            dincl('vs_ini_submit') + dincl('poll_reap') - dincl('on_done'),
+            dcalls.get('vs_ini_submit', 0))
+
+ti1, tc1, di1, dc1 = side('short')
+ti2, tc2, di2, dc2 = side('long')
+target = (ti2 - ti1) / (tc2 - tc1) if tc2 > tc1 else float('nan')
+driver = (di2 - di1) / (dc2 - dc1) if dc2 > dc1 else float('nan')
+print(f"{sys.argv[2]:<10} target {target:8.1f} instr/command   driver {driver:8.1f} instr/request"
+      f"   ({tc1} and {tc2} commands)")
+PY

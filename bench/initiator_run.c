@@ -15,8 +15,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <vioscope/initiator.h>
+
 #include "bench/storage.h"
-#include "initiator/initiator.h"
 #include "util/util.h"
 
 struct worker;

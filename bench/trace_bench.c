@@ -27,8 +27,7 @@
 
 #include "bench/trace_bench.h"
 #include "util/util.h"
-#include "trace/record.h"
-#include "trace/runtime.h"
+#include "trace/tracetools.h"
 
 #define BARRIER() __asm__ __volatile__("" ::: "memory")
 

@@ -49,7 +49,9 @@ function(vioscope_add_flavoured_library name)
   foreach(flavour ${VIOSCOPE_FLAVOURS})
     set(t ${name}-${flavour})
     add_library(${t} STATIC ${ARG_SOURCES})
-    target_include_directories(${t} PUBLIC ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src)
+    # Users see the public headers only; src/ (the layers' own interfaces) is private.
+    target_include_directories(${t} PUBLIC ${PROJECT_SOURCE_DIR}/include
+      PRIVATE ${PROJECT_SOURCE_DIR}/src)
     target_link_libraries(${t} PUBLIC vioscope_trace-${flavour})
     foreach(dep ${ARG_LINK})
       target_link_libraries(${t} PUBLIC ${dep}-${flavour})

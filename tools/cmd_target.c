@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <vioscope/target.h>
 #include <vioscope/trace.h>
 
-#include "target/target.h"
 #include "util/util.h"
 
 static volatile sig_atomic_t stop_requested;

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "trace/record.h"
+#include "trace/tracetools.h"
 #include "util/util.h"
 
 static volatile sig_atomic_t stop_requested;

@@ -12,8 +12,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "trace/record.h"
-#include "trace/tracefmt.h"
+#include "trace/tracetools.h"
 
 static int fd = -1;
 static char path[64];

@@ -10,7 +10,7 @@
 #include <errno.h>
 #include <unistd.h>
 
-#include "initiator/ini_int.h"
+#include "initiator/initiator_int.h"
 
 #define RESP_FIXED_LEN       offsetof(struct vs_virtio_scsi_cmd_resp, sense)
 
@@ -267,17 +267,6 @@ void ini_fail_all(struct vs_ini *ini, int result, const char *why)
 	if (failed)
 		VS_WARNING(IO, "%u outstanding requests completed with %d: %s", failed, result,
 			   why);
-}
-
-void ini_schedule_reset(struct vs_ini *ini, const char *why)
-{
-	uint64_t one = 1;
-
-	if (atomic_exchange(&ini->reset_wanted, true))
-		return;
-	VS_ERROR(INIT, "the device must be reset: %s", why);
-	if (write(ini->wake_fd, &one, sizeof(one)) != sizeof(one))
-		VS_ERROR(INIT, "cannot wake the control thread");
 }
 
 /* ---- interrupt mode: one completion thread per queue (the DPC analog) ---------------------- */

@@ -11,7 +11,7 @@
 #include <poll.h>
 #include <unistd.h>
 
-#include "initiator/ini_int.h"
+#include "initiator/initiator_int.h"
 
 #define TMF_RESP_OFF   32
 #define BACKOFF_MIN_MS 50
@@ -325,6 +325,17 @@ static void events_reap(struct vs_ini *ini)
 }
 
 /* ---- the control thread ------------------------------------------------------------------- */
+void ini_schedule_reset(struct vs_ini *ini, const char *why)
+{
+	uint64_t one = 1;
+
+	if (atomic_exchange(&ini->reset_wanted, true))
+		return;
+	VS_ERROR(INIT, "the device must be reset: %s", why);
+	if (write(ini->wake_fd, &one, sizeof(one)) != sizeof(one))
+		VS_ERROR(INIT, "cannot wake the control thread");
+}
+
 static void drain(int fd)
 {
 	uint64_t v;
@@ -380,7 +391,7 @@ static void *ctl_thread(void *arg)
 		if (atomic_exchange(&ini->rescan_wanted, false)) {
 			pthread_mutex_lock(&ini->conn_lock);
 			if (atomic_load(&ini->connected))
-				vs_ini_scan_luns(ini);
+				ini_scan_luns(ini);
 			pthread_mutex_unlock(&ini->conn_lock);
 			continue;
 		}

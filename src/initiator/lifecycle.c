@@ -21,7 +21,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "initiator/ini_int.h"
+#include "initiator/initiator_int.h"
 
 #define WANT_FEATURES                                                                              \
 	(VS_VIRTIO_BIT(VS_VIRTIO_F_VERSION_1) | VS_VIRTIO_BIT(VS_VIRTIO_F_EVENT_IDX) |                   \
@@ -41,7 +41,7 @@ static bool has(uint64_t features, unsigned bit)
 	return features & (1ull << bit);
 }
 
-int vs_ini_initialize(struct vs_ini *ini)
+int ini_initialize(struct vs_ini *ini)
 {
 	struct timeval tv = {ini->opts.timeout_ms / 1000, (ini->opts.timeout_ms % 1000) * 1000};
 	int rc;
@@ -63,7 +63,7 @@ int vs_ini_initialize(struct vs_ini *ini)
 	return 0;
 }
 
-int vs_ini_negotiate(struct vs_ini *ini)
+int ini_negotiate(struct vs_ini *ini)
 {
 	uint64_t proto = 0;
 	int rc;
@@ -112,7 +112,7 @@ int vs_ini_negotiate(struct vs_ini *ini)
 	return 0;
 }
 
-int vs_ini_settle_config(struct vs_ini *ini, bool first)
+int ini_settle_config(struct vs_ini *ini, bool first)
 {
 	struct vs_virtio_scsi_config cfg;
 	unsigned avail = 1, seg_max, max_sectors, cmd_per_lun;
@@ -222,7 +222,7 @@ static int ring_setup(struct vs_ini *ini, struct ini_vq *v, bool want_call, bool
 	return 0;
 }
 
-int vs_ini_setup_queues(struct vs_ini *ini)
+int ini_setup_queues(struct vs_ini *ini)
 {
 	struct vs_vhost_mem_region reg = {
 	    .guest_phys_addr = 0,
@@ -269,7 +269,7 @@ int vs_ini_setup_queues(struct vs_ini *ini)
 	return 0;
 }
 
-int vs_ini_mark_ready(struct vs_ini *ini)
+int ini_mark_ready(struct vs_ini *ini)
 {
 	unsigned n = VS_VIRTIO_SCSI_VQ_REQ0 + ini->nqueues;
 	uint64_t one = 1;
@@ -309,16 +309,16 @@ static int connect_steps(struct vs_ini *ini, bool first)
 {
 	int rc;
 
-	if ((rc = vs_ini_initialize(ini)) || (rc = vs_ini_negotiate(ini)) ||
-	    (rc = vs_ini_settle_config(ini, first)))
+	if ((rc = ini_initialize(ini)) || (rc = ini_negotiate(ini)) ||
+	    (rc = ini_settle_config(ini, first)))
 		return rc;
 	if (first && (rc = ini_shm_create(ini)))
 		return rc;
-	if ((rc = vs_ini_setup_queues(ini)) || (rc = vs_ini_mark_ready(ini)))
+	if ((rc = ini_setup_queues(ini)) || (rc = ini_mark_ready(ini)))
 		return rc;
 	if (first && (rc = ini_start_cq_threads(ini)))
 		return rc;
-	return vs_ini_scan_luns(ini);
+	return ini_scan_luns(ini);
 }
 
 int ini_reconnect(struct vs_ini *ini)

@@ -18,7 +18,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "initiator/ini_int.h"
+#include "initiator/initiator_int.h"
 
 static size_t align_up(size_t v, size_t a)
 {

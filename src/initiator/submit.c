@@ -13,7 +13,7 @@
 #include <errno.h>
 #include <unistd.h>
 
-#include "initiator/ini_int.h"
+#include "initiator/initiator_int.h"
 
 #define CHAIN_MAX       (INI_SEG_MAX_CAP + 3)
 

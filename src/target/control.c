@@ -14,6 +14,7 @@
  * send; the driver's event buffers stay in the ring (not popped) and kicks are ignored.
  */
 #include <errno.h>
+#include <limits.h>
 #include <string.h>
 
 #include "target/target_int.h"
@@ -205,40 +206,37 @@ fail:
 	return 0;
 }
 
+/* Pop and answer one control request (vs_vq_dev_drain's handler): 1 handled, 0 the ring
+ * is empty, -EIO the ring is broken. */
+static inline int ctl_pop_one(void *opaque)
+{
+	struct tq *q = opaque;
+	struct vs_vq_elem *e = q->w->scratch;
+	uint32_t len = 0;
+	int rc = vs_vq_dev_pop(&q->vq, q->mem, e);
+
+	if (rc == -EAGAIN)
+		return 0;
+	if (rc == -EIO) {
+		tq_kill(q, q->vq.broken_reason ? q->vq.broken_reason : "broken ring");
+		return -EIO;
+	}
+	if (rc) {
+		wstat_inc(&q->w->st.bad_requests);
+		VS_ERROR(TMF, "control head %u: bad chain (%s): returned empty", e->head,
+			 strerror(-rc));
+	} else {
+		len = ctl_one(q, e);
+	}
+	vs_vq_dev_push(&q->vq, e->head, len);
+	tq_notify(q);
+	return 1;
+}
+
 void tq_ctl_process(struct tq *q)
 {
-	struct vs_vq_elem *e = q->w->scratch;
-
 	if (!q->running || q->stopping || q->dead)
 		return;
-	if (!q->polled)
-		vs_vq_dev_set_notification(&q->vq, false);
-	for (;;) {
-		int rc;
-
-		while ((rc = vs_vq_dev_pop(&q->vq, q->mem, e)) != -EAGAIN) {
-			uint32_t len = 0;
-
-			if (rc == -EIO) {
-				tq_kill(q,
-					q->vq.broken_reason ? q->vq.broken_reason : "broken ring");
-				return;
-			}
-			if (rc) {
-				wstat_inc(&q->w->st.bad_requests);
-				VS_ERROR(TMF, "control head %u: bad chain (%s): returned empty",
-					 e->head, strerror(-rc));
-			} else {
-				len = ctl_one(q, e);
-			}
-			vs_vq_dev_push(&q->vq, e->head, len);
-			tq_notify(q);
-		}
-		if (q->polled)
-			return;
-		vs_vq_dev_set_notification(&q->vq, true);
-		if (!vs_vq_dev_has_work(&q->vq))
-			return;
-		vs_vq_dev_set_notification(&q->vq, false);
-	}
+	/* No budget: every request is answered in this pass. */
+	vs_vq_dev_drain(&q->vq, UINT_MAX, q->polled, ctl_pop_one, q);
 }

@@ -259,66 +259,54 @@ static void req_start(struct tq *q, struct treq *r)
 	}
 }
 
+/* Pop and start one request (vs_vq_dev_drain's handler): 1 handled, 0 the ring is empty,
+ * < 0 stop: throttled (look again after a completion) or the ring is broken. */
+static inline int req_pop_one(void *opaque)
+{
+	struct tq *q = opaque;
+	struct treq *r;
+	int rc;
+
+	/* A driver that makes a head available twice could keep us allocating; a ring never
+	 * has more than size requests in flight. */
+	if (q->inflight >= q->vq.size) {
+		q->throttled = true;
+		return -ENOBUFS;
+	}
+	r = req_get(q);
+	if (!r) {
+		VS_ERROR(QUEUE, "queue %u: out of memory for requests", q->idx);
+		q->throttled = true;
+		return -ENOMEM;
+	}
+	rc = vs_vq_dev_pop(&q->vq, q->mem, &r->elem);
+	if (rc == -EAGAIN) {
+		req_put(q, r);
+		return 0;
+	}
+	if (rc == -EIO) {
+		req_put(q, r);
+		tq_kill(q, q->vq.broken_reason ? q->vq.broken_reason : "broken ring");
+		return -EIO;
+	}
+	if (rc) {
+		/* A bad chain with a valid head: no iovecs to answer through. */
+		wstat_inc(&q->w->st.bad_requests);
+		VS_ERROR(QUEUE, "queue %u head %u: bad chain (%s): returned empty", q->idx,
+			 r->elem.head, strerror(-rc));
+		vs_vq_dev_fill(&q->vq, r->elem.head, 0);
+		q->unsignalled = true;
+		req_put(q, r);
+		return 1;
+	}
+	req_start(q, r);
+	return 1;
+}
+
 void tq_req_process(struct tq *q)
 {
-	unsigned budget = TQ_POP_BUDGET;
-
 	if (!q->running || q->stopping || q->dead)
 		return;
-	if (!q->polled)
-		vs_vq_dev_set_notification(&q->vq, false);
-	for (;;) {
-		while (budget) {
-			struct treq *r;
-			int rc;
-
-			/* A driver that makes a head available twice could keep us allocating;
-			 * a ring never has more than size requests in flight. */
-			if (q->inflight >= q->vq.size) {
-				q->throttled = true;
-				return;
-			}
-			r = req_get(q);
-			if (!r) {
-				VS_ERROR(QUEUE, "queue %u: out of memory for requests", q->idx);
-				q->throttled = true;
-				return;
-			}
-			rc = vs_vq_dev_pop(&q->vq, q->mem, &r->elem);
-			if (rc == -EAGAIN) {
-				req_put(q, r);
-				break;
-			}
-			if (rc == -EIO) {
-				req_put(q, r);
-				tq_kill(q,
-					q->vq.broken_reason ? q->vq.broken_reason : "broken ring");
-				return;
-			}
-			budget--;
-			if (rc) {
-				/* A bad chain with a valid head: no iovecs to answer through. */
-				wstat_inc(&q->w->st.bad_requests);
-				VS_ERROR(QUEUE, "queue %u head %u: bad chain (%s): returned empty",
-					 q->idx, r->elem.head, strerror(-rc));
-				vs_vq_dev_fill(&q->vq, r->elem.head, 0);
-				q->unsignalled = true;
-				req_put(q, r);
-				continue;
-			}
-			req_start(q, r);
-		}
-		if (!budget) {
-			q->kicked = true; /* more next pass, after completions */
-			return;
-		}
-		if (q->polled)
-			return;
-		/* Re-enable kicks, then look again: a request made available before the
-		 * driver saw the re-enable sent no kick. */
-		vs_vq_dev_set_notification(&q->vq, true);
-		if (!vs_vq_dev_has_work(&q->vq))
-			return;
-		vs_vq_dev_set_notification(&q->vq, false);
-	}
+	if (vs_vq_dev_drain(&q->vq, TQ_POP_BUDGET, q->polled, req_pop_one, q) == 1)
+		q->kicked = true; /* more next pass, after completions */
 }

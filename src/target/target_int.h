@@ -8,12 +8,12 @@
 #include <stdint.h>
 #include <time.h>
 
+#include <vioscope/target.h>
 #include <vioscope/trace.h>
 
 #include "backend/backend.h"
-#include "scsi/scsi.h"
-#include "target/target.h"
 #include "proto/virtio_scsi_proto.h"
+#include "scsi/scsi.h"
 #include "util/util.h"
 #include "vhost/vhost_dev.h"
 #include "virtio/virtio.h"

@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "trace/tracefmt.h"
+#include "trace/tracetools.h"
 #include "util/util.h"
 
 /* ---- writer ------------------------------------------------------------------------------ */

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "trace/record.h"
+#include "trace/tracetools.h"
 
 struct dctx {
 	const struct vs_decode_opts *o;

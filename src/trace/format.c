@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "trace/tracefmt.h"
+#include "trace/tracetools.h"
 
 struct out {
 	char *p;

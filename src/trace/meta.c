@@ -19,7 +19,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "trace/tracefmt.h"
+#include "trace/tracetools.h"
 
 #define META_MAGIC 0x444d5356u /* "VSMD" */
 

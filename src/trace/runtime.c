@@ -23,8 +23,7 @@
 #include <cpuid.h>
 #endif
 
-#include "trace/tracefmt.h"
-#include "trace/runtime.h"
+#include "trace/tracetools.h"
 
 #define DEFAULT_RINGS     64
 #define DEFAULT_RING_SIZE (1u << 20)

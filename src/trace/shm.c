@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "trace/tracefmt.h"
+#include "trace/tracetools.h"
 
 const char *vs_shm_dir(void)
 {

@@ -35,10 +35,8 @@ static inline bool vs_iov_total(const struct iovec *iov, unsigned n, size_t *tot
 }
 
 /* Copy between buf and the iovecs' bytes from `off` on, either way (use the two below). */
-static inline __attribute__((always_inline)) size_t vs__iov_copy(const struct iovec *iov,
-								 unsigned n, size_t off,
-								 uint8_t *buf, size_t len,
-								 bool to_iov)
+static inline size_t vs__iov_copy(const struct iovec *iov, unsigned n, size_t off, uint8_t *buf,
+				  size_t len, bool to_iov)
 {
 	size_t done = 0;
 

@@ -125,6 +125,39 @@ unsigned vs_vq_dev_avail_count(struct vs_vq_dev *vq);
 static inline bool vs_vq_dev_has_work(struct vs_vq_dev *vq) { return vs_vq_dev_avail_count(vq); }
 /* clang-format on */
 
+/* Drain a ring the way every queue of a device does (Linux's virtscsi_vq_done, from the
+ * device's side): with kicks off, call handle(opaque) until it reports the ring empty or
+ * `budget` chains are handled; then, unless `polled` (a polled ring never wants kicks),
+ * ask for kicks again and look once more, because a chain made available before the
+ * driver saw the re-enable sent no kick.
+ * handle() pops and answers one chain: 1 handled, 0 the ring is empty, < 0 stop now.
+ * Returns 0 when the ring is empty (kicks re-armed unless polled), 1 when the budget ran
+ * out with work left (call again after other work), or handle()'s negative code.
+ * Inline, so that handle() is inlined into the loop. */
+static inline __attribute__((always_inline)) int
+vs_vq_dev_drain(struct vs_vq_dev *vq, unsigned budget, bool polled, int (*handle)(void *opaque),
+		void *opaque)
+{
+	if (!polled)
+		vs_vq_dev_set_notification(vq, false);
+	for (;;) {
+		int rc;
+
+		while (budget && (rc = handle(opaque)) > 0)
+			budget--;
+		if (!budget)
+			return 1;
+		if (rc < 0)
+			return rc;
+		if (polled)
+			return 0;
+		vs_vq_dev_set_notification(vq, true);
+		if (!vs_vq_dev_has_work(vq))
+			return 0;
+		vs_vq_dev_set_notification(vq, false);
+	}
+}
+
 int vs__vq_dev_pop(struct vs_vq_dev *vq, const struct vs_mem *mem,
 		   struct vs_vq_elem *elem VS_CALLER_PARAM);
 void vs__vq_dev_push(struct vs_vq_dev *vq, uint16_t head, uint32_t len VS_CALLER_PARAM);

@@ -6,7 +6,7 @@
  */
 #include <errno.h>
 
-#include "virtio/ring.h"
+#include "virtio/virtio_int.h"
 
 #define VQ_MASK(vq) ((vq)->size - 1)
 

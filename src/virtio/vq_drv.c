@@ -8,7 +8,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "virtio/ring.h"
+#include "virtio/virtio_int.h"
 
 #define VQ_MASK(vq) ((vq)->size - 1)
 

@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "initiator/initiator.h"
+#include <vioscope/initiator.h>
 
 struct tgt {
 	pid_t pid;

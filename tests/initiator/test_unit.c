@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "initiator/ini_int.h"
+#include "initiator/initiator_int.h"
 
 /* Every virtio-scsi response code maps to its own errno; SCSI status refines OK. */
 static void test_result_errno(void **state)

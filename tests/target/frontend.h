@@ -14,8 +14,9 @@
 #include <stdint.h>
 #include <pthread.h>
 
+#include <vioscope/target.h>
+
 #include "proto/virtio_scsi_proto.h"
-#include "target/target.h"
 #include "vhost/vhost_drv.h"
 #include "virtio/virtio.h"
 

@@ -28,8 +28,7 @@
 
 #include <vioscope/trace.h>
 
-#include "trace/record.h"
-#include "trace/tracefmt.h"
+#include "trace/tracetools.h"
 
 /* ---- expected messages --------------------------------------------------------------- */
 #define MAX_EXPECT 512

@@ -26,8 +26,7 @@
 
 #include <vioscope/trace.h>
 
-#include "trace/record.h"
-#include "trace/tracefmt.h"
+#include "trace/tracetools.h"
 
 #include "sequence.h"
 

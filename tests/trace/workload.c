@@ -43,7 +43,7 @@
 
 #include "workload.h"
 #if VS_TRACE_TIER > 0
-#include "trace/tracefmt.h"
+#include "trace/tracetools.h"
 #endif
 
 static unsigned opt_n = 1000, opt_threads = 1;

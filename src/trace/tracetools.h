@@ -1,15 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The trace layer's interface for tools: the shared-memory layout a traced process
- * exposes, the metadata blob, the capture file, and the decoder.  Traced programs
+ * exposes, the metadata blob, the capture file, the decoder, and the operations of
+ * `vioscope trace` on a traced process (dump, record, enable, decode).  Traced programs
  * never include this; they include <vioscope/trace.h> only.
  */
-#ifndef VS_TRACEFMT_H
-#define VS_TRACEFMT_H
+#ifndef VS_TRACETOOLS_H
+#define VS_TRACETOOLS_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <signal.h>
 #include <stdio.h>
 
 #include <vioscope/trace.h>
@@ -220,4 +222,48 @@ void vs_format_walltime(char *out, size_t outlen, uint64_t real_ns);
 int vs_format_prefix(char *out, size_t outlen, uint64_t real_ns, uint32_t tid, unsigned level,
 		     const char *flag, const char *caller, const char *func);
 
-#endif /* VS_TRACEFMT_H */
+/* ---- operations on a traced process (record.c, decode.c) ------------------------------- */
+struct vs_dump_stats {
+	unsigned threads;
+	uint64_t bytes;
+	uint64_t dropped;
+	uint64_t overwritten;
+	bool alive;
+};
+
+/* target: pid or shm path.  Errors: -errno and `why`. */
+int vs_trace_dump(const char *target, const char *out, struct vs_dump_stats *st, char *why,
+		  size_t whylen);
+
+struct vs_record_opts {
+	double duration_s;                 /* 0: until the process exits or *stop */
+	volatile sig_atomic_t *stop;       /* may be NULL */
+	const char *enable_spec;           /* set level/flags when recording starts */
+	void (*started)(void *opaque);     /* called once streaming has begun */
+	void *opaque;
+};
+int vs_trace_record(const char *target, const char *out, const struct vs_record_opts *o,
+		    struct vs_dump_stats *st, char *why, size_t whylen);
+
+int vs_trace_enable(const char *target, const char *spec, char *why, size_t whylen);
+
+struct vs_decode_opts {
+	bool json;
+	bool chrome;            /* Chrome/Perfetto trace-event JSON (chrome://tracing, ui.perfetto.dev) */
+	unsigned max_level;     /* 0: all */
+	uint32_t flag_mask;     /* 0: all */
+	uint32_t tid;           /* 0: all */
+	double from_s, to_s;    /* window relative to the first event; to_s < 0: open */
+	const char *flag_spec;  /* names, resolved against the capture's flags */
+};
+/* Decode a capture to `out`.  Returns 0, or -errno with `why` (bad file, bad filter). */
+int vs_trace_decode(const char *path, const struct vs_decode_opts *o, FILE *out, char *why,
+		    size_t whylen);
+
+/* ---- the runtime's own entry points, for tools and benchmarks in this repository ---- */
+/* Set up the control block and rings (runs before main(); idempotent). */
+int vs__runtime_init(void);
+/* Send the print backend's output to a file (benchmarks). */
+int vs__print_to(const char *path);
+
+#endif /* VS_TRACETOOLS_H */

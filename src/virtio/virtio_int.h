@@ -2,8 +2,8 @@
 /* Private to src/virtio: shared-memory access and barriers for both ring halves.
  * The other side of a ring runs in another process or a guest, so every access to a
  * shared field is atomic (no tearing, no compiler re-fetch) and ordered explicitly. */
-#ifndef VS_VIRTIO_RING_H
-#define VS_VIRTIO_RING_H
+#ifndef VS_VIRTIO_INT_H
+#define VS_VIRTIO_INT_H
 
 #include "virtio/virtio.h"
 
@@ -37,4 +37,4 @@ static inline bool ring_size_ok(unsigned size)
 	return size && size <= VS_VRING_MAX_SIZE && !(size & (size - 1));
 }
 
-#endif /* VS_VIRTIO_RING_H */
+#endif /* VS_VIRTIO_INT_H */

@@ -10,16 +10,16 @@
  * queue's lock, the control or event queue's lock, lun_lock, alloc_lock.  No lock is
  * held while a completion callback runs.
  */
-#ifndef VS_INI_INT_H
-#define VS_INI_INT_H
+#ifndef VS_INITIATOR_INT_H
+#define VS_INITIATOR_INT_H
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <time.h>
 
+#include <vioscope/initiator.h>
 #include <vioscope/trace.h>
 
-#include "initiator/initiator.h"
 #include "proto/scsi_proto.h"
 #include "proto/virtio_scsi_proto.h"
 #include "util/util.h"
@@ -169,13 +169,12 @@ int ini_shm_create(struct vs_ini *ini);
 void ini_shm_destroy(struct vs_ini *ini);
 
 /* lifecycle.c: the driver's steps, in order */
-int vs_ini_initialize(struct vs_ini *ini);
-int vs_ini_negotiate(struct vs_ini *ini);
-int vs_ini_settle_config(struct vs_ini *ini, bool first);
-int vs_ini_setup_queues(struct vs_ini *ini);
-int vs_ini_mark_ready(struct vs_ini *ini);
-int vs_ini_scan_luns(struct vs_ini *ini);
-/* All of the above after the first open (conn_lock held). */
+int ini_initialize(struct vs_ini *ini);
+int ini_negotiate(struct vs_ini *ini);
+int ini_settle_config(struct vs_ini *ini, bool first);
+int ini_setup_queues(struct vs_ini *ini);
+int ini_mark_ready(struct vs_ini *ini);
+/* ... then ini_scan_luns (scan.c).  All of the above after the first open (conn_lock held). */
 int ini_reconnect(struct vs_ini *ini);
 /* Close the socket after a failure (conn_lock held). */
 void ini_drop_connection(struct vs_ini *ini);
@@ -185,8 +184,6 @@ void ini_fail_all(struct vs_ini *ini, int result, const char *why);
 int ini_start_cq_threads(struct vs_ini *ini);
 void ini_stop_cq_threads(struct vs_ini *ini);
 void ini_queue_reset_slots(struct vs_ini_queue *q);
-/* Ask the control thread to drop the connection (broken ring, failed kick). */
-void ini_schedule_reset(struct vs_ini *ini, const char *why);
 int ini_map_response(struct vs_ini_io *io, const struct vs_virtio_scsi_cmd_resp *resp,
 		     uint32_t used_len, uint32_t data_len);
 
@@ -201,6 +198,9 @@ int ini_slot_requeue(struct vs_ini_queue *q, uint16_t s);
 bool ini_detach(struct vs_ini_queue *q, struct vs_ini_io *io);
 
 /* scan.c */
+int ini_scan_luns(struct vs_ini *ini);
+
+/* sync.c: synchronous commands and bounded waits */
 int ini_exec_sync(struct vs_ini *ini, unsigned target, unsigned lun, const uint8_t *cdb,
 		  unsigned cdb_len, uint32_t len, bool data_in, struct vs_ini_io *res);
 /* Wait up to timeout_us for fd (< 0: none) or the socket's hang-up: 1 fd ready (drained),
@@ -209,9 +209,11 @@ int ini_wait_fd(struct vs_ini *ini, int fd, unsigned timeout_us);
 
 /* control.c: control thread, event queue, TMFs */
 int ini_start_ctl_thread(struct vs_ini *ini);
+/* Ask the control thread to drop the connection (broken ring, failed kick). */
+void ini_schedule_reset(struct vs_ini *ini, const char *why);
 void ini_stop_ctl_thread(struct vs_ini *ini);
 int ini_post_events(struct vs_ini *ini);
 enum ini_event_action { INI_EV_NONE, INI_EV_RESCAN, INI_EV_FULL_RESCAN };
 enum ini_event_action ini_event_action(const struct vs_virtio_scsi_event *ev);
 
-#endif /* VS_INI_INT_H */
+#endif /* VS_INITIATOR_INT_H */
