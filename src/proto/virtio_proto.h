@@ -91,6 +91,17 @@ static inline uint64_t vs_vring_avail_bytes(unsigned size) { return 6 + 2ull * s
 static inline uint64_t vs_vring_used_bytes(unsigned size) { return 6 + 8ull * size; }
 /* clang-format on */
 
+/* EVENT_IDX fields at the ends of the rings: the driver's used_event after avail->ring,
+ * the device's avail_event after used->ring. */
+static inline uint16_t *vs_vring_used_event(struct vs_vring_avail *avail, unsigned size)
+{
+	return &avail->ring[size];
+}
+static inline uint16_t *vs_vring_avail_event(struct vs_vring_used *used, unsigned size)
+{
+	return (uint16_t *)&used->ring[size];
+}
+
 /* EVENT_IDX: should the other side be told, after moving its index from old to new_idx,
  * given the event index it published?  True iff event_idx is in [old, new_idx), mod 2^16. */
 static inline bool vs_vring_need_event(uint16_t event_idx, uint16_t new_idx, uint16_t old)

@@ -45,6 +45,20 @@ static struct vs_vhost_ring *ring_get(struct vs_vhost_dev *d, unsigned idx, char
 	return &d->rings[idx];
 }
 
+/* A ring the frontend may (re)configure: it exists and is not started (spec: "the
+ * back-end must not accept" ring set-up while the ring runs). */
+static struct vs_vhost_ring *ring_stopped(struct vs_vhost_dev *d, unsigned idx, char *why,
+					  size_t whylen)
+{
+	struct vs_vhost_ring *v = ring_get(d, idx, why, whylen);
+
+	if (v && v->started) {
+		vs_fail(why, whylen, 0, "ring %u is started", idx);
+		return NULL;
+	}
+	return v;
+}
+
 /* Host pointers for a ring of v->num entries: each part must lie inside one region, be
  * aligned as the split-ring layout requires, and cover its whole size. */
 static int ring_translate(const struct vs_vhost_dev *d, const struct vs_vhost_ring *v,
@@ -249,12 +263,10 @@ static int set_protocol_features_exec(struct vs_vhost_dev *d, uint64_t f, char *
 static int set_vring_num_exec(struct vs_vhost_dev *d, const struct vs_vhost_vring_state *s,
 			      char *why, size_t whylen)
 {
-	struct vs_vhost_ring *v = ring_get(d, s->index, why, whylen);
+	struct vs_vhost_ring *v = ring_stopped(d, s->index, why, whylen);
 
 	if (!v)
-		return -EINVAL;
-	if (v->started)
-		return FAIL(-EBUSY, "ring %u is started", s->index);
+		return s->index < d->max_queues ? -EBUSY : -EINVAL;
 	v->num = s->num; /* validated: power of two, <= 32768 */
 	VS_INFO(VHOST, "queue %u size %u", s->index, s->num);
 	return 0;
@@ -263,15 +275,13 @@ static int set_vring_num_exec(struct vs_vhost_dev *d, const struct vs_vhost_vrin
 static int set_vring_addr_exec(struct vs_vhost_dev *d, const struct vs_vhost_vring_addr *a,
 			       char *why, size_t whylen)
 {
-	struct vs_vhost_ring *v = ring_get(d, a->index, why, whylen);
+	struct vs_vhost_ring *v = ring_stopped(d, a->index, why, whylen);
 	struct vs_vhost_ring tmp;
 	struct vs_vhost_vring vr;
 	int rc;
 
 	if (!v)
-		return -EINVAL;
-	if (v->started)
-		return FAIL(-EBUSY, "ring %u is started", a->index);
+		return a->index < d->max_queues ? -EBUSY : -EINVAL;
 	if (a->flags)
 		return FAIL(-EINVAL, "ring %u flags %#x: used-ring logging is not supported",
 			    a->index, a->flags);
@@ -294,12 +304,10 @@ static int set_vring_addr_exec(struct vs_vhost_dev *d, const struct vs_vhost_vri
 static int set_vring_base_exec(struct vs_vhost_dev *d, const struct vs_vhost_vring_state *s,
 			       char *why, size_t whylen)
 {
-	struct vs_vhost_ring *v = ring_get(d, s->index, why, whylen);
+	struct vs_vhost_ring *v = ring_stopped(d, s->index, why, whylen);
 
 	if (!v)
-		return -EINVAL;
-	if (v->started)
-		return FAIL(-EBUSY, "ring %u is started", s->index);
+		return s->index < d->max_queues ? -EBUSY : -EINVAL;
 	v->last_avail_idx = (uint16_t)s->num;
 	VS_INFO(VHOST, "queue %u base %u", s->index, s->num);
 	return 0;

@@ -50,6 +50,18 @@ static int recv_reply(struct vs_vhost_drv *f, uint32_t request, uint32_t size,
 	return 0;
 }
 
+static int send_msg(struct vs_vhost_drv *f, const struct vs_vhost_msg *m)
+{
+	int rc;
+
+	VS_VERBOSE(VHOST, "driver: msg %s (%u) size %u", vs_vhost_request_name(m->request),
+		   m->request, m->size);
+	if ((rc = vs_vhost_msg_send(f->sock, m)))
+		VS_ERROR(VHOST, "driver: sending %s failed: %s", vs_vhost_request_name(m->request),
+			 strerror(-rc));
+	return rc;
+}
+
 /* Send a request without a reply body; wait for the ack if REPLY_ACK is on. */
 static int request(struct vs_vhost_drv *f, struct vs_vhost_msg *m)
 {
@@ -59,13 +71,8 @@ static int request(struct vs_vhost_drv *f, struct vs_vhost_msg *m)
 
 	if (ack)
 		m->flags |= VS_VHOST_FLAG_NEED_REPLY;
-	VS_VERBOSE(VHOST, "driver: msg %s (%u) size %u", vs_vhost_request_name(m->request),
-		   m->request, m->size);
-	if ((rc = vs_vhost_msg_send(f->sock, m))) {
-		VS_ERROR(VHOST, "driver: sending %s failed: %s", vs_vhost_request_name(m->request),
-			 strerror(-rc));
+	if ((rc = send_msg(f, m)))
 		return rc;
-	}
 	if (!ack)
 		return 0;
 	if ((rc = recv_reply(f, m->request, sizeof(uint64_t), &reply)))
@@ -82,16 +89,9 @@ static int request(struct vs_vhost_drv *f, struct vs_vhost_msg *m)
 static int query(struct vs_vhost_drv *f, struct vs_vhost_msg *m, uint32_t size,
 		 struct vs_vhost_msg *reply)
 {
-	int rc;
+	int rc = send_msg(f, m);
 
-	VS_VERBOSE(VHOST, "driver: msg %s (%u) size %u", vs_vhost_request_name(m->request),
-		   m->request, m->size);
-	if ((rc = vs_vhost_msg_send(f->sock, m))) {
-		VS_ERROR(VHOST, "driver: sending %s failed: %s", vs_vhost_request_name(m->request),
-			 strerror(-rc));
-		return rc;
-	}
-	return recv_reply(f, m->request, size, reply);
+	return rc ? rc : recv_reply(f, m->request, size, reply);
 }
 
 static int get_u64(struct vs_vhost_drv *f, uint32_t req, uint64_t *v)

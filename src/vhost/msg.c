@@ -354,44 +354,45 @@ out:
 	return rc;
 }
 
-int vs_vhost_msg_recv(int sock, struct vs_vhost_msg *msg, char *why, size_t whylen)
+/* One message off the socket: a request (parsed and validated; its fds handed over in
+ * msg) or a reply (decoded; fds closed: no reply we handle carries any). */
+static int recv_msg(int sock, struct vs_vhost_msg *msg, bool reply, char *why, size_t whylen)
 {
 	uint8_t buf[VS_VHOST_HDR_SIZE + VS_VHOST_MAX_PAYLOAD];
 	int fds[VS_VHOST_MAX_FDS];
-	unsigned nfds;
-	size_t len;
+	unsigned nfds = 0;
+	size_t len = 0;
 	int rc;
 
 	rc = recv_frame(sock, buf, &len, fds, &nfds, why, whylen);
 	if (rc)
 		return rc;
-	rc = vs_vhost_msg_parse(buf, len, fds, nfds, msg, why, whylen);
-	if (rc) {
-		close_fds(fds, nfds);
-		msg->nfds = 0;
+	if (!reply) {
+		rc = vs_vhost_msg_parse(buf, len, fds, nfds, msg, why, whylen);
+		if (rc) {
+			close_fds(fds, nfds);
+			msg->nfds = 0;
+		}
+		return rc;
 	}
-	return rc;
-}
-
-int vs_vhost_msg_recv_reply(int sock, struct vs_vhost_msg *msg, char *why, size_t whylen)
-{
-	uint8_t buf[VS_VHOST_HDR_SIZE + VS_VHOST_MAX_PAYLOAD];
-	int fds[VS_VHOST_MAX_FDS];
-	unsigned nfds;
-	size_t len;
-	int rc;
-
-	rc = recv_frame(sock, buf, &len, fds, &nfds, why, whylen);
-	if (rc)
-		return rc;
 	rc = decode(buf, len, fds, 0, msg, why, whylen);
-	close_fds(fds, nfds); /* no reply we handle carries fds */
+	close_fds(fds, nfds);
 	if (rc)
 		return rc;
 	if ((msg->flags & VS_VHOST_VERSION_MASK) != VS_VHOST_VERSION ||
 	    !(msg->flags & VS_VHOST_FLAG_REPLY))
 		return bad("reply flags %#x lack the version or reply bit", msg->flags);
 	return 0;
+}
+
+int vs_vhost_msg_recv(int sock, struct vs_vhost_msg *msg, char *why, size_t whylen)
+{
+	return recv_msg(sock, msg, false, why, whylen);
+}
+
+int vs_vhost_msg_recv_reply(int sock, struct vs_vhost_msg *msg, char *why, size_t whylen)
+{
+	return recv_msg(sock, msg, true, why, whylen);
 }
 
 int vs_vhost_msg_send(int sock, const struct vs_vhost_msg *msg)

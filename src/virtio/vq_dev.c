@@ -10,15 +10,8 @@
 
 #define VQ_MASK(vq) ((vq)->size - 1)
 
-static inline uint16_t *vq_used_event(struct vs_vq_dev *vq)
-{
-	return &vq->avail->ring[vq->size];
-}
-
-static inline uint16_t *vq_avail_event(struct vs_vq_dev *vq)
-{
-	return (uint16_t *)&vq->used->ring[vq->size];
-}
+#define vq_used_event(vq)  vs_vring_used_event((vq)->avail, (vq)->size)
+#define vq_avail_event(vq) vs_vring_avail_event((vq)->used, (vq)->size)
 
 static void vq_break(struct vs_vq_dev *vq, const char *why)
 {

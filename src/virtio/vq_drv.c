@@ -28,15 +28,8 @@ size_t vs_vq_drv_ring_bytes(unsigned size)
 	return (size_t)(used_offset(size) + vs_vring_used_bytes(size));
 }
 
-static inline uint16_t *vq_used_event(struct vs_vq_drv *vq)
-{
-	return &vq->avail->ring[vq->size];
-}
-
-static inline uint16_t *vq_avail_event(struct vs_vq_drv *vq)
-{
-	return (uint16_t *)&vq->used->ring[vq->size];
-}
+#define vq_used_event(vq)  vs_vring_used_event((vq)->avail, (vq)->size)
+#define vq_avail_event(vq) vs_vring_avail_event((vq)->used, (vq)->size)
 
 static void vq_break(struct vs_vq_drv *vq, const char *why)
 {
