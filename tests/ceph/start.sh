@@ -161,7 +161,7 @@ osd op num threads per shard = 2
 bluestore debug enforce settings = hdd
 # A restarted OSD replays the RocksDB WAL (twice) and loads every PG log before it boots; with the
 # defaults (256 MiB memtables, up to 10000 log entries per PG) that took 12-18 s after a minute
-# of 4k writes, with these 6-8 s.
+# of 4k writes, with these 7-8 s.
 bluestore rocksdb options annex = write_buffer_size=33554432,max_total_wal_size=134217728
 osd max pg log entries = 500
 
