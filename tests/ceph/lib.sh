@@ -15,8 +15,8 @@ die() {
 	exit 1
 }
 
-# The ceph CLI against this cluster, never blocking for long.
-cephc() { timeout 60 ceph -c "$CONF" --connect-timeout 30 "$@"; }
+# The ceph CLI against this cluster, never blocking for long (60 s, or $cephc_timeout).
+cephc() { timeout "${cephc_timeout:-60}" ceph -c "$CONF" --connect-timeout 30 "$@"; }
 
 # True if pid is a ceph daemon started with this cluster's ceph.conf (a pid file may be stale
 # and its pid reused by something else).
