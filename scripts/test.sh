@@ -18,6 +18,9 @@ fi
 
 step() { printf '\n==== %s\n' "$*"; }
 
+step "layering rules (docs/ARCHITECTURE.md)"
+scripts/check-layers.sh
+
 step "gcc build (-Werror)"
 CC=gcc scripts/build.sh build -DVIOSCOPE_WERROR=ON
 step "tests (gcc)"

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The layering rules of docs/ARCHITECTURE.md, checked on the sources:
+#   - each folder of src/ includes only the layers listed for it below;
+#   - a folder's private header (<layer>_int.h) is included only inside that folder;
+#   - bench/ and tools/ reach src/ only through util, trace and the public headers.
+# Prints every violation; exit 1 if there is one.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+declare -A allowed=(
+	[util]=""
+	[proto]=""
+	[trace]="util"
+	[virtio]="proto util"
+	[vhost]="virtio proto util"
+	[backend]="util"
+	[scsi]="backend proto util"
+	[target]="vhost virtio scsi backend proto util"
+	[initiator]="vhost virtio proto util"
+	[bench]="bench util trace"
+	[tools]="tools util trace"
+)
+bad=0
+for dir in "${!allowed[@]}"; do
+	path=src/$dir
+	[[ -d $path ]] || path=$dir
+	while IFS=: read -r file line inc; do
+		layer=${inc%%/*}
+		[[ $layer == "$dir" ]] && continue
+		if [[ " ${allowed[$dir]} " != *" $layer "* ]]; then
+			echo "$file:$line: $dir may not include $inc"
+			bad=1
+		fi
+		if [[ $inc == *_int.h ]]; then
+			echo "$file:$line: $inc is private to src/$layer"
+			bad=1
+		fi
+	done < <(grep -Hn '^#include "[a-z_]*/' "$path"/*.[ch] |
+		sed 's/^\([^:]*\):\([0-9]*\):#include "\([^"]*\)".*/\1:\2:\3/')
+done
+# Private headers outside their folder, anywhere but the white-box tests.
+while IFS=: read -r file line inc; do
+	echo "$file:$line: $inc is private"
+	bad=1
+done < <(grep -rHn '^#include "[a-z_]*/[a-z_]*_int\.h"' bench tools examples 2>/dev/null |
+	sed 's/^\([^:]*\):\([0-9]*\):#include "\([^"]*\)".*/\1:\2:\3/')
+((bad == 0)) && echo "layers: ok"
+exit $bad
