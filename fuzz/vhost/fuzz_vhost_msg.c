@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Fuzz the vhost-user codec and back-end state machine together, without a socket.
+ * Fuzz the vhost-user codec and device state machine together, without a socket.
  *
  * Input: a stream of chunks, each [fd byte][12-byte header][payload of header.size bytes].
  * The fd byte's low 4 bits give how many fds ride along (0..15; more than 8 is a framing
@@ -89,7 +89,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int first_free_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 
 	close(first_free_fd);
-	if (!b)
+	if (!d)
 		__builtin_trap();
 	while (size >= 1 + VS_VHOST_HDR_SIZE) {
 		unsigned nfds = data[0] & 0x0f;
