@@ -6,7 +6,10 @@
  */
 #define _GNU_SOURCE /* accept4 */
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -42,8 +45,9 @@ static int fill_addr(struct sockaddr_un *sa, const char *path)
 	return 0;
 }
 
-/* A leftover socket file is replaced only if it is a socket nobody accepts on. */
-static int clear_stale(const char *path, const struct sockaddr_un *sa)
+/* A leftover socket file may be replaced only if it is a socket nobody accepts on:
+ * 0 when the path is free or stale (the rename below replaces it), else -errno. */
+static int check_stale(const char *path, const struct sockaddr_un *sa)
 {
 	struct stat st;
 	int fd, rc;
@@ -67,42 +71,73 @@ static int clear_stale(const char *path, const struct sockaddr_un *sa)
 		VS_ERROR(VHOST, "%s: cannot probe the old socket: %s", path, strerror(-rc));
 		return rc;
 	}
-	VS_INFO(VHOST, "removing stale socket %s", path);
-	return unlink(path) < 0 && errno != ENOENT ? -errno : 0;
+	VS_INFO(VHOST, "replacing stale socket %s", path);
+	return 0;
 }
 
+/* Bind fd to the name "s" inside the directory dirfd: through /proc/self/fd, so that the
+ * name fits sun_path whatever the directory's path; else by its full path. */
+static int bind_in(int fd, int dirfd, const char *dir)
+{
+	struct sockaddr_un sa;
+	char name[PATH_MAX];
+
+	snprintf(name, sizeof(name), "/proc/self/fd/%d/s", dirfd);
+	if (fill_addr(&sa, name) == 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+		return 0;
+	if (snprintf(name, sizeof(name), "%s/s", dir) >= (int)sizeof(name) || fill_addr(&sa, name))
+		return -ENAMETOOLONG;
+	return bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 ? 0 : -errno;
+}
+
+/* The socket appears at its path only once it accepts connections, and never with a mode
+ * other than 0600: it is bound, restricted and listening inside a private directory
+ * (mode 0700, beside the path, so on the same file system) before it is renamed into
+ * place.  Nothing is done by path to a file another user could swap for a symlink. */
 static int listen_unix(struct vs_vhost_server *srv, const char *path)
 {
 	struct sockaddr_un sa;
-	int fd = -1, rc;
+	char dir[PATH_MAX];
+	int fd = -1, dirfd = -1, rc;
 
 	if ((rc = fill_addr(&sa, path))) {
 		VS_ERROR(VHOST, "socket path too long: %s", path);
 		return rc;
 	}
-	if ((rc = clear_stale(path, &sa)))
+	if ((rc = check_stale(path, &sa)))
 		return rc;
+	if (snprintf(dir, sizeof(dir), "%s.XXXXXX", path) >= (int)sizeof(dir))
+		return -ENAMETOOLONG;
+	if (!mkdtemp(dir)) {
+		rc = -errno;
+		goto out;
+	}
+	dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0) {
+	if (dirfd < 0 || fd < 0) {
 		rc = -errno;
-		goto out;
+		goto out_dir;
 	}
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+	if ((rc = bind_in(fd, dirfd, dir)))
+		goto out_dir;
+	if (fchmodat(dirfd, "s", 0600, 0) < 0 || listen(fd, 1) < 0 ||
+	    renameat(dirfd, "s", AT_FDCWD, path) < 0) {
 		rc = -errno;
-		goto out;
+		unlinkat(dirfd, "s", 0);
+		goto out_dir;
 	}
-	/* Before listen(): nobody can connect while the mode is still the umask's. */
-	if (chmod(path, 0600) < 0 || listen(fd, 1) < 0) {
-		rc = -errno;
-		unlink(path);
-		goto out;
-	}
+	rmdir(dir);
+	close(dirfd);
 	srv->listen_fd = fd;
 	srv->path = strdup(path);
 	VS_INFO(VHOST, "listening on %s", path);
 	return 0;
+out_dir:
+	rmdir(dir);
 out:
 	VS_ERROR(VHOST, "cannot listen on %s: %s", path, strerror(-rc));
+	if (dirfd >= 0)
+		close(dirfd);
 	if (fd >= 0)
 		close(fd);
 	return rc;
