@@ -28,11 +28,53 @@ const char *vs_bio_op_name(enum vs_bio_op op)
 	return (unsigned)op < sizeof(names) / sizeof(names[0]) ? names[op] : "bad-op";
 }
 
+/* The options every kind takes (test-only: delay=USEC, delay-every=N) go into be; args
+ * without them into rest, for the kind to parse.  0, or -EINVAL with err set. */
+static int common_options(struct vs_backend *be, const char *args, char *rest, size_t restlen,
+			  char *err, size_t errlen)
+{
+	size_t used = 0;
+	bool first = true;
+	uint64_t v;
+
+	be->delay_every = 1;
+	for (const char *p = args; p;) {
+		const char *comma = strchr(p, ',');
+		size_t len = comma ? (size_t)(comma - p) : strlen(p);
+		char field[64];
+
+		snprintf(field, sizeof(field), "%.*s", (int)(len < 63 ? len : 63), p);
+		if (!first && !strncmp(field, "delay=", 6)) {
+			if (vs_parse_u64(field + 6, 1, 60000000, &v))
+				return vs_fail(err, errlen, -EINVAL,
+					       "%s: expected microseconds in 1..60000000", field);
+			be->delay_us = (uint32_t)v;
+		} else if (!first && !strncmp(field, "delay-every=", 12)) {
+			if (vs_parse_u64(field + 12, 1, UINT32_MAX, &v))
+				return vs_fail(err, errlen, -EINVAL,
+					       "%s: expected a whole number >= 1", field);
+			be->delay_every = (uint32_t)v;
+		} else {
+			if (used + len + 2 > restlen)
+				return vs_fail(err, errlen, -EINVAL, "backend spec too long");
+			used += (size_t)snprintf(rest + used, restlen - used, "%s%.*s",
+						 first ? "" : ",", (int)len, p);
+		}
+		first = false;
+		p = comma ? comma + 1 : NULL;
+	}
+	if (be->delay_us)
+		VS_WARNING(BACKEND, "test option delay: 1 bio in %u completes %u us late",
+			   be->delay_every, be->delay_us);
+	return 0;
+}
+
 int vs_backend_open(struct vs_backend **out, const char *spec, char *err, size_t errlen)
 {
 	static const char usage[] = "use file=PATH[,ro][,direct], ram=SIZE or null=SIZE";
 	struct vs_backend *be;
-	const char *eq, *args;
+	const char *eq;
+	char args[4200];
 	uint64_t size = 0;
 	size_t klen;
 	int rc;
@@ -47,12 +89,15 @@ int vs_backend_open(struct vs_backend **out, const char *spec, char *err, size_t
 		return -EINVAL;
 	}
 	klen = (size_t)(eq - spec);
-	args = eq + 1;
 	be = calloc(1, sizeof(*be));
 	if (!be)
 		return -ENOMEM;
 	be->mem_align = be->off_align = 1;
 	be->file.fd = be->file.fd_buffered = -1;
+	if ((rc = common_options(be, eq + 1, args, sizeof(args), err, errlen))) {
+		free(be);
+		return rc;
+	}
 
 	if (klen == 4 && !strncmp(spec, "file", 4)) {
 		rc = vs_be_file_open(be, args, err, errlen);
@@ -172,6 +217,15 @@ static __attribute__((noinline)) int bio_check(const struct vs_backend *be,
 	return 0;
 }
 
+/* Test-only delay=USEC[,delay-every=N]: mark every Nth bio (io_ctx.c holds it back). */
+static __attribute__((noinline, cold)) void delay_pick(struct vs_backend *be, struct vs_bio *bio)
+{
+	uint64_t n = __atomic_add_fetch(&be->delay_seq, 1, __ATOMIC_RELAXED);
+
+	if (n % be->delay_every == 0)
+		bio->delay_us = be->delay_us;
+}
+
 int vs_backend_submit(struct vs_backend *be, struct vs_io_ctx *ctx, struct vs_bio *bio)
 {
 	const char *why = NULL;
@@ -188,6 +242,9 @@ int vs_backend_submit(struct vs_backend *be, struct vs_io_ctx *ctx, struct vs_bi
 	}
 	if (ctx->inflight >= ctx->depth)
 		return -EAGAIN;
+	bio->delay_us = 0;
+	if (__builtin_expect(be->delay_us != 0, 0))
+		delay_pick(be, bio);
 	if (bio->len == 0 && bio->op != VS_BIO_FLUSH) {
 		vs_io_ctx_defer(ctx, bio, 0); /* nothing to do, but done() still runs */
 		rc = 0;

@@ -37,6 +37,7 @@ struct vs_bio {
 	void *priv;              /* caller's */
 	struct vs_bio *next;     /* backend-private: completion list link */
 	int res;                 /* backend-private */
+	uint32_t delay_us;       /* backend-private: test-only completion delay (see below) */
 };
 
 struct vs_io_ctx;
@@ -61,7 +62,11 @@ int vs_io_ctx_set_polled(struct vs_io_ctx *ctx, bool polled);
 
 /* Open a backend from a spec: "file=PATH[,ro][,direct]", "ram=SIZE", "null=SIZE".
  * SIZE takes K/M/G/T suffixes (powers of 1024).  On error returns -errno and, when
- * err is not NULL, a message saying what was wrong (static or in errbuf). */
+ * err is not NULL, a message saying what was wrong (static or in errbuf).
+ * Test-only options, for any kind: "delay=USEC" holds every bio's completion back by USEC
+ * microseconds (the data has moved; done() runs late), "delay-every=N" only every Nth
+ * bio's.  They make requests stay in flight on purpose (TMF and reset tests) and a slow
+ * stage show up where it belongs (trace analysis). */
 int vs_backend_open(struct vs_backend **be, const char *spec, char *err, size_t errlen);
 void vs_backend_close(struct vs_backend *be);
 uint64_t vs_backend_size(const struct vs_backend *be);       /* bytes */

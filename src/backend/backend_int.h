@@ -28,6 +28,9 @@ struct vs_backend {
 	unsigned mem_align; /* O_DIRECT buffer address alignment; 1 when buffered */
 	unsigned off_align; /* O_DIRECT offset/length alignment; 1 when buffered */
 	uint64_t bounces;   /* bios not sent O_DIRECT as given (atomic, relaxed) */
+	uint32_t delay_us;  /* test-only: completion delay (0: none) ... */
+	uint32_t delay_every; /* ... for every Nth bio */
+	uint64_t delay_seq;   /* bios counted for delay_every (atomic, relaxed) */
 	union {
 		struct {
 			int fd;		 /* O_DIRECT when direct */
@@ -53,6 +56,8 @@ struct vs_io_req {
 	void *bounce;		/* O_DIRECT bounce buffer, or NULL */
 	struct iovec biov;	/* the bounce buffer as an iovec */
 	struct iovec *tail;	/* remainder iovecs after a short transfer, or NULL */
+	bool delay;		/* a test-only delay: a timeout that completes bio */
+	struct __kernel_timespec ts; /* its length */
 	struct vs_io_req *next; /* free list */
 };
 

@@ -200,8 +200,41 @@ int vs_io_req_prep_rw(struct vs_io_req *req, struct io_uring_sqe *sqe)
 	return 0;
 }
 
-static void bio_complete(struct vs_io_ctx *ctx, struct vs_bio *bio, int res)
+/* A test-only delay (backend option delay=USEC): hold bio's completion back with an
+ * io_uring timeout, so that the thread keeps serving other work meanwhile.  False when no
+ * slot or SQE is free: then it completes now. */
+static __attribute__((noinline, cold)) bool delay_start(struct vs_io_ctx *ctx, struct vs_bio *bio,
+							int res)
 {
+	struct vs_io_req *req = vs_io_req_get(ctx, NULL, bio);
+	struct io_uring_sqe *sqe;
+
+	if (!req)
+		return false;
+	sqe = io_uring_get_sqe(&ctx->ring);
+	if (!sqe) {
+		vs_io_req_put(ctx, req);
+		return false;
+	}
+	req->delay = true;
+	req->ts.tv_sec = bio->delay_us / 1000000;
+	req->ts.tv_nsec = (long long)(bio->delay_us % 1000000) * 1000;
+	bio->res = res;
+	bio->delay_us = 0;
+	io_uring_prep_timeout(sqe, &req->ts, 0, 0);
+	vs_io_req_queue(ctx, req, sqe);
+	VS_VERBOSE(BACKEND, "%s off %llu len %llu: completion delayed by %lld.%06lld s",
+		   vs_bio_op_name(bio->op), (unsigned long long)bio->offset,
+		   (unsigned long long)bio->len, (long long)req->ts.tv_sec,
+		   (long long)req->ts.tv_nsec / 1000);
+	return true;
+}
+
+/* Run bio's done(): true, or false when a test-only delay holds it back for later. */
+static bool bio_complete(struct vs_io_ctx *ctx, struct vs_bio *bio, int res)
+{
+	if (__builtin_expect(bio->delay_us != 0, 0) && delay_start(ctx, bio, res))
+		return false;
 	ctx->inflight--;
 	VS_VERBOSE_HP(BACKEND, "complete %s off %llu len %llu res %d", vs_bio_op_name(bio->op),
 		      (unsigned long long)bio->offset, (unsigned long long)bio->len, res);
@@ -210,6 +243,7 @@ static void bio_complete(struct vs_io_ctx *ctx, struct vs_bio *bio, int res)
 			   (unsigned long long)bio->offset, (unsigned long long)bio->len,
 			   strerror(-res));
 	bio->done(bio, res);
+	return true;
 }
 
 /* Resubmit what is left of req; false when no SQE or memory (then res is the error). */
@@ -241,13 +275,19 @@ static bool req_resubmit(struct vs_io_ctx *ctx, struct vs_io_req *req, int *res)
 }
 
 /* One CQE for req: finish the bio, or resubmit it (returns true) after a short
- * transfer, an interrupted call, or O_DIRECT refusing what the alignment check allowed. */
+ * transfer, an interrupted call, or O_DIRECT refusing what the alignment check allowed;
+ * true as well when a test-only delay holds the finished bio back (a timeout to submit). */
 static bool req_cqe(struct vs_io_ctx *ctx, struct vs_io_req *req, int res)
 {
 	struct vs_bio *bio = req->bio;
 	struct vs_backend *be = req->be;
 	bool rw = bio->op == VS_BIO_READ || bio->op == VS_BIO_WRITE;
 
+	if (req->delay) { /* the timeout of delay_start(): the bio's result is in bio->res */
+		ctx->ring_busy--;
+		vs_io_req_put(ctx, req);
+		return !bio_complete(ctx, bio, bio->res);
+	}
 	if ((res == -EINTR || res == -EAGAIN) && req->retries++ < VS_IO_MAX_RETRIES)
 		goto again;
 	if (res == -EINVAL && rw && req->fd == be->file.fd && be->file.fd_buffered >= 0) {
@@ -284,8 +324,8 @@ finish:
 		vs_iov_from_buf(bio->iov, (unsigned)bio->iovcnt, 0, req->bounce, bio->len);
 	ctx->ring_busy--;
 	vs_io_req_put(ctx, req);
-	bio_complete(ctx, bio, res < 0 ? res : 0);
-	return false;
+	/* Held back (test-only delay): a new SQE to submit, like a resubmission. */
+	return !bio_complete(ctx, bio, res < 0 ? res : 0);
 }
 
 int vs_io_ctx_reap(struct vs_io_ctx *ctx, bool wait_one)
@@ -340,8 +380,8 @@ int vs_io_ctx_reap(struct vs_io_ctx *ctx, bool wait_one)
 		struct vs_bio *bio = list;
 
 		list = bio->next;
-		bio_complete(ctx, bio, bio->res);
-		n++;
+		if (bio_complete(ctx, bio, bio->res))
+			n++;
 	}
 	ctx_signal_deferred(ctx);
 	return n;

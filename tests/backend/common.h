@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "backend/backend.h"
+#include "util/util.h"
 
 struct waiter {
 	int calls;

@@ -85,6 +85,67 @@ static void test_deferred_completion_signals_fd(void **state)
 	close_pair(be, ctx);
 }
 
+/* Test-only delay=USEC,delay-every=N: of six bios, exactly two (the 3rd and the 6th) are
+ * held back; the others complete at the first reap; the held ones only after USEC, with
+ * their data already moved. */
+static void test_delay_holds_every_nth_completion(void **state)
+{
+	struct vs_backend *be;
+	struct vs_io_ctx *ctx;
+	char buf[6][512];
+	struct iovec iov[6];
+	struct waiter w[6] = {{0}};
+	struct vs_bio bio[6];
+	uint64_t t0, waited;
+	int done = 0;
+
+	(void)state;
+	open_pair("ram=64K,delay=300000,delay-every=3", &be, &ctx, 8);
+	t0 = vs_mono_ns();
+	for (int i = 0; i < 6; i++) {
+		memset(buf[i], 0x5a, sizeof(buf[i]));
+		iov[i] = (struct iovec){buf[i], sizeof(buf[i])};
+		bio_init(&bio[i], VS_BIO_READ, 0, &iov[i], 1, sizeof(buf[i]), &w[i]);
+		assert_int_equal(vs_backend_submit(be, ctx, &bio[i]), 0);
+	}
+	assert_int_equal(vs_io_ctx_submit(ctx), 0);
+	assert_int_equal(vs_io_ctx_reap(ctx, false), 4);
+	assert_int_equal(vs_io_ctx_submit(ctx), 0); /* the delays' timeouts */
+	for (int i = 0; i < 6; i++)
+		assert_int_equal(w[i].calls, i % 3 == 2 ? 0 : 1);
+	assert_int_equal(vs_io_ctx_inflight(ctx), 2);
+	assert_int_equal(buf[2][0], 0); /* the data moved at submit: only done() waits */
+	while (vs_io_ctx_inflight(ctx)) {
+		int n = vs_io_ctx_reap(ctx, true);
+
+		assert_true(n >= 0);
+		done += n;
+		assert_true(vs_mono_ns() - t0 < 20000000000ull); /* a deadline, not a measure */
+	}
+	waited = vs_mono_ns() - t0;
+	assert_int_equal(done, 2);
+	assert_int_equal(w[2].calls, 1);
+	assert_int_equal(w[5].calls, 1);
+	assert_int_equal(w[2].res, 0);
+	assert_true(waited >= 300000000ull); /* never earlier than asked */
+	close_pair(be, ctx);
+}
+
+/* Bad delay options are refused with a message naming them. */
+static void test_delay_options_refused(void **state)
+{
+	struct vs_backend *be;
+	char err[256];
+
+	(void)state;
+	assert_int_equal(vs_backend_open(&be, "ram=64K,delay=0", err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "delay=0"));
+	assert_int_equal(vs_backend_open(&be, "ram=64K,delay-every=x", err, sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "delay-every=x"));
+	assert_int_equal(vs_backend_open(&be, "ram=64K,slow", err, sizeof(err)), -EINVAL);
+}
+
 static void test_null_reads_zeros(void **state)
 {
 	struct vs_backend *be;
@@ -245,6 +306,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_ram_round_trip_scattered),
 	    cmocka_unit_test(test_deferred_completion_signals_fd),
+	    cmocka_unit_test(test_delay_holds_every_nth_completion),
+	    cmocka_unit_test(test_delay_options_refused),
 	    cmocka_unit_test(test_null_reads_zeros),
 	    cmocka_unit_test(test_ram_discard_reads_zeros),
 	    cmocka_unit_test(test_rejected_bios),
