@@ -20,6 +20,15 @@ static void on_signal(int sig)
 	stop_requested = 1;
 }
 
+/* An error from the trace layer: it may quote a file's contents (a flag name, say),
+ * so it is escaped like the decoder's text. */
+static void trace_error(const char *sub, const char *why)
+{
+	fprintf(stderr, "vioscope trace %s: ", sub);
+	vs_fputs_text(why, stderr);
+	fputc('\n', stderr);
+}
+
 static void trace_usage(FILE *f)
 {
 	fputs("usage: vioscope trace SUBCOMMAND\n"
@@ -154,7 +163,7 @@ static int trace_enable(int argc, char **argv)
 		return 2;
 	}
 	if (vs_trace_enable(argv[1], argv[2], why, sizeof why) < 0) {
-		fprintf(stderr, "vioscope trace enable: %s\n", why);
+		trace_error("enable", why);
 		return 1;
 	}
 	printf("pid %s: tracing set to %s\n", argv[1], argv[2]);
@@ -214,7 +223,7 @@ static int trace_record_or_dump(int argc, char **argv, bool record)
 		rc = vs_trace_dump(argv[optind], out, &st, why, sizeof why);
 	}
 	if (rc < 0) {
-		fprintf(stderr, "vioscope trace %s: %s\n", name, why);
+		trace_error(name, why);
 		return 1;
 	}
 	fprintf(stderr, "%s: %u thread(s), %llu bytes of events, %llu dropped, %llu overwritten%s\n",
@@ -288,7 +297,7 @@ static int trace_decode(int argc, char **argv)
 	}
 	char why[512];
 	if (vs_trace_decode(argv[optind], &o, stdout, why, sizeof why) < 0) {
-		fprintf(stderr, "vioscope trace decode: %s\n", why);
+		trace_error("decode", why);
 		return 1;
 	}
 	return 0;

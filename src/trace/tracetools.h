@@ -215,6 +215,15 @@ int vs_capture_walk(struct vs_capture *c, vs_event_fn fn, void *opaque, char *wh
  * the bytes don't match the site's argument types (text then shows where). */
 int vs_format_message(char *out, size_t outlen, const struct vs_meta_site *site, const uint8_t *args,
 		      size_t len);
+/* Text for a terminal: control characters (C0, DEL, C1) and bytes that are not UTF-8
+ * become \xNN (one per byte); everything else, well-formed UTF-8 included, is kept.
+ * vs_escape_text writes at most outlen - 1 bytes and a NUL, cut before a character;
+ * returns the length. */
+size_t vs_escape_text(char *out, size_t outlen, const char *s);
+void vs_fputs_text(const char *s, FILE *f);
+/* A JSON string, quotes included: \" \\ \n \r \t, \u00XX for the other control
+ * characters (C0, DEL, C1), U+FFFD for each byte that is not UTF-8. */
+void vs_fputs_json(const char *s, FILE *f);
 /* "2026-11-29 20:31:05.123456789" */
 void vs_format_walltime(char *out, size_t outlen, uint64_t real_ns);
 /* The prefix shared by the decoder and the print backend:
