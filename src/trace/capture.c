@@ -49,9 +49,11 @@ void vs_clock_now(const struct vs_shm_header *h, uint64_t *ts, uint64_t *mono, u
 		*ts = *mono;
 }
 
+/* The header fields come from the snapshot vs_shm_open took (s->snap), the metadata
+ * from its private copy: never from the live file. */
 int vs_capw_open(struct vs_capw *w, const char *path, const struct vs_shm *s)
 {
-	const struct vs_shm_header *h = s->hdr;
+	const struct vs_shm_header *h = &s->snap;
 	memset(w, 0, sizeof *w);
 	w->f = fopen(path, "we");
 	if (!w->f)
@@ -70,7 +72,7 @@ int vs_capw_open(struct vs_capw *w, const char *path, const struct vs_shm *s)
 	memcpy(proc.exe, h->exe, sizeof proc.exe);
 	proc.flavour[15] = proc.exe[255] = '\0';
 	w_section(w, VS_SEC_PROCESS, &proc, sizeof proc, NULL, 0);
-	w_section(w, VS_SEC_META, (const uint8_t *)h + h->meta_offset, h->meta_size, NULL, 0);
+	w_section(w, VS_SEC_META, s->meta_blob, s->meta_len, NULL, 0);
 	return w->err;
 }
 
@@ -80,7 +82,9 @@ int vs_capw_events(struct vs_capw *w, const struct vs_shm_ring *r, unsigned slot
 	struct {
 		uint32_t tid, slot, generation, pad;
 		char name[16];
-	} eh = { .tid = r->tid, .slot = slot, .generation = r->generation };
+	} eh = {.tid = __atomic_load_n(&r->tid, __ATOMIC_RELAXED),
+		.slot = slot,
+		.generation = __atomic_load_n(&r->generation, __ATOMIC_ACQUIRE)};
 	if (!len)
 		return w->err;
 	memcpy(eh.name, r->thread_name, sizeof eh.name);
@@ -113,21 +117,27 @@ int vs_capw_loss(struct vs_capw *w, const struct vs_shm_ring *r, unsigned slot, 
 	struct {
 		uint32_t tid, slot, generation, pad;
 		uint64_t dropped, overwritten;
-	} l = { r->tid, slot, r->generation, 0, dropped, overwritten };
+	} l = {__atomic_load_n(&r->tid, __ATOMIC_RELAXED),
+	       slot,
+	       __atomic_load_n(&r->generation, __ATOMIC_ACQUIRE),
+	       0,
+	       dropped,
+	       overwritten};
 	w_section(w, VS_SEC_LOSS, &l, sizeof l, NULL, 0);
 	return w->err;
 }
 
 int vs_capw_close(struct vs_capw *w, const struct vs_shm *s)
 {
-	const struct vs_shm_header *h = s->hdr;
+	const struct vs_shm_header *h = &s->snap;
 	struct vs_cap_clock c = { .is_tsc = h->clock_is_tsc,
 				  .ts0 = h->clk_ts0,
 				  .mono0 = h->clk_mono0,
 				  .real0 = h->clk_real0 };
 	vs_clock_now(h, &c.ts1, &c.mono1, &c.real1);
 	w_section(w, VS_SEC_CLOCK, &c, sizeof c, NULL, 0);
-	uint64_t end[2] = { w->events, h->no_ring_drops };
+	uint64_t end[2] = {w->events,
+			   s->hdr ? __atomic_load_n(&s->hdr->no_ring_drops, __ATOMIC_RELAXED) : 0};
 	w_section(w, VS_SEC_END, end, sizeof end, NULL, 0);
 	if (fflush(w->f) != 0 && !w->err)
 		w->err = -errno;

@@ -123,27 +123,48 @@ void vs_ctl_store(struct vs_shm_header *h, uint32_t level, uint32_t mask);
 const char *vs_level_name(unsigned level);
 
 /* ---- tool side: attach to a process's shared memory ------------------------------------ */
+/* The file is untrusted (docs/SECURITY.md): another local user may have planted it,
+ * and whoever owns it can rewrite any byte at any time.  vs_shm_open refuses a file
+ * that is not a regular file of ours with a single link, reads the header ONCE into
+ * `snap` and validates that copy; every offset and length the tools use comes from
+ * `snap`, never from `hdr`.  `hdr` is only for the live control fields (ctl, level,
+ * flags, mode, recorder_pid, exited, no_ring_drops), each read or written once per
+ * use with an atomic access. */
 struct vs_shm {
 	char path[512];
 	int fd;
-	struct vs_shm_header *hdr;
-	size_t size;
-	struct vs_meta meta;
+	struct vs_shm_header *hdr; /* the live mapping */
+	size_t size;		   /* bytes mapped: the file's size at open */
+	struct vs_shm_header snap; /* the header as read at open, validated; exe and
+				      flavour NUL-terminated */
+	void *meta_blob;	   /* private copy of the metadata blob ... */
+	size_t meta_len;
+	struct vs_meta meta; /* ... and what it says */
+	void *guard;	     /* shm.c: notices the file shrinking under the mapping */
 };
 const char *vs_shm_dir(void);
-/* target: a pid or a path to a shm file.  Validates the layout fully. */
+/* target: a pid or a path to a shm file.  Refuses files of another owner, of another
+ * type or with other links (the message names the owner); validates the layout. */
 int vs_shm_open(struct vs_shm *s, const char *target, char *why, size_t whylen);
 void vs_shm_close(struct vs_shm *s);
+/* Ring i's header and data, placed by the snapshot; NULL if i is not below its
+ * ring_count. */
 struct vs_shm_ring *vs_shm_ring(const struct vs_shm *s, unsigned i);
 const uint8_t *vs_shm_ring_data(const struct vs_shm *s, unsigned i);
-/* Is the process that owns this file alive (same pid and start time)? */
-bool vs_shm_owner_alive(const struct vs_shm_header *h);
+/* Is the process that wrote this file alive (same pid and start time, from the
+ * snapshot)? */
+bool vs_shm_owner_alive(const struct vs_shm *s);
 uint64_t vs_proc_start_time(int pid);
+/* Did the file shrink under a mapping of it (its owner truncated it)?  The mapping
+ * then reads as zeros from the first fault on, and the tools stop with an error. */
+bool vs_shm_shrunk(const struct vs_shm *s);
 
 /* Copy the valid records in [*from, head) of ring i into buf (unwrapped, pads
  * removed); returns bytes copied and sets *from to the position after the last
- * record copied.  Safe against a live producer: records it may have overwritten
- * during the copy are left out. */
+ * record copied.  Safe against a live producer and against a hostile one: the ring
+ * is read once, into buf, and only that copy is parsed; records the writer may have
+ * overwritten during the copy (before the tail read after it) are left out; a record
+ * that does not parse ends the copy. */
 size_t vs_ring_copy(const struct vs_shm *s, unsigned i, uint64_t *from, uint64_t head, uint8_t *buf,
 		    size_t buflen);
 

@@ -43,7 +43,7 @@ static uint32_t my_tid(void)
 
 static struct vs_shm_ring *ring_of(uint32_t tid)
 {
-	for (unsigned i = 0; i < self.hdr->ring_count; i++) {
+	for (unsigned i = 0; i < self.snap.ring_count; i++) {
 		struct vs_shm_ring *r = vs_shm_ring(&self, i);
 		if (r->tid == tid && __atomic_load_n(&r->state, __ATOMIC_ACQUIRE) != VS_RING_FREE)
 			return r;
@@ -517,7 +517,7 @@ int main(void)
 		fprintf(stderr, "test_trace_loss: %s (run it under trace_isolate)\n", why);
 		return 1;
 	}
-	if (self.hdr->ring_size != RING) {
+	if (self.snap.ring_size != RING) {
 		fprintf(stderr, "test_trace_loss: needs VIOSCOPE_TRACE_RING=%u\n", RING);
 		vs_shm_close(&self);
 		return 1;
