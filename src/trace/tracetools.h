@@ -222,7 +222,7 @@ struct vs_cap_event {
 	const uint8_t *args;
 	size_t args_len;
 };
-struct vs_capture; /* an opened, validated capture */
+struct vs_capture; /* an opened capture: read into memory once, then validated */
 int vs_capture_open(struct vs_capture **c, const char *path, char *why, size_t whylen);
 void vs_capture_close(struct vs_capture *c);
 const struct vs_meta *vs_capture_meta(const struct vs_capture *c);
@@ -231,6 +231,9 @@ uint32_t vs_capture_pid(const struct vs_capture *c);
  * stops the walk and is returned.  Malformed records: -EINVAL with `why`. */
 typedef int (*vs_event_fn)(const struct vs_cap_event *ev, void *opaque);
 int vs_capture_walk(struct vs_capture *c, vs_event_fn fn, void *opaque, char *why, size_t whylen);
+/* Steps of bookkeeping done so far (stream lookups, elements moved by growth, merge
+ * heap levels): linear in the capture's size whatever its shape; for tests. */
+uint64_t vs_capture_work(const struct vs_capture *c);
 
 /* Format a site's message from recorded argument bytes.  Returns 0, or -EINVAL when
  * the bytes don't match the site's argument types (text then shows where). */
