@@ -367,15 +367,31 @@ struct flipper {
 	unsigned long flips;
 };
 
+/* Busy for a while: each state of the header lasts long enough for a dump to see it
+ * at open and another one later. */
+static void hold(void)
+{
+	for (volatile unsigned k = 0; k < 2000; k++)
+		;
+}
+
 static void *flip_main(void *arg)
 {
 	struct flipper *f = arg;
 	while (!__atomic_load_n(&f->stop, __ATOMIC_ACQUIRE)) {
-		flip_geometry(f->h);
 		memcpy(f->h, &f->good, sizeof f->good);
-		f->flips++;
+		hold();
+		flip_geometry(f->h);
+		hold();
+		__atomic_fetch_add(&f->flips, 1, __ATOMIC_RELAXED);
 	}
+	memcpy(f->h, &f->good, sizeof f->good);
 	return NULL;
+}
+
+static bool flipping(void *opaque)
+{
+	return __atomic_load_n(&((struct flipper *)opaque)->flips, __ATOMIC_RELAXED) > 0;
 }
 
 /* The same, racing: a thread rewrites the geometry and puts it back, over and over,
@@ -395,6 +411,7 @@ static void test_geometry_rewritten_while_dumping(void **state)
 	f.h = map_other(path, g.size);
 	memcpy(&f.good, f.h, sizeof f.good);
 	assert_int_equal(pthread_create(&f.th, NULL, flip_main, &f), 0);
+	assert_true(th_wait_until(flipping, &f, 60000));
 	for (int i = 0; i < 200; i++) {
 		int rc = vs_trace_dump(path, td->cap, &st, why, sizeof why);
 		if (rc == 0) {
@@ -405,10 +422,11 @@ static void test_geometry_rewritten_while_dumping(void **state)
 			refused++;
 		}
 	}
+	unsigned long flips = __atomic_load_n(&f.flips, __ATOMIC_RELAXED);
 	__atomic_store_n(&f.stop, 1, __ATOMIC_RELEASE);
 	pthread_join(f.th, NULL);
 	munmap(f.h, g.size);
-	print_message("%u dumps made, %u refused, %lu flips\n", ok, refused, f.flips);
+	print_message("%u dumps made, %u refused, %lu flips\n", ok, refused, flips);
 }
 
 /* ---- a writer lapping the ring while it is copied (flight mode under `dump`) ------------
@@ -422,6 +440,12 @@ struct lapper {
 	int stop;
 	uint64_t written;
 };
+
+static bool lapped_8_times(void *opaque)
+{
+	const struct lapper *l = opaque;
+	return __atomic_load_n(&l->r->head, __ATOMIC_ACQUIRE) >= 8 * RING;
+}
 
 static void *lap_main(void *arg)
 {
@@ -521,9 +545,10 @@ static bool copier_done(void *opaque)
 	return __atomic_load_n(&c->done, __ATOMIC_ACQUIRE);
 }
 
-/* 20000 copies of a ring a writer keeps lapping: each copy is a run of whole records
- * with consecutive sequence numbers, and every copy returns (the test fails, rather
- * than hangs, if one does not within 60 s). */
+/* 20000 copies of a ring a writer keeps lapping (it has lapped it 8 times before the
+ * first, and laps it at least twice more during them): each copy is a run of whole
+ * records with consecutive sequence numbers, and every copy returns (the test fails,
+ * rather than hangs, if one does not within 60 s). */
 static void test_ring_copy_against_a_lapping_writer(void **state)
 {
 	struct th_tmpdir *td = *state;
@@ -542,8 +567,11 @@ static void test_ring_copy_against_a_lapping_writer(void **state)
 	__atomic_store_n(&l.r->head, 0, __ATOMIC_RELEASE);
 	__atomic_store_n(&l.r->tail, 0, __ATOMIC_RELEASE);
 	assert_int_equal(pthread_create(&l.th, NULL, lap_main, &l), 0);
+	assert_true(th_wait_until(lapped_8_times, &l, 60000));
+	uint64_t head_before = __atomic_load_n(&l.r->head, __ATOMIC_ACQUIRE);
 	assert_int_equal(pthread_create(&c.th, NULL, copy_main, &c), 0);
 	bool finished = th_wait_until(copier_done, &c, 60000);
+	uint64_t head_after = __atomic_load_n(&l.r->head, __ATOMIC_ACQUIRE);
 	__atomic_store_n(&l.stop, 1, __ATOMIC_RELEASE);
 	pthread_join(l.th, NULL);
 	if (!finished)
@@ -551,9 +579,11 @@ static void test_ring_copy_against_a_lapping_writer(void **state)
 	pthread_join(c.th, NULL);
 	if (c.failure[0])
 		fail_msg("%s", c.failure);
-	print_message("%u copies, %u records, %llu written\n", c.copies, c.records,
-		      (unsigned long long)l.written);
+	print_message("%u copies, %u records; the writer lapped the ring %llu times meanwhile\n",
+		      c.copies, c.records, (unsigned long long)((head_after - head_before) / RING));
 	assert_int_equal(c.copies, 20000);
+	assert_true(c.records > 0);
+	assert_true(head_after - head_before >= 2 * RING); /* it raced the copies */
 	vs_shm_close(&s);
 	munmap(other, g.size);
 }
