@@ -641,6 +641,33 @@ static void test_file_truncated_while_recording(void **state)
 	assert_forged_events(td->cap);
 }
 
+/* Ring 0 claims three rings and a bit more than it holds (head 3 rings + 64 past its
+ * tail) while `trace record` streams the file: the recorder must not stream that
+ * many bytes from a 4 KiB ring (they would run past the file); ring 0's records cannot
+ * be placed and are left out, ring 1's five are recorded. */
+static void test_record_bounds_a_head_past_the_ring(void **state)
+{
+	struct th_tmpdir *td = *state;
+	struct forge_shm g;
+	char path[600], pidstr[32];
+
+	write_forged(td, &g, path, sizeof path);
+	struct vs_shm_header *h = map_other(path, g.size);
+	struct vs_shm_ring *r0 = (struct vs_shm_ring *)((uint8_t *)h + g.rings_off);
+	r0->head = 3 * RING + 64;
+	munmap(h, g.size);
+	snprintf(pidstr, sizeof pidstr, "%d", (int)getpid());
+	assert_int_equal(th_cli(td, "record", pidstr, "-o", td->cap, "--duration", "0.3", NULL), 0);
+	struct msgs m = {0};
+	th_walk_or_fail(td->cap, collect, &m);
+	assert_int_equal(m.n, 5);
+	for (unsigned i = 0; i < 5; i++) {
+		char want[32];
+		snprintf(want, sizeof want, "n=%u", 100 + i);
+		assert_string_equal(m.text[i], want);
+	}
+}
+
 /* ---- names and flavours reach the terminal escaped ----------------------------------- */
 
 /* exe and flavour full of escape sequences, without their NUL: `trace list` shows them
@@ -676,6 +703,34 @@ static void test_list_escapes_names(void **state)
 	free(out);
 }
 
+/* An error that quotes the file (here the flag names of its metadata, one with a DEL
+ * in it) reaches the terminal escaped. */
+static void test_errors_quoting_the_file_are_escaped(void **state)
+{
+	struct th_tmpdir *td = *state;
+	struct forge_shm g;
+	char path[600], pidstr[32];
+
+	write_forged(td, &g, path, sizeof path);
+	struct vs_shm_header *h = map_other(path, g.size);
+	uint8_t *meta = (uint8_t *)h + g.meta_off;
+	uint8_t *name = memmem(meta, h->meta_size, "\x04\0TEST", 6); /* the last: the flag */
+	assert_non_null(name);
+	for (uint8_t *n; (n = memmem(name + 1, meta + h->meta_size - name - 1, "\x04\0TEST", 6));)
+		name = n;
+	name[3] = 0x7f;
+	munmap(h, g.size);
+	snprintf(pidstr, sizeof pidstr, "%d", (int)getpid());
+	assert_int_equal(th_cli(td, "enable", pidstr, "verbose:nosuch", NULL), 1);
+	size_t len;
+	char *err = th_read_file(td->err, &len);
+	assert_non_null(err);
+	assert_null(memchr(err, 0x7f, len));
+	if (!strstr(err, "known: t\\x7fst"))
+		fail_msg("no escaped flag name in: %s", err);
+	free(err);
+}
+
 static int setup(void **state)
 {
 	return th_tmpdir_setup(state, "hostile-shm");
@@ -703,7 +758,11 @@ int main(void)
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_file_truncated_under_the_mapping, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_file_truncated_while_recording, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_record_bounds_a_head_past_the_ring, setup,
+					    teardown),
 	    cmocka_unit_test_setup_teardown(test_list_escapes_names, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_errors_quoting_the_file_are_escaped, setup,
+					    teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
