@@ -348,6 +348,13 @@ static void test_text_output_escapes_control_characters(void **state)
 static const char want_message[] = "\"message\":\"s=\\u001b[31m\\r\\n\\u0007\\u007f\\u009b"
 				   "\\ufffd\xc3\xa9\\\"\\\\\\\\x00end c=\\u001b\"";
 
+static void assert_all_in(const char *out, const char *const want[], size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strstr(out, want[i]))
+			fail_msg("want %s\ngot %s", want[i], out);
+}
+
 static void test_json_output_uses_json_escapes(void **state)
 {
 	forge_escapes((*(struct th_tmpdir **)state)->cap);
@@ -357,9 +364,7 @@ static void test_json_output_uses_json_escapes(void **state)
 	    "\"function\":\"f\\u007fn\"",
 	    want_message,
 	};
-	for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
-		if (!strstr(out, want[i]))
-			fail_msg("want %s\ngot %s", want[i], out);
+	assert_all_in(out, want, sizeof want / sizeof want[0]);
 	free(out);
 }
 
@@ -371,9 +376,7 @@ static void test_chrome_output_uses_json_escapes(void **state)
 	    "\"name\":\"f\\u007fn\"",
 	    want_message,
 	};
-	for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
-		if (!strstr(out, want[i]))
-			fail_msg("want %s\ngot %s", want[i], out);
+	assert_all_in(out, want, sizeof want / sizeof want[0]);
 	free(out);
 }
 

@@ -13,7 +13,6 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
-#include <semaphore.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -22,7 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -31,67 +29,47 @@
 
 #include "trace/tracetools.h"
 
+#include "stepper.h"
+
 #define RING	   4096u
 #define DEADLINE_S 60
 
 static struct vs_shm self;
 
-/* ---- a writer thread driven step by step, with a deadline on each step ---------------- */
+/* ---- a writer thread driven step by step (stepper.h), with a deadline on each step --- */
 struct writer {
-	pthread_t th;
-	sem_t go, done;
-	uint32_t tid;
+	struct th_stepper s;
 	unsigned first, count; /* "hostile %u" for first .. first + count - 1 */
-	bool quit;
 };
 
-static void *writer_main(void *arg)
+static void writer_step(void *arg)
 {
 	struct writer *w = arg;
-	w->tid = (uint32_t)syscall(SYS_gettid);
-	for (;;) {
-		sem_wait(&w->go);
-		if (w->quit)
-			return NULL;
-		for (unsigned i = w->first; i < w->first + w->count; i++)
-			VS_INFO(TEST, "hostile %u", i);
-		sem_post(&w->done);
-	}
+	for (unsigned i = w->first; i < w->first + w->count; i++)
+		VS_INFO(TEST, "hostile %u", i);
 }
 
 static void writer_start(struct writer *w)
 {
 	memset(w, 0, sizeof *w);
-	sem_init(&w->go, 0, 0);
-	sem_init(&w->done, 0, 0);
-	assert_int_equal(pthread_create(&w->th, NULL, writer_main, w), 0);
+	assert_int_equal(th_stepper_start(&w->s), 0);
 }
 
 /* Events FIRST .. FIRST + COUNT - 1; fails the test if they take more than 60 s (a
  * thread stuck in the runtime: the process then exits with it still stuck). */
 static void writer_emit(struct writer *w, unsigned first, unsigned count)
 {
-	struct timespec deadline;
 	w->first = first;
 	w->count = count;
-	sem_post(&w->go);
-	clock_gettime(CLOCK_REALTIME, &deadline);
-	deadline.tv_sec += DEADLINE_S;
-	while (sem_timedwait(&w->done, &deadline) < 0) {
-		if (errno != EINTR)
-			fail_msg("the writer thread did not finish %u events within %d s: stuck in "
-				 "the trace runtime",
-				 count, DEADLINE_S);
-	}
+	if (th_stepper_run(&w->s, writer_step, w, DEADLINE_S) < 0)
+		fail_msg("the writer thread did not finish %u events within %d s: stuck in the "
+			 "trace runtime",
+			 count, DEADLINE_S);
 }
 
 static void writer_stop(struct writer *w)
 {
-	w->quit = true;
-	sem_post(&w->go);
-	pthread_join(w->th, NULL);
-	sem_destroy(&w->go);
-	sem_destroy(&w->done);
+	th_stepper_stop(&w->s);
 }
 
 static unsigned ring_slot(uint32_t tid)
@@ -184,7 +162,7 @@ static void run_bad_tail(enum bad_tail how)
 
 	writer_start(&w);
 	writer_emit(&w, 0, 600);
-	unsigned slot = ring_slot(w.tid);
+	unsigned slot = ring_slot(w.s.tid);
 	struct vs_shm_ring *r = vs_shm_ring(&self, slot);
 	uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
 	__atomic_store_n(&r->tail, bad_tail_value(how, head), __ATOMIC_RELEASE);
@@ -230,7 +208,7 @@ static void test_stream_recorder_writes_tail_past_head(void **state)
 
 	writer_start(&w);
 	writer_emit(&w, 0, 10);
-	unsigned slot = ring_slot(w.tid);
+	unsigned slot = ring_slot(w.s.tid);
 	struct vs_shm_ring *r = vs_shm_ring(&self, slot);
 	/* a recorder took everything so far */
 	__atomic_store_n(&r->tail, __atomic_load_n(&r->head, __ATOMIC_ACQUIRE), __ATOMIC_RELEASE);
@@ -283,7 +261,7 @@ static void test_tail_rewritten_continuously(void **state)
 
 	writer_start(&w);
 	writer_emit(&w, 0, 1);
-	unsigned slot = ring_slot(w.tid);
+	unsigned slot = ring_slot(w.s.tid);
 	c.r = vs_shm_ring(&self, slot);
 	assert_int_equal(pthread_create(&c.th, NULL, chaos_main, &c), 0);
 	writer_emit(&w, 1, 5000);
@@ -318,7 +296,7 @@ static void test_header_geometry_rewritten_before_attach(void **state)
 	self.hdr->ring_count = 4096;
 	writer_start(&w);
 	writer_emit(&w, 0, 100);
-	unsigned slot = ring_slot(w.tid);
+	unsigned slot = ring_slot(w.s.tid);
 	assert_sane(slot, 100);
 	assert_int_equal(ring_events(slot, &last), 100);
 	assert_int_equal(last, 99);
