@@ -697,7 +697,8 @@ uint8_t *vs__reserve_slow(struct vs_ring_writer *w, uint32_t len)
 
 		if (attempt == MAX_RESERVE_ATTEMPTS)
 			return drop(tr);
-		if (tail > head || head - tail > tr->size) {
+		/* past the head (the difference wraps), or more than a ring behind it */
+		if (head - tail > tr->size) {
 			repair_tail(tr, tail);
 			continue;
 		}
