@@ -296,13 +296,13 @@ static int sustained(const char *exe, uint64_t n, double rate, struct result *r,
 	pin(0);
 	loop_args2(1000);
 	uint64_t before = 0;
-	for (unsigned i = 0; i < s.hdr->ring_count; i++)
+	for (unsigned i = 0; i < s.snap.ring_count; i++)
 		before += vs_shm_ring(&s, i)->dropped;
 	double t0 = now_s();
 	paced_args2(n, rate);
 	double dt = now_s() - t0;
 	uint64_t after = 0;
-	for (unsigned i = 0; i < s.hdr->ring_count; i++)
+	for (unsigned i = 0; i < s.snap.ring_count; i++)
 		after += vs_shm_ring(&s, i)->dropped;
 	kill(rec, SIGINT);
 	int st;

@@ -20,6 +20,15 @@ static void on_signal(int sig)
 	stop_requested = 1;
 }
 
+/* An error from the trace layer: it may quote a file's contents (a flag name, say),
+ * so it is escaped like the decoder's text. */
+static void trace_error(const char *sub, const char *why)
+{
+	fprintf(stderr, "vioscope trace %s: ", sub);
+	vs_fputs_text(why, stderr);
+	fputc('\n', stderr);
+}
+
 static void trace_usage(FILE *f)
 {
 	fputs("usage: vioscope trace SUBCOMMAND\n"
@@ -61,27 +70,40 @@ static int trace_list(int argc, char **argv)
 		struct vs_shm s;
 		snprintf(path, sizeof path, "%s/%s", vs_shm_dir(), e->d_name);
 		if (vs_shm_open(&s, path, why, sizeof why) < 0) {
-			printf("%-8s %-5s %s\n", "?", "bad", why);
+			printf("%-8s %-5s ", "?", "bad");
+			vs_fputs_text(why, stdout);
+			putchar('\n');
 			continue;
 		}
-		char flags[256] = "";
-		if (s.hdr->flags == 0xffffffffu) {
+		/* From the snapshot vs_shm_open took, and escaped: the file is not ours to
+		 * trust, and exe or flavour could carry terminal escapes. */
+		uint32_t mask = __atomic_load_n(&s.hdr->flags, __ATOMIC_RELAXED);
+		uint32_t level = __atomic_load_n(&s.hdr->level, __ATOMIC_RELAXED);
+		char flags[256] = "", flavour[sizeof s.snap.flavour * 4],
+		     exe[sizeof s.snap.exe * 4];
+		if (mask == 0xffffffffu) {
 			strcpy(flags, "all");
 		} else {
 			for (int i = 0; i < 32; i++) {
-				if (!(s.hdr->flags & (1u << i)))
+				if (!(mask & (1u << i)))
 					continue;
 				size_t n = strlen(flags);
 				snprintf(flags + n, sizeof flags - n, "%s%s", n ? "," : "",
 					 s.meta.flag_names[i] ? s.meta.flag_names[i] : "?");
 			}
 		}
+		char flags_shown[sizeof flags * 4];
+		vs_escape_text(flags_shown, sizeof flags_shown, flags);
+		vs_escape_text(flavour, sizeof flavour, s.snap.flavour);
+		vs_escape_text(exe, sizeof exe, s.snap.exe);
 		unsigned threads = 0;
-		for (unsigned i = 0; i < s.hdr->ring_count; i++)
-			threads += vs_shm_ring(&s, i)->state != VS_RING_FREE;
-		bool alive = vs_shm_owner_alive(s.hdr) && !s.hdr->exited;
-		printf("%-8d %-5s %-10s %-8s %-24s %-7u %s\n", s.hdr->pid, alive ? "live" : "dead",
-		       s.hdr->flavour, vs_level_name(s.hdr->level), flags, threads, s.hdr->exe);
+		for (unsigned i = 0; i < s.snap.ring_count; i++)
+			threads += __atomic_load_n(&vs_shm_ring(&s, i)->state, __ATOMIC_RELAXED) !=
+				   VS_RING_FREE;
+		bool alive =
+		    vs_shm_owner_alive(&s) && !__atomic_load_n(&s.hdr->exited, __ATOMIC_RELAXED);
+		printf("%-8d %-5s %-10s %-8s %-24s %-7u %s\n", s.snap.pid, alive ? "live" : "dead",
+		       flavour, vs_level_name(level), flags_shown, threads, exe);
 		vs_shm_close(&s);
 	}
 	closedir(d);
@@ -128,7 +150,7 @@ static int trace_clean(int argc, char **argv)
 			long pid = strtol(e->d_name + strlen(VS_SHM_PREFIX), NULL, 10);
 			dead = pid > 0 && kill((pid_t)pid, 0) < 0 && errno == ESRCH;
 		} else {
-			dead = !vs_shm_owner_alive(s.hdr);
+			dead = !vs_shm_owner_alive(&s);
 			vs_shm_close(&s);
 		}
 		if (!dead)
@@ -154,7 +176,7 @@ static int trace_enable(int argc, char **argv)
 		return 2;
 	}
 	if (vs_trace_enable(argv[1], argv[2], why, sizeof why) < 0) {
-		fprintf(stderr, "vioscope trace enable: %s\n", why);
+		trace_error("enable", why);
 		return 1;
 	}
 	printf("pid %s: tracing set to %s\n", argv[1], argv[2]);
@@ -214,7 +236,7 @@ static int trace_record_or_dump(int argc, char **argv, bool record)
 		rc = vs_trace_dump(argv[optind], out, &st, why, sizeof why);
 	}
 	if (rc < 0) {
-		fprintf(stderr, "vioscope trace %s: %s\n", name, why);
+		trace_error(name, why);
 		return 1;
 	}
 	fprintf(stderr, "%s: %u thread(s), %llu bytes of events, %llu dropped, %llu overwritten%s\n",
@@ -288,7 +310,7 @@ static int trace_decode(int argc, char **argv)
 	}
 	char why[512];
 	if (vs_trace_decode(argv[optind], &o, stdout, why, sizeof why) < 0) {
-		fprintf(stderr, "vioscope trace decode: %s\n", why);
+		trace_error("decode", why);
 		return 1;
 	}
 	return 0;

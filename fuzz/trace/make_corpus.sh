@@ -6,9 +6,15 @@
 #   kinds-cold   one event of each argument kind, a cut string (cold flavour)
 #   kinds-all    the same with hot-path sites and an inline helper's caller (all)
 #   flight-2t    two threads, 4 KiB rings overwritten: LOSS counts, merged streams
+# and the trace files themselves (2 rings of 4 KiB), for the shm_open target, in
+# corpus_shm_open/:
+#   shm-kinds-cold, shm-kinds-all   the files the captures above were dumped from
+#   shm-wrapped                     a ring written over several times (flight mode)
 set -eu
 build=$(cd "$1" && pwd)
-out=$(cd "$(dirname "$0")" && pwd)/corpus_capture_decode
+here=$(cd "$(dirname "$0")" && pwd)
+out=$here/corpus_capture_decode
+shm_out=$here/corpus_shm_open
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 export VIOSCOPE_TRACE_DIR="$dir" VIOSCOPE_TRACE_KEEP=1 VIOSCOPE_TRACE=verbose:all
@@ -22,10 +28,13 @@ capture() { # NAME FLAVOUR ARGS...
 	pid=$!
 	wait $pid
 	VIOSCOPE_TRACE_KEEP=0 "$cli" trace dump $pid -o "$out/$name" 2>/dev/null
+	cp "$dir/vioscope-trace-$pid" "$shm_out/shm-$name"
 	rm -f "$dir/vioscope-trace-$pid"
 }
-mkdir -p "$out"
-capture kinds-cold cold kinds
-capture kinds-all all kinds
+mkdir -p "$out" "$shm_out"
+export VIOSCOPE_TRACE_THREADS=2
+VIOSCOPE_TRACE_RING=4096 capture kinds-cold cold kinds
+VIOSCOPE_TRACE_RING=4096 capture kinds-all all kinds
 VIOSCOPE_TRACE_RING=4096 capture flight-2t cold seq -n 150 -t 2
-ls -l "$out"
+mv "$shm_out/shm-flight-2t" "$shm_out/shm-wrapped"
+ls -l "$out" "$shm_out"

@@ -10,7 +10,6 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -49,9 +48,11 @@ void vs_clock_now(const struct vs_shm_header *h, uint64_t *ts, uint64_t *mono, u
 		*ts = *mono;
 }
 
+/* The header fields come from the snapshot vs_shm_open took (s->snap), the metadata
+ * from its private copy: never from the live file. */
 int vs_capw_open(struct vs_capw *w, const char *path, const struct vs_shm *s)
 {
-	const struct vs_shm_header *h = s->hdr;
+	const struct vs_shm_header *h = &s->snap;
 	memset(w, 0, sizeof *w);
 	w->f = fopen(path, "we");
 	if (!w->f)
@@ -70,7 +71,7 @@ int vs_capw_open(struct vs_capw *w, const char *path, const struct vs_shm *s)
 	memcpy(proc.exe, h->exe, sizeof proc.exe);
 	proc.flavour[15] = proc.exe[255] = '\0';
 	w_section(w, VS_SEC_PROCESS, &proc, sizeof proc, NULL, 0);
-	w_section(w, VS_SEC_META, (const uint8_t *)h + h->meta_offset, h->meta_size, NULL, 0);
+	w_section(w, VS_SEC_META, s->meta_blob, s->meta_len, NULL, 0);
 	return w->err;
 }
 
@@ -80,7 +81,9 @@ int vs_capw_events(struct vs_capw *w, const struct vs_shm_ring *r, unsigned slot
 	struct {
 		uint32_t tid, slot, generation, pad;
 		char name[16];
-	} eh = { .tid = r->tid, .slot = slot, .generation = r->generation };
+	} eh = {.tid = __atomic_load_n(&r->tid, __ATOMIC_RELAXED),
+		.slot = slot,
+		.generation = __atomic_load_n(&r->generation, __ATOMIC_ACQUIRE)};
 	if (!len)
 		return w->err;
 	memcpy(eh.name, r->thread_name, sizeof eh.name);
@@ -113,21 +116,27 @@ int vs_capw_loss(struct vs_capw *w, const struct vs_shm_ring *r, unsigned slot, 
 	struct {
 		uint32_t tid, slot, generation, pad;
 		uint64_t dropped, overwritten;
-	} l = { r->tid, slot, r->generation, 0, dropped, overwritten };
+	} l = {__atomic_load_n(&r->tid, __ATOMIC_RELAXED),
+	       slot,
+	       __atomic_load_n(&r->generation, __ATOMIC_ACQUIRE),
+	       0,
+	       dropped,
+	       overwritten};
 	w_section(w, VS_SEC_LOSS, &l, sizeof l, NULL, 0);
 	return w->err;
 }
 
 int vs_capw_close(struct vs_capw *w, const struct vs_shm *s)
 {
-	const struct vs_shm_header *h = s->hdr;
+	const struct vs_shm_header *h = &s->snap;
 	struct vs_cap_clock c = { .is_tsc = h->clock_is_tsc,
 				  .ts0 = h->clk_ts0,
 				  .mono0 = h->clk_mono0,
 				  .real0 = h->clk_real0 };
 	vs_clock_now(h, &c.ts1, &c.mono1, &c.real1);
 	w_section(w, VS_SEC_CLOCK, &c, sizeof c, NULL, 0);
-	uint64_t end[2] = { w->events, h->no_ring_drops };
+	uint64_t end[2] = {w->events,
+			   s->hdr ? __atomic_load_n(&s->hdr->no_ring_drops, __ATOMIC_RELAXED) : 0};
 	w_section(w, VS_SEC_END, end, sizeof end, NULL, 0);
 	if (fflush(w->f) != 0 && !w->err)
 		w->err = -errno;
@@ -137,24 +146,33 @@ int vs_capw_close(struct vs_capw *w, const struct vs_shm *s)
 	return w->err;
 }
 
-/* ---- reader ------------------------------------------------------------------------------ */
+/* ---- reader ------------------------------------------------------------------------------
+ * A capture is as untrusted as its author (docs/SECURITY.md), and it may be rewritten
+ * or truncated while it is decoded.  So it is read once, into private memory, and
+ * validated there; the walk reads only that copy.  The bookkeeping stays linear in the
+ * file whatever its shape (a million one-event threads, a million tiny sections):
+ * streams are found through a hash table, arrays grow by doubling, and the threads are
+ * merged in time order through a binary heap.  `work` counts the steps of all that
+ * (probes, elements moved by growth, heap levels) so tests can check it. */
+#define NONE SIZE_MAX
 struct chunk {
-	uint64_t off, len; /* records, in file */
+	uint64_t off, len; /* records, in the copy */
+	size_t next;	   /* the stream's next chunk, or NONE */
 };
 struct stream {
 	uint32_t tid, slot, generation;
 	char name[16];
-	struct chunk *chunks;
-	size_t nchunks, cap;
-	size_t ci;       /* current chunk */
-	uint64_t pos;    /* offset in current chunk */
+	size_t first, last; /* its chunks, in file order (NONE: none yet) */
+	size_t ci;	    /* current chunk */
+	uint64_t pos;	    /* offset in the current chunk */
+	uint64_t next_ts;   /* timestamp of the event there: the merge's key */
 	uint64_t overwritten, dropped;
 	uint64_t marked; /* dropped events reported by inline markers so far */
 	bool loss_shown;
 };
 struct vs_capture {
 	const char *path;
-	const uint8_t *map;
+	uint8_t *data; /* the file, copied */
 	size_t size;
 	struct vs_meta meta;
 	struct vs_cap_clock clock;
@@ -162,8 +180,31 @@ struct vs_capture {
 	uint64_t no_ring_drops;
 	uint32_t pid;
 	struct stream *streams;
-	size_t nstreams;
+	size_t nstreams, streams_cap;
+	struct chunk *chunks;
+	size_t nchunks, chunks_cap;
+	size_t *index; /* open addressing: stream number + 1, or 0 for a free slot */
+	size_t index_cap;
+	size_t *heap; /* the walk's merge: stream numbers */
+	uint64_t work;
 };
+
+/* Room for element n of ARR (CAP elements): doubles, counting what realloc may move. */
+#define GROW(c, arr, cap, n)                                                                       \
+	((n) < (cap) ? 0 : grow_array((c), (void **)&(arr), &(cap), (n), sizeof *(arr)))
+static int grow_array(struct vs_capture *c, void **arr, size_t *cap, size_t n, size_t elsize)
+{
+	size_t ncap = *cap ? *cap * 2 : 16;
+	if (ncap > SIZE_MAX / elsize)
+		return -ENOMEM;
+	void *p = realloc(*arr, ncap * elsize);
+	if (!p)
+		return -ENOMEM;
+	c->work += n;
+	*arr = p;
+	*cap = ncap;
+	return 0;
+}
 
 static int bad(char *why, size_t whylen, const char *path, uint64_t off, const char *fmt, ...)
 	__attribute__((format(printf, 5, 6)));
@@ -179,22 +220,85 @@ static int bad(char *why, size_t whylen, const char *path, uint64_t off, const c
 	return -EINVAL;
 }
 
+static size_t stream_hash(uint32_t tid, uint32_t slot, uint32_t gen)
+{
+	uint64_t h = ((uint64_t)tid << 32 | slot) * 0x9e3779b97f4a7c15ull ^
+		     (uint64_t)gen * 0xc2b2ae3d27d4eb4full;
+	return (size_t)(h ^ h >> 31);
+}
+
+/* The index slot of (tid, slot, gen): where it is, or the free slot it would take. */
+static size_t index_find(struct vs_capture *c, uint32_t tid, uint32_t slot, uint32_t gen)
+{
+	size_t mask = c->index_cap - 1, i = stream_hash(tid, slot, gen) & mask;
+	for (;; i = (i + 1) & mask) {
+		c->work++;
+		size_t v = c->index[i];
+		if (!v)
+			return i;
+		const struct stream *s = &c->streams[v - 1];
+		if (s->tid == tid && s->slot == slot && s->generation == gen)
+			return i;
+	}
+}
+
+/* Keep the index at most half full. */
+static int index_grow(struct vs_capture *c)
+{
+	size_t cap = c->index_cap ? c->index_cap * 2 : 64;
+	size_t *old = c->index, old_cap = c->index_cap;
+	c->index = calloc(cap, sizeof *c->index);
+	if (!c->index) {
+		c->index = old;
+		return -ENOMEM;
+	}
+	c->index_cap = cap;
+	for (size_t i = 0; i < old_cap; i++) {
+		if (!old[i])
+			continue;
+		const struct stream *s = &c->streams[old[i] - 1];
+		c->index[index_find(c, s->tid, s->slot, s->generation)] = old[i];
+	}
+	free(old);
+	return 0;
+}
+
 static struct stream *stream_get(struct vs_capture *c, uint32_t tid, uint32_t slot, uint32_t gen)
 {
-	for (size_t i = 0; i < c->nstreams; i++)
-		if (c->streams[i].tid == tid && c->streams[i].slot == slot &&
-		    c->streams[i].generation == gen)
-			return &c->streams[i];
-	struct stream *s = realloc(c->streams, (c->nstreams + 1) * sizeof *s);
-	if (!s)
+	if ((c->nstreams + 1) * 2 > c->index_cap && index_grow(c) < 0)
 		return NULL;
-	c->streams = s;
-	s = &c->streams[c->nstreams++];
+	size_t i = index_find(c, tid, slot, gen);
+	if (c->index[i])
+		return &c->streams[c->index[i] - 1];
+	if (GROW(c, c->streams, c->streams_cap, c->nstreams) < 0)
+		return NULL;
+	struct stream *s = &c->streams[c->nstreams++];
 	memset(s, 0, sizeof *s);
 	s->tid = tid;
 	s->slot = slot;
 	s->generation = gen;
+	s->first = s->last = NONE;
+	c->index[i] = c->nstreams;
 	return s;
+}
+
+static int add_chunk(struct vs_capture *c, struct stream *s, uint64_t off, uint64_t len)
+{
+	if (GROW(c, c->chunks, c->chunks_cap, c->nchunks) < 0)
+		return -ENOMEM;
+	size_t k = c->nchunks++;
+	c->chunks[k] = (struct chunk){off, len, NONE};
+	if (s->last == NONE)
+		s->first = k;
+	else
+		c->chunks[s->last].next = k;
+	s->last = k;
+	return 0;
+}
+
+uint64_t vs_capture_work(const struct vs_capture *c)
+{
+	return c->work;
 }
 
 /* Check one record's argument bytes against its site's types. */
@@ -232,12 +336,12 @@ static int check_records(struct vs_capture *c, uint64_t off, uint64_t len, char 
 	while (off < end) {
 		struct vs_event_header e;
 		static const uint8_t filler[8] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
-		if (end - off == 8 && !memcmp(c->map + off, filler, 8))
+		if (end - off == 8 && !memcmp(c->data + off, filler, 8))
 			break; /* the 8 bytes a ring could not fit a record into */
 		if (end - off < sizeof e)
 			return bad(why, whylen, c->path, off, "event record header cut short "
 				   "(%llu bytes left in the section)", (unsigned long long)(end - off));
-		memcpy(&e, c->map + off, sizeof e);
+		memcpy(&e, c->data + off, sizeof e);
 		if (e.size < sizeof e || (e.size & 7) || e.size > end - off)
 			return bad(why, whylen, c->path, off, "event record size %u is invalid "
 				   "(must be a multiple of 8, at least 16, within the section)", e.size);
@@ -251,7 +355,7 @@ static int check_records(struct vs_capture *c, uint64_t off, uint64_t len, char 
 				   "the capture's %u sites", e.site, c->meta.nsites);
 		} else {
 			int64_t idx = vs_meta_site_index(&c->meta, e.site);
-			const char *err = check_args(&c->meta.sites[idx], c->map + off + sizeof e,
+			const char *err = check_args(&c->meta.sites[idx], c->data + off + sizeof e,
 						     e.size - sizeof e);
 			if (err)
 				return bad(why, whylen, c->path, off, "site %lld: %s", (long long)idx,
@@ -287,22 +391,41 @@ int vs_capture_open(struct vs_capture **out, const char *path, char *why, size_t
 		free(c);
 		return -EINVAL;
 	}
+	/* Copied, not mapped: the file may change or shrink while we decode it. */
 	c->size = (size_t)st.st_size;
-	if (c->size < sizeof(struct vs_cap_file_header)) {
+	c->data = malloc(c->size ? c->size : 1);
+	if (!c->data) {
+		snprintf(why, whylen, "%s: %zu bytes: out of memory", path, c->size);
 		close(fd);
 		free(c);
-		return bad(why, whylen, path, 0, "file too short for a capture header (%zu bytes)",
-			   (size_t)st.st_size);
+		return -ENOMEM;
 	}
-	c->map = mmap(NULL, c->size, PROT_READ, MAP_PRIVATE, fd, 0);
+	size_t got = 0;
+	while (got < c->size) {
+		ssize_t n = pread(fd, c->data + got, c->size - got, (off_t)got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			rc = -errno;
+			snprintf(why, whylen, "%s: read: %s", path, strerror(errno));
+			close(fd);
+			vs_capture_close(c);
+			return rc;
+		}
+		if (n == 0)
+			break; /* shorter than fstat said: it shrank; what was read is checked */
+		got += (size_t)n;
+	}
 	close(fd);
-	if (c->map == MAP_FAILED) {
-		snprintf(why, whylen, "%s: mmap: %s", path, strerror(errno));
-		free(c);
-		return -EIO;
+	c->size = got;
+	if (c->size < sizeof(struct vs_cap_file_header)) {
+		rc = bad(why, whylen, path, 0, "file too short for a capture header (%zu bytes)",
+			 c->size);
+		vs_capture_close(c);
+		return rc;
 	}
 	struct vs_cap_file_header fh;
-	memcpy(&fh, c->map, sizeof fh);
+	memcpy(&fh, c->data, sizeof fh);
 	if (memcmp(fh.magic, VS_CAP_MAGIC, 8) != 0) {
 		rc = bad(why, whylen, path, 0, "not a vioscope capture (bad magic)");
 		goto fail;
@@ -323,7 +446,7 @@ int vs_capture_open(struct vs_capture **out, const char *path, char *why, size_t
 			rc = bad(why, whylen, path, off, "truncated section header");
 			goto fail;
 		}
-		memcpy(&sh, c->map + off, sizeof sh);
+		memcpy(&sh, c->data + off, sizeof sh);
 		uint64_t body = off + sizeof sh;
 		uint64_t padded = (sh.size + 7) & ~7ull;
 		if (sh.size > c->size - body || padded > c->size - body) {
@@ -336,7 +459,7 @@ int vs_capture_open(struct vs_capture **out, const char *path, char *why, size_t
 			rc = bad(why, whylen, path, off, "data after the END section");
 			goto fail;
 		}
-		const uint8_t *p = c->map + body;
+		const uint8_t *p = c->data + body;
 		switch (sh.type) {
 		case VS_SEC_PROCESS:
 			if (sh.size >= 4)
@@ -400,17 +523,10 @@ int vs_capture_open(struct vs_capture **out, const char *path, char *why, size_t
 			rc = check_records(c, body + hl, sh.size - hl, why, whylen);
 			if (rc < 0)
 				goto fail;
-			if (s->nchunks == s->cap) {
-				size_t cap = s->cap ? s->cap * 2 : 16;
-				struct chunk *ch = realloc(s->chunks, cap * sizeof *ch);
-				if (!ch) {
-					rc = -ENOMEM;
-					goto fail;
-				}
-				s->chunks = ch;
-				s->cap = cap;
+			if (add_chunk(c, s, body + hl, sh.size - hl) < 0) {
+				rc = -ENOMEM;
+				goto fail;
 			}
-			s->chunks[s->nchunks++] = (struct chunk){ body + hl, sh.size - hl };
 			break;
 		}
 		case VS_SEC_END:
@@ -448,12 +564,12 @@ void vs_capture_close(struct vs_capture *c)
 {
 	if (!c)
 		return;
-	for (size_t i = 0; i < c->nstreams; i++)
-		free(c->streams[i].chunks);
 	free(c->streams);
+	free(c->chunks);
+	free(c->index);
+	free(c->heap);
 	vs_meta_free(&c->meta);
-	if (c->map && c->map != MAP_FAILED)
-		munmap((void *)c->map, c->size);
+	free(c->data);
 	free(c);
 }
 
@@ -481,60 +597,82 @@ static uint64_t to_real(const struct vs_capture *c, uint64_t ts)
 	return r <= 0 ? 0 : r >= 18446744073709551615.0L ? UINT64_MAX : (uint64_t)r;
 }
 
-/* The next event or marker of a stream, past padding (checked at open). */
-static const struct vs_event_header *peek(const struct vs_capture *c, struct stream *s)
+/* The next event or marker of a stream, past padding (all checked at open), or NULL
+ * at its end; sets the stream's merge key. */
+static const uint8_t *peek(const struct vs_capture *c, struct stream *s)
 {
 	for (;;) {
-		while (s->ci < s->nchunks &&
-		       s->chunks[s->ci].len - s->pos < sizeof(struct vs_event_header)) {
-			s->ci++;
+		while (s->ci != NONE &&
+		       c->chunks[s->ci].len - s->pos < sizeof(struct vs_event_header)) {
+			s->ci = c->chunks[s->ci].next;
 			s->pos = 0;
 		}
-		if (s->ci >= s->nchunks)
+		if (s->ci == NONE)
 			return NULL;
-		const struct vs_event_header *e =
-			(const void *)(c->map + s->chunks[s->ci].off + s->pos);
-		uint32_t site;
-		uint16_t size;
-		memcpy(&site, &e->site, 4);
-		memcpy(&size, &e->size, 2);
-		if (site != VS_EVENT_PAD)
-			return e;
-		s->pos += size;
+		const uint8_t *p = c->data + c->chunks[s->ci].off + s->pos;
+		struct vs_event_header e;
+		memcpy(&e, p, sizeof e);
+		if (e.site != VS_EVENT_PAD) {
+			s->next_ts = e.ts;
+			return p;
+		}
+		s->pos += e.size;
+	}
+}
+
+/* Merge order: the earlier next event; on a tie, the stream seen first in the file. */
+static bool goes_before(const struct vs_capture *c, size_t a, size_t b)
+{
+	const struct stream *x = &c->streams[a], *y = &c->streams[b];
+	return x->next_ts < y->next_ts || (x->next_ts == y->next_ts && a < b);
+}
+
+static void sift_down(struct vs_capture *c, size_t n, size_t i)
+{
+	size_t *h = c->heap;
+	for (;;) {
+		size_t l = 2 * i + 1, r = l + 1, m = i;
+		c->work++;
+		if (l < n && goes_before(c, h[l], h[m]))
+			m = l;
+		if (r < n && goes_before(c, h[r], h[m]))
+			m = r;
+		if (m == i)
+			return;
+		size_t t = h[i];
+		h[i] = h[m];
+		h[m] = t;
+		i = m;
 	}
 }
 
 int vs_capture_walk(struct vs_capture *c, vs_event_fn fn, void *opaque, char *why, size_t whylen)
 {
 	int rc;
+	size_t n = 0;
 	(void)why;
 	(void)whylen;
+	free(c->heap);
+	c->heap = malloc((c->nstreams ? c->nstreams : 1) * sizeof *c->heap);
+	if (!c->heap)
+		return -ENOMEM;
 	for (size_t i = 0; i < c->nstreams; i++) {
-		c->streams[i].ci = 0;
-		c->streams[i].pos = 0;
-		c->streams[i].loss_shown = false;
-		c->streams[i].marked = 0;
+		struct stream *s = &c->streams[i];
+		s->ci = s->first;
+		s->pos = 0;
+		s->loss_shown = false;
+		s->marked = 0;
+		if (peek(c, s))
+			c->heap[n++] = i;
 	}
-	for (;;) {
-		struct stream *best = NULL;
-		uint64_t best_ts = 0;
-		for (size_t i = 0; i < c->nstreams; i++) {
-			struct stream *s = &c->streams[i];
-			const struct vs_event_header *e = peek(c, s);
-			if (e) {
-				uint64_t ts;
-				memcpy(&ts, &e->ts, 8);
-				if (!best || ts < best_ts) {
-					best = s;
-					best_ts = ts;
-				}
-			}
-		}
-		if (!best)
-			break;
+	for (size_t i = n / 2; i-- > 0;)
+		sift_down(c, n, i);
+	while (n) {
+		struct stream *best = &c->streams[c->heap[0]];
 		struct vs_event_header e;
-		memcpy(&e, peek(c, best), sizeof e);
-		const uint8_t *payload = c->map + best->chunks[best->ci].off + best->pos + sizeof e;
+		const uint8_t *rec = peek(c, best);
+		memcpy(&e, rec, sizeof e);
+		const uint8_t *payload = rec + sizeof e;
 		struct vs_cap_event ev = { .real_ns = to_real(c, e.ts),
 					   .tid = best->tid,
 					   .thread_name = best->name };
@@ -560,6 +698,12 @@ int vs_capture_walk(struct vs_capture *c, vs_event_fn fn, void *opaque, char *wh
 			ev.args_len = e.size - sizeof e;
 		}
 		best->pos += e.size;
+		if (peek(c, best)) {
+			sift_down(c, n, 0);
+		} else if (--n) {
+			c->heap[0] = c->heap[n];
+			sift_down(c, n, 0);
+		}
 		rc = fn(&ev, opaque);
 		if (rc)
 			return rc;

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* `trace decode`: one line per event, like tracefmt, or JSON lines. */
+/* `trace decode`: one line per event, like tracefmt, or JSON lines, or Chrome
+ * trace-event JSON.  Every string from the capture is escaped for where it goes:
+ * \xNN for control characters in text, JSON escaping in JSON. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
@@ -15,21 +17,6 @@ struct dctx {
 	uint64_t shown, lost;
 	uint32_t pid;
 };
-
-static void json_str(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		if (c == '"' || c == '\\')
-			fprintf(f, "\\%c", c);
-		else if (c < 0x20)
-			fprintf(f, "\\u%04x", c);
-		else
-			fputc(c, f);
-	}
-	fputc('"', f);
-}
 
 static int on_event(const struct vs_cap_event *ev, void *opaque)
 {
@@ -61,12 +48,14 @@ static int on_event(const struct vs_cap_event *ev, void *opaque)
 			fprintf(d->out, "{\"type\":\"loss\",\"time_ns\":%llu,\"tid\":%u,\"count\":%llu,"
 					"\"what\":",
 				(unsigned long long)ev->real_ns, ev->tid, (unsigned long long)ev->lost);
-			json_str(d->out, ev->lost_what);
+			vs_fputs_json(ev->lost_what, d->out);
 			fputs("}\n", d->out);
 		} else {
 			vs_format_walltime(when, sizeof when, ev->real_ns);
-			fprintf(d->out, "%s %-6u ***** %llu events %s\n", ev->real_ns ? when : "-",
-				ev->tid, (unsigned long long)ev->lost, ev->lost_what);
+			fprintf(d->out, "%s %-6u ***** %llu events ", ev->real_ns ? when : "-",
+				ev->tid, (unsigned long long)ev->lost);
+			vs_fputs_text(ev->lost_what, d->out);
+			fputc('\n', d->out);
 		}
 		return 0;
 	}
@@ -88,44 +77,47 @@ static int on_event(const struct vs_cap_event *ev, void *opaque)
 		if (ev->caller) {
 			char both[256];
 			snprintf(both, sizeof both, "%s>%s", ev->caller->func, ev->site->func);
-			json_str(d->out, both);
+			vs_fputs_json(both, d->out);
 		} else {
-			json_str(d->out, ev->site->func);
+			vs_fputs_json(ev->site->func, d->out);
 		}
 		fprintf(d->out, ",\"cat\":");
-		json_str(d->out, ev->site->flag_name);
+		vs_fputs_json(ev->site->flag_name, d->out);
 		if (*ph == 'i')
 			fputs(",\"s\":\"t\"", d->out);
 		fprintf(d->out, ",\"args\":{\"level\":\"%s\",\"message\":",
 			vs_level_name(ev->site->level));
-		json_str(d->out, msg);
+		vs_fputs_json(msg, d->out);
 		fputs("}}", d->out);
 		return 0;
 	}
 	if (o->json) {
 		fprintf(d->out, "{\"type\":\"event\",\"time_ns\":%llu,\"tid\":%u,\"thread\":",
 			(unsigned long long)ev->real_ns, ev->tid);
-		json_str(d->out, ev->thread_name ? ev->thread_name : "");
+		vs_fputs_json(ev->thread_name ? ev->thread_name : "", d->out);
 		fprintf(d->out, ",\"level\":\"%s\",\"flag\":", vs_level_name(ev->site->level));
-		json_str(d->out, ev->site->flag_name);
+		vs_fputs_json(ev->site->flag_name, d->out);
 		fputs(",\"function\":", d->out);
-		json_str(d->out, ev->site->func);
+		vs_fputs_json(ev->site->func, d->out);
 		if (ev->caller) {
 			fputs(",\"caller\":", d->out);
-			json_str(d->out, ev->caller->func);
+			vs_fputs_json(ev->caller->func, d->out);
 		}
 		fputs(",\"file\":", d->out);
-		json_str(d->out, ev->site->file);
+		vs_fputs_json(ev->site->file, d->out);
 		fprintf(d->out, ",\"line\":%u,\"hot\":%s,\"message\":", ev->site->line,
 			ev->site->hot ? "true" : "false");
-		json_str(d->out, msg);
+		vs_fputs_json(msg, d->out);
 		fputs("}\n", d->out);
 	} else {
 		char prefix[512];
 		vs_format_prefix(prefix, sizeof prefix, ev->real_ns, ev->tid, ev->site->level,
 				 ev->site->flag_name, ev->caller ? ev->caller->func : NULL,
 				 ev->site->func);
-		fprintf(d->out, "%s%s\n", prefix, msg);
+		/* Names and arguments come from the traced process: no terminal controls. */
+		vs_fputs_text(prefix, d->out);
+		vs_fputs_text(msg, d->out);
+		fputc('\n', d->out);
 	}
 	return 0;
 }

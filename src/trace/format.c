@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -228,7 +229,10 @@ int vs_format_message(char *buf, size_t buflen, const struct vs_meta_site *site,
 			uint64_t u = v.u;
 			if (bits < 64)
 				u &= (1ull << bits) - 1;
-			if (conv == 'c') {
+			if (conv == 'c' && (unsigned char)u == 0) {
+				/* would end the message here: shown as the escape would */
+				emit(&o, "\\x00", 4);
+			} else if (conv == 'c') {
 				snprintf(spec + sl, sizeof spec - sl, "c");
 				emitf(&o, spec, (int)(unsigned char)u);
 			} else if (conv == 'd' || conv == 'i') {
@@ -271,15 +275,23 @@ int vs_format_message(char *buf, size_t buflen, const struct vs_meta_site *site,
 		case 's': {
 			if (next_arg(&a, &v) < 0 || v.kind != A_STR)
 				goto bad;
-			char tmp[VS_TRACE_STR_MAX + 16];
-			size_t n = v.slen < VS_TRACE_STR_MAX ? v.slen : VS_TRACE_STR_MAX;
+			/* Recorded strings have no NUL; one in a capture would hide what
+			 * follows it, so it is shown as the text escape would show it. */
+			char tmp[VS_TRACE_STR_MAX * 4 + 16];
+			size_t n = v.slen < VS_TRACE_STR_MAX ? v.slen : VS_TRACE_STR_MAX, t = 0;
 			if (!v.s) {
 				strcpy(tmp, "(null)"); /* as glibc's printf */
-				n = 6;
-			} else {
-				memcpy(tmp, v.s, n);
+				t = 6;
 			}
-			tmp[n] = '\0';
+			for (size_t i = 0; v.s && i < n; i++) {
+				if (v.s[i]) {
+					tmp[t++] = v.s[i];
+				} else {
+					memcpy(tmp + t, "\\x00", 4);
+					t += 4;
+				}
+			}
+			tmp[t] = '\0';
 			if (v.cut)
 				strcat(tmp, "[...]");
 			snprintf(spec + sl, sizeof spec - sl, "s");
@@ -328,4 +340,120 @@ int vs_format_prefix(char *out, size_t outlen, uint64_t real_ns, uint32_t tid, u
 	return snprintf(out, outlen, "%s %-6u %-5s %-8s %s%s%s: ", t, tid,
 			level <= VS_LEVEL_MAX ? tags[level] : "?", flag ? flag : "?",
 			caller ? caller : "", caller ? ">" : "", func ? func : "?");
+}
+
+/* ---- escaping for terminals and JSON ------------------------------------------------------
+ * Strings in a capture or a trace file come from the traced process, or from whoever
+ * wrote the file: an escape sequence in them must not reach a terminal, a newline must
+ * not forge a line, and JSON must stay JSON. */
+
+/* Length of the well-formed UTF-8 sequence at s (1 to 4), its code point in *cp; 0 if
+ * s does not start one (stray continuation byte, overlong form, surrogate, past
+ * U+10FFFF, cut short). */
+static size_t utf8_seq(const unsigned char *s, uint32_t *cp)
+{
+	static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
+	size_t n = s[0] < 0x80		   ? 1
+		   : (s[0] & 0xe0) == 0xc0 ? 2
+		   : (s[0] & 0xf0) == 0xe0 ? 3
+		   : (s[0] & 0xf8) == 0xf0 ? 4
+					   : 0;
+	if (n == 0)
+		return 0;
+	uint32_t c = n == 1 ? s[0] : s[0] & (0x7f >> n);
+	for (size_t i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80) /* also stops at the NUL */
+			return 0;
+		c = c << 6 | (s[i] & 0x3f);
+	}
+	if (c < min_cp[n] || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
+		return 0;
+	*cp = c;
+	return n;
+}
+
+static bool is_control(uint32_t cp)
+{
+	return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f);
+}
+
+/* The next character of p as a terminal should get it: the bytes themselves, or one
+ * \xNN per byte (in esc) for a control character or a byte that is not UTF-8.  Sets
+ * *piece and *plen to what to print; returns how many bytes of p that was. */
+static size_t text_char(const unsigned char *p, char esc[17], const char **piece, size_t *plen)
+{
+	uint32_t cp;
+	size_t n = utf8_seq(p, &cp);
+	if (n && !is_control(cp)) {
+		*piece = (const char *)p;
+		*plen = n;
+		return n;
+	}
+	size_t bytes = n ? n : 1; /* a C1 control is two bytes in UTF-8 */
+	*plen = 0;
+	for (size_t i = 0; i < bytes; i++)
+		*plen += (size_t)snprintf(esc + *plen, 17 - *plen, "\\x%02x", p[i]);
+	*piece = esc;
+	return bytes;
+}
+
+size_t vs_escape_text(char *out, size_t outlen, const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t len = 0;
+	if (!outlen)
+		return 0;
+	while (*p) {
+		char esc[17];
+		const char *piece;
+		size_t plen, n = text_char(p, esc, &piece, &plen);
+		if (plen > outlen - 1 - len)
+			break; /* cut before a whole character or escape */
+		memcpy(out + len, piece, plen);
+		len += plen;
+		p += n;
+	}
+	out[len] = '\0';
+	return len;
+}
+
+void vs_fputs_text(const char *s, FILE *f)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	while (*p) {
+		char esc[17];
+		const char *piece;
+		size_t plen;
+		p += text_char(p, esc, &piece, &plen);
+		fwrite(piece, 1, plen, f);
+	}
+}
+
+void vs_fputs_json(const char *s, FILE *f)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	fputc('"', f);
+	while (*p) {
+		uint32_t cp;
+		size_t n = utf8_seq(p, &cp);
+		if (n == 0) {
+			fputs("\\ufffd", f); /* not UTF-8: the replacement character */
+			p++;
+			continue;
+		}
+		if (cp == '"' || cp == '\\')
+			fprintf(f, "\\%c", (char)cp);
+		else if (cp == '\n')
+			fputs("\\n", f);
+		else if (cp == '\r')
+			fputs("\\r", f);
+		else if (cp == '\t')
+			fputs("\\t", f);
+		else if (is_control(cp))
+			fprintf(f, "\\u%04x", (unsigned)cp);
+		else
+			fwrite(p, 1, n, f);
+		p += n;
+	}
+	fputc('"', f);
 }

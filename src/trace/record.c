@@ -32,12 +32,21 @@ static int start_capture(struct vs_shm *s, struct vs_capw *w, const char *target
 	return rc;
 }
 
+/* Close the capture, whole (CLOCK and END) even when the trace file shrank under us:
+ * what was read before stays decodable, and the error says why it ends there. */
 static int finish_capture(struct vs_shm *s, struct vs_capw *w, const char *out, char *why,
 			  size_t whylen)
 {
 	int rc = vs_capw_close(w, s);
-	if (rc < 0)
+	if (rc < 0) {
 		snprintf(why, whylen, "%s: write failed: %s", out, strerror(-rc));
+	} else if (vs_shm_shrunk(s)) {
+		snprintf(why, whylen,
+			 "%s shrank while it was read (truncated by its owner); %s "
+			 "holds the events read before that",
+			 s->path, out);
+		rc = -EIO;
+	}
 	vs_shm_close(s);
 	return rc;
 }
@@ -50,28 +59,31 @@ int vs_trace_dump(const char *target, const char *out, struct vs_dump_stats *st,
 	int rc = start_capture(&s, &w, target, out, why, whylen);
 	if (rc < 0)
 		return rc;
-	uint8_t *buf = malloc(s.hdr->ring_size);
+	const uint64_t ring_size = s.snap.ring_size;
+	uint8_t *buf = malloc(ring_size);
 	if (!buf) {
 		vs_capw_close(&w, &s);
 		vs_shm_close(&s);
 		return -ENOMEM;
 	}
 	memset(st, 0, sizeof *st);
-	st->alive = vs_shm_owner_alive(s.hdr);
-	for (unsigned i = 0; i < s.hdr->ring_count; i++) {
+	st->alive = vs_shm_owner_alive(&s);
+	for (unsigned i = 0; i < s.snap.ring_count; i++) {
 		struct vs_shm_ring *r = vs_shm_ring(&s, i);
 		uint32_t state = __atomic_load_n(&r->state, __ATOMIC_ACQUIRE);
 		if (state == VS_RING_FREE)
 			continue;
 		uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
 		uint64_t from = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
-		size_t n = vs_ring_copy(&s, i, &from, head, buf, s.hdr->ring_size);
+		size_t n = vs_ring_copy(&s, i, &from, head, buf, ring_size);
+		uint64_t dropped = __atomic_load_n(&r->dropped, __ATOMIC_RELAXED);
+		uint64_t overwritten = __atomic_load_n(&r->overwritten, __ATOMIC_RELAXED);
 		vs_capw_events(&w, r, i, buf, n);
-		vs_capw_loss(&w, r, i, r->dropped, r->overwritten);
+		vs_capw_loss(&w, r, i, dropped, overwritten);
 		st->threads++;
 		st->bytes += n;
-		st->overwritten += r->overwritten;
-		st->dropped += r->dropped;
+		st->overwritten += overwritten;
+		st->dropped += dropped;
 	}
 	free(buf);
 	return finish_capture(&s, &w, out, why, whylen);
@@ -85,9 +97,10 @@ int vs_trace_record(const char *target, const char *out, const struct vs_record_
 	int rc = start_capture(&s, &w, target, out, why, whylen);
 	if (rc < 0)
 		return rc;
-	struct vs_shm_header *h = s.hdr;
-	unsigned n = h->ring_count;
-	uint8_t *buf = malloc(h->ring_size);
+	struct vs_shm_header *h = s.hdr; /* live control fields only: geometry is s.snap's */
+	const unsigned n = s.snap.ring_count;
+	const uint64_t ring_size = s.snap.ring_size;
+	uint8_t *buf = malloc(ring_size);
 	uint64_t *from = calloc(n, sizeof *from);
 	uint32_t *gen = calloc(n, sizeof *gen);
 	bool *seen = calloc(n, sizeof *seen);
@@ -119,11 +132,13 @@ int vs_trace_record(const char *target, const char *out, const struct vs_record_
 		 * /proc, so that is asked at most every 50 ms, not on every pass. */
 		bool owner_gone = __atomic_load_n(&h->exited, __ATOMIC_ACQUIRE);
 		if (!owner_gone && vs_mono_ns() >= next_alive_check) {
-			owner_gone = !vs_shm_owner_alive(h);
+			owner_gone = !vs_shm_owner_alive(&s);
 			next_alive_check = vs_mono_ns() + 50000000ull;
 		}
 		for (unsigned i = 0; i < n; i++) {
 			struct vs_shm_ring *r = vs_shm_ring(&s, i);
+			if (vs_shm_shrunk(&s))
+				break; /* it reads as zeros now: nothing more to take */
 			uint32_t state = __atomic_load_n(&r->state, __ATOMIC_ACQUIRE);
 			if (state == VS_RING_FREE && !seen[i])
 				continue;
@@ -147,23 +162,34 @@ int vs_trace_record(const char *target, const char *out, const struct vs_record_
 				 * careful path a slice at a time, so it cannot hold up the rings
 				 * of live threads for long. */
 				bool backlog = head - from[i] > BACKLOG_SLICE && !last_pass;
-				if (old_tail == from[i] && !backlog)
+				/* The ring's bytes as they are can only be streamed when they
+				 * are what the writer wrote since we last took the tail: at
+				 * most one ring's worth, starting at the tail. */
+				if (old_tail == from[i] && !backlog && head - from[i] <= ring_size)
 					mark = vs_capw_tell(&w);
 				if (mark >= 0) {
 					/* Streaming: the bytes go from the ring to the file as they
 					 * are (padding included, the decoder skips it), in at most
 					 * two pieces: no copy, no walk over records. */
 					const uint8_t *data = vs_shm_ring_data(&s, i);
-					uint64_t off = from[i] & (h->ring_size - 1);
+					uint64_t off = from[i] & (ring_size - 1);
 					uint64_t len = head - from[i];
-					uint64_t first = len < h->ring_size - off ? len : h->ring_size - off;
+					uint64_t first =
+					    len < ring_size - off ? len : ring_size - off;
 					vs_capw_events(&w, r, i, data + off, first);
 					if (len > first)
 						vs_capw_events(&w, r, i, data, len - first);
 					k = len;
+					if (vs_shm_shrunk(&s)) {
+						/* zeros from the fault on: take none of it */
+						vs_capw_rewind(&w, mark);
+						break;
+					}
 				} else {
-					size_t cap = backlog ? (budget ? budget : BACKLOG_SLICE)
-							     : h->ring_size;
+					size_t cap =
+					    backlog ? (budget ? budget : BACKLOG_SLICE) : ring_size;
+					if (cap > ring_size)
+						cap = ring_size;
 					k = vs_ring_copy(&s, i, &from[i], head, buf, cap);
 					if (backlog)
 						budget -= k < budget ? k : budget;
@@ -198,7 +224,7 @@ int vs_trace_record(const char *target, const char *out, const struct vs_record_
 			snprintf(why, whylen, "%s: write failed: %s", out, strerror(-rc));
 			goto out;
 		}
-		if (last_pass)
+		if (last_pass || vs_shm_shrunk(&s))
 			break;
 		if (owner_gone || (o->stop && *o->stop) || (t_end && vs_mono_ns() >= t_end)) {
 			last_pass = true; /* one more pass picks up what came meanwhile */
@@ -207,16 +233,18 @@ int vs_trace_record(const char *target, const char *out, const struct vs_record_
 		if (!got)
 			usleep(200);
 	}
-	for (unsigned i = 0; i < n; i++) {
+	for (unsigned i = 0; i < n && !vs_shm_shrunk(&s); i++) {
 		if (!seen[i])
 			continue;
 		struct vs_shm_ring *r = vs_shm_ring(&s, i);
-		vs_capw_loss(&w, r, i, r->dropped, r->overwritten);
+		uint64_t dropped = __atomic_load_n(&r->dropped, __ATOMIC_RELAXED);
+		uint64_t overwritten = __atomic_load_n(&r->overwritten, __ATOMIC_RELAXED);
+		vs_capw_loss(&w, r, i, dropped, overwritten);
 		st->threads++;
-		st->dropped += r->dropped;
-		st->overwritten += r->overwritten;
+		st->dropped += dropped;
+		st->overwritten += overwritten;
 	}
-	st->alive = vs_shm_owner_alive(h) && !h->exited;
+	st->alive = vs_shm_owner_alive(&s) && !__atomic_load_n(&h->exited, __ATOMIC_ACQUIRE);
 out:
 	__atomic_store_n(&h->mode, VS_MODE_FLIGHT, __ATOMIC_RELEASE);
 	__atomic_store_n(&h->recorder_pid, 0, __ATOMIC_RELAXED);

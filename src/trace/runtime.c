@@ -28,6 +28,8 @@
 #define DEFAULT_RINGS     64
 #define DEFAULT_RING_SIZE (1u << 20)
 #define NCHUNK            16
+/* Tries to reserve room before an event is dropped instead (see vs__reserve_slow). */
+#define MAX_RESERVE_ATTEMPTS 64
 
 /* Sites refer to the callers section whenever they might name a caller; in an
  * unoptimised build that reference stays even where no caller exists, so the
@@ -78,6 +80,12 @@ struct thread_ring {
 static struct {
 	struct vs_shm_header *hdr;
 	size_t size;
+	/* The layout as we made it.  The file is writable by anyone who can open it (a
+	 * recorder, a tool running as our user): its header fields are never read back. */
+	struct vs_shm_ring *rings;
+	uint8_t *ring_data;
+	uint32_t ring_count;
+	uint64_t ring_size;
 	char path[PATH_MAX];
 	char tmp_path[PATH_MAX];
 	pthread_key_t key;
@@ -175,25 +183,46 @@ static unsigned rings_from_env(void)
 	return (unsigned)v;
 }
 
+/* A file we have just created under a name nobody else could have chosen: the
+ * directory is shared with other users (/dev/shm), so a name they can predict could be
+ * theirs already (a file they keep open, a link to one of ours).  mkostemp creates it
+ * with O_EXCL, mode 0600; fstat makes sure it is what we made. */
+static int create_exclusive(void)
+{
+	snprintf(rt.tmp_path, sizeof rt.tmp_path, "%s/.vioscope-init-%d-XXXXXX", vs_shm_dir(),
+		 (int)getpid());
+	int fd = mkostemp(rt.tmp_path, O_CLOEXEC);
+	struct stat st;
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+	    st.st_nlink != 1 || st.st_size != 0) {
+		close(fd);
+		unlink(rt.tmp_path);
+		return -EEXIST;
+	}
+	return fd;
+}
+
 /* Map the control block and rings: a shared-memory file others can open, or, if
  * that is impossible, private memory so tracing still works in-process. */
 static int map_shm(size_t size)
 {
 	void *p = MAP_FAILED;
-	int fd;
 
 	/* Built under a temporary name and renamed into place once complete, so a tool
-	 * never sees a half-initialised file (nor one a fork()ed child will replace). */
+	 * never sees a half-initialised file (nor one a fork()ed child will replace).
+	 * rename() replaces a file left under the final name without opening it. */
 	snprintf(rt.path, sizeof rt.path, "%s/%s%d", vs_shm_dir(), VS_SHM_PREFIX, (int)getpid());
-	snprintf(rt.tmp_path, sizeof rt.tmp_path, "%s/.vioscope-init-%d", vs_shm_dir(),
-		 (int)getpid());
-	fd = open(rt.tmp_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	int fd = create_exclusive();
 	if (fd >= 0) {
 		if (ftruncate(fd, (off_t)size) == 0)
 			p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 		close(fd);
 		if (p == MAP_FAILED)
 			unlink(rt.tmp_path);
+	} else {
+		errno = -fd;
 	}
 	if (p == MAP_FAILED) {
 		fprintf(stderr, "vioscope trace: cannot create %s (%s); tracing in private "
@@ -315,6 +344,10 @@ int vs__runtime_init(void)
 	h->ring_count = nrings;
 	h->ring_size = ring_size;
 	h->data_offset = data_off;
+	rt.rings = (struct vs_shm_ring *)((uint8_t *)h + rings_off);
+	rt.ring_data = (uint8_t *)h + data_off;
+	rt.ring_count = nrings;
+	rt.ring_size = ring_size;
 	h->mode = VS_MODE_FLIGHT;
 	const char *keep = getenv("VIOSCOPE_TRACE_KEEP");
 	h->keep = keep && *keep && strcmp(keep, "0") != 0;
@@ -331,7 +364,12 @@ int vs__runtime_init(void)
 	}
 	vs__ctl = &h->ctl;
 	if (rt.path[0] && rename(rt.tmp_path, rt.path) < 0) {
-		fprintf(stderr, "vioscope trace: rename %s: %s\n", rt.tmp_path, strerror(errno));
+		/* e.g. another user's file under our name in a sticky directory: tracing
+		 * goes on in the (now nameless) file, the tools cannot attach */
+		fprintf(stderr,
+			"vioscope trace: cannot publish %s (%s); tracing without a trace "
+			"file\n",
+			rt.path, strerror(errno));
 		unlink(rt.tmp_path);
 		rt.path[0] = '\0';
 	}
@@ -379,15 +417,17 @@ static uint64_t count_events(const uint8_t *data, uint64_t size, uint64_t tail, 
 		return 0;
 	while (tail < head) {
 		uint64_t off = tail & mask, room = size - off;
-		const struct vs_event_header *e = (const void *)(data + off);
-		if (room < sizeof *e || e->site == VS_EVENT_PAD) {
+		struct vs_event_header e; /* a copy: a recorder may be writing the ring */
+		if (room >= sizeof e)
+			memcpy(&e, data + off, sizeof e);
+		if (room < sizeof e || e.site == VS_EVENT_PAD) {
 			tail += room;
 			continue;
 		}
-		if (e->size < sizeof *e || (e->size & 7) || e->size > room)
+		if (e.size < sizeof e || (e.size & 7) || e.size > room)
 			break;
-		n += e->site != VS_EVENT_DROPS;
-		tail += e->size;
+		n += e.site != VS_EVENT_DROPS;
+		tail += e.size;
 	}
 	return n;
 }
@@ -410,11 +450,12 @@ static struct thread_ring *attach_ring(void)
 	struct vs_shm_header *h = rt.hdr;
 	if (!h)
 		return NULL;
-	struct vs_shm_ring *rings = (struct vs_shm_ring *)((uint8_t *)h + h->rings_offset);
+	struct vs_shm_ring *rings = rt.rings;
+	const uint64_t ring_size = rt.ring_size;
 	bool streaming = __atomic_load_n(&h->mode, __ATOMIC_ACQUIRE) == VS_MODE_STREAM;
 
 	for (int pass = 0; pass < 2; pass++) {
-		for (unsigned i = 0; i < h->ring_count; i++) {
+		for (unsigned i = 0; i < rt.ring_count; i++) {
 			uint32_t want = pass == 0 ? VS_RING_FREE : VS_RING_RETIRED;
 			uint32_t cur = want;
 			/* A retired ring still holds another thread's last events: only
@@ -444,30 +485,29 @@ static struct thread_ring *attach_ring(void)
 			pthread_getname_np(pthread_self(), r->thread_name, sizeof r->thread_name);
 			r->dropped = 0;
 			r->overwritten = 0;
-			/* Continue the stream position so a recorder never sees it go back. */
+			/* Continue the stream position so a recorder never sees it go back
+			 * (positions are modulo 2^64 everywhere, whoever wrote this one). */
 			uint64_t pos = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
+			uint8_t *data = rt.ring_data + (size_t)i * ring_size;
 			if (want == VS_RING_RETIRED) {
 				/* The exited thread's last events go with its ring: count them
 				 * with the events lost for want of a free ring. */
-				uint64_t lost = count_events((uint8_t *)h + h->data_offset +
-								     (size_t)i * h->ring_size,
-							     h->ring_size,
-							     __atomic_load_n(&r->tail,
-									     __ATOMIC_ACQUIRE),
-							     pos);
+				uint64_t lost =
+				    count_events(data, ring_size,
+						 __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE), pos);
 				__atomic_fetch_add(&h->no_ring_drops, lost, __ATOMIC_RELAXED);
 			}
 			__atomic_store_n(&r->tail, pos, __ATOMIC_RELEASE);
 			__atomic_fetch_add(&r->generation, 1, __ATOMIC_RELEASE);
 			tr->shm = r;
-			tr->size = h->ring_size;
+			tr->size = ring_size;
 			tr->slot = i;
 			tr->w.head = pos;
-			tr->w.data = (uint8_t *)h + h->data_offset + (size_t)i * h->ring_size;
-			tr->w.mask = h->ring_size - 1;
+			tr->w.data = data;
+			tr->w.mask = ring_size - 1;
 			tr->w.pub = &r->head;
 			tr->w.fast_end = 0;
-			tr->chunk = h->ring_size / NCHUNK;
+			tr->chunk = ring_size / NCHUNK;
 			tr->cp_next = (pos + tr->chunk - 1) & ~(tr->chunk - 1);
 			for (int c = 0; c < NCHUNK; c++)
 				tr->cp[c].boundary = UINT64_MAX;
@@ -488,11 +528,12 @@ static uint64_t record_span(const struct thread_ring *tr, uint64_t pos, bool *is
 	*is_event = false;
 	if (room < sizeof(struct vs_event_header))
 		return room;
-	const struct vs_event_header *e = (const void *)(tr->w.data + off);
-	if (e->size < sizeof *e || e->size > room || (e->size & 7))
-		return room; /* cannot happen with our own writes; resynchronise at the wrap */
-	*is_event = e->site != VS_EVENT_PAD && e->site != VS_EVENT_DROPS;
-	return e->site == VS_EVENT_PAD ? room : e->size;
+	struct vs_event_header e; /* a copy: whoever else maps the file may be writing here */
+	memcpy(&e, tr->w.data + off, sizeof e);
+	if (e.size < sizeof e || e.size > room || (e.size & 7))
+		return room; /* not our own writes; resynchronise at the wrap */
+	*is_event = e.site != VS_EVENT_PAD && e.site != VS_EVENT_DROPS;
+	return e.site == VS_EVENT_PAD ? room : e.size;
 }
 
 static void checkpoint(struct thread_ring *tr)
@@ -547,6 +588,8 @@ static void overwrite_oldest(struct thread_ring *tr, uint64_t need_tail)
 			bool is_event;
 			t += record_span(tr, t, &is_event);
 			lost += is_event;
+			if (t > head)
+				t = head; /* a record that claims to run past the head: not ours */
 		}
 		int at = checkpoint_at_or_after(tr, t);
 		count_at_t = at >= 0 && tr->cp[at].pos == t ? tr->cp[at].count : tr->w.count;
@@ -563,13 +606,32 @@ static void overwrite_oldest(struct thread_ring *tr, uint64_t need_tail)
 	__atomic_store_n(&tr->shm->overwritten, tr->shm->overwritten + lost, __ATOMIC_RELAXED);
 }
 
+/* A tail past the head, or more than a ring behind it, was written by something that
+ * is neither this thread nor a working recorder (a recorder can only hand back what we
+ * wrote).  Put it back on a record boundary we know, the oldest checkpoint still in the
+ * ring (the head if there is none): the events from there on are intact, since only we
+ * write the ring.  Events before it are no longer readable, and not counted as
+ * overwritten: how many there were is not known. */
+static __attribute__((noinline, cold)) void repair_tail(struct thread_ring *tr, uint64_t bad)
+{
+	uint64_t head = tr->w.head;
+	int c = checkpoint_at_or_after(tr, head > tr->size ? head - tr->size : 0);
+	uint64_t t = c >= 0 ? tr->cp[c].pos : head;
+	uint64_t count = c >= 0 ? tr->cp[c].count : tr->w.count;
+	if (!__atomic_compare_exchange_n(&tr->shm->tail, &bad, t, false, __ATOMIC_ACQ_REL,
+					 __ATOMIC_ACQUIRE))
+		return; /* changed again meanwhile: the caller looks again */
+	tr->tail_pos = t;
+	tr->tail_count = count;
+}
+
 static bool recorder_gone(struct thread_ring *tr)
 {
 	if (++tr->drops_since_check < 4096)
 		return false;
 	tr->drops_since_check = 0;
 	int pid = __atomic_load_n(&rt.hdr->recorder_pid, __ATOMIC_RELAXED);
-	if (pid > 0 && kill(pid, 0) < 0 && errno == ESRCH) {
+	if (pid <= 0 || (kill(pid, 0) < 0 && errno == ESRCH)) {
 		/* A recorder that died must not leave us dropping forever. */
 		__atomic_store_n(&rt.hdr->mode, VS_MODE_FLIGHT, __ATOMIC_RELEASE);
 		__atomic_store_n(&rt.hdr->recorder_pid, 0, __ATOMIC_RELAXED);
@@ -622,7 +684,9 @@ uint8_t *vs__reserve_slow(struct vs_ring_writer *w, uint32_t len)
 	if (len > tr->size / 4 || len > SCRATCH_SIZE)
 		return drop(tr);
 
-	for (;;) {
+	/* Bounded: a tail that keeps changing under us (a recorder gone wrong) costs this
+	 * event, never the thread. */
+	for (unsigned attempt = 0;; attempt++) {
 		uint64_t head = tr->w.head;
 		uint64_t off = head & tr->w.mask;
 		uint32_t marker = tr->pending_drops ? 24 : 0;
@@ -631,6 +695,13 @@ uint8_t *vs__reserve_slow(struct vs_ring_writer *w, uint32_t len)
 		uint64_t need = pad + marker + len;
 		uint64_t tail = __atomic_load_n(&tr->shm->tail, __ATOMIC_ACQUIRE);
 
+		if (attempt == MAX_RESERVE_ATTEMPTS)
+			return drop(tr);
+		/* past the head (the difference wraps), or more than a ring behind it */
+		if (head - tail > tr->size) {
+			repair_tail(tr, tail);
+			continue;
+		}
 		if (head + need - tail > tr->size) {
 			uint32_t mode = __atomic_load_n(&rt.hdr->mode, __ATOMIC_ACQUIRE);
 			if (mode == VS_MODE_STREAM && !recorder_gone(tr))

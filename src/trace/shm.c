@@ -1,12 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Tool side of the shared-memory file: open and validate another process's
- * control block and rings, and copy records out of a ring that may still be
- * written to.
+ * Tool side of the shared-memory file: open another process's control block and
+ * rings, and copy records out of a ring that may still be written to.
+ *
+ * The file is untrusted (docs/SECURITY.md, "Trace files and capture files"): another
+ * local user may have planted it under the name a tool opens, and whoever owns it can
+ * rewrite or truncate it while a tool reads it.  So a tool opens only a regular file
+ * of its own uid with a single link; reads the header once, into a private snapshot
+ * that it validates and then uses for every offset and length; copies ring bytes out
+ * before it parses them; and survives the file shrinking under its mapping.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdint.h>
@@ -45,18 +53,175 @@ uint64_t vs_proc_start_time(int pid)
 	return p ? strtoull(p + 1, NULL, 10) : 0;
 }
 
-bool vs_shm_owner_alive(const struct vs_shm_header *h)
+bool vs_shm_owner_alive(const struct vs_shm *s)
 {
-	if (h->pid <= 0 || (kill(h->pid, 0) < 0 && errno == ESRCH))
+	int pid = s->snap.pid;
+	if (pid <= 0 || (kill(pid, 0) < 0 && errno == ESRCH))
 		return false;
-	uint64_t st = vs_proc_start_time(h->pid);
-	return st == 0 || st == h->start_time;
+	uint64_t st = vs_proc_start_time(pid);
+	return st == 0 || st == s->snap.start_time;
 }
 
+/* ---- surviving a file that shrinks under its mapping ---------------------------------
+ * Touching a shared mapping past the end of its file raises SIGBUS.  The owner of a
+ * trace file can truncate it at any time; a tool must not die of it with a capture
+ * half written.  Each mapping is registered here; on SIGBUS inside one, the handler
+ * puts private zero pages over the whole mapping (so the access, and every later one,
+ * completes) and marks it shrunk; the tools check vs_shm_shrunk() and stop with an
+ * error.  A SIGBUS anywhere else gets the disposition it had before us. */
+#define GUARD_SLOTS 64
+enum { GUARD_FREE, GUARD_CLAIMED, GUARD_ACTIVE };
+static struct guard {
+	int state;
+	void *base;
+	size_t len;
+	int shrunk;
+} guards[GUARD_SLOTS];
+static struct sigaction guard_prev;
+static pthread_mutex_t guard_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void guard_on_sigbus(int sig, siginfo_t *si, void *uc)
+{
+	uintptr_t a = (uintptr_t)si->si_addr;
+	for (int i = 0; i < GUARD_SLOTS; i++) {
+		struct guard *g = &guards[i];
+		if (__atomic_load_n(&g->state, __ATOMIC_ACQUIRE) != GUARD_ACTIVE ||
+		    a - (uintptr_t)g->base >= g->len)
+			continue;
+		/* mmap is a plain system call: safe here in practice, if not by POSIX's list */
+		if (mmap(g->base, g->len, PROT_READ | PROT_WRITE,
+			 MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) == MAP_FAILED)
+			break;
+		__atomic_store_n(&g->shrunk, 1, __ATOMIC_RELEASE);
+		return;
+	}
+	if ((guard_prev.sa_flags & SA_SIGINFO) && guard_prev.sa_sigaction) {
+		guard_prev.sa_sigaction(sig, si, uc);
+		return;
+	}
+	if (guard_prev.sa_handler != SIG_DFL && guard_prev.sa_handler != SIG_IGN) {
+		guard_prev.sa_handler(sig);
+		return;
+	}
+	/* Not ours: put the old disposition back; the faulting access repeats under it. */
+	sigaction(SIGBUS, &guard_prev, NULL);
+}
+
+/* Ours must be the handler while a mapping is guarded; whoever set one since (a test
+ * framework, the program) is called for the faults that are not ours. */
+static void guard_install(void)
+{
+	struct sigaction cur,
+	    sa = {.sa_sigaction = guard_on_sigbus, .sa_flags = SA_SIGINFO | SA_NODEFER};
+	sigemptyset(&sa.sa_mask);
+	pthread_mutex_lock(&guard_lock);
+	if (sigaction(SIGBUS, NULL, &cur) == 0 && cur.sa_sigaction != guard_on_sigbus) {
+		guard_prev = cur;
+		sigaction(SIGBUS, &sa, NULL);
+	}
+	pthread_mutex_unlock(&guard_lock);
+}
+
+static struct guard *guard_add(void *base, size_t len)
+{
+	guard_install();
+	for (int i = 0; i < GUARD_SLOTS; i++) {
+		int want = GUARD_FREE;
+		struct guard *g = &guards[i];
+		if (!__atomic_compare_exchange_n(&g->state, &want, GUARD_CLAIMED, false,
+						 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			continue;
+		g->base = base;
+		g->len = len;
+		g->shrunk = 0;
+		__atomic_store_n(&g->state, GUARD_ACTIVE, __ATOMIC_RELEASE);
+		return g;
+	}
+	return NULL;
+}
+
+bool vs_shm_shrunk(const struct vs_shm *s)
+{
+	const struct guard *g = s->guard;
+	return g && __atomic_load_n(&g->shrunk, __ATOMIC_ACQUIRE);
+}
+
+/* ---- open -------------------------------------------------------------------------- */
 static int invalid(char *why, size_t whylen, const char *path, const char *what)
 {
 	snprintf(why, whylen, "%s: not a valid vioscope trace file: %s", path, what);
 	return -EINVAL;
+}
+
+static const char *user_name(uid_t uid, char *buf, size_t len)
+{
+	struct passwd pw, *res = NULL;
+	char tmp[1024];
+	if (getpwuid_r(uid, &pw, tmp, sizeof tmp, &res) == 0 && res)
+		snprintf(buf, len, "%s", res->pw_name);
+	else
+		snprintf(buf, len, "no user name");
+	return buf;
+}
+
+/* Only a file we could have made ourselves: a regular file, our uid, one link, not
+ * writable by anyone else.  Anything else may have been planted by another user (a
+ * file of theirs under the name we open, a hard link to a file they can write). */
+static int check_file(const struct stat *st, const char *path, char *why, size_t whylen)
+{
+	char owner[64], me[64];
+	uid_t euid = geteuid();
+	if (!S_ISREG(st->st_mode)) {
+		snprintf(why, whylen, "%s: not a regular file: refusing it", path);
+		return -EPERM;
+	}
+	if (st->st_uid != euid) {
+		snprintf(why, whylen,
+			 "%s: owned by uid %u (%s), not by you (uid %u, %s): refusing "
+			 "a trace file another user may have planted; run the tool as that user",
+			 path, (unsigned)st->st_uid, user_name(st->st_uid, owner, sizeof owner),
+			 (unsigned)euid, user_name(euid, me, sizeof me));
+		return -EPERM;
+	}
+	if (st->st_nlink != 1) {
+		snprintf(why, whylen,
+			 "%s: has %lu links (a trace file has one): refusing a file "
+			 "that may be linked to another",
+			 path, (unsigned long)st->st_nlink);
+		return -EPERM;
+	}
+	if (st->st_mode & (S_IWGRP | S_IWOTH)) {
+		snprintf(why, whylen, "%s: writable by other users (mode %04o): refusing it", path,
+			 (unsigned)(st->st_mode & 07777));
+		return -EPERM;
+	}
+	return 0;
+}
+
+/* The geometry of the snapshot, checked before anything is placed by it. */
+static const char *check_layout(const struct vs_shm_header *h, size_t size)
+{
+	const uint64_t rings_bytes = (uint64_t)h->ring_count * sizeof(struct vs_shm_ring);
+	if (memcmp(h->magic, VS_SHM_MAGIC, 8) != 0)
+		return "bad magic (not initialised yet, or not ours)";
+	if (h->version != VS_SHM_VERSION)
+		return "unsupported version";
+	if (h->total_size != size || h->header_size != sizeof *h)
+		return "size mismatch";
+	if (h->meta_offset < sizeof *h || h->meta_size > size ||
+	    h->meta_offset > size - h->meta_size)
+		return "metadata outside the file";
+	if (h->ring_count == 0 || h->ring_count > 4096 || h->ring_size < 4096 ||
+	    (h->ring_size & (h->ring_size - 1)) || h->ring_size > (1ull << 30))
+		return "bad ring geometry";
+	/* aligned, since the tools use atomics on the ring headers */
+	if (h->rings_offset < sizeof *h || h->rings_offset % sizeof(struct vs_shm_ring) ||
+	    h->rings_offset > size || rings_bytes > size - h->rings_offset)
+		return "ring headers outside the file";
+	if (h->data_offset < h->rings_offset + rings_bytes || h->data_offset % 8 ||
+	    h->data_offset > size || (uint64_t)h->ring_count * h->ring_size > size - h->data_offset)
+		return "ring data outside the file";
+	return NULL;
 }
 
 int vs_shm_open(struct vs_shm *s, const char *target, char *why, size_t whylen)
@@ -64,6 +229,8 @@ int vs_shm_open(struct vs_shm *s, const char *target, char *why, size_t whylen)
 	struct stat st;
 	char *end;
 	long pid = strtol(target, &end, 10);
+	const char *bad;
+	int rc;
 
 	memset(s, 0, sizeof *s);
 	s->fd = -1;
@@ -71,7 +238,8 @@ int vs_shm_open(struct vs_shm *s, const char *target, char *why, size_t whylen)
 		snprintf(s->path, sizeof s->path, "%s/%s%ld", vs_shm_dir(), VS_SHM_PREFIX, pid);
 	else
 		snprintf(s->path, sizeof s->path, "%s", target);
-	s->fd = open(s->path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	/* O_NONBLOCK: a FIFO planted under the name must not hang us before fstat. */
+	s->fd = open(s->path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	if (s->fd < 0) {
 		int e = errno;
 		snprintf(why, whylen, "%s: %s%s", s->path, strerror(e),
@@ -79,71 +247,101 @@ int vs_shm_open(struct vs_shm *s, const char *target, char *why, size_t whylen)
 				       "list`)" : "");
 		return -e;
 	}
-	if (fstat(s->fd, &st) < 0 || st.st_size < (off_t)sizeof(struct vs_shm_header)) {
-		close(s->fd);
-		return invalid(why, whylen, s->path, "too small");
+	if (fstat(s->fd, &st) < 0) {
+		rc = -errno;
+		snprintf(why, whylen, "%s: %s", s->path, strerror(errno));
+		goto fail;
+	}
+	rc = check_file(&st, s->path, why, whylen);
+	if (rc < 0)
+		goto fail;
+	if (st.st_size < (off_t)sizeof(struct vs_shm_header)) {
+		rc = invalid(why, whylen, s->path, "too small");
+		goto fail;
 	}
 	s->size = (size_t)st.st_size;
 	s->hdr = mmap(NULL, s->size, PROT_READ | PROT_WRITE, MAP_SHARED, s->fd, 0);
 	if (s->hdr == MAP_FAILED) {
-		int e = errno;
+		rc = -errno;
 		s->hdr = NULL;
-		close(s->fd);
-		snprintf(why, whylen, "%s: mmap: %s", s->path, strerror(e));
-		return -e;
+		snprintf(why, whylen, "%s: mmap: %s", s->path, strerror(-rc));
+		goto fail;
 	}
-	const struct vs_shm_header *h = s->hdr;
-	const char *bad = NULL;
-	if (memcmp(h->magic, VS_SHM_MAGIC, 8) != 0)
-		bad = "bad magic (not initialised yet, or not ours)";
-	else if (h->version != VS_SHM_VERSION)
-		bad = "unsupported version";
-	else if (h->total_size != s->size || h->header_size != sizeof *h)
-		bad = "size mismatch";
-	else if (h->meta_offset < sizeof *h || h->meta_size > s->size ||
-		 h->meta_offset > s->size - h->meta_size)
-		bad = "metadata outside the file";
-	else if (h->ring_count == 0 || h->ring_count > 4096 || h->ring_size < 4096 ||
-		 (h->ring_size & (h->ring_size - 1)) || h->ring_size > (1ull << 30))
-		bad = "bad ring geometry";
-	else if (h->rings_offset > s->size ||
-		 (uint64_t)h->ring_count * sizeof(struct vs_shm_ring) > s->size - h->rings_offset)
-		bad = "ring headers outside the file";
-	else if (h->data_offset > s->size ||
-		 (uint64_t)h->ring_count * h->ring_size > s->size - h->data_offset)
-		bad = "ring data outside the file";
+	s->guard = guard_add(s->hdr, s->size);
+	if (!s->guard) {
+		rc = -EMFILE;
+		snprintf(why, whylen, "%s: more than %d trace files open at once", s->path,
+			 GUARD_SLOTS);
+		goto fail;
+	}
+	/* The one read of the header: everything below uses the copy. */
+	memcpy(&s->snap, s->hdr, sizeof s->snap);
+	s->snap.exe[sizeof s->snap.exe - 1] = '\0';
+	s->snap.flavour[sizeof s->snap.flavour - 1] = '\0';
+	bad = vs_shm_shrunk(s) ? "it shrank while being opened" : check_layout(&s->snap, s->size);
 	if (bad) {
-		vs_shm_close(s);
-		return invalid(why, whylen, target, bad);
+		rc = invalid(why, whylen, s->path, bad);
+		goto fail;
 	}
-	int rc = vs_meta_parse(&s->meta, (const uint8_t *)h + h->meta_offset, h->meta_size, why,
-			       whylen);
-	if (rc < 0) {
-		vs_shm_close(s);
-		return rc;
+	s->meta_len = s->snap.meta_size;
+	s->meta_blob = malloc(s->meta_len ? s->meta_len : 1);
+	if (!s->meta_blob) {
+		rc = -ENOMEM;
+		snprintf(why, whylen, "%s: out of memory", s->path);
+		goto fail;
 	}
+	memcpy(s->meta_blob, (const uint8_t *)s->hdr + s->snap.meta_offset, s->meta_len);
+	rc = vs_meta_parse(&s->meta, s->meta_blob, s->meta_len, why, whylen);
+	if (rc < 0)
+		goto fail;
 	return 0;
+fail:
+	vs_shm_close(s);
+	return rc;
 }
 
 void vs_shm_close(struct vs_shm *s)
 {
+	struct guard *g = s->guard;
 	if (s->hdr)
 		munmap(s->hdr, s->size);
+	if (g)
+		__atomic_store_n(&g->state, GUARD_FREE, __ATOMIC_RELEASE);
+	s->guard = NULL;
 	if (s->fd >= 0)
 		close(s->fd);
 	vs_meta_free(&s->meta);
+	free(s->meta_blob);
+	s->meta_blob = NULL;
 	s->hdr = NULL;
 	s->fd = -1;
 }
 
 struct vs_shm_ring *vs_shm_ring(const struct vs_shm *s, unsigned i)
 {
-	return (struct vs_shm_ring *)((uint8_t *)s->hdr + s->hdr->rings_offset) + i;
+	if (!s->hdr || i >= s->snap.ring_count)
+		return NULL;
+	return (struct vs_shm_ring *)((uint8_t *)s->hdr + s->snap.rings_offset) + i;
 }
 
 const uint8_t *vs_shm_ring_data(const struct vs_shm *s, unsigned i)
 {
-	return (const uint8_t *)s->hdr + s->hdr->data_offset + (size_t)i * s->hdr->ring_size;
+	if (!s->hdr || i >= s->snap.ring_count)
+		return NULL;
+	return (const uint8_t *)s->hdr + s->snap.data_offset + (size_t)i * s->snap.ring_size;
+}
+
+/* ---- copying records out of a live ring --------------------------------------------- */
+
+/* Moves the records in buf[from, to) down to buf[*w, ...): the pieces between the
+ * ring's padding, so that what is left is records only. */
+static void keep_run(uint8_t *buf, size_t *w, size_t from, size_t to)
+{
+	if (to <= from)
+		return;
+	if (*w != from)
+		memmove(buf + *w, buf + from, to - from);
+	*w += to - from;
 }
 
 size_t vs_ring_copy(const struct vs_shm *s, unsigned i, uint64_t *from, uint64_t head, uint8_t *buf,
@@ -151,72 +349,67 @@ size_t vs_ring_copy(const struct vs_shm *s, unsigned i, uint64_t *from, uint64_t
 {
 	const uint8_t *data = vs_shm_ring_data(s, i);
 	struct vs_shm_ring *r = vs_shm_ring(s, i);
-	uint64_t size = s->hdr->ring_size, mask = size - 1;
+	const uint64_t size = s->snap.ring_size, mask = size - 1;
 	uint64_t pos = *from;
-	size_t out = 0;
 
+	if (!data || !r)
+		return 0;
 	if (head - pos > size) /* the writer lapped us: start at its tail */
 		pos = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
-	/* Copy first, then check the tail: what the writer may have overwritten while
-	 * we copied (everything before the new tail) is thrown away.  We copy at most
-	 * one ring's worth, so there is at most one skip at the wrap; remember it to map
-	 * buffer offsets back to stream positions. */
-	uint64_t start = pos;
-	size_t wrap_at = SIZE_MAX;
-	uint64_t wrap_skip = 0;
-	while (pos < head) {
-		uint64_t off = pos & mask, room = size - off;
-		struct vs_event_header e;
-		if (room >= sizeof e)
-			memcpy(&e, data + off, sizeof e);
-		if (room < sizeof e || e.site == VS_EVENT_PAD) {
-			if (wrap_at != SIZE_MAX)
-				break;
-			wrap_at = out;
-			wrap_skip = room;
-			pos += room;
-			continue;
-		}
-		if (e.size < sizeof e || (e.size & 7) || e.size > room || pos + e.size > head)
-			break; /* torn by a concurrent overwrite; the tail check below decides */
-		/* Extend over the records that follow contiguously: one copy per run. */
-		uint64_t run = e.size;
-		while (pos + run < head && room - run >= sizeof e) {
-			struct vs_event_header n;
-			memcpy(&n, data + off + run, sizeof n);
-			if (n.site == VS_EVENT_PAD || n.size < sizeof n || (n.size & 7) ||
-			    n.size > room - run || pos + run + n.size > head)
-				break;
-			if (out + run + n.size > buflen)
-				break;
-			run += n.size;
-		}
-		if (out + run > buflen)
-			break;
-		memcpy(buf + out, data + off, run);
-		out += run;
-		pos += run;
+	if (head - pos > size) {
+		/* A tail more than a ring behind the head, or past it: nothing here can be
+		 * placed.  Skip to the head; a sane writer's next records follow it. */
+		*from = head;
+		return 0;
 	}
+	/* 1. Copy [pos, pos + n) as it is, in at most two pieces (the ring wraps once in a
+	 * ring's worth); buf[k] is stream position pos + k from here on. */
+	size_t n = head - pos < buflen ? (size_t)(head - pos) : buflen;
+	size_t first = n < size - (pos & mask) ? n : (size_t)(size - (pos & mask));
+	memcpy(buf, data + (pos & mask), first);
+	memcpy(buf + first, data, n - first);
+
+	/* 2. Whatever the writer overwrote while we copied is before the tail it has
+	 * published since: leave it out.  Its tail is a record boundary, so the records
+	 * are parsed from there, never through the torn bytes before it. */
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
 	uint64_t tail = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
-	if (tail > start) {
-		if (tail >= pos) {
-			/* The writer went past everything we copied: all of it is stale. */
-			*from = tail > head ? head : tail;
+	size_t k = 0;
+	if (tail > pos) {
+		if (tail - pos >= n) {
+			*from = tail < head ? tail : head;
 			return 0;
 		}
-		size_t o = 0;
-		while (o < out) {
-			uint64_t at = start + o + (o >= wrap_at ? wrap_skip : 0);
-			if (at >= tail)
-				break;
-			uint16_t sz;
-			memcpy(&sz, buf + o + 12, 2);
-			o += sz;
-		}
-		memmove(buf, buf + o, out - o);
-		out -= o;
+		k = (size_t)(tail - pos);
 	}
-	*from = pos;
-	return out;
+
+	/* 3. Parse the private copy: records, a pad record or a filler too small for one
+	 * up to the end of the ring (skipped by position), nothing else. */
+	size_t w = 0, run = k;
+	while (k < n) {
+		uint64_t at = pos + k, room = size - (at & mask);
+		struct vs_event_header e;
+		bool pad = room < sizeof e;
+		if (!pad) {
+			if (n - k < sizeof e)
+				break; /* cut by buflen: the rest next time */
+			memcpy(&e, buf + k, sizeof e);
+			pad = e.site == VS_EVENT_PAD;
+		}
+		if (pad) {
+			if (room > head - at)
+				break; /* padding past the head: not written like that by us */
+			/* skipped whole, even where buflen cut the copy inside it */
+			keep_run(buf, &w, run, k);
+			k += (size_t)room;
+			run = k;
+			continue;
+		}
+		if (e.size < sizeof e || (e.size & 7) || e.size > room || e.size > n - k)
+			break; /* torn, hostile, or cut by buflen: stop before it */
+		k += e.size;
+	}
+	keep_run(buf, &w, run, k < n ? k : n);
+	*from = pos + k;
+	return w;
 }

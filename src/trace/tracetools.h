@@ -123,27 +123,48 @@ void vs_ctl_store(struct vs_shm_header *h, uint32_t level, uint32_t mask);
 const char *vs_level_name(unsigned level);
 
 /* ---- tool side: attach to a process's shared memory ------------------------------------ */
+/* The file is untrusted (docs/SECURITY.md): another local user may have planted it,
+ * and whoever owns it can rewrite any byte at any time.  vs_shm_open refuses a file
+ * that is not a regular file of ours with a single link, reads the header ONCE into
+ * `snap` and validates that copy; every offset and length the tools use comes from
+ * `snap`, never from `hdr`.  `hdr` is only for the live control fields (ctl, level,
+ * flags, mode, recorder_pid, exited, no_ring_drops), each read or written once per
+ * use with an atomic access. */
 struct vs_shm {
 	char path[512];
 	int fd;
-	struct vs_shm_header *hdr;
-	size_t size;
-	struct vs_meta meta;
+	struct vs_shm_header *hdr; /* the live mapping */
+	size_t size;		   /* bytes mapped: the file's size at open */
+	struct vs_shm_header snap; /* the header as read at open, validated; exe and
+				      flavour NUL-terminated */
+	void *meta_blob;	   /* private copy of the metadata blob ... */
+	size_t meta_len;
+	struct vs_meta meta; /* ... and what it says */
+	void *guard;	     /* shm.c: notices the file shrinking under the mapping */
 };
 const char *vs_shm_dir(void);
-/* target: a pid or a path to a shm file.  Validates the layout fully. */
+/* target: a pid or a path to a shm file.  Refuses files of another owner, of another
+ * type or with other links (the message names the owner); validates the layout. */
 int vs_shm_open(struct vs_shm *s, const char *target, char *why, size_t whylen);
 void vs_shm_close(struct vs_shm *s);
+/* Ring i's header and data, placed by the snapshot; NULL if i is not below its
+ * ring_count. */
 struct vs_shm_ring *vs_shm_ring(const struct vs_shm *s, unsigned i);
 const uint8_t *vs_shm_ring_data(const struct vs_shm *s, unsigned i);
-/* Is the process that owns this file alive (same pid and start time)? */
-bool vs_shm_owner_alive(const struct vs_shm_header *h);
+/* Is the process that wrote this file alive (same pid and start time, from the
+ * snapshot)? */
+bool vs_shm_owner_alive(const struct vs_shm *s);
 uint64_t vs_proc_start_time(int pid);
+/* Did the file shrink under a mapping of it (its owner truncated it)?  The mapping
+ * then reads as zeros from the first fault on, and the tools stop with an error. */
+bool vs_shm_shrunk(const struct vs_shm *s);
 
 /* Copy the valid records in [*from, head) of ring i into buf (unwrapped, pads
  * removed); returns bytes copied and sets *from to the position after the last
- * record copied.  Safe against a live producer: records it may have overwritten
- * during the copy are left out. */
+ * record copied.  Safe against a live producer and against a hostile one: the ring
+ * is read once, into buf, and only that copy is parsed; records the writer may have
+ * overwritten during the copy (before the tail read after it) are left out; a record
+ * that does not parse ends the copy. */
 size_t vs_ring_copy(const struct vs_shm *s, unsigned i, uint64_t *from, uint64_t head, uint8_t *buf,
 		    size_t buflen);
 
@@ -201,7 +222,7 @@ struct vs_cap_event {
 	const uint8_t *args;
 	size_t args_len;
 };
-struct vs_capture; /* an opened, validated capture */
+struct vs_capture; /* an opened capture: read into memory once, then validated */
 int vs_capture_open(struct vs_capture **c, const char *path, char *why, size_t whylen);
 void vs_capture_close(struct vs_capture *c);
 const struct vs_meta *vs_capture_meta(const struct vs_capture *c);
@@ -210,11 +231,23 @@ uint32_t vs_capture_pid(const struct vs_capture *c);
  * stops the walk and is returned.  Malformed records: -EINVAL with `why`. */
 typedef int (*vs_event_fn)(const struct vs_cap_event *ev, void *opaque);
 int vs_capture_walk(struct vs_capture *c, vs_event_fn fn, void *opaque, char *why, size_t whylen);
+/* Steps of bookkeeping done so far (stream lookups, elements moved by growth, merge
+ * heap levels): linear in the capture's size whatever its shape; for tests. */
+uint64_t vs_capture_work(const struct vs_capture *c);
 
 /* Format a site's message from recorded argument bytes.  Returns 0, or -EINVAL when
  * the bytes don't match the site's argument types (text then shows where). */
 int vs_format_message(char *out, size_t outlen, const struct vs_meta_site *site, const uint8_t *args,
 		      size_t len);
+/* Text for a terminal: control characters (C0, DEL, C1) and bytes that are not UTF-8
+ * become \xNN (one per byte); everything else, well-formed UTF-8 included, is kept.
+ * vs_escape_text writes at most outlen - 1 bytes and a NUL, cut before a character;
+ * returns the length. */
+size_t vs_escape_text(char *out, size_t outlen, const char *s);
+void vs_fputs_text(const char *s, FILE *f);
+/* A JSON string, quotes included: \" \\ \n \r \t, \u00XX for the other control
+ * characters (C0, DEL, C1), U+FFFD for each byte that is not UTF-8. */
+void vs_fputs_json(const char *s, FILE *f);
 /* "2026-11-29 20:31:05.123456789" */
 void vs_format_walltime(char *out, size_t outlen, uint64_t real_ns);
 /* The prefix shared by the decoder and the print backend:

@@ -20,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -29,6 +28,7 @@
 #include "trace/tracetools.h"
 
 #include "sequence.h"
+#include "stepper.h"
 
 #define RING 4096u
 /* "loss %u": 16-byte header + one u32, rounded up to 8 */
@@ -36,14 +36,9 @@
 
 static struct vs_shm self;
 
-static uint32_t my_tid(void)
-{
-	return (uint32_t)syscall(SYS_gettid);
-}
-
 static struct vs_shm_ring *ring_of(uint32_t tid)
 {
-	for (unsigned i = 0; i < self.hdr->ring_count; i++) {
+	for (unsigned i = 0; i < self.snap.ring_count; i++) {
 		struct vs_shm_ring *r = vs_shm_ring(&self, i);
 		if (r->tid == tid && __atomic_load_n(&r->state, __ATOMIC_ACQUIRE) != VS_RING_FREE)
 			return r;
@@ -63,52 +58,41 @@ static bool wait_drained(struct vs_shm_ring *r)
 	return false;
 }
 
-/* ---- a writer thread driven step by step ----------------------------------------------- */
-enum step { STEP_RANGE, STEP_AFTER, STEP_OVERSIZE, STEP_QUIT };
+/* ---- a writer thread driven step by step (stepper.h) ----------------------------------- */
+enum step { STEP_RANGE, STEP_AFTER, STEP_OVERSIZE };
 
 struct writer {
-	pthread_t th;
-	sem_t go, done;
-	uint32_t tid;
+	struct th_stepper s;
 	enum step step;
 	unsigned first, count; /* STEP_RANGE: "loss %u" for first..first+count-1 */
 };
 
-static void *writer_main(void *arg)
+static void writer_step(void *arg)
 {
 	struct writer *w = arg;
 	char big[VS_TRACE_STR_MAX + 1];
 
 	memset(big, 'B', sizeof big - 1);
 	big[sizeof big - 1] = '\0';
-	w->tid = my_tid();
-	for (;;) {
-		sem_wait(&w->go);
-		switch (w->step) {
-		case STEP_RANGE:
-			for (unsigned i = w->first; i < w->first + w->count; i++)
-				VS_INFO(TEST, "loss %u", i);
-			break;
-		case STEP_AFTER:
-			VS_INFO(TEST, "after");
-			break;
-		case STEP_OVERSIZE: /* 16 + 8 * 130 bytes: more than a quarter of the ring */
-			VS_INFO(TEST, "big %s %s %s %s %s %s %s %s", big, big, big, big, big, big,
-				big, big);
-			break;
-		case STEP_QUIT:
-			return NULL;
-		}
-		sem_post(&w->done);
+	switch (w->step) {
+	case STEP_RANGE:
+		for (unsigned i = w->first; i < w->first + w->count; i++)
+			VS_INFO(TEST, "loss %u", i);
+		break;
+	case STEP_AFTER:
+		VS_INFO(TEST, "after");
+		break;
+	case STEP_OVERSIZE: /* 16 + 8 * 130 bytes: more than a quarter of the ring */
+		VS_INFO(TEST, "big %s %s %s %s %s %s %s %s", big, big, big, big, big, big, big,
+			big);
+		break;
 	}
 }
 
 static void writer_start(struct writer *w)
 {
 	memset(w, 0, sizeof *w);
-	sem_init(&w->go, 0, 0);
-	sem_init(&w->done, 0, 0);
-	assert_int_equal(pthread_create(&w->th, NULL, writer_main, w), 0);
+	assert_int_equal(th_stepper_start(&w->s), 0);
 }
 
 static void writer_do(struct writer *w, enum step step, unsigned first, unsigned count)
@@ -116,18 +100,13 @@ static void writer_do(struct writer *w, enum step step, unsigned first, unsigned
 	w->step = step;
 	w->first = first;
 	w->count = count;
-	sem_post(&w->go);
-	sem_wait(&w->done);
+	assert_int_equal(th_stepper_run(&w->s, writer_step, w, 60), 0);
 }
 
 /* The thread exits: its ring is retired, its data stays for dumps. */
 static void writer_stop(struct writer *w)
 {
-	w->step = STEP_QUIT;
-	sem_post(&w->go);
-	pthread_join(w->th, NULL);
-	sem_destroy(&w->go);
-	sem_destroy(&w->done);
+	th_stepper_stop(&w->s);
 }
 
 /* ---- recorder thread (vs_trace_record on our own pid) ----------------------------------- */
@@ -261,9 +240,9 @@ static struct vs_shm_ring *thread_writes_and_exits(uint32_t mode, enum step step
 	writer_do(&w, step, 0, n);
 	writer_stop(&w);
 	set_mode(VS_MODE_FLIGHT);
-	struct vs_shm_ring *r = ring_of(w.tid);
+	struct vs_shm_ring *r = ring_of(w.s.tid);
 	assert_non_null(r);
-	*tid = w.tid;
+	*tid = w.s.tid;
 	return r;
 }
 
@@ -308,7 +287,7 @@ static void test_stream_full_ring_counts_drops_then_marks_them(void **state)
 	set_mode(VS_MODE_STREAM); /* as a recorder would, but nobody drains */
 	writer_start(&w);
 	writer_do(&w, STEP_RANGE, 0, N);
-	struct vs_shm_ring *r = ring_of(w.tid);
+	struct vs_shm_ring *r = ring_of(w.s.tid);
 	assert_non_null(r);
 	assert_int_equal(r->generation, 1); /* a fresh slot: the stream starts at 0 */
 	assert_int_equal(r->head - r->tail, FIT * REC);
@@ -323,7 +302,7 @@ static void test_stream_full_ring_counts_drops_then_marks_them(void **state)
 	writer_stop(&w);
 	assert_int_equal(rec.st.dropped, N - FIT);
 
-	walk_capture(rec.path, &s, w.tid);
+	walk_capture(rec.path, &s, w.s.tid);
 	assert_int_equal(s.numbers.n, FIT);
 	assert_int_equal(s.numbers.first, 0);
 	assert_int_equal(s.numbers.last, FIT - 1);
@@ -433,7 +412,7 @@ static void test_flight_after_recorder_counts_add_up(void **state)
 	set_mode(VS_MODE_FLIGHT);
 	writer_start(&w);
 	writer_do(&w, STEP_RANGE, 0, N1);
-	struct vs_shm_ring *r = ring_of(w.tid);
+	struct vs_shm_ring *r = ring_of(w.s.tid);
 	assert_non_null(r);
 	recorder_start(&rec, "flight-rec");
 	assert_true(wait_drained(r));
@@ -441,8 +420,8 @@ static void test_flight_after_recorder_counts_add_up(void **state)
 	assert_int_equal(self.hdr->mode, VS_MODE_FLIGHT);
 	writer_do(&w, STEP_RANGE, N1, N - N1);
 	writer_stop(&w);
-	dump_thread("flight-after", w.tid, &ds);
-	walk_capture(rec.path, &rs, w.tid);
+	dump_thread("flight-after", w.s.tid, &ds);
+	walk_capture(rec.path, &rs, w.s.tid);
 	assert_true(rs.numbers.n > 0 && rs.numbers.contiguous);
 	assert_int_equal(rs.numbers.last, N1 - 1);
 	assert_true(ds.numbers.n > 0 && ds.numbers.contiguous);
@@ -517,7 +496,7 @@ int main(void)
 		fprintf(stderr, "test_trace_loss: %s (run it under trace_isolate)\n", why);
 		return 1;
 	}
-	if (self.hdr->ring_size != RING) {
+	if (self.snap.ring_size != RING) {
 		fprintf(stderr, "test_trace_loss: needs VIOSCOPE_TRACE_RING=%u\n", RING);
 		vs_shm_close(&self);
 		return 1;

@@ -82,7 +82,7 @@ static void pace_wait_drained(void)
 	uint32_t tid = (uint32_t)syscall(SYS_gettid);
 	struct vs_shm_ring *r = NULL;
 
-	for (unsigned i = 0; i < self_shm.hdr->ring_count && !r; i++) {
+	for (unsigned i = 0; i < self_shm.snap.ring_count && !r; i++) {
 		struct vs_shm_ring *c = vs_shm_ring(&self_shm, i);
 		if (__atomic_load_n(&c->state, __ATOMIC_ACQUIRE) == VS_RING_ACTIVE && c->tid == tid)
 			r = c;

@@ -1,0 +1,204 @@
+/* SPDX-License-Identifier: MIT */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "forge.h"
+
+void fb_put(struct fbuf *b, const void *p, size_t n)
+{
+	if (b->len + n > b->cap) {
+		size_t cap = b->cap ? b->cap : 4096;
+		while (cap < b->len + n)
+			cap *= 2;
+		uint8_t *q = realloc(b->p, cap);
+		if (!q) {
+			fprintf(stderr, "forge: out of memory\n");
+			abort();
+		}
+		b->p = q;
+		b->cap = cap;
+	}
+	if (n)
+		memcpy(b->p + b->len, p, n);
+	b->len += n;
+}
+
+void fb_put16(struct fbuf *b, uint16_t v)
+{
+	fb_put(b, &v, 2);
+}
+
+void fb_put32(struct fbuf *b, uint32_t v)
+{
+	fb_put(b, &v, 4);
+}
+
+void fb_put64(struct fbuf *b, uint64_t v)
+{
+	fb_put(b, &v, 8);
+}
+
+void fb_put_str_arg(struct fbuf *b, const char *s, size_t n)
+{
+	fb_put16(b, (uint16_t)n);
+	fb_put(b, s, n);
+}
+
+void fb_free(struct fbuf *b)
+{
+	free(b->p);
+	memset(b, 0, sizeof *b);
+}
+
+/* Up to N bytes of SRC into a fixed field: without a NUL when it fills the field, as a
+ * hostile file would have it. */
+static void fill(char *dst, size_t n, const char *src)
+{
+	memcpy(dst, src, strnlen(src, n));
+}
+
+static void put_meta_str(struct fbuf *b, const char *s)
+{
+	fb_put16(b, (uint16_t)strlen(s));
+	fb_put(b, s, strlen(s));
+}
+
+void forge_meta(struct fbuf *b, const struct forge_site *sites, unsigned n)
+{
+	fb_put32(b, 0x444d5356u); /* "VSMD" */
+	fb_put32(b, 1);
+	fb_put32(b, n);
+	fb_put32(b, 1); /* one flag */
+	fb_put32(b, 0); /* no callers */
+	fb_put32(b, FORGE_SITE_BASE);
+	for (unsigned i = 0; i < n; i++) {
+		const struct forge_site *s = &sites[i];
+		uint8_t small[4] = {s->level ? s->level : VS_LEVEL_INFO, 0, 0, s->nargs};
+		fb_put32(b, 100 + i);
+		fb_put(b, small, 4);
+		fb_put(b, s->types, VS_TRACE_MAX_ARGS);
+		put_meta_str(b, "forged.c");
+		put_meta_str(b, s->func ? s->func : "forged");
+		put_meta_str(b, s->fmt);
+		put_meta_str(b, "TEST");
+	}
+	fb_put32(b, 0);
+	put_meta_str(b, "TEST");
+}
+
+void forge_record(struct fbuf *b, uint64_t ts, uint32_t site, const void *args, size_t len)
+{
+	static const uint8_t zeros[8];
+	struct vs_event_header e = {
+	    .ts = ts, .site = site, .size = (uint16_t)((sizeof e + len + 7) & ~(size_t)7)};
+	fb_put(b, &e, sizeof e);
+	fb_put(b, args, len);
+	fb_put(b, zeros, e.size - sizeof e - len);
+}
+
+static void section(struct fbuf *b, uint32_t type, const void *p1, size_t n1, const void *p2,
+		    size_t n2)
+{
+	static const uint8_t zeros[8];
+	struct vs_cap_section_header sh = {.type = type, .size = n1 + n2};
+	fb_put(b, &sh, sizeof sh);
+	fb_put(b, p1, n1);
+	fb_put(b, p2, n2);
+	fb_put(b, zeros, (8 - (n1 + n2) % 8) % 8);
+}
+
+void forge_cap_begin(struct fbuf *b, const struct fbuf *meta, const char *exe, const char *flavour)
+{
+	struct vs_cap_file_header fh = {.version = VS_CAP_VERSION, .header_size = sizeof fh};
+	struct {
+		int32_t pid;
+		uint32_t pad;
+		uint64_t start_time;
+		char flavour[16];
+		char exe[256];
+	} proc = {.pid = 4242};
+	memcpy(fh.magic, VS_CAP_MAGIC, 8);
+	fb_put(b, &fh, sizeof fh);
+	fill(proc.flavour, sizeof proc.flavour, flavour);
+	fill(proc.exe, sizeof proc.exe, exe);
+	section(b, VS_SEC_PROCESS, &proc, sizeof proc, NULL, 0);
+	section(b, VS_SEC_META, meta->p, meta->len, NULL, 0);
+}
+
+void forge_cap_events(struct fbuf *b, uint32_t tid, uint32_t slot, uint32_t gen, const char *name,
+		      const void *records, size_t len)
+{
+	struct {
+		uint32_t tid, slot, generation, pad;
+		char name[16];
+	} eh = {.tid = tid, .slot = slot, .generation = gen};
+	fill(eh.name, sizeof eh.name, name);
+	section(b, VS_SEC_EVENTS, &eh, sizeof eh, records, len);
+}
+
+void forge_cap_end(struct fbuf *b)
+{
+	struct vs_cap_clock c = {.is_tsc = 0,
+				 .ts0 = 0,
+				 .mono0 = 0,
+				 .real0 = FORGE_REAL0,
+				 .ts1 = 1000000000ull,
+				 .mono1 = 1000000000ull,
+				 .real1 = FORGE_REAL0 + 1000000000ull};
+	uint64_t end[2] = {0, 0};
+	section(b, VS_SEC_CLOCK, &c, sizeof c, NULL, 0);
+	section(b, VS_SEC_END, end, sizeof end, NULL, 0);
+}
+
+void forge_shm(struct fbuf *b, struct forge_shm *g, const struct fbuf *meta, unsigned rings,
+	       uint64_t ring_size, int pid, uint64_t start_time)
+{
+	g->meta_off = (sizeof(struct vs_shm_header) + 63) & ~(size_t)63;
+	g->rings_off = (g->meta_off + meta->len + 4095) & ~(size_t)4095;
+	g->data_off = (g->rings_off + rings * sizeof(struct vs_shm_ring) + 4095) & ~(size_t)4095;
+	g->size = g->data_off + rings * ring_size;
+	g->rings = rings;
+	g->ring_size = ring_size;
+	b->len = 0;
+	fb_put(b, NULL, 0);
+	while (b->len < g->size) {
+		static const uint8_t zeros[4096];
+		size_t n = g->size - b->len < sizeof zeros ? g->size - b->len : sizeof zeros;
+		fb_put(b, zeros, n);
+	}
+	struct vs_shm_header *h = forge_shm_header(b);
+	memcpy(h->magic, VS_SHM_MAGIC, 8);
+	h->version = VS_SHM_VERSION;
+	h->header_size = sizeof *h;
+	h->total_size = g->size;
+	vs_ctl_compute(&h->ctl, VS_LEVEL_INFO, 0xffffffffu);
+	h->level = VS_LEVEL_INFO;
+	h->flags = 0xffffffffu;
+	h->pid = pid;
+	h->start_time = start_time;
+	snprintf(h->exe, sizeof h->exe, "/forged/exe");
+	snprintf(h->flavour, sizeof h->flavour, "cold");
+	h->clk_real0 = FORGE_REAL0;
+	h->meta_offset = g->meta_off;
+	h->meta_size = meta->len;
+	h->rings_offset = g->rings_off;
+	h->ring_count = rings;
+	h->ring_size = ring_size;
+	h->data_offset = g->data_off;
+	memcpy(b->p + g->meta_off, meta->p, meta->len);
+}
+
+void forge_shm_ring(struct fbuf *b, const struct forge_shm *g, unsigned i, uint32_t tid,
+		    const void *records, size_t len)
+{
+	struct vs_shm_ring *r = (struct vs_shm_ring *)(b->p + g->rings_off) + i;
+	r->state = VS_RING_ACTIVE;
+	r->tid = tid;
+	r->generation = 1;
+	snprintf(r->thread_name, sizeof r->thread_name, "forged-%u", i);
+	r->tail = 0;
+	r->head = len;
+	memcpy(b->p + g->data_off + i * g->ring_size, records, len);
+}

@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Hand-made trace files and captures for the hostile-input tests: valid layouts, built
+ * byte by byte as docs/CAPTURE-FORMAT.md and src/trace/tracetools.h describe them, that
+ * a test then damages, rewrites or races.  Nothing here goes through the tools, so a
+ * test controls every byte the tools are given.
+ */
+#ifndef VS_TEST_TRACE_FORGE_H
+#define VS_TEST_TRACE_FORGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "trace/tracetools.h"
+
+/* A growing byte buffer (aborts when out of memory: these are tests). */
+struct fbuf {
+	uint8_t *p;
+	size_t len, cap;
+};
+void fb_put(struct fbuf *b, const void *p, size_t n);
+void fb_put16(struct fbuf *b, uint16_t v);
+void fb_put32(struct fbuf *b, uint32_t v);
+void fb_put64(struct fbuf *b, uint64_t v);
+/* A string argument as records carry it: u16 length, the bytes. */
+void fb_put_str_arg(struct fbuf *b, const char *s, size_t n);
+void fb_free(struct fbuf *b);
+
+/* A site of the forged metadata; all of them have flag bit 0, named TEST. */
+struct forge_site {
+	const char *fmt;
+	const char *func;
+	uint8_t level;
+	uint8_t nargs;
+	uint8_t types[VS_TRACE_MAX_ARGS];
+};
+/* The id events carry for site i (site_base + 64 i). */
+#define FORGE_SITE_BASE 0x10000000u
+static inline uint32_t forge_site_id(unsigned i)
+{
+	return FORGE_SITE_BASE + i * (uint32_t)sizeof(struct vs_site);
+}
+void forge_meta(struct fbuf *b, const struct forge_site *sites, unsigned n);
+
+/* One event record: header, the packed arguments, zero padding to 8. */
+void forge_record(struct fbuf *b, uint64_t ts, uint32_t site, const void *args, size_t len);
+
+/* A capture: file header, PROCESS and META sections ... */
+void forge_cap_begin(struct fbuf *b, const struct fbuf *meta, const char *exe, const char *flavour);
+/* ... EVENTS sections (records as forge_record makes them) ... */
+void forge_cap_events(struct fbuf *b, uint32_t tid, uint32_t slot, uint32_t gen, const char *name,
+		      const void *records, size_t len);
+/* ... and CLOCK (CLOCK_MONOTONIC timestamps: ts is ns after FORGE_REAL0) and END. */
+#define FORGE_REAL0 1700000000000000000ull
+void forge_cap_end(struct fbuf *b);
+
+/* A trace file as the runtime lays it out: header, metadata, RINGS ring headers (all
+ * free) and their data.  Where things are: */
+struct forge_shm {
+	size_t meta_off, rings_off, data_off, size;
+	unsigned rings;
+	uint64_t ring_size;
+};
+void forge_shm(struct fbuf *b, struct forge_shm *g, const struct fbuf *meta, unsigned rings,
+	       uint64_t ring_size, int pid, uint64_t start_time);
+/* Ring i of the image: active, thread TID, holding RECORDS from stream position 0
+ * (tail 0, head len; len at most the ring size). */
+void forge_shm_ring(struct fbuf *b, const struct forge_shm *g, unsigned i, uint32_t tid,
+		    const void *records, size_t len);
+static inline struct vs_shm_header *forge_shm_header(struct fbuf *b)
+{
+	return (struct vs_shm_header *)b->p;
+}
+
+#endif
