@@ -17,8 +17,9 @@ declare -A allowed=(
 	[scsi]="backend proto util"
 	[target]="vhost virtio scsi backend proto util"
 	[initiator]="vhost virtio proto util"
+	[check]="initiator trace proto util"
 	[bench]="bench util trace"
-	[tools]="tools util trace"
+	[tools]="tools util trace check"
 )
 bad=0
 for dir in "${!allowed[@]}"; do

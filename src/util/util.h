@@ -157,4 +157,15 @@ extern char **vs_cli_argv;
 /* This binary's path (empty if unknown): commands run it again, or its siblings. */
 void vs_self_exe(char *buf, size_t len);
 
+/* ---- child servers -------------------------------------------------------------------- */
+/* Start argv[0] (argv NULL-terminated) as a child that gets SIGTERM when the calling thread
+ * ends (PR_SET_PDEATHSIG follows the thread, not the process), stdout (and
+ * stderr unless show_stderr) to /dev/null, and wait up to timeout_ms for it to listen on
+ * the Unix socket sock (removed first).  0 with *pid, or -errno with why set. */
+int vs_spawn_server(char *const argv[], const char *sock, unsigned timeout_ms, bool show_stderr,
+		    int *pid, char *why, size_t whylen);
+/* Send sig to the child pid and reap it, SIGKILL after timeout_ms: its exit status (128 +
+ * signal when a signal ended it), -ETIMEDOUT when it had to be killed, or -errno. */
+int vs_child_stop(int pid, int sig, unsigned timeout_ms);
+
 #endif /* VS_UTIL_H */
