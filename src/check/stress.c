@@ -218,12 +218,16 @@ static void progress(struct stress *s)
 static void *disruptor_main(void *arg)
 {
 	struct stress *s = arg;
-	uint64_t last_kill = vs_mono_ns(), last_progress = vs_mono_ns();
+	uint64_t last_kill = 0, last_progress = vs_mono_ns();
+	/* Every kind once first (a short run has them all), then at random. */
+	static const unsigned first[] = {10, 50, 70, 90};
+	unsigned round = 0;
 
 	while (!atomic_load(&s->stop)) {
-		unsigned dice = (unsigned)(rnd(&s->rng) % 100);
+		unsigned dice = round < 4 ? first[round] : (unsigned)(rnd(&s->rng) % 100);
 		uint64_t now;
 
+		round++;
 		nap_ms(s, 30 + (unsigned)(rnd(&s->rng) % 250));
 		if (atomic_load(&s->stop))
 			break;
@@ -234,7 +238,7 @@ static void *disruptor_main(void *arg)
 			reset_storm(s);
 		else if (dice < 85)
 			remap(s);
-		else if (now - last_kill > 2000000000ull) {
+		else if (!last_kill || now - last_kill > 2000000000ull) {
 			restart(s);
 			last_kill = vs_mono_ns();
 		}
