@@ -625,7 +625,7 @@ static void *watchdog_main(void *arg)
 				    (double)(now - r->t_submit) / 1e9);
 				fflush(stdout);
 				fprintf(stderr, "vioscope check: watchdog: %s\n", e->first[E_HANG]);
-				_exit(3); /* a hung request cannot be taken back: stop here */
+				exit(3); /* a hung request cannot be taken back: stop here */
 			}
 		}
 		for (unsigned n = 0; n < 10 && !atomic_load(&e->finished); n++)

@@ -4,7 +4,7 @@
  * read).  One scenario per test, each asserting what the option did to the data. */
 #include "common.h"
 
-#include "proto/logwrites_proto.h"
+#include "../lwlog.h"
 
 static void open_pair(const char *spec, struct vs_backend **be, struct vs_io_ctx **ctx)
 {
@@ -114,48 +114,12 @@ static void test_bad_options(void **state)
 	assert_non_null(strstr(err, "/nonexistent/dir/log"));
 }
 
-/* The entries of a log file, as read from its bytes. */
-struct lw_entry {
-	uint64_t sector, nr_sectors, flags;
-	char mark[64];
-	uint8_t first_byte; /* of the data, when there is some */
-};
-
-static unsigned read_log(const char *path, struct lw_entry *e, unsigned max)
+static unsigned read_log(const char *path, struct lw_test_entry *e, unsigned max)
 {
-	struct vs_lw_super s;
-	uint8_t sec[512];
-	uint64_t pos = 512;
-	unsigned n;
-	int fd = open(path, O_RDONLY);
+	int n = lw_test_read(path, e, max);
 
-	assert_true(fd >= 0);
-	assert_int_equal(pread(fd, &s, sizeof(s), 0), sizeof(s));
-	assert_true(le64toh(s.magic) == VS_LW_MAGIC);
-	assert_int_equal(le64toh(s.version), 1);
-	assert_int_equal(le32toh(s.sectorsize), 512);
-	n = (unsigned)le64toh(s.nr_entries);
-	assert_true(n <= max);
-	for (unsigned i = 0; i < n; i++) {
-		struct vs_lw_entry le;
-
-		assert_int_equal(pread(fd, sec, 512, (off_t)pos), 512);
-		memcpy(&le, sec, sizeof(le));
-		e[i].sector = le64toh(le.sector);
-		e[i].nr_sectors = le64toh(le.nr_sectors);
-		e[i].flags = le64toh(le.flags);
-		e[i].mark[0] = 0;
-		if (e[i].flags & VS_LW_MARK)
-			snprintf(e[i].mark, sizeof(e[i].mark), "%.*s", (int)le64toh(le.data_len),
-				 (char *)sec + sizeof(le));
-		pos += 512;
-		if (!(e[i].flags & VS_LW_DISCARD) && e[i].nr_sectors) {
-			assert_int_equal(pread(fd, &e[i].first_byte, 1, (off_t)pos), 1);
-			pos += e[i].nr_sectors * 512;
-		}
-	}
-	close(fd);
-	return n;
+	assert_true(n >= 0 && (unsigned)n <= max);
+	return (unsigned)n;
 }
 
 /* log-writes: a FUA write is logged when it completes; plain writes and discards wait for
@@ -165,7 +129,7 @@ static unsigned read_log(const char *path, struct lw_entry *e, unsigned max)
 static void test_log_order(void **state)
 {
 	char dir[] = "/tmp/vs-hooks-XXXXXX", log[64], spec[128];
-	struct lw_entry e[16];
+	struct lw_test_entry e[16];
 	struct vs_backend *be;
 	struct vs_io_ctx *ctx;
 	struct waiter wf, ww;
@@ -215,7 +179,7 @@ static void test_log_order(void **state)
 static void test_log_stops_on_partial_sector(void **state)
 {
 	char dir[] = "/tmp/vs-hooks-XXXXXX", log[64], spec[128];
-	struct lw_entry e[4];
+	struct lw_test_entry e[4];
 	struct vs_backend *be;
 	struct vs_io_ctx *ctx;
 
