@@ -52,16 +52,6 @@ double eng_elapsed(const struct eng *e)
 	return (double)(vs_mono_ns() - e->t0) / 1e9;
 }
 
-static uint64_t rnd(uint64_t *s)
-{
-	uint64_t x = *s;
-
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	return *s = x;
-}
-
 void eng_error(struct eng *e, enum eng_err k, const char *fmt, ...)
 {
 	va_list ap;
@@ -394,7 +384,7 @@ static void req_submit(struct eng_thread *t, struct eng_req *r)
 
 	r->result = 1;
 	r->refused = false;
-	r->t_submit = vs_mono_ns();
+	__atomic_store_n(&r->t_submit, vs_mono_ns(), __ATOMIC_RELEASE);
 	atomic_store(&r->stage, ST_SUBMITTING);
 	atomic_store(&r->armed, true);
 	while ((rc = t->e->ops->submit(r)) == -EBUSY) {
@@ -453,8 +443,8 @@ static uint32_t pick_size(struct eng *e, uint64_t *rng, uint32_t max)
 
 	while ((2u << bits) <= blocks)
 		bits++;
-	n = 1u << (rnd(rng) % (bits + 1));
-	n += (uint32_t)(rnd(rng) % n);
+	n = 1u << (vs_xorshift64(rng) % (bits + 1));
+	n += (uint32_t)(vs_xorshift64(rng) % n);
 	if (n > blocks)
 		n = blocks;
 	return n * e->unit;
@@ -464,7 +454,7 @@ static uint32_t pick_size(struct eng *e, uint64_t *rng, uint32_t max)
 static bool pick(struct eng_thread *t, struct eng_req *r)
 {
 	struct eng *e = t->e;
-	unsigned dice = (unsigned)(rnd(&t->rng) % 100);
+	unsigned dice = (unsigned)(vs_xorshift64(&t->rng) % 100);
 	uint32_t max = e->max_sect;
 	uint64_t blocks;
 	bool ok = false;
@@ -490,7 +480,7 @@ static bool pick(struct eng_thread *t, struct eng_req *r)
 	blocks = (e->nsect - r->nsect) / e->unit + 1;
 	pthread_mutex_lock(&e->lock);
 	for (unsigned tries = 0; tries < 4 && !ok; tries++) {
-		r->sector = (rnd(&t->rng) % blocks) * e->unit;
+		r->sector = (vs_xorshift64(&t->rng) % blocks) * e->unit;
 		ok = reserve(e, r->sector, r->nsect);
 	}
 	pthread_mutex_unlock(&e->lock);
@@ -606,15 +596,19 @@ static void *watchdog_main(void *arg)
 	struct eng *e = arg;
 
 	while (!atomic_load(&e->finished)) {
-		uint64_t now = vs_mono_ns(), limit = (uint64_t)e->hang_after_s * 1000000000ull;
+		uint64_t limit = (uint64_t)e->hang_after_s * 1000000000ull;
 
 		for (unsigned i = 0; i < e->nthreads; i++) {
 			for (unsigned k = 0; k < e->max_depth; k++) {
 				struct eng_req *r = &e->th[i].reqs[k];
 				int st = atomic_load(&r->stage);
+				/* Its own submission time, then the clock: never the other way
+				 * round. */
+				uint64_t at = __atomic_load_n(&r->t_submit, __ATOMIC_ACQUIRE);
+				uint64_t now = vs_mono_ns();
 
-				if ((st != ST_IN_FLIGHT && st != ST_SUBMITTING) ||
-				    now - r->t_submit < limit)
+				if ((st != ST_IN_FLIGHT && st != ST_SUBMITTING) || now < at ||
+				    now - at < limit)
 					continue;
 				eng_error(
 				    e, E_HANG, "%s of sectors %llu+%u on queue %u: %s for %.1f s",
@@ -622,7 +616,7 @@ static void *watchdog_main(void *arg)
 				    st == ST_SUBMITTING
 					? "still being submitted (the ring never had room)"
 					: "submitted, the driver never completed it",
-				    (double)(now - r->t_submit) / 1e9);
+				    (double)(now - at) / 1e9);
 				fflush(stdout);
 				fprintf(stderr, "vioscope check: watchdog: %s\n", e->first[E_HANG]);
 				exit(3); /* a hung request cannot be taken back: stop here */

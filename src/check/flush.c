@@ -276,16 +276,6 @@ static int check_state(struct flush_run *f, uint64_t upto)
 	return 0;
 }
 
-static uint64_t rnd(uint64_t *s)
-{
-	uint64_t x = *s;
-
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	return *s = x;
-}
-
 /* The states of the writes after the point `upto` (entries cand[0..n)): subsets. */
 static int check_subsets(struct flush_run *f, uint64_t upto, const uint64_t *cand, unsigned n)
 {
@@ -311,7 +301,7 @@ static int check_subsets(struct flush_run *f, uint64_t upto, const uint64_t *can
 			while (k == 0 || k == n) {
 				k = 0;
 				for (unsigned i = 0; i < n; i++)
-					if (rnd(&f->rng) & 1)
+					if (vs_xorshift64(&f->rng) & 1)
 						chosen[k++] = cand[i];
 			}
 		}

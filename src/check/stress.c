@@ -56,16 +56,6 @@ struct stress {
 	char why[512];
 };
 
-static uint64_t rnd(uint64_t *s)
-{
-	uint64_t x = *s;
-
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	return *s = x;
-}
-
 static int count_fds(int pid)
 {
 	char path[64];
@@ -108,12 +98,12 @@ static void nap_ms(struct stress *s, unsigned ms)
 static void abort_storm(struct stress *s)
 {
 	struct eng *e = &s->e;
-	unsigned n = 8 + (unsigned)(rnd(&s->rng) % 25);
+	unsigned n = 8 + (unsigned)(vs_xorshift64(&s->rng) % 25);
 
 	s->abort_storms++;
 	for (unsigned i = 0; i < n; i++) {
-		struct eng_thread *t = &e->th[rnd(&s->rng) % e->nthreads];
-		struct eng_req *r = &t->reqs[rnd(&s->rng) % e->max_depth];
+		struct eng_thread *t = &e->th[vs_xorshift64(&s->rng) % e->nthreads];
+		struct eng_req *r = &t->reqs[vs_xorshift64(&s->rng) % e->max_depth];
 		int rc;
 
 		if (atomic_load(&r->stage) != ST_IN_FLIGHT)
@@ -128,7 +118,7 @@ static void abort_storm(struct stress *s)
 
 static void reset_storm(struct stress *s)
 {
-	unsigned n = 1 + (unsigned)(rnd(&s->rng) % 4);
+	unsigned n = 1 + (unsigned)(vs_xorshift64(&s->rng) % 4);
 
 	s->reset_storms++;
 	for (unsigned i = 0; i < n; i++) {
@@ -142,7 +132,7 @@ static void reset_storm(struct stress *s)
 
 static void remap(struct stress *s)
 {
-	unsigned regions = 1 + (unsigned)(rnd(&s->rng) % 4);
+	unsigned regions = 1 + (unsigned)(vs_xorshift64(&s->rng) % 4);
 	int rc = vs_ini_remap_memory(s->pi.ini, regions), fds;
 
 	if (rc) {
@@ -181,7 +171,7 @@ static void restart(struct stress *s)
 	child_target_stop(&s->child, SIGKILL);
 	s->kills++;
 	memset(s->target_fds, 0, sizeof(s->target_fds)); /* a new process */
-	nap_ms(s, 20 + (unsigned)(rnd(&s->rng) % 200));
+	nap_ms(s, 20 + (unsigned)(vs_xorshift64(&s->rng) % 200));
 	if (child_target_start(&s->child, s->o->exe, s->sock, s->spec,
 			       s->o->queues ? s->o->queues : 2, s->why, sizeof(s->why)) < 0) {
 		s->failed_restart = true;
@@ -198,20 +188,23 @@ static void restart(struct stress *s)
 	s->restarts++;
 }
 
+static uint64_t requests(const uint64_t ops[ENG_OPS])
+{
+	return ops[ENG_READ] + ops[ENG_WRITE] + ops[ENG_FLUSH] + ops[ENG_UNMAP];
+}
+
 static void progress(struct stress *s)
 {
 	uint64_t ops[ENG_OPS], bytes[ENG_OPS], res[RES_COUNT], sect;
 
 	eng_totals(&s->e, ops, bytes, res, &sect);
-	fprintf(
-	    s->out,
-	    "  %5.0f s: %llu requests, %llu LUN resets, %llu aborts, %llu restarts, "
-	    "%llu remaps, %llu errors\n",
-	    eng_elapsed(&s->e),
-	    (unsigned long long)(ops[ENG_READ] + ops[ENG_WRITE] + ops[ENG_FLUSH] + ops[ENG_UNMAP]),
-	    (unsigned long long)s->resets, (unsigned long long)s->aborts_sent,
-	    (unsigned long long)s->restarts, (unsigned long long)s->remaps,
-	    (unsigned long long)eng_errors(&s->e));
+	fprintf(s->out,
+		"  %5.0f s: %llu requests, %llu LUN resets, %llu aborts, %llu restarts, "
+		"%llu remaps, %llu errors\n",
+		eng_elapsed(&s->e), (unsigned long long)requests(ops),
+		(unsigned long long)s->resets, (unsigned long long)s->aborts_sent,
+		(unsigned long long)s->restarts, (unsigned long long)s->remaps,
+		(unsigned long long)eng_errors(&s->e));
 	fflush(s->out);
 }
 
@@ -224,11 +217,11 @@ static void *disruptor_main(void *arg)
 	unsigned round = 0;
 
 	while (!atomic_load(&s->stop)) {
-		unsigned dice = round < 4 ? first[round] : (unsigned)(rnd(&s->rng) % 100);
+		unsigned dice = round < 4 ? first[round] : (unsigned)(vs_xorshift64(&s->rng) % 100);
 		uint64_t now;
 
 		round++;
-		nap_ms(s, 30 + (unsigned)(rnd(&s->rng) % 250));
+		nap_ms(s, 30 + (unsigned)(vs_xorshift64(&s->rng) % 250));
 		if (atomic_load(&s->stop))
 			break;
 		now = vs_mono_ns();
@@ -293,14 +286,13 @@ static void summary(struct stress *s, int fds0, int fds1, long anon0, long anon1
 	uint64_t ops[ENG_OPS], bytes[ENG_OPS], res[RES_COUNT], sect;
 
 	eng_totals(&s->e, ops, bytes, res, &sect);
-	fprintf(
-	    s->out,
-	    "  requests  %llu: %llu reads, %llu writes, %llu flushes, %llu unmaps "
-	    "(%.0f MiB moved)\n",
-	    (unsigned long long)(ops[ENG_READ] + ops[ENG_WRITE] + ops[ENG_FLUSH] + ops[ENG_UNMAP]),
-	    (unsigned long long)ops[ENG_READ], (unsigned long long)ops[ENG_WRITE],
-	    (unsigned long long)ops[ENG_FLUSH], (unsigned long long)ops[ENG_UNMAP],
-	    (double)(bytes[ENG_READ] + bytes[ENG_WRITE]) / (1 << 20));
+	fprintf(s->out,
+		"  requests  %llu: %llu reads, %llu writes, %llu flushes, %llu unmaps "
+		"(%.0f MiB moved)\n",
+		(unsigned long long)requests(ops), (unsigned long long)ops[ENG_READ],
+		(unsigned long long)ops[ENG_WRITE], (unsigned long long)ops[ENG_FLUSH],
+		(unsigned long long)ops[ENG_UNMAP],
+		(double)(bytes[ENG_READ] + bytes[ENG_WRITE]) / (1 << 20));
 	fprintf(s->out, "  ended     ");
 	for (unsigned k = 0; k < RES_COUNT; k++)
 		fprintf(s->out, "%s%s %llu", k ? ", " : "", eng_res_name(k),

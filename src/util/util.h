@@ -110,6 +110,19 @@ static inline uint64_t vs_mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* ---- random numbers -------------------------------------------------------------------- */
+/* xorshift64: fast, repeatable sequences (workloads, test choices), not for secrets.  The
+ * state must not be 0. */
+static inline uint64_t vs_xorshift64(uint64_t *state)
+{
+	uint64_t x = *state;
+
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	return *state = x;
+}
+
 /* ---- error reasons --------------------------------------------------------------------- */
 /* Write the reason for a failure into why[whylen] (nothing when why is NULL or whylen 0)
  * and return rc, so that `return vs_fail(why, whylen, -EINVAL, "...", ...);` reports and
