@@ -348,10 +348,13 @@ static void req_finish(struct eng_thread *t, struct eng_req *r)
 		req_submit(t, r);
 		return;
 	}
-	if (res != RES_OK && (!e->stress || res == RES_OTHER))
-		eng_error(e, E_IO, "%s of sectors %llu+%u on queue %u failed: %s",
-			  eng_op_name(r->op), (unsigned long long)r->sector, r->nsect, t->idx,
-			  strerror(-r->result));
+	/* Allowed: a full ring as the random phase ends (the request was never sent); in
+	 * stress, the defined errors of a disrupted device and refusals while it is away. */
+	if (res != RES_OK && !(r->refused && r->result == -EBUSY) &&
+	    (!e->stress || (r->refused ? r->result != -ENOTCONN : res == RES_OTHER)))
+		eng_error(e, E_IO, "%s of sectors %llu+%u on queue %u %s: %s", eng_op_name(r->op),
+			  (unsigned long long)r->sector, r->nsect, t->idx,
+			  r->refused ? "refused" : "failed", strerror(-r->result));
 	pthread_mutex_lock(&e->lock);
 	switch (r->op) {
 	case ENG_WRITE:

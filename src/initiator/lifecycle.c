@@ -503,6 +503,8 @@ int vs_ini_remap_memory(struct vs_ini *ini, unsigned nregions)
 	/* Rings and slots stay in region 0; the data area is cut in page-aligned parts, so
 	 * buffers may straddle regions (the device must split them). */
 	step = (ini->size - ini->data_off) / nregions / page * page;
+	if (!step)
+		return -EINVAL; /* a data area too small to cut */
 	for (unsigned i = 0; i < nregions; i++) {
 		size_t end = i + 1 == nregions ? ini->size : ini->data_off + (i + 1) * step;
 
