@@ -473,7 +473,8 @@ int fe_post(struct fe *fe, unsigned q, unsigned s, const struct fe_cmd *c, uint1
 		rc = vs_vq_drv_add(vq, bufs, n, head);
 	if (rc)
 		return rc;
-	if (vs_vq_drv_should_kick(vq) && write(fe->kick[q], &one, sizeof(one)) != sizeof(one))
+	if (!fe->no_kick && vs_vq_drv_should_kick(vq) &&
+	    write(fe->kick[q], &one, sizeof(one)) != sizeof(one))
 		return -errno;
 	return 0;
 }

@@ -87,6 +87,7 @@ struct fe {
 	unsigned qsize[FE_MAXQ];      /* entries per ring */
 	struct vs_vq_drv vq[FE_MAXQ];
 	int kick[FE_MAXQ], call[FE_MAXQ];
+	bool no_kick; /* fe_post makes chains available without kicking */
 };
 
 struct fe_opts {
