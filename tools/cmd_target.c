@@ -233,6 +233,11 @@ static int cmd_target(int argc, char **argv)
 		sigprocmask(SIG_BLOCK, &block, NULL);
 		running = NULL;
 		int frc = vs_target_destroy(t);
+		if (frc == -ETIMEDOUT) {
+			fprintf(stderr, "vioscope target: a worker was given up on; the backends "
+					"were flushed\n");
+			return 1;
+		}
 		if (frc) {
 			fprintf(stderr, "vioscope target: flushing the backends failed: %s\n",
 				strerror(-frc));

@@ -194,7 +194,9 @@ int vs_target_flush(struct vs_target *t)
 	if (rc)
 		return rc;
 	for (unsigned i = 0; i < VS_TARGET_MAX_LUNS; i++) {
-		if (!t->be[i] || vs_backend_read_only(t->be[i]))
+		/* Only files hold anything durable (RAM and null have nothing to flush). */
+		if (!t->be[i] || vs_backend_read_only(t->be[i]) ||
+		    strcmp(vs_backend_kind(t->be[i]), "file"))
 			continue;
 		bios[i] = (struct vs_bio){.op = VS_BIO_FLUSH, .done = flush_done, .priv = &fw};
 		/* Submit in small groups: the context holds 16. */
