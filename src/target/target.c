@@ -417,7 +417,10 @@ int vs_target_create(struct vs_target **out, const struct vs_target_config *cfg,
 					vs_target_device_features(), &vs_target__ops, t);
 	if (!t->vs) {
 		rc = -errno;
-		fail(err, errlen, rc, "cannot listen on %s: %s", cfg->socket_path, strerror(errno));
+		fail(err, errlen, rc, "cannot listen on %s: %s", cfg->socket_path,
+		     rc == -EEXIST	  ? "it exists and is not a socket"
+		     : rc == -EADDRINUSE ? "another process is listening on it"
+					 : strerror(-rc));
 		goto fail;
 	}
 	*out = t;

@@ -52,57 +52,74 @@ static int fill_addr(struct sockaddr_un *sa, const char *path)
 	return 0;
 }
 
-/* Something is at path already: 0 when it is a socket nobody accepts on (stale; *st is
- * what was probed), else -errno. */
-static int probe_stale(const char *path, const struct sockaddr_un *sa, struct stat *st)
+/* name (in dirfd) is a socket nobody accepts on, tried through conn (a path to it): 0, or
+ * -EEXIST (not a socket), -EADDRINUSE (someone listens), -errno. */
+static int probe_stale(int dirfd, const char *name, const char *conn)
 {
+	struct sockaddr_un sa;
+	struct stat st;
 	int fd, rc;
 
-	if (lstat(path, st) < 0)
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return -errno;
-	if (!S_ISSOCK(st->st_mode)) {
-		VS_ERROR(VHOST, "%s exists and is not a socket", path);
+	if (!S_ISSOCK(st.st_mode))
 		return -EEXIST;
-	}
+	if ((rc = fill_addr(&sa, conn)))
+		return rc;
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	rc = connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0 ? 0 : -errno;
+	rc = connect(fd, (const struct sockaddr *)&sa, sizeof(sa)) == 0 ? 0 : -errno;
 	close(fd);
-	if (rc == 0) {
-		VS_ERROR(VHOST, "%s: another process is listening on it", path);
+	if (rc == 0)
 		return -EADDRINUSE;
-	}
-	if (rc != -ECONNREFUSED) {
-		VS_ERROR(VHOST, "%s: cannot probe the old socket: %s", path, strerror(-rc));
-		return rc;
-	}
-	return 0;
+	return rc == -ECONNREFUSED ? 0 : rc;
 }
 
-/* Move our listening socket (dirfd/"s") to path.  A path that is free is taken without
- * replacing anything; a stale socket is swapped out (RENAME_EXCHANGE) and removed only if
- * it is still the very file probed: one that became live meanwhile is swapped back and
- * kept.  Nothing is ever done by path to a file that might have been replaced. */
-static int place(int dirfd, const char *path, const struct sockaddr_un *sa)
+/* A path to name "s" in dirfd for connect(): through /proc/self/fd (short), else dir/s. */
+static void inner_path(char *buf, size_t len, int dirfd, const char *dir)
 {
-	struct stat probed, got;
+	struct sockaddr_un sa;
+
+	snprintf(buf, len, "/proc/self/fd/%d/s", dirfd);
+	if (access(buf, F_OK) != 0 || strlen(buf) >= sizeof(sa.sun_path))
+		if (snprintf(buf, len, "%s/s", dir) >= (int)len)
+			buf[0] = 0; /* cannot name it: the probe fails, nothing is replaced */
+}
+
+/* Move our listening socket (dirfd/"s") to path.  A free path is taken without replacing
+ * anything.  Something already there is swapped out only if it is a socket nobody listens
+ * on, and only if what was swapped out (RENAME_EXCHANGE) still is one when looked at again
+ * in our private directory: if a live server took the path between the first look and the
+ * swap, its socket is swapped back and kept.  A socket file that is stale stays stale (to
+ * listen, a server binds a new file), so the second look settles it.  Nothing is ever done
+ * by path to a file that might have been replaced. */
+static int place(int dirfd, const char *dir, const char *path)
+{
+	char inner[PATH_MAX];
 	int rc;
 
 	if (renameat2(dirfd, "s", AT_FDCWD, path, RENAME_NOREPLACE) == 0)
 		return 0;
 	if (errno != EEXIST)
 		return -errno;
-	if ((rc = probe_stale(path, sa, &probed)))
+	rc = probe_stale(AT_FDCWD, path, path);
+	if (rc == -EEXIST)
+		VS_ERROR(VHOST, "%s exists and is not a socket", path);
+	else if (rc == -EADDRINUSE)
+		VS_ERROR(VHOST, "%s: another process is listening on it", path);
+	else if (rc)
+		VS_ERROR(VHOST, "%s: cannot probe the old socket: %s", path, strerror(-rc));
+	if (rc)
 		return rc;
 	if (renameat2(dirfd, "s", AT_FDCWD, path, RENAME_EXCHANGE) < 0)
 		return -errno;
-	if (fstatat(dirfd, "s", &got, AT_SYMLINK_NOFOLLOW) == 0 && got.st_dev == probed.st_dev &&
-	    got.st_ino == probed.st_ino) {
+	inner_path(inner, sizeof(inner), dirfd, dir);
+	if ((rc = probe_stale(dirfd, "s", inner)) == 0) {
 		VS_INFO(VHOST, "replaced stale socket %s", path);
 		return 0; /* the caller removes the stale one, now at dirfd/"s" */
 	}
-	VS_ERROR(VHOST, "%s changed while it was probed: left alone", path);
+	VS_ERROR(VHOST, "%s changed while it was probed (%s): left alone", path, strerror(-rc));
 	if (renameat2(dirfd, "s", AT_FDCWD, path, RENAME_EXCHANGE) < 0)
 		VS_ERROR(VHOST, "%s: cannot swap back: %s", path, strerror(errno));
 	return -EADDRINUSE;
@@ -156,7 +173,7 @@ static int listen_unix(struct vs_vhost_server *srv, const char *path)
 		rc = -errno;
 		goto out_sock;
 	}
-	if ((rc = place(dirfd, path, &sa)))
+	if ((rc = place(dirfd, dir, path)))
 		goto out_sock;
 	unlinkat(dirfd, "s", 0); /* a stale socket swapped out, if any */
 	rmdir(dir);
