@@ -183,20 +183,29 @@ static void flush_done(struct vs_bio *bio, int res)
 		fw->err = res;
 }
 
+/* Only writable files hold anything durable (RAM and null have nothing to flush). */
+static bool needs_flush(const struct vs_backend *be)
+{
+	return be && !vs_backend_read_only(be) && !strcmp(vs_backend_kind(be), "file");
+}
+
 int vs_target_flush(struct vs_target *t)
 {
 	struct vs_bio bios[VS_TARGET_MAX_LUNS];
 	struct flush_wait fw = {0};
 	struct vs_io_ctx *io;
+	unsigned n = 0;
 	int rc;
 
+	for (unsigned i = 0; i < VS_TARGET_MAX_LUNS; i++)
+		n += needs_flush(t->be[i]);
+	if (!n)
+		return 0;
 	rc = vs_io_ctx_create(&io, 16);
 	if (rc)
 		return rc;
 	for (unsigned i = 0; i < VS_TARGET_MAX_LUNS; i++) {
-		/* Only files hold anything durable (RAM and null have nothing to flush). */
-		if (!t->be[i] || vs_backend_read_only(t->be[i]) ||
-		    strcmp(vs_backend_kind(t->be[i]), "file"))
+		if (!needs_flush(t->be[i]))
 			continue;
 		bios[i] = (struct vs_bio){.op = VS_BIO_FLUSH, .done = flush_done, .priv = &fw};
 		/* Submit in small groups: the context holds 16. */

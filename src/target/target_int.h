@@ -23,6 +23,7 @@
  * commands (a new call fd, a stop) run between passes, however busy the guest keeps a ring. */
 #define TQ_POP_BUDGET 64
 #define TQ_IO_DEPTH   1024 /* io_uring entries per worker (a command uses at most 2 bios) */
+#define TQ_IO_DEPTH_MANUAL 64 /* ... in manual mode (the fuzzer: set-up cost per input) */
 #define TQ_WORKER_TIMEOUT_MS 30000 /* default: longest a worker may take over a command */
 
 enum tq_kind { TQ_CTRL, TQ_EVENT, TQ_REQ };

@@ -462,7 +462,7 @@ int worker_init(struct vs_target *t, struct worker *w, unsigned id, bool ctl, bo
 		w->scratch = malloc(sizeof(*w->scratch));
 		return w->scratch ? 0 : -ENOMEM;
 	}
-	rc = vs_io_ctx_create(&w->io, TQ_IO_DEPTH);
+	rc = vs_io_ctx_create(&w->io, t->manual ? TQ_IO_DEPTH_MANUAL : TQ_IO_DEPTH);
 	if (rc) {
 		VS_ERROR(INIT, "worker %u: I/O context: %s", id, strerror(-rc));
 		return rc;
