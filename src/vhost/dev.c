@@ -116,8 +116,12 @@ static int ring_start(struct vs_vhost_dev *d, unsigned idx, char *why, size_t wh
 
 	if (rc)
 		return rc;
-	if (d->ops.queue_start && (rc = d->ops.queue_start(d->opaque, idx, &vr)))
+	if (d->ops.queue_start && (rc = d->ops.queue_start(d->opaque, idx, &vr))) {
+		/* Timed out: the user cannot tell whether the ring runs now. */
+		if (rc == -ETIMEDOUT)
+			d->wedged = true;
 		return FAIL(rc, "queue_start refused ring %u: %s", idx, strerror(-rc));
+	}
 	v->running = true;
 	VS_INFO(VHOST, "queue %u started: size %u desc %p avail %p used %p base %u kick %d call %d",
 		idx, v->num, vr.desc, vr.avail, vr.used, v->last_avail_idx, v->kick_fd, v->call_fd);

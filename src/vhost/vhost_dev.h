@@ -46,7 +46,8 @@ struct vs_vhost_vring {
  * matching queue_stop() (or call_fd_changed()) has returned.  Kick, call and err fds are
  * eventfds, non-blocking (the layer refuses anything else). */
 struct vs_vhost_dev_ops {
-	/* Start processing a ring.  0, or -errno (the ring stays stopped). */
+	/* Start processing a ring.  0, or -errno (the ring stays stopped); -ETIMEDOUT: the
+	 * user cannot tell whether it started, and the device is wedged (see queue_stop). */
 	int (*queue_start)(void *opaque, unsigned idx, const struct vs_vhost_vring *vr);
 	/* Quiesce a ring: on return nothing touches the ring, guest memory or its fds.
 	 * Report where consumption stopped in *last_avail_idx (preset to the start value).
