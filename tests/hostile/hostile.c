@@ -22,6 +22,17 @@
 
 const char *vioscope;
 
+int hostile_init(int argc, char **argv)
+{
+	if (argc != 2) {
+		fprintf(stderr, "usage: %s PATH-TO-VIOSCOPE\n", argv[0]);
+		return 2;
+	}
+	vioscope = argv[1];
+	signal(SIGPIPE, SIG_IGN);
+	return 0;
+}
+
 int64_t now_ms(void)
 {
 	struct timespec ts;

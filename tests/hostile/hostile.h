@@ -37,6 +37,10 @@
 
 extern const char *vioscope; /* the binary under test: argv[1] */
 
+/* The start of a test's main(): vioscope from argv[1] (2 after the usage when it is
+ * missing), SIGPIPE ignored.  return hostile_init(argc, argv) ?: cmocka_run_group_tests(...) */
+int hostile_init(int argc, char **argv);
+
 /* ---- the target process ------------------------------------------------------------------ */
 struct proc {
 	pid_t pid;

@@ -28,12 +28,14 @@
 static const char *const args[] = {"--lun",	     "0:file=%F", "--lun", "1:ram=16M,delay=60000000",
 				   "--worker-timeout", "2",	    NULL};
 
-/* A WRITE to the file LUN (completed), then a READ of the slow LUN left in flight. */
+/* Start the target; a WRITE to the file LUN (completed), then a READ of the slow LUN
+ * left in flight. */
 static void write_then_stick(struct sess *s, uint8_t *data)
 {
 	struct fe_cmd wr = {.out = data, .out_len = 4096}, rd = {.lun = 1, .in_len = 512};
 	uint16_t head;
 
+	assert_int_equal(sess_start(s, args, &(struct fe_opts){.nq = 3}), 0);
 	for (unsigned i = 0; i < 4096; i++)
 		data[i] = (uint8_t)(i * 13 + 1);
 	cdb10(wr.cdb, 0x2a, 0, 16, 8);
@@ -78,7 +80,6 @@ static void queue_stop_past_the_worker_timeout_fails_cleanly(void **state)
 	int64_t t0;
 	int status, sig;
 
-	assert_int_equal(sess_start(s, args, &(struct fe_opts){.nq = 3}), 0);
 	write_then_stick(s, data);
 	t0 = now_ms();
 	assert_int_equal(fe_send(&s->fe, VS_VHOST_GET_VRING_BASE, 0, &st, sizeof(st), NULL, 0), 0);
@@ -96,7 +97,6 @@ static void sigterm_past_the_worker_timeout_still_stops(void **state)
 	int64_t t0;
 	int status, sig;
 
-	assert_int_equal(sess_start(s, args, &(struct fe_opts){.nq = 3}), 0);
 	write_then_stick(s, data);
 	t0 = now_ms();
 	status = proc_stop(&s->p, SIGTERM, FE_WAIT_MS, &sig);
@@ -113,11 +113,5 @@ int main(int argc, char **argv)
 					    sess_teardown),
 	};
 
-	if (argc != 2) {
-		fprintf(stderr, "usage: %s PATH-TO-VIOSCOPE\n", argv[0]);
-		return 2;
-	}
-	vioscope = argv[1];
-	signal(SIGPIPE, SIG_IGN);
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return hostile_init(argc, argv) ?: cmocka_run_group_tests(tests, NULL, NULL);
 }

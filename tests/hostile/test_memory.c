@@ -302,11 +302,5 @@ int main(int argc, char **argv)
 					    sess_setup, sess_teardown),
 	};
 
-	if (argc != 2) {
-		fprintf(stderr, "usage: %s PATH-TO-VIOSCOPE\n", argv[0]);
-		return 2;
-	}
-	vioscope = argv[1];
-	signal(SIGPIPE, SIG_IGN);
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return hostile_init(argc, argv) ?: cmocka_run_group_tests(tests, NULL, NULL);
 }
