@@ -433,9 +433,8 @@ static void *worker_main(void *arg)
 int worker_init(struct vs_target *t, struct worker *w, unsigned id, bool ctl, bool poll)
 {
 	struct epoll_event ev = {.events = EPOLLIN};
-	int rc;
-
 	pthread_condattr_t ca;
+	int rc;
 
 	memset(w, 0, sizeof(*w));
 	w->t = t;

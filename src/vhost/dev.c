@@ -433,8 +433,9 @@ static int ring_fd_check(int fd, unsigned idx, const char *name, char *why, size
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 	n = readlink(path, link, sizeof(link) - 1);
 	link[n > 0 ? n : 0] = 0;
-	/* Without /proc, an anonymous inode (no file type) is the best we can tell. */
-	if ((st.st_mode & S_IFMT) || (n > 0 && strcmp(link, "anon_inode:[eventfd]")))
+	/* /proc names it; without /proc, an anonymous inode (no file type) is the best we can
+	 * tell. */
+	if (n > 0 ? strcmp(link, "anon_inode:[eventfd]") != 0 : (st.st_mode & S_IFMT) != 0)
 		return FAIL(-EINVAL, "queue %u %s fd is %s, not an eventfd", idx, name,
 			    fd_kind(&st, link));
 	fl = fcntl(fd, F_GETFL);
