@@ -689,10 +689,10 @@ int sess_teardown(void **state)
 
 	/* A failed test leaves its target running: it must not outlive the test. */
 	fe_close(&s->fe);
-	if (s->p.pid > 0) {
+	if (s->p.pid > 0)
 		proc_stop(&s->p, SIGKILL, FE_WAIT_MS, NULL);
+	if (s->p.dir[0])
 		proc_cleanup(&s->p);
-	}
 	gmem_fini(&s->g);
 	free(s);
 	return 0;
