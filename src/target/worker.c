@@ -44,15 +44,15 @@ static void fd_signal(int fd)
 	}
 }
 
-void tq__notify(struct tq *q VS_CALLER_PARAM)
+void tq__notify(struct tq *q, const char *caller)
 {
 	bool n;
 
 	q->unsignalled = false;
 	vs_vq_dev_flush(&q->vq);
 	n = vs_vq_dev_should_notify(&q->vq);
-	VS_VERBOSE_HP(NOTIFY, "q %u used idx %u: %s", q->idx, q->vq.used_idx,
-		      n ? (q->call_fd >= 0 ? "signal" : "signal (no call fd)") : "suppressed");
+	VS_VERBOSE_HP(NOTIFY, "q %u used idx %u: %s (from %s)", q->idx, q->vq.used_idx,
+		      n ? (q->call_fd >= 0 ? "signal" : "signal (no call fd)") : "suppressed", caller);
 	if (n && q->call_fd >= 0) {
 		fd_signal(q->call_fd);
 		wstat_inc(&q->w->st.notifies);
