@@ -74,7 +74,7 @@ struct collected {
 	/* first matching event, for the prefix check */
 	bool have_first;
 	struct vs_meta_site first_site;
-	char first_file[256], first_func[64], first_flag[32], first_caller[64];
+	char first_file[256], first_func[64], first_flag[32], first_caller[64], first_provider[32];
 	uint32_t first_tid;
 	uint64_t first_ns;
 };
@@ -90,6 +90,7 @@ static int collect(const struct vs_cap_event *ev, void *opaque)
 		snprintf(c->first_file, sizeof c->first_file, "%s", ev->site->file);
 		snprintf(c->first_func, sizeof c->first_func, "%s", ev->site->func);
 		snprintf(c->first_flag, sizeof c->first_flag, "%s", ev->site->flag_name);
+		snprintf(c->first_provider, sizeof c->first_provider, "%s", ev->site->provider);
 		snprintf(c->first_caller, sizeof c->first_caller, "%s",
 			 ev->caller ? ev->caller->func : "");
 		c->first_tid = ev->tid;
@@ -343,12 +344,13 @@ static void test_prefix_names_level_flag_function(void **state)
 	assert_int_equal(c.first_site.nargs, 1);
 	assert_int_equal(c.first_site.types[0], VS_ARG_I32);
 	assert_int_equal(c.first_tid, (uint32_t)getpid()); /* emitted by the main thread */
+	assert_string_equal(c.first_provider, "app");
 	vs_format_prefix(prefix, sizeof prefix, c.first_ns, c.first_tid, c.first_site.level,
-			 c.first_flag, NULL, c.first_func);
+			 c.first_provider, c.first_flag, NULL, c.first_func);
 	/* "YYYY-MM-DD HH:MM:SS.nnnnnnnnn " then the fixed-width fields */
 	assert_true(strlen(prefix) > 30);
 	tail = prefix + 30;
-	snprintf(want, sizeof want, "%-6u ERROR INIT     prefix_site: ", (unsigned)getpid());
+	snprintf(want, sizeof want, "%-6u ERROR app.INIT       prefix_site: ", (unsigned)getpid());
 	assert_string_equal(tail, want);
 	free(c.msg);
 }
@@ -379,7 +381,7 @@ static void test_inline_helper_names_its_caller(void **state)
 	assert_string_equal(c.first_caller, "calls_helper");
 	assert_int_equal(c.first_site.hot, 1);
 	vs_format_prefix(prefix, sizeof prefix, c.first_ns, c.first_tid, c.first_site.level,
-			 c.first_flag, c.first_caller, c.first_func);
+			 c.first_provider, c.first_flag, c.first_caller, c.first_func);
 	assert_non_null(strstr(prefix, " calls_helper>helper_with_caller: "));
 	free(c.msg);
 }
