@@ -35,7 +35,7 @@ static void emit(struct out *o, const char *s, size_t n)
 static void emitf(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void emitf(struct out *o, const char *fmt, ...)
 {
-	char tmp[512];
+	char tmp[2 * VS_TRACE_BYTES_MAX + 4 * VS_TRACE_STR_MAX + 64]; /* the longest conversion */
 	va_list ap;
 	va_start(ap, fmt);
 	int n = vsnprintf(tmp, sizeof tmp, fmt, ap);

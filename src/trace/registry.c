@@ -415,8 +415,19 @@ static void register_object(struct vs_object *obj)
 	char *path = object_path(obj, &base, &is_main);
 
 	read_spec();
-	if (!vs_rt.hdr && !reg.forked && vs_rt_file_create() < 0)
-		goto out;
+	if (!vs_rt.hdr && !reg.forked) {
+		int rc = vs_rt_file_create();
+		if (rc == -EEXIST)
+			fprintf(stderr,
+				"vioscope trace: %s: this process has another copy of the trace "
+				"runtime (linked statically into the program without exporting its "
+				"entry points): the sites of %s stay disabled; link every traced "
+				"object with libvioscope_trace.so, or link the program with "
+				"vioscope::trace-runtime-static, which exports them\n",
+				path ? path : "?", path ? path : "this object");
+		if (rc < 0)
+			goto out;
+	}
 	if (!ro || !path || plan_providers(obj, path, &op, &nop) < 0)
 		goto out;
 	ro->prov = calloc(nop ? nop : 1, sizeof *ro->prov);
@@ -482,8 +493,10 @@ static void register_object(struct vs_object *obj)
 	reg.objs[reg.nobjs++] = ro;
 	ro = NULL;
 	update_flavour();
-	if (is_main)
+	if (is_main) {
+		vs_rt_exit_hook_late();
 		check_spec();
+	}
 out:
 	if (ro) {
 		free(ro->prov);

@@ -17,7 +17,9 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/random.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 #if defined(__x86_64__) || defined(__i386__)
@@ -250,6 +252,20 @@ bool vs_rt_exiting(void)
 	return rt.exiting;
 }
 
+/* At exit, handlers run in the reverse order of their registration, and the one that
+ * runs the objects' destructors (ld.so's) is registered when main() is about to be
+ * called: a handler registered earlier, from a library's constructor, runs after the
+ * destructors, which would then record every object as unloaded.  Registered again
+ * once the program itself registers, it runs before them. */
+void vs_rt_exit_hook_late(void)
+{
+	static bool done;
+	if (rt.atexit_done && !done) {
+		atexit(on_exit_cleanup);
+		done = true;
+	}
+}
+
 static void thread_exit(void *arg)
 {
 	struct thread_ring *tr = arg;
@@ -278,12 +294,46 @@ static void open_print_file(void)
 
 static void child_after_fork(void);
 
+/* Kept in this copy of the runtime's memory; its value and address go into the file. */
+static uint64_t instance_token;
+
+/* Does the trace file of this pid belong to another copy of the runtime in this very
+ * process image (a program that links the runtime statically without exporting it,
+ * and a library that brings libvioscope_trace.so)?  That copy's token is in our own
+ * memory then.  A file left by an earlier image (before exec) or an earlier process
+ * with this pid is not: its token is not there.  Read with process_vm_readv, which
+ * fails instead of faulting on an address that is not mapped. */
+static bool other_runtime_here(void)
+{
+	struct vs_shm s;
+	char why[256], pid[32];
+	bool here = false;
+	snprintf(pid, sizeof pid, "%d", (int)getpid());
+	if (vs_shm_open(&s, pid, why, sizeof why) < 0)
+		return false;
+	if (s.snap.pid == (int32_t)getpid() && s.snap.owner_token &&
+	    s.snap.owner_addr != (uintptr_t)&instance_token) {
+		uint64_t v = 0;
+		struct iovec local = { &v, sizeof v };
+		struct iovec remote = { (void *)(uintptr_t)s.snap.owner_addr, sizeof v };
+		here = process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)sizeof v &&
+		       v == s.snap.owner_token;
+	}
+	vs_shm_close(&s);
+	return here;
+}
+
 int vs_rt_file_create(void)
 {
 	int rc;
 
 	if (vs_rt.hdr)
 		return 0;
+	if (other_runtime_here())
+		return -EEXIST;
+	while (!instance_token)
+		if (getrandom(&instance_token, sizeof instance_token, 0) != sizeof instance_token)
+			instance_token = vs__clock_ns() ^ (uint64_t)getpid() << 40;
 	unsigned nrings = rings_from_env();
 	uint64_t ring_size = ring_size_from_env();
 	uint64_t meta_cap = meta_from_env();
@@ -327,6 +377,8 @@ int vs_rt_file_create(void)
 	vs_rt.ring_data = (uint8_t *)h + data_off;
 	vs_rt.ring_count = nrings;
 	vs_rt.ring_size = ring_size;
+	h->owner_token = instance_token;
+	h->owner_addr = (uintptr_t)&instance_token;
 	h->mode = VS_MODE_FLIGHT;
 	const char *keep = getenv("VIOSCOPE_TRACE_KEEP");
 	h->keep = keep && *keep && strcmp(keep, "0") != 0;

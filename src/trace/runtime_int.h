@@ -42,6 +42,9 @@ extern struct vs_rt_file vs_rt VS__PRIVATE;
 VS__PRIVATE int vs_rt_file_create(void);
 /* The process has begun exit(): the file is marked and (unless kept) unlinked. */
 VS__PRIVATE bool vs_rt_exiting(void);
+/* The program itself has registered: make sure the exit handler runs before the
+ * objects' destructors. */
+VS__PRIVATE void vs_rt_exit_hook_late(void);
 
 /* registry.c: a forked child makes its own file at its first event: this re-creates
  * its providers' slots (with the settings it inherited) and the metadata there.

@@ -87,6 +87,9 @@ struct vs_shm_header {
 	uint64_t ring_size;          /* data bytes per ring, power of two */
 	uint64_t data_offset;        /* ring i's data at data_offset + i * ring_size */
 	uint64_t no_ring_drops;      /* events lost because every slot was taken */
+	uint64_t owner_token;        /* a random value the runtime that made the file keeps */
+	uint64_t owner_addr;         /* ... at this address: another copy of the runtime in the
+					same process image finds it there (registry.c) */
 };
 
 /* ---- metadata: what the loaded objects declared (docs/CAPTURE-FORMAT.md) ---------------

@@ -372,10 +372,33 @@ static void test_decode_filters_and_json(void **state)
 	unlink(cap);
 }
 
+/* Scenario: a capture of the first format (version 1: one metadata blob, sites named
+ * by address, no providers), made by an earlier vioscope, still decodes: text with
+ * the flag alone, --flag by name, JSON with an empty provider. */
+static void test_version1_capture_still_decodes(void **state)
+{
+	struct th_tmpdir *td = *state;
+	assert_int_equal(th_cli(td, "decode", V1_CAPTURE, NULL), 0);
+	char *out = th_read_file(td->out, NULL);
+	assert_non_null(out);
+	assert_non_null(strstr(out, " INFO  TEST           wl_kinds: str abc\n"));
+	assert_non_null(strstr(out, " WARN  CONFIG         wl_kinds: empty |\n"));
+	assert_non_null(strstr(out, " VERB  GENERAL        wl_kinds: --> enter\n"));
+	free(out);
+	assert_int_equal(th_cli(td, "decode", V1_CAPTURE, "--flag", "config", NULL), 0);
+	out = th_read_file(td->out, NULL);
+	assert_non_null(strstr(out, "wl_kinds: empty |\n"));
+	assert_null(strstr(out, "str abc"));
+	free(out);
+	assert_int_equal(th_cli(td, "decode", V1_CAPTURE, "--json", NULL), 0);
+	assert_true(th_file_contains(td->out, "\"provider\":\"\",\"flag\":\"TEST\""));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		TMPDIR_TEST(test_exit_leaves_nothing_behind),
+		TMPDIR_TEST(test_version1_capture_still_decodes),
 		TMPDIR_TEST(test_keep_leaves_the_file_for_a_dump),
 		TMPDIR_TEST(test_list_shows_live_process),
 		TMPDIR_TEST(test_clean_keeps_live_process_files),
