@@ -171,8 +171,17 @@ static int trace_show(int argc, char **argv)
 		return 1;
 	}
 	const struct vs_meta *m = &s.meta;
+	uint32_t mode = __atomic_load_n(&s.hdr->mode, __ATOMIC_ACQUIRE);
+	int32_t recorder = __atomic_load_n(&s.hdr->recorder_pid, __ATOMIC_RELAXED);
 	printf("pid %d: ", s.snap.pid);
 	vs_fputs_text(s.snap.exe, stdout);
+	bool alive = vs_shm_owner_alive(&s) && !__atomic_load_n(&s.hdr->exited, __ATOMIC_RELAXED);
+	if (!alive)
+		printf("\nnot running");
+	else if (mode == VS_MODE_STREAM)
+		printf("\nrecording: by pid %d", (int)recorder);
+	else
+		printf("\nflight recorder (nobody records)");
 	printf("\nobjects (%u):\n", m->nobjects);
 	for (uint32_t i = 0; i < m->nobjects; i++) {
 		const struct vs_meta_object *o = &m->objects[i];
