@@ -12,8 +12,8 @@
  * used nor disturbed.  The daemon is stopped by its pid.
  *
  * The session writes into the scratch directory through a discard channel of 8 x 4 MiB
- * sub-buffers (as in the measurements of /work/shared/docs/FACTS.md); the measured cost
- * is the producer's, as for our rings.
+ * sub-buffers (as LTTng's earlier figures in docs/PERFORMANCE.md were measured); the
+ * measured cost is the producer's, as for our rings.
  */
 #define _GNU_SOURCE
 #include <errno.h>
