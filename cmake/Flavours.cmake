@@ -5,7 +5,12 @@
 #   VS_TRACE_TIER  0 = off, 1 = cold path only (default), 2 = all paths
 #   VS_TRACE_PRINT 0 = binary events into rings, 1 = formatted text, synchronously
 # A program picks its flavour with one option: the library target it links,
-# e.g. vioscope::trace-all or vioscope::trace-cold-print.
+# e.g. vioscope::trace-all or vioscope::trace-cold-print.  The flavour only changes
+# what call sites compile to: every flavour links the same runtime, and objects (or
+# translation units) of different flavours can be mixed in one program.
+#
+# vioscope's own libraries are providers named after their layer (vs_scsi: scsi);
+# its executables are the provider `vioscope`.
 
 set(VIOSCOPE_FLAVOURS off cold all cold-print all-print)
 
@@ -44,15 +49,18 @@ endfunction()
 # vioscope_add_flavoured_library(NAME SOURCES... [LINK libs-without-flavour...] [PUBLIC_LINK external...])
 # Creates NAME-off, NAME-cold, NAME-all, NAME-cold-print, NAME-all-print static libraries.
 # Libraries named under LINK are themselves flavoured: NAME-<flavour> links LIB-<flavour>.
+# The trace provider is NAME without its "vs_" prefix.
 function(vioscope_add_flavoured_library name)
   cmake_parse_arguments(ARG "" "" "SOURCES;LINK;PUBLIC_LINK" ${ARGN})
+  string(REGEX REPLACE "^vs_" "" provider ${name})
   foreach(flavour ${VIOSCOPE_FLAVOURS})
     set(t ${name}-${flavour})
     add_library(${t} STATIC ${ARG_SOURCES})
     # Users see the public headers only; src/ (the layers' own interfaces) is private.
     target_include_directories(${t} PUBLIC ${PROJECT_SOURCE_DIR}/include
       PRIVATE ${PROJECT_SOURCE_DIR}/src)
-    target_link_libraries(${t} PUBLIC vioscope_trace-${flavour})
+    target_compile_definitions(${t} PRIVATE VS_TRACE_PROVIDER=${provider})
+    target_link_libraries(${t} PUBLIC vioscope_trace-${flavour}-static)
     foreach(dep ${ARG_LINK})
       target_link_libraries(${t} PUBLIC ${dep}-${flavour})
     endforeach()
@@ -71,7 +79,8 @@ function(vioscope_add_flavoured_executable name)
     set(t ${name}${suffix})
     add_executable(${t} ${ARG_SOURCES})
     target_include_directories(${t} PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR})
-    target_link_libraries(${t} PRIVATE vioscope_trace-${flavour})
+    target_compile_definitions(${t} PRIVATE VS_TRACE_PROVIDER=${name})
+    target_link_libraries(${t} PRIVATE vioscope_trace-${flavour}-static)
     foreach(dep ${ARG_LINK})
       target_link_libraries(${t} PRIVATE ${dep}-${flavour})
     endforeach()

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it:
-#   1. gcc build, warnings are errors, all tests (unit, integration, guest)
+#   1. gcc build, warnings are errors, all tests (unit, integration, guest); the install
+#      and examples/ built against it out of tree, run, recorded and decoded
 #   2. clang build, warnings are errors
 #   3. AddressSanitizer + UndefinedBehaviorSanitizer build (clang), all tests but the guest test
 #   4. ThreadSanitizer build (clang) of the hostile-guest race test only
@@ -24,6 +25,8 @@ scripts/check-layers.sh
 
 step "gcc build (-Werror)"
 CC=gcc scripts/build.sh build -DVIOSCOPE_WERROR=ON
+step "install, and examples/ built out of tree against it (CMake, pkg-config)"
+scripts/test-examples.sh build
 step "tests (gcc)"
 if ((quick)); then
 	(cd build && ctest --output-on-failure -j2 -LE guest)

@@ -55,7 +55,7 @@ static void *worker(void *arg)
 	pthread_setname_np(pthread_self(), name);
 	VS_INFO(INIT, "worker %u starting, %d requests", id, REQUESTS);
 	for (unsigned i = 0; i < REQUESTS; i++) {
-		VS_ENTER_TAG_HP(IO, i);
+		VS_VERBOSE_HP(IO, "tag %u: start", i);
 		r.tag = i;
 		r.len = 64 + (i * 37) % 448;
 		memset(r.data, (int)(i & 0xff), r.len);
@@ -63,7 +63,7 @@ static void *worker(void *arg)
 		if (i % 5000 == 4999)
 			VS_WARNING(IO, "worker %u: request %u took the slow path (len %u)", id, i,
 				   r.len);
-		VS_EXIT_TAG_RC_HP(IO, i, 0);
+		VS_VERBOSE_HP(IO, "tag %u: done", i);
 	}
 	VS_INFO(INIT, "worker %u done, total checksum %#x", id, total);
 	return NULL;
@@ -220,7 +220,7 @@ static int cmd_demo(int argc, char **argv)
 	if (!trace_only)
 		return demo_storage(dir, out);
 	printf("vioscope demo: %d worker threads x %d requests, each request traced on the hot "
-	       "path (VS_VERBOSE_HP, VS_ENTER/EXIT_HP)\nand the cold path (VS_INFO, VS_WARNING). "
+	       "path (VS_VERBOSE_HP)\nand the cold path (VS_INFO, VS_WARNING). "
 	       "Recorded with `vioscope trace record`, decoded with `vioscope trace decode`.\n",
 	       WORKERS, REQUESTS);
 	static const char *const flavours[][2] = { { "cold", "vioscope" }, { "all", "vioscope-all" } };

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* `vioscope trace ...`: the tools side of tracing. */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
@@ -33,8 +34,11 @@ static void trace_usage(FILE *f)
 {
 	fputs("usage: vioscope trace SUBCOMMAND\n"
 	      "  list                         traced processes (live and dead) and their settings\n"
+	      "  show PID                     its objects (executable, libraries, modules) and\n"
+	      "                               providers: flags, level, what is on\n"
 	      "  enable PID SPEC              set level and flags live, SPEC = LEVEL[:FLAG,...]\n"
-	      "                               e.g. verbose:io,queue   info:all   off\n"
+	      "                               FLAG = provider.flag, provider.all, a flag of every\n"
+	      "                               provider, or all; e.g. verbose:scsi.io,queue  info:all\n"
 	      "  record PID -o FILE [--duration S] [--enable SPEC]\n"
 	      "                               stream events to FILE until PID exits, S seconds\n"
 	      "                               pass, or Ctrl-C\n"
@@ -46,6 +50,62 @@ static void trace_usage(FILE *f)
 	      "                               --chrome: trace-event JSON for ui.perfetto.dev\n"
 	      "  clean [--dry-run]            remove trace files of dead processes\n",
 	      f);
+}
+
+/* A provider's settings, read live from its slot. */
+static void provider_setting(const struct vs_shm *s, uint32_t i, uint32_t *level, uint32_t *mask)
+{
+	const struct vs_shm_provider *p = vs_shm_provider(s, s->meta.providers[i].slot);
+	*level = p ? __atomic_load_n(&p->level, __ATOMIC_RELAXED) : 0;
+	*mask = p ? __atomic_load_n(&p->mask, __ATOMIC_RELAXED) : 0;
+}
+
+/* One provider's enabled flags: "all", "-" or "io,queue". */
+static void flags_text(const struct vs_meta_provider *p, uint32_t mask, char *out, size_t len)
+{
+	uint32_t all = p->nflags >= 32 ? 0xffffffffu : (1u << p->nflags) - 1;
+	size_t n = 0;
+	out[0] = '\0';
+	if ((mask & all) == all) {
+		snprintf(out, len, "all");
+		return;
+	}
+	for (uint32_t f = 0; f < p->nflags && n < len; f++)
+		if (mask & (1u << f))
+			n += (size_t)snprintf(out + n, len - n, "%s%s", n ? "," : "",
+					      p->flags[f] ? p->flags[f] : "?");
+	if (!n)
+		snprintf(out, len, "-");
+	for (char *c = out; *c; c++)
+		*c = (char)tolower((unsigned char)*c);
+}
+
+/* The settings of every provider in one line: the level they share (or "mixed"), and
+ * "all" or provider.flag,... */
+static void settings_summary(const struct vs_shm *s, char *level, size_t llen, char *flags,
+			     size_t flen)
+{
+	const struct vs_meta *m = &s->meta;
+	uint32_t lv0 = 0, n = 0;
+	bool same = true, everything = true;
+	flags[0] = '\0';
+	for (uint32_t i = 0; i < m->nproviders; i++) {
+		uint32_t lv, mask;
+		char one[512];
+		provider_setting(s, i, &lv, &mask);
+		same &= i == 0 || lv == lv0;
+		lv0 = i == 0 ? lv : lv0;
+		flags_text(&m->providers[i], mask, one, sizeof one);
+		everything &= !strcmp(one, "all");
+		if (strcmp(one, "-") != 0 && n < flen)
+			n += (size_t)snprintf(flags + n, flen - n, "%s%s.%s", n ? "," : "",
+					      m->providers[i].name, one);
+	}
+	snprintf(level, llen, "%s", !m->nproviders ? "-" : same ? vs_level_name(lv0) : "mixed");
+	if (everything || !m->nproviders)
+		snprintf(flags, flen, "%s", m->nproviders ? "all" : "-");
+	else if (!n)
+		snprintf(flags, flen, "-");
 }
 
 static int trace_list(int argc, char **argv)
@@ -76,23 +136,10 @@ static int trace_list(int argc, char **argv)
 			continue;
 		}
 		/* From the snapshot vs_shm_open took, and escaped: the file is not ours to
-		 * trust, and exe or flavour could carry terminal escapes. */
-		uint32_t mask = __atomic_load_n(&s.hdr->flags, __ATOMIC_RELAXED);
-		uint32_t level = __atomic_load_n(&s.hdr->level, __ATOMIC_RELAXED);
-		char flags[256] = "", flavour[sizeof s.snap.flavour * 4],
-		     exe[sizeof s.snap.exe * 4];
-		if (mask == 0xffffffffu) {
-			strcpy(flags, "all");
-		} else {
-			for (int i = 0; i < 32; i++) {
-				if (!(mask & (1u << i)))
-					continue;
-				size_t n = strlen(flags);
-				snprintf(flags + n, sizeof flags - n, "%s%s", n ? "," : "",
-					 s.meta.flag_names[i] ? s.meta.flag_names[i] : "?");
-			}
-		}
-		char flags_shown[sizeof flags * 4];
+		 * trust, and exe, flavour or names could carry terminal escapes. */
+		char level[16], flags[256], flags_shown[sizeof flags * 4],
+		    flavour[sizeof s.snap.flavour * 4], exe[sizeof s.snap.exe * 4];
+		settings_summary(&s, level, sizeof level, flags, sizeof flags);
 		vs_escape_text(flags_shown, sizeof flags_shown, flags);
 		vs_escape_text(flavour, sizeof flavour, s.snap.flavour);
 		vs_escape_text(exe, sizeof exe, s.snap.exe);
@@ -103,10 +150,68 @@ static int trace_list(int argc, char **argv)
 		bool alive =
 		    vs_shm_owner_alive(&s) && !__atomic_load_n(&s.hdr->exited, __ATOMIC_RELAXED);
 		printf("%-8d %-5s %-10s %-8s %-24s %-7u %s\n", s.snap.pid, alive ? "live" : "dead",
-		       flavour, vs_level_name(level), flags_shown, threads, exe);
+		       flavour, level, flags_shown, threads, exe);
 		vs_shm_close(&s);
 	}
 	closedir(d);
+	return 0;
+}
+
+/* What a process has loaded: its objects, its providers and their settings. */
+static int trace_show(int argc, char **argv)
+{
+	char why[512];
+	struct vs_shm s;
+	if (argc != 2) {
+		fprintf(stderr, "vioscope trace show: usage: show PID|SHMFILE\n");
+		return 2;
+	}
+	if (vs_shm_open(&s, argv[1], why, sizeof why) < 0) {
+		trace_error("show", why);
+		return 1;
+	}
+	const struct vs_meta *m = &s.meta;
+	uint32_t mode = __atomic_load_n(&s.hdr->mode, __ATOMIC_ACQUIRE);
+	int32_t recorder = __atomic_load_n(&s.hdr->recorder_pid, __ATOMIC_RELAXED);
+	printf("pid %d: ", s.snap.pid);
+	vs_fputs_text(s.snap.exe, stdout);
+	bool alive = vs_shm_owner_alive(&s) && !__atomic_load_n(&s.hdr->exited, __ATOMIC_RELAXED);
+	if (!alive)
+		printf("\nnot running");
+	else if (mode == VS_MODE_STREAM)
+		printf("\nrecording: by pid %d", (int)recorder);
+	else
+		printf("\nflight recorder (nobody records)");
+	printf("\nobjects (%u):\n", m->nobjects);
+	for (uint32_t i = 0; i < m->nobjects; i++) {
+		const struct vs_meta_object *o = &m->objects[i];
+		printf("  %-4u %-12s %5u sites  ", i, o->flavour[0] ? o->flavour : "-", o->nsites);
+		vs_fputs_text(o->path, stdout);
+		printf("%s\n", o->unloaded ? "  (unloaded)" : "");
+	}
+	printf("providers (%u):\n", m->nproviders);
+	for (uint32_t i = 0; i < m->nproviders; i++) {
+		const struct vs_meta_provider *p = &m->providers[i];
+		uint32_t lv, mask;
+		char on[512], all[1024];
+		provider_setting(&s, i, &lv, &mask);
+		flags_text(p, mask, on, sizeof on);
+		size_t n = 0;
+		for (uint32_t f = 0; f < p->nflags && n < sizeof all; f++)
+			n += (size_t)snprintf(all + n, sizeof all - n, "%s%s", n ? " " : "",
+					      p->flags[f] ? p->flags[f] : "?");
+		printf("  ");
+		vs_fputs_text(p->name, stdout);
+		printf("%*s %-8s on: ", strlen(p->name) < 12 ? (int)(12 - strlen(p->name)) : 0, "",
+		       vs_level_name(lv));
+		vs_fputs_text(on, stdout);
+		printf("  flags: ");
+		for (char *c = all; *c; c++)
+			*c = (char)tolower((unsigned char)*c);
+		vs_fputs_text(all, stdout);
+		putchar('\n');
+	}
+	vs_shm_close(&s);
 	return 0;
 }
 
@@ -261,7 +366,6 @@ static int trace_decode(int argc, char **argv)
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "jl:f:t:h", opts, NULL)) != -1) {
 		char why[256];
-		uint32_t mask;
 		uint64_t v;
 		switch (c) {
 		case 'j':
@@ -271,7 +375,7 @@ static int trace_decode(int argc, char **argv)
 			o.chrome = true;
 			break;
 		case 'l':
-			if (vs_spec_parse(optarg, NULL, &o.max_level, &mask, why, sizeof why) < 0 ||
+			if (vs_spec_eval(optarg, NULL, 0, true, &o.max_level, NULL, why, sizeof why) < 0 ||
 			    o.max_level == 0) {
 				fprintf(stderr, "vioscope trace decode: --level %s: %s\n", optarg,
 					o.max_level == 0 ? "level must not be off" : why);
@@ -329,6 +433,8 @@ static int cmd_trace(int argc, char **argv)
 		return trace_list(argc, argv);
 	if (!strcmp(sub, "enable"))
 		return trace_enable(argc, argv);
+	if (!strcmp(sub, "show"))
+		return trace_show(argc, argv);
 	if (!strcmp(sub, "record"))
 		return trace_record_or_dump(argc, argv, true);
 	if (!strcmp(sub, "dump"))
@@ -346,4 +452,5 @@ static int cmd_trace(int argc, char **argv)
 	return 2;
 }
 
-VS_CLI_COMMAND(trace, 1, "trace", cmd_trace, "list, enable, record, dump, decode and clean traces");
+VS_CLI_COMMAND(trace, 1, "trace", cmd_trace,
+	       "list, show, enable, record, dump, decode and clean traces");

@@ -6,8 +6,8 @@
 #   kinds-cold   one event of each argument kind, a cut string (cold flavour)
 #   kinds-all    the same with hot-path sites and an inline helper's caller (all)
 #   flight-2t    two threads, 4 KiB rings overwritten: LOSS counts, merged streams
-# and the trace files themselves (2 rings of 4 KiB), for the shm_open target, in
-# corpus_shm_open/:
+# and the trace files themselves (2 rings of 4 KiB, 4 KiB of metadata area), for the
+# shm_open target, in corpus_shm_open/:
 #   shm-kinds-cold, shm-kinds-all   the files the captures above were dumped from
 #   shm-wrapped                     a ring written over several times (flight mode)
 set -eu
@@ -32,9 +32,11 @@ capture() { # NAME FLAVOUR ARGS...
 	rm -f "$dir/vioscope-trace-$pid"
 }
 mkdir -p "$out" "$shm_out"
-export VIOSCOPE_TRACE_THREADS=2
+export VIOSCOPE_TRACE_THREADS=2 VIOSCOPE_TRACE_META=4096
 VIOSCOPE_TRACE_RING=4096 capture kinds-cold cold kinds
 VIOSCOPE_TRACE_RING=4096 capture kinds-all all kinds
 VIOSCOPE_TRACE_RING=4096 capture flight-2t cold seq -n 150 -t 2
 mv "$shm_out/shm-flight-2t" "$shm_out/shm-wrapped"
 ls -l "$out" "$shm_out"
+# v1-* in corpus_capture_decode/ are captures of the first format (before providers),
+# made by an earlier vioscope: the decoder still reads them.  Not regenerated.

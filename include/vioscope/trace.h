@@ -6,10 +6,11 @@
  *
  *     VS_INFO(INIT, "negotiated features %#llx", (unsigned long long)features);
  *     VS_VERBOSE_HP(IO, "req %u lba %llu", tag, (unsigned long long)lba);
- *     VS_ENTER_HP(IO); ... VS_EXIT_RC_HP(IO, rc);
+ *     VS_INFO(NET, "key %s", VS_BYTES(key, 16));      (bytes: shown as hex)
  *
- * What a site compiles to is decided per build by two definitions (set by the
- * CMake target you link: vioscope::trace-off, -cold, -all, -cold-print, -all-print):
+ * What a site compiles to is decided per translation unit by two definitions (set by
+ * the CMake target you link, vioscope::trace-off, -cold, -all, -cold-print, -all-print,
+ * or the pkg-config file of that name):
  *
  *     VS_TRACE_TIER   0 off: no code, no strings, no metadata
  *                     1 cold (default): plain sites compiled in, _HP sites compiled out
@@ -17,24 +18,35 @@
  *     VS_TRACE_PRINT  0 binary (default): events into per-thread rings, decoded offline
  *                     1 print: formatted synchronously to stderr or $VIOSCOPE_TRACE_FILE
  *
- * A compiled-in site that is disabled at run time costs one load and one
- * predictable branch.  Enabled, a binary site stores a timestamp, its static
- * site id and the raw argument bytes; the format string stays in the site's
- * metadata and is only used by the decoder.
+ * The flavour belongs to the call sites only: every flavour links the same runtime
+ * and no function signature or structure depends on it, so the objects of a program
+ * (its executable, its shared libraries, the modules it dlopen()s) may each have their
+ * own.  Each object registers its sites with the runtime when it is loaded and
+ * deregisters them when it is unloaded.
  *
- * Flags are named bits, declared once in an X-macro list.  A program can
- * declare its own list before including this header:
+ * A disabled site costs one load, one test and one predictable branch.  Enabled, a
+ * binary site stores a timestamp, its site id and the raw argument bytes; the format
+ * string stays in the site's metadata and is only used by the decoder.
  *
- *     #define VS_TRACE_FLAGS(X) X(PARSE) X(NET) X(DB)
+ * Providers and flags: every library or program is a provider with its own named
+ * flags (at most 32), declared before the first include, usually by the build:
+ *
+ *     #define VS_TRACE_PROVIDER myapp                  (default: app)
+ *     #define VS_TRACE_FLAGS(X) X(PARSE) X(NET) X(DB)  (default: vioscope's own list)
  *     #include <vioscope/trace.h>
  *
- * Inline helpers can name their caller (decoded as "caller>callee"):
+ * The tools address flags as provider.flag (`vioscope trace enable PID
+ * verbose:myapp.net,scsi.io`); providers with the same flag names coexist.
+ *
+ * Static (inline) helpers can name their caller (decoded as "caller>callee"):
  *
  *     static inline void ring_push(struct ring *r, int v VS_CALLER_PARAM)
  *     { VS_VERBOSE_HP(QUEUE, "push %d", v); }
  *     ...  ring_push(r, 5 VS_CALLER_ARG);
  *
- * Both macros expand to nothing unless hot-path sites are compiled in.
+ * Both macros expand to nothing unless hot-path sites are compiled in, so they are
+ * for static functions only: on an extern function they would make its signature
+ * depend on the flavour.
  */
 #ifndef VIOSCOPE_TRACE_H
 #define VIOSCOPE_TRACE_H
@@ -42,6 +54,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#if defined(__x86_64__) && defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #ifndef VS_TRACE_TIER
 #define VS_TRACE_TIER 1
@@ -49,10 +64,24 @@
 #ifndef VS_TRACE_PRINT
 #define VS_TRACE_PRINT 0
 #endif
+#ifndef VS_TRACE_PROVIDER
+#define VS_TRACE_PROVIDER app
+#endif
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+#define VS__CAT_(a, b) a##b
+#define VS__CAT(a, b)  VS__CAT_(a, b)
+#define VS__STR_(x)    #x
+#define VS__STR(x)     VS__STR_(x)
+/* The runtime's entry points: exported from libvioscope_trace.so, whatever the
+ * visibility a traced object is built with. */
+#define VS__API __attribute__((visibility("default")))
+/* One per object (executable, shared library): every translation unit of an object
+ * refers to the same one, and each object has its own. */
+#define VS__OBJECT_LOCAL __attribute__((visibility("hidden")))
 
 /* ---- levels (WPP's TRACE_LEVEL_* numbering) ------------------------------------- */
 #define VS_LEVEL_CRITICAL 1
@@ -62,9 +91,9 @@ extern "C" {
 #define VS_LEVEL_VERBOSE  5
 #define VS_LEVEL_MAX      5
 
-/* ---- flags ------------------------------------------------------------------------ */
+/* ---- flags of this translation unit's provider ----------------------------------- */
 #ifndef VS_TRACE_FLAGS
-/* vioscope's own areas; a program may define its own list instead (at most 32). */
+/* vioscope's own areas; a provider may declare its own list instead (at most 32). */
 #define VS_TRACE_FLAGS(X)                                                                          \
 	X(GENERAL) X(INIT) X(FEATURES) X(CONFIG) X(QUEUE) X(IO) X(TMF) X(EVENT) X(MEMORY)          \
 	X(NOTIFY) X(VHOST) X(SCSI) X(BACKEND) X(ENTRY) X(BENCH) X(TEST)
@@ -73,44 +102,77 @@ extern "C" {
 #define VS__FLAG_ENUM(name) VS_FLAG_##name,
 enum vs_trace_flag { VS_TRACE_FLAGS(VS__FLAG_ENUM) VS__FLAG_COUNT };
 #undef VS__FLAG_ENUM
-_Static_assert(VS__FLAG_COUNT <= 32, "at most 32 trace flags");
+_Static_assert(VS__FLAG_COUNT >= 1 && VS__FLAG_COUNT <= 32, "1 to 32 trace flags");
 
 /* ---- argument types recorded in site metadata (also the capture file format) ---- */
 enum vs_arg_type {
 	VS_ARG_NONE = 0,
-	VS_ARG_I32 = 1,  /* char, short, int (promoted as in varargs) */
-	VS_ARG_U32 = 2,  /* unsigned char/short/int, _Bool, most enums */
-	VS_ARG_I64 = 3,  /* long, long long */
-	VS_ARG_U64 = 4,  /* unsigned long, unsigned long long */
-	VS_ARG_F64 = 5,  /* float, double */
-	VS_ARG_PTR = 6,  /* any other pointer: the value only */
-	VS_ARG_STR = 7,  /* char *: copied, up to VS_TRACE_STR_MAX bytes */
-	VS_ARG_LDBL = 8, /* long double: recorded as a double */
+	VS_ARG_I32 = 1,   /* char, short, int (promoted as in varargs) */
+	VS_ARG_U32 = 2,   /* unsigned char/short/int, _Bool, most enums */
+	VS_ARG_I64 = 3,   /* long, long long */
+	VS_ARG_U64 = 4,   /* unsigned long, unsigned long long */
+	VS_ARG_F64 = 5,   /* float, double */
+	VS_ARG_PTR = 6,   /* any other pointer: the value only */
+	VS_ARG_STR = 7,   /* char *: copied, up to VS_TRACE_STR_MAX bytes */
+	VS_ARG_LDBL = 8,  /* long double: recorded as a double */
+	VS_ARG_BYTES = 9, /* VS_BYTES(ptr, len): copied, up to VS_TRACE_BYTES_MAX bytes */
 };
 
-#define VS_TRACE_MAX_ARGS 16
-#define VS_TRACE_STR_MAX  128 /* longer strings are cut and marked as cut */
-#define VS_TRACE_STR_CUT  0x8000u
-#define VS_TRACE_STR_NULL 0xffffu /* length field of a NULL char * */
+#define VS_TRACE_MAX_ARGS  16
+#define VS_TRACE_STR_MAX   128 /* longer strings are cut and marked as cut */
+#define VS_TRACE_BYTES_MAX 256 /* longer byte arrays too */
+#define VS_TRACE_STR_CUT   0x8000u
+#define VS_TRACE_STR_NULL  0xffffu /* length field of a NULL char * or VS_BYTES(NULL, n) */
 
-/* Static description of one call site.  Lives in the "vs_trace_sites" section so
- * the runtime can enumerate every site without registration; its index in that
- * section is the site id recorded with each event. */
+/* A byte-array argument: VS_BYTES(ptr, len), printed with %s (as hex in text). */
+struct vs_bytes {
+	const void *ptr;
+	size_t len;
+};
+#define VS_BYTES(ptr, len) ((struct vs_bytes){ (ptr), (len) })
+
+/* ---- what an object carries: sites, callers, translation units -------------------- */
+
+/* Control words of one provider (they live in the process's shared-memory file, so
+ * the tools change them live).  A site is on iff enabled[site.level] has the site's
+ * flag bit. */
+struct vs_trace_control {
+	uint32_t enabled[6]; /* [level]: flags enabled at that level (index 0 unused) */
+	uint32_t clock;      /* 0: timestamps are TSC ticks, 1: CLOCK_MONOTONIC ns */
+	uint32_t reserved;
+};
+
+/* A provider as one object sees it: defined (weak, object-local) by every translation
+ * unit of that provider, so each object has exactly one per provider.  Until the
+ * object is registered, ctl points at zeros: every site is off. */
+struct vs_provider {
+	const struct vs_trace_control *ctl; /* first: the word sites load */
+	const char *name;
+	uint32_t slot; /* runtime: its control words in the file */
+	uint32_t state;
+};
+
+/* Static description of one call site, in the object's "vs_trace_sites" section.  The
+ * runtime gives each site a process-wide id when its object is registered; events
+ * carry that id. */
 struct vs_site {
+	uint32_t id; /* 0 until registered */
+	uint32_t line;
 	const char *file;
 	const char *func;
 	const char *fmt;
-	const char *flag_name;
-	uint32_t line;
+	struct vs_provider *provider;
 	uint8_t level;
 	uint8_t flag;
 	uint8_t hot; /* 1 for _HP sites */
 	uint8_t nargs;
+	uint8_t print; /* 1 for print-flavour sites */
+	uint8_t pad[3];
 	uint8_t types[VS_TRACE_MAX_ARGS];
 } __attribute__((aligned(64)));
 _Static_assert(sizeof(struct vs_site) == 64, "site metadata is one cache line");
 
-/* The caller of an inline helper (VS_CALLER_ARG), in section "vs_trace_callers". */
+/* The caller of a static helper (VS_CALLER_ARG), in section "vs_trace_callers". */
 struct vs_caller {
 	const char *func;
 	const char *file;
@@ -119,22 +181,30 @@ struct vs_caller {
 } __attribute__((aligned(32)));
 _Static_assert(sizeof(struct vs_caller) == 32, "caller entry is 32 bytes");
 
-/* A flag name, emitted by every translation unit into "vs_trace_flagnames" so the
- * tools know all names, including those of flags with no sites. */
-struct vs_flag_name {
-	const char *name;
-	uint32_t bit;
-	uint32_t pad;
-} __attribute__((aligned(16)));
+/* One per translation unit that can emit events, in section "vs_trace_units": its
+ * provider, flag names and flavour, so the runtime knows every provider and flag of
+ * an object (including flags with no sites) and notices two lists that disagree. */
+struct vs_unit {
+	struct vs_provider *provider;
+	const char *file;  /* the translation unit */
+	const char *flags; /* flag names in bit order, each followed by a space */
+	uint8_t tier, print;
+	uint16_t pad;
+	uint32_t pad2;
+} __attribute__((aligned(32)));
+_Static_assert(sizeof(struct vs_unit) == 32, "unit entry is 32 bytes");
+
+/* One per object: its sections, registered by the first of its translation units'
+ * constructors and deregistered by the last destructor (at dlclose or exit). */
+struct vs_object {
+	struct vs_site *sites, *sites_end;
+	const struct vs_caller *callers, *callers_end;
+	const struct vs_unit *units, *units_end;
+	uint32_t refs; /* runtime: constructors that registered it */
+	uint32_t index; /* runtime: its record */
+};
 
 /* ---- runtime state the inline fast path touches ------------------------------------ */
-
-/* Control block (lives in the per-process shared-memory file).  enabled[level]
- * holds the flag mask enabled at that level: a site is on iff
- * enabled[site.level] has the site's flag bit.  The tool rewrites it live. */
-struct vs_trace_control {
-	uint32_t enabled[8];
-};
 
 /* Producer-private view of this thread's ring.  fast_end is the first stream
  * position the fast path may not reach: min(tail + size, next wrap), or 0 to force
@@ -151,24 +221,24 @@ struct vs_ring_writer {
 /* Event record header; records are 8-byte aligned in the ring and the capture. */
 struct vs_event_header {
 	uint64_t ts;     /* TSC, or CLOCK_MONOTONIC ns where there is no usable TSC */
-	uint32_t site;   /* low 32 bits of the site's address (64-aligned), or VS_EVENT_* */
+	uint32_t site;   /* the site's id, or VS_EVENT_* */
 	uint16_t size;   /* whole record in bytes, multiple of 8 */
-	uint16_t caller; /* caller id + 1, or 0 */
+	uint16_t caller; /* index + 1 in the site's object's callers, or 0 */
 };
 #define VS_EVENT_DROPS 0xffffffffu /* payload: u64 number of events dropped here */
 
-#define VS__HIDDEN __attribute__((visibility("hidden")))
-extern struct vs_trace_control *vs__ctl VS__HIDDEN;
-extern __thread struct vs_ring_writer *vs__tls_writer VS__HIDDEN
+/* One per thread for the whole process (initial-exec: one instruction to reach it). */
+extern __thread struct vs_ring_writer *vs__tls_writer VS__API
 	__attribute__((tls_model("initial-exec")));
-extern int vs__ts_is_tsc VS__HIDDEN;
-extern const struct vs_caller __start_vs_trace_callers[] VS__HIDDEN;
 
 /* Never NULL: when the event can't be kept (dropped, no ring) it returns scratch
  * space and switches the thread to a writer whose commit goes nowhere. */
-uint8_t *vs__reserve_slow(struct vs_ring_writer *w, uint32_t len);
-void vs__print(const struct vs_site *site, const struct vs_caller *caller, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+VS__API uint8_t *vs__reserve_slow(struct vs_ring_writer *w, uint32_t len);
+VS__API void vs__print(const struct vs_site *site, const struct vs_caller *caller, const char *fmt,
+		       ...) __attribute__((format(printf, 3, 4)));
+VS__API uint64_t vs__clock_ns(void);
+VS__API void vs__object_register(struct vs_object *obj);
+VS__API void vs__object_unregister(struct vs_object *obj);
 
 /* A never-called function with printf's format attribute, so -Wformat checks every
  * site in every flavour, including sites that are compiled out. */
@@ -190,11 +260,12 @@ static inline uint64_t vs__rdtsc(void)
 #else
 static inline uint64_t vs__rdtsc(void) { return 0; }
 #endif
-uint64_t vs__clock_ns(void);
 
-static inline uint64_t vs__now(void)
+/* The clock word sits beside the enable bits the site has just tested: no extra load
+ * of a global, in an executable or a shared library alike. */
+static inline __attribute__((always_inline)) uint64_t vs__now(const struct vs_trace_control *c)
 {
-	return __builtin_expect(vs__ts_is_tsc, 1) ? vs__rdtsc() : vs__clock_ns();
+	return __builtin_expect(c->clock == 0, 1) ? vs__rdtsc() : vs__clock_ns();
 }
 
 /* ---- argument packing (binary backend) ---------------------------------------------- */
@@ -205,30 +276,94 @@ static inline uint64_t vs__now(void)
 		int: VS_ARG_I32, unsigned int: VS_ARG_U32, long: VS_ARG_I64,                       \
 		unsigned long: VS_ARG_U64, long long: VS_ARG_I64, unsigned long long: VS_ARG_U64,  \
 		float: VS_ARG_F64, double: VS_ARG_F64, long double: VS_ARG_LDBL,                   \
-		char *: VS_ARG_STR, const char *: VS_ARG_STR, default: VS_ARG_PTR)
+		char *: VS_ARG_STR, const char *: VS_ARG_STR, struct vs_bytes: VS_ARG_BYTES,       \
+		default: VS_ARG_PTR)
 
-/* Bytes an argument takes in a record, strings excluded (they add 2 + length). */
+/* Bytes an argument takes in a record, without the bytes of a string or byte array
+ * (those add their clipped length). */
 #define VS__ARG_FIXED_SIZE(x)                                                                      \
 	_Generic((x),                                                                              \
 		_Bool: 4, char: 4, signed char: 4, unsigned char: 4, short: 4, unsigned short: 4,  \
 		int: 4, unsigned int: 4, float: 8, double: 8, long double: 8, char *: 2,           \
-		const char *: 2, default: 8)
+		const char *: 2, struct vs_bytes: 2, default: 8)
 
-/* Length of a string argument, up to VS_TRACE_STR_MAX + 1 (one more means "cut"). */
+#define VS__AS_STR(x)   _Generic((x), char *: (x), const char *: (x), default: (const char *)0)
+#define VS__AS_BYTES(x) _Generic((x), struct vs_bytes: (x), default: (struct vs_bytes){ 0, 0 })
+
+/* Hides where a pointer comes from: the compiler then neither warns that a bound is
+ * larger than the object it knows (a short array, a literal) nor tries to prove the
+ * copy below stays inside it.  Costs no instruction. */
+static inline __attribute__((always_inline)) const void *vs__opaque(const void *p)
+{
+	__asm__("" : "+r"(p));
+	return p;
+}
+/* Length of a string argument, up to VS_TRACE_STR_MAX + 1 (one more means "cut").
+ * The first two aligned 16-byte blocks are scanned inline, as the C library's strnlen
+ * scans: an aligned load never crosses into the next page, so it cannot fault past the
+ * end of the string, and the bytes it reads there are never used.  The loads are asm
+ * so that AddressSanitizer does not take them for overflows; Valgrind accepts them
+ * (aligned partial loads).  Longer strings go on with strnlen. */
+#if defined(__x86_64__) && defined(__SSE2__)
+static inline __attribute__((always_inline)) unsigned vs__zero_bytes(const char *block)
+{
+	__m128i v;
+	__asm__("movdqa %1, %0" : "=x"(v) : "m"(*(const __m128i *)block));
+	return (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_setzero_si128()));
+}
 static inline __attribute__((always_inline)) size_t vs__strlen(const char *s)
 {
-	/* A plain loop: strnlen with a bound larger than a literal makes gcc warn. */
-	size_t n = 0;
-	if (s)
-		while (n <= VS_TRACE_STR_MAX && s[n])
-			n++;
-	return n;
+	if (!s)
+		return 0;
+	const char *a = (const char *)((uintptr_t)s & ~(uintptr_t)15);
+	const unsigned off = (unsigned)(uintptr_t)s & 15;
+	unsigned m = vs__zero_bytes(a) >> off;
+	if (__builtin_expect(m != 0, 1))
+		return (unsigned)__builtin_ctz(m);
+	m = vs__zero_bytes(a + 16);
+	if (__builtin_expect(m != 0, 1))
+		return 16 - off + (unsigned)__builtin_ctz(m);
+	return 32 - off + strnlen(a + 32, VS_TRACE_STR_MAX + 1 - (32 - off));
 }
-static inline __attribute__((always_inline)) size_t vs__strclip(size_t n)
+#else
+static inline __attribute__((always_inline)) size_t vs__strlen(const char *s)
 {
-	return n > VS_TRACE_STR_MAX ? VS_TRACE_STR_MAX : n;
+	return s ? strnlen(s, VS_TRACE_STR_MAX + 1) : 0;
 }
-#define VS__AS_STR(x) _Generic((x), char *: (x), const char *: (x), default: (const char *)0)
+#endif
+/* Bytes of a string or byte array kept in the record, and whether it was cut. */
+static inline __attribute__((always_inline)) size_t vs__clip(size_t n, size_t max)
+{
+	return n > max ? max : n;
+}
+/* The variable part of an argument: a string's or a byte array's length, else 0. */
+static inline __attribute__((always_inline)) size_t vs__byteslen(struct vs_bytes b)
+{
+	return b.ptr ? b.len : 0;
+}
+#define VS__VARLEN(x) (vs__strlen(VS__AS_STR(x)) + vs__byteslen(VS__AS_BYTES(x)))
+#define VS__VARMAX(x) _Generic((x), struct vs_bytes: VS_TRACE_BYTES_MAX, default: VS_TRACE_STR_MAX)
+
+/* Copies n (at most a few hundred) bytes with fixed-size moves, reading no byte outside
+ * [s, s + n): shorter than a call to memcpy for the lengths traces carry. */
+static inline __attribute__((always_inline)) void vs__copy(uint8_t *d, const uint8_t *s, size_t n)
+{
+	if (n >= 16) {
+		for (size_t i = 0; i + 16 < n; i += 16)
+			memcpy(d + i, s + i, 16);
+		memcpy(d + n - 16, s + n - 16, 16);
+	} else if (n >= 8) {
+		memcpy(d, s, 8);
+		memcpy(d + n - 8, s + n - 8, 8);
+	} else if (n >= 4) {
+		memcpy(d, s, 4);
+		memcpy(d + n - 4, s + n - 4, 4);
+	} else if (n) {
+		d[0] = s[0];
+		d[n / 2] = s[n / 2];
+		d[n - 1] = s[n - 1];
+	}
+}
 
 /* One store function per recorded type, all with the same shape so that _Generic can
  * pick a function designator and the call converts the argument implicitly. */
@@ -253,23 +388,26 @@ static inline __attribute__((always_inline)) void vs__put_ptr(uint8_t **p, const
 	memcpy(*p, &u, 8);
 	*p += 8;
 }
-/* Strings: u16 length (VS_TRACE_STR_CUT set when cut) then the bytes, no NUL. */
+/* Strings and byte arrays: u16 length (VS_TRACE_STR_CUT set when cut, VS_TRACE_STR_NULL
+ * for NULL) then the bytes, no NUL. */
+static inline __attribute__((always_inline)) void vs__put_var(uint8_t **p, const void *s, size_t n,
+							      size_t max)
+{
+	uint16_t len = s ? (uint16_t)(vs__clip(n, max) | (n > max ? VS_TRACE_STR_CUT : 0))
+			 : (uint16_t)VS_TRACE_STR_NULL;
+	memcpy(*p, &len, 2);
+	n = s ? vs__clip(n, max) : 0;
+	vs__copy(*p + 2, (const uint8_t *)s, n);
+	*p += 2 + n;
+}
 static inline __attribute__((always_inline)) void vs__put_str(uint8_t **p, const char *s, size_t n)
 {
-	if (!s) {
-		uint16_t null_len = VS_TRACE_STR_NULL;
-		memcpy(*p, &null_len, 2);
-		*p += 2;
-		return;
-	}
-	uint16_t len = (uint16_t)vs__strclip(n);
-	if (n > VS_TRACE_STR_MAX)
-		len |= VS_TRACE_STR_CUT;
-	n = vs__strclip(n);
-	memcpy(*p, &len, 2);
-	if (n)
-		memcpy(*p + 2, s, n);
-	*p += 2 + n;
+	vs__put_var(p, s, n, VS_TRACE_STR_MAX);
+}
+static inline __attribute__((always_inline)) void vs__put_bytes(uint8_t **p, struct vs_bytes b,
+								size_t n)
+{
+	vs__put_var(p, vs__opaque(b.ptr), n, VS_TRACE_BYTES_MAX);
 }
 
 #define VS__PUT(p, x, n)                                                                           \
@@ -279,11 +417,18 @@ static inline __attribute__((always_inline)) void vs__put_str(uint8_t **p, const
 		int: vs__put_i32, unsigned int: vs__put_u32, long: vs__put_i64,                    \
 		unsigned long: vs__put_u64, long long: vs__put_i64, unsigned long long: vs__put_u64, \
 		float: vs__put_f64, double: vs__put_f64, long double: vs__put_f64,                 \
-		char *: vs__put_str, const char *: vs__put_str, default: vs__put_ptr)(p, x, n)
+		char *: vs__put_str, const char *: vs__put_str, struct vs_bytes: vs__put_bytes,    \
+		default: vs__put_ptr)(p, x, n)
+
+/* How printf's format check and the print backend see an argument: a byte array is a
+ * string (its hex text). */
+#define VS__CHECK_ARG(x) _Generic((x), struct vs_bytes: (const char *)0, default: (x))
+/* Hex text of a byte array for the print backend, into a buffer on the caller's stack
+ * (of size 1 for any other argument, where it is never used). */
+#define VS__HEXBUF_SIZE(x) _Generic((x), struct vs_bytes: 2 * VS_TRACE_BYTES_MAX + 8, default: 1)
+VS__API const char *vs__hex(char *out, struct vs_bytes b);
 
 /* ---- preprocessor iteration over (fmt, args...) ---------------------------------------- */
-#define VS__CAT_(a, b) a##b
-#define VS__CAT(a, b)  VS__CAT_(a, b)
 #define VS__NARGS(...)                                                                             \
 	VS__NARGS_(__VA_ARGS__, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, _)
 #define VS__NARGS_(f, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, n, ...) n
@@ -315,73 +460,105 @@ static inline __attribute__((always_inline)) void vs__put_str(uint8_t **p, const
 #define VS__EACH_16(M, f, a, b, c, d, e, g, h, i, j, k, l, m, n, o, p, q)                          \
 	VS__EACH_15(M, f, a, b, c, d, e, g, h, i, j, k, l, m, n, o, p) M(q, 15)
 
-/* Per-argument steps: evaluate once into a temporary, then type, size, store. */
-#define VS__TMP(a, i)  __auto_type VS__CAT(vs__a, i) = (a);
+/* Per-argument steps: evaluate once into a temporary, then type, size, store.  A
+ * string's pointer is made opaque once, for its length and its copy (vs__opaque). */
+#define VS__LAUNDER(x)                                                                             \
+	_Generic((x), char *: (char *)vs__opaque(VS__AS_STR(x)),                                   \
+		const char *: (const char *)vs__opaque(VS__AS_STR(x)), default: (x))
+#define VS__TMP(a, i)  __auto_type VS__CAT(vs__a, i) = VS__LAUNDER(a);
 #define VS__TYPE(a, i) VS__ARG_TYPE(a),
-#define VS__SLEN(a, i) size_t VS__CAT(vs__n, i) = vs__strlen(VS__AS_STR(VS__CAT(vs__a, i)));
-#define VS__SIZE(a, i) +VS__ARG_FIXED_SIZE(VS__CAT(vs__a, i)) + vs__strclip(VS__CAT(vs__n, i))
+#define VS__VLEN(a, i) size_t VS__CAT(vs__n, i) = VS__VARLEN(VS__CAT(vs__a, i));
+#define VS__SIZE(a, i)                                                                             \
+	+VS__ARG_FIXED_SIZE(VS__CAT(vs__a, i)) +                                                   \
+		vs__clip(VS__CAT(vs__n, i), VS__VARMAX(VS__CAT(vs__a, i)))
 #define VS__STORE(a, i) VS__PUT(&vs__p, VS__CAT(vs__a, i), VS__CAT(vs__n, i));
+#define VS__CHECK(a, i) , VS__CHECK_ARG(a)
+#define VS__HEXBUF(a, i) char VS__CAT(vs__hb, i)[VS__HEXBUF_SIZE(VS__CAT(vs__a, i))];
+#define VS__PRINT_ARG(a, i)                                                                        \
+	, _Generic((VS__CAT(vs__a, i)),                                                            \
+		struct vs_bytes: vs__hex(VS__CAT(vs__hb, i), VS__AS_BYTES(VS__CAT(vs__a, i))),     \
+		default: (VS__CAT(vs__a, i)))
+/* printf's check of the format against the arguments (never called). */
+#define VS__CHECK_FORMAT(...) vs__check_format(VS__FIRST(__VA_ARGS__) VS__EACH(VS__CHECK, __VA_ARGS__))
+
+/* ---- the provider of this translation unit ----------------------------------------------- */
+#define VS__PROVIDER      VS__CAT(vs__provider_, VS_TRACE_PROVIDER)
+#define VS__PROVIDER_NAME VS__STR(VS_TRACE_PROVIDER)
 
 /* ---- the site expansion ------------------------------------------------------------------ */
 #define VS__SITE_DEF(lvl, flg, is_hot, ...)                                                        \
-	static const struct vs_site vs__site                                                       \
-		__attribute__((section("vs_trace_sites"), used)) = {                               \
-			.file = __FILE__,                                                          \
-			.func = __func__,                                                          \
-			.fmt = VS__FIRST(__VA_ARGS__),                                             \
-			.flag_name = #flg,                                                         \
-			.line = __LINE__,                                                          \
-			.level = (lvl),                                                            \
-			.flag = VS_FLAG_##flg,                                                     \
-			.hot = (is_hot),                                                           \
-			.nargs = VS__NARGS(__VA_ARGS__),                                           \
-			.types = { VS__EACH(VS__TYPE, __VA_ARGS__) },                              \
-		}
-#define VS__FIRST(...)       VS__FIRST_(__VA_ARGS__, _)
-#define VS__FIRST_(f, ...)   f
-#define VS__ENABLED(lvl, flg) (__builtin_expect(vs__ctl->enabled[(lvl)] & (1u << VS_FLAG_##flg), 0))
+	static struct vs_site vs__site __attribute__((section("vs_trace_sites"), used)) = {        \
+		.id = 0,                                                                           \
+		.line = __LINE__,                                                                  \
+		.file = __FILE__,                                                                  \
+		.func = __func__,                                                                  \
+		.fmt = VS__FIRST(__VA_ARGS__),                                                     \
+		.provider = &VS__PROVIDER,                                                         \
+		.level = (lvl),                                                                    \
+		.flag = VS_FLAG_##flg,                                                             \
+		.hot = (is_hot),                                                                   \
+		.nargs = VS__NARGS(__VA_ARGS__),                                                   \
+		.print = VS_TRACE_PRINT,                                                           \
+		.types = { VS__EACH(VS__TYPE, __VA_ARGS__) },                                      \
+	}
+#define VS__FIRST(...)     VS__FIRST_(__VA_ARGS__, _)
+#define VS__FIRST_(f, ...) f
+#define VS__ENABLED(c, lvl, flg) (__builtin_expect((c)->enabled[(lvl)] & (1u << VS_FLAG_##flg), 0))
 
 #if VS_TRACE_PRINT
 #define VS__EMIT(lvl, flg, is_hot, ...)                                                            \
 	do {                                                                                       \
-		if (VS__ENABLED(lvl, flg)) {                                                       \
+		const struct vs_trace_control *vs__cw = VS__PROVIDER.ctl;                           \
+		if (VS__ENABLED(vs__cw, lvl, flg)) {                                                \
+			if (0)                                                                     \
+				VS__CHECK_FORMAT(__VA_ARGS__);                                     \
+			VS__EACH(VS__TMP, __VA_ARGS__)                                             \
+			VS__EACH(VS__HEXBUF, __VA_ARGS__)                                          \
 			VS__SITE_DEF(lvl, flg, is_hot, __VA_ARGS__);                               \
-			vs__print(&vs__site, vs__caller_id, __VA_ARGS__);                          \
+			vs__print(&vs__site, vs__caller_id,                                        \
+				  VS__FIRST(__VA_ARGS__) VS__EACH(VS__PRINT_ARG, __VA_ARGS__));    \
 		}                                                                                  \
 	} while (0)
 #else
 #define VS__EMIT(lvl, flg, is_hot, ...)                                                            \
 	do {                                                                                       \
-		if (VS__ENABLED(lvl, flg)) {                                                       \
+		const struct vs_trace_control *vs__cw = VS__PROVIDER.ctl;                           \
+		if (VS__ENABLED(vs__cw, lvl, flg)) {                                                \
 			if (0)                                                                     \
-				vs__check_format(__VA_ARGS__);                                     \
+				VS__CHECK_FORMAT(__VA_ARGS__);                                     \
 			VS__EACH(VS__TMP, __VA_ARGS__)                                             \
 			VS__SITE_DEF(lvl, flg, is_hot, __VA_ARGS__);                               \
-			VS__EACH(VS__SLEN, __VA_ARGS__)                                            \
+			VS__EACH(VS__VLEN, __VA_ARGS__)                                            \
 			uint32_t vs__len = (uint32_t)((sizeof(struct vs_event_header)              \
 				VS__EACH(VS__SIZE, __VA_ARGS__) + 7) & ~(size_t)7);                \
-			uint64_t vs__ts = vs__now(); /* first: overlaps the TSC's latency */       \
+			uint64_t vs__ts = vs__now(vs__cw); /* first: overlaps the TSC's latency */  \
 			struct vs_ring_writer *vs__w = vs__tls_writer;                             \
 			uint64_t vs__head = vs__w->head;                                           \
-			uint8_t *vs__rec = __builtin_expect(vs__head + vs__len <= vs__w->fast_end, 1) \
-				? vs__w->data + (vs__head & vs__w->mask)                           \
-				: vs__reserve_slow(vs__w, vs__len);                                \
-			struct vs_event_header vs__h = {                                           \
-				.ts = vs__ts,                                                      \
-				.site = (uint32_t)(uintptr_t)&vs__site,                            \
-				.size = (uint16_t)vs__len,                                         \
-				.caller = vs__caller_id                                            \
-					? (uint16_t)(vs__caller_id - __start_vs_trace_callers + 1) \
-					: 0,                                                       \
-			};                                                                         \
-			memcpy(vs__rec, &vs__h, sizeof vs__h);                                     \
-			uint8_t *vs__p __attribute__((unused)) = vs__rec + sizeof vs__h;           \
+			uint8_t *vs__rec;                                                          \
+			if (__builtin_expect(vs__head + vs__len <= vs__w->fast_end, 1)) {          \
+				vs__rec = vs__w->data + (vs__head & vs__w->mask);                  \
+			} else {                                                                   \
+				vs__rec = vs__reserve_slow(vs__w, vs__len);                        \
+				/* it may have switched writers (first event, drop) */             \
+				vs__w = vs__tls_writer;                                            \
+				vs__head = vs__w->head;                                            \
+			}                                                                          \
+			/* The header (struct vs_event_header) field by field: the size and \
+			 * caller form one word, a constant for most sites. */                \
+			uint32_t vs__site_id = vs__site.id;                                        \
+			uint32_t vs__size_caller = vs__len |                                       \
+				(uint32_t)(vs__caller_id                                           \
+					? (uint16_t)(vs__caller_id - vs__callers_start + 1)        \
+					: 0) << 16;                                                \
+			memcpy(vs__rec, &vs__ts, 8);                                               \
+			memcpy(vs__rec + 8, &vs__site_id, 4);                                      \
+			memcpy(vs__rec + 12, &vs__size_caller, 4);                                 \
+			uint8_t *vs__p __attribute__((unused)) =                                   \
+				vs__rec + sizeof(struct vs_event_header);                          \
 			VS__EACH(VS__STORE, __VA_ARGS__)                                           \
-			/* The slow path may have switched writers (first event, drop). */        \
-			vs__w = vs__tls_writer;                                                    \
-			vs__w->head += vs__len;                                                    \
+			vs__w->head = vs__head + vs__len;                                          \
 			vs__w->count++;                                                            \
-			__atomic_store_n(vs__w->pub, vs__w->head, __ATOMIC_RELEASE);               \
+			__atomic_store_n(vs__w->pub, vs__head + vs__len, __ATOMIC_RELEASE);        \
 		}                                                                                  \
 	} while (0)
 #endif
@@ -390,7 +567,7 @@ static inline __attribute__((always_inline)) void vs__put_str(uint8_t **p, const
 #define VS__NONE(...)                                                                              \
 	do {                                                                                       \
 		if (0)                                                                             \
-			vs__check_format(__VA_ARGS__);                                             \
+			VS__CHECK_FORMAT(__VA_ARGS__);                                             \
 	} while (0)
 
 #if VS_TRACE_TIER >= 1
@@ -419,56 +596,90 @@ static inline __attribute__((always_inline)) void vs__put_str(uint8_t **p, const
 #define VS_INFO_HP(flag, ...)     VS__HOT(VS_LEVEL_INFO, flag, __VA_ARGS__)
 #define VS_VERBOSE_HP(flag, ...)  VS__HOT(VS_LEVEL_VERBOSE, flag, __VA_ARGS__)
 
-/* Function entry/exit, at verbose level; TAG is a request tag, RC a return code. */
-#define VS_ENTER(flag)                 VS__COLD(VS_LEVEL_VERBOSE, flag, "--> enter")
-#define VS_ENTER_TAG(flag, tag)        VS__COLD(VS_LEVEL_VERBOSE, flag, "--> enter tag=%#llx", (unsigned long long)(tag))
-#define VS_EXIT(flag)                  VS__COLD(VS_LEVEL_VERBOSE, flag, "<-- exit")
-#define VS_EXIT_RC(flag, rc)           VS__COLD(VS_LEVEL_VERBOSE, flag, "<-- exit rc=%lld", (long long)(rc))
-#define VS_EXIT_TAG_RC(flag, tag, rc)  VS__COLD(VS_LEVEL_VERBOSE, flag, "<-- exit tag=%#llx rc=%lld", (unsigned long long)(tag), (long long)(rc))
-#define VS_ENTER_HP(flag)              VS__HOT(VS_LEVEL_VERBOSE, flag, "--> enter")
-#define VS_ENTER_TAG_HP(flag, tag)     VS__HOT(VS_LEVEL_VERBOSE, flag, "--> enter tag=%#llx", (unsigned long long)(tag))
-#define VS_EXIT_HP(flag)               VS__HOT(VS_LEVEL_VERBOSE, flag, "<-- exit")
-#define VS_EXIT_RC_HP(flag, rc)        VS__HOT(VS_LEVEL_VERBOSE, flag, "<-- exit rc=%lld", (long long)(rc))
-#define VS_EXIT_TAG_RC_HP(flag, tag, rc) VS__HOT(VS_LEVEL_VERBOSE, flag, "<-- exit tag=%#llx rc=%lld", (unsigned long long)(tag), (long long)(rc))
-
-/* Caller naming for inline helpers: free unless hot-path sites are compiled in. */
+/* Caller naming for static helpers: free unless hot-path sites are compiled in. */
 #if VS_TRACE_TIER >= 2
 #define VS_CALLER_PARAM , const struct vs_caller *vs__caller_id
 #define VS_CALLER_ARG                                                                              \
 	, ({                                                                                       \
-		static const struct vs_caller vs__c                                                \
+		static const struct vs_caller vs__caller_entry                                     \
 			__attribute__((section("vs_trace_callers"), used)) = { __func__, __FILE__, \
 									       __LINE__, 0 };      \
-		&vs__c;                                                                            \
+		&vs__caller_entry;                                                                 \
 	})
 #else
 #define VS_CALLER_PARAM
 #define VS_CALLER_ARG
 #endif
 
-/* Every translation unit that can emit events contributes the flag names. */
+/* ---- this object's registration ------------------------------------------------------------ */
 #if VS_TRACE_TIER >= 1
-#define VS__FLAG_NAME(name)                                                                        \
-	static const struct vs_flag_name VS__CAT(vs__flagname_, name)                              \
-		__attribute__((section("vs_trace_flagnames"), used)) = { #name, VS_FLAG_##name, 0 };
-VS_TRACE_FLAGS(VS__FLAG_NAME)
-#undef VS__FLAG_NAME
+/* The linker's bounds of this object's sections (object-local: an executable and each
+ * shared library see their own; absent sections are NULL). */
+extern struct vs_site __start_vs_trace_sites[] __attribute__((weak)) VS__OBJECT_LOCAL;
+extern struct vs_site __stop_vs_trace_sites[] __attribute__((weak)) VS__OBJECT_LOCAL;
+extern const struct vs_caller __start_vs_trace_callers[] __attribute__((weak)) VS__OBJECT_LOCAL;
+extern const struct vs_caller __stop_vs_trace_callers[] __attribute__((weak)) VS__OBJECT_LOCAL;
+extern const struct vs_unit __start_vs_trace_units[] __attribute__((weak)) VS__OBJECT_LOCAL;
+extern const struct vs_unit __stop_vs_trace_units[] __attribute__((weak)) VS__OBJECT_LOCAL;
+#define vs__callers_start __start_vs_trace_callers
+
+/* Sites of a provider that is not registered (yet) test these zeros. */
+static const struct vs_trace_control vs__off_ctl __attribute__((unused)) = { { 0 }, 0, 0 };
+__attribute__((weak)) VS__OBJECT_LOCAL struct vs_provider VS__PROVIDER = {
+	&vs__off_ctl, VS__PROVIDER_NAME, 0, 0
+};
+__attribute__((weak)) VS__OBJECT_LOCAL struct vs_object vs__object = {
+	__start_vs_trace_sites, __stop_vs_trace_sites, __start_vs_trace_callers,
+	__stop_vs_trace_callers, __start_vs_trace_units, __stop_vs_trace_units, 0, 0
+};
+#define VS__FLAG_WORD(name) #name " "
+static const struct vs_unit vs__unit __attribute__((section("vs_trace_units"), used)) = {
+	&VS__PROVIDER, __BASE_FILE__, VS_TRACE_FLAGS(VS__FLAG_WORD), VS_TRACE_TIER, VS_TRACE_PRINT,
+	0, 0
+};
+#undef VS__FLAG_WORD
+/* Before other constructors, so that their events are not lost; after other
+ * destructors, so that theirs are not either. */
+__attribute__((constructor(101), used)) static void vs__unit_register(void)
+{
+	vs__object_register(&vs__object);
+}
+__attribute__((destructor(101), used)) static void vs__unit_unregister(void)
+{
+	vs__object_unregister(&vs__object);
+}
 #endif
 
 /* ---- process-level API ------------------------------------------------------------------- */
 
-/* The runtime initialises itself before main() from $VIOSCOPE_TRACE
- * ("LEVEL[:FLAG,FLAG...]", e.g. "verbose:io,queue"; default "info:all").  These
- * change it from inside the program; `vioscope trace enable` does it from outside. */
-int vs_trace_set(int level, uint32_t flag_mask);
-/* Parse a "LEVEL[:FLAG,...]" spec against this program's flags; 0 or -EINVAL. */
-int vs_trace_set_spec(const char *spec);
+/* Settings at start come from $VIOSCOPE_TRACE ("LEVEL[:FLAG,...]", FLAG being
+ * provider.flag, a flag name for every provider that has it, provider.all or all;
+ * default "info:all").  These change them from inside the program; `vioscope trace
+ * enable` does it from outside. */
+
+/* One provider's threshold and flags; -ENOENT if no loaded object declares it. */
+VS__API int vs_trace_set_provider(const char *provider, int level, uint32_t flag_mask);
+/* Every provider, from a spec as in $VIOSCOPE_TRACE; also applies to providers loaded
+ * later.  0 or -EINVAL. */
+VS__API int vs_trace_set_spec(const char *spec);
 /* Keep the shared-memory file (the flight record) when the process exits. */
-void vs_trace_keep_on_exit(int keep);
-/* Path of this process's shared-memory file, or NULL (off flavour, or none). */
-const char *vs_trace_shm_path(void);
-/* Flavour this runtime was built as: "off", "cold", "all", "cold-print", "all-print". */
-const char *vs_trace_flavour(void);
+VS__API void vs_trace_keep_on_exit(int keep);
+/* Path of this process's shared-memory file, or NULL (nothing traced, or no file). */
+VS__API const char *vs_trace_shm_path(void);
+
+/* This translation unit's provider: level and flags by its own VS_FLAG_* bits. */
+static inline __attribute__((unused)) int vs_trace_set(int level, uint32_t flag_mask)
+{
+	return vs_trace_set_provider(VS__PROVIDER_NAME, level, flag_mask);
+}
+/* The flavour this translation unit was compiled in: "off", "cold", "all",
+ * "cold-print" or "all-print". */
+static inline __attribute__((unused)) const char *vs_trace_flavour(void)
+{
+	return VS_TRACE_TIER == 0 ? "off"
+	       : VS_TRACE_TIER >= 2 ? (VS_TRACE_PRINT ? "all-print" : "all")
+				    : (VS_TRACE_PRINT ? "cold-print" : "cold");
+}
 
 #ifdef __cplusplus
 }

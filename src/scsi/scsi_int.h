@@ -76,21 +76,22 @@ void vs_scsi_sense_info(struct vs_scsi_cmd *cmd, uint32_t info);
 size_t vs_scsi_sense_build(uint8_t *buf, uint8_t key, uint16_t asc);
 
 /* Rejections: sense plus a warning trace naming the reason.  Use the macros, which
- * pass the call site (decoded as caller>callee in all-path builds). */
-void vs_scsi__reject(struct vs_scsi_cmd *cmd, uint8_t key, uint16_t asc,
-		     const char *why VS_CALLER_PARAM);
-void vs_scsi__bad_cdb(struct vs_scsi_cmd *cmd, uint16_t byte, int bit,
-		      const char *why VS_CALLER_PARAM);
-void vs_scsi__bad_param(struct vs_scsi_cmd *cmd, uint16_t byte, int bit,
-			const char *why VS_CALLER_PARAM);
-#define vs_scsi_reject(cmd, key, asc, why)     vs_scsi__reject(cmd, key, asc, why VS_CALLER_ARG)
-#define vs_scsi_bad_cdb(cmd, byte, bit, why)   vs_scsi__bad_cdb(cmd, byte, bit, why VS_CALLER_ARG)
-#define vs_scsi_bad_param(cmd, byte, bit, why) vs_scsi__bad_param(cmd, byte, bit, why VS_CALLER_ARG)
+ * pass the calling function's name (the trace says which handler rejected). */
+void vs_scsi__reject(struct vs_scsi_cmd *cmd, uint8_t key, uint16_t asc, const char *why,
+		     const char *caller);
+void vs_scsi__bad_cdb(struct vs_scsi_cmd *cmd, uint16_t byte, int bit, const char *why,
+		      const char *caller);
+void vs_scsi__bad_param(struct vs_scsi_cmd *cmd, uint16_t byte, int bit, const char *why,
+			const char *caller);
+#define vs_scsi_reject(cmd, key, asc, why)     vs_scsi__reject(cmd, key, asc, why, __func__)
+#define vs_scsi_bad_cdb(cmd, byte, bit, why)   vs_scsi__bad_cdb(cmd, byte, bit, why, __func__)
+#define vs_scsi_bad_param(cmd, byte, bit, why) vs_scsi__bad_param(cmd, byte, bit, why, __func__)
 #define vs_scsi_param_len_error(cmd, why)                                                          \
 	vs_scsi_reject(cmd, VS_SENSE_ILLEGAL_REQUEST, VS_ASC_PARAM_LIST_LENGTH_ERROR, why)
 /* LOGICAL BLOCK ADDRESS OUT OF RANGE for [lba, lba + n), traced. */
-void vs_scsi__lba_out_of_range(struct vs_scsi_cmd *cmd, uint64_t lba, uint64_t n VS_CALLER_PARAM);
-#define vs_scsi_lba_out_of_range(cmd, lba, n) vs_scsi__lba_out_of_range(cmd, lba, n VS_CALLER_ARG)
+void vs_scsi__lba_out_of_range(struct vs_scsi_cmd *cmd, uint64_t lba, uint64_t n,
+			       const char *caller);
+#define vs_scsi_lba_out_of_range(cmd, lba, n) vs_scsi__lba_out_of_range(cmd, lba, n, __func__)
 /* A failed bio (-errno) as status/sense for a command of the given kind. */
 void vs_scsi_sense_errno(struct vs_scsi_cmd *cmd, int err, enum vs_scsi_io_kind kind);
 

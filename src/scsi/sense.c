@@ -48,40 +48,41 @@ static uint8_t cmd_op(const struct vs_scsi_cmd *cmd)
 	return cmd->cdb_len ? cmd->cdb[0] : 0xff;
 }
 
-void vs_scsi__reject(struct vs_scsi_cmd *cmd, uint8_t key, uint16_t asc,
-		     const char *why VS_CALLER_PARAM)
+void vs_scsi__reject(struct vs_scsi_cmd *cmd, uint8_t key, uint16_t asc, const char *why,
+		     const char *caller)
 {
-	VS_WARNING(SCSI, "tag %#llx op %#x (%s) rejected: %s (%s, asc %#x/%#x)",
-		   (unsigned long long)cmd->tag, cmd_op(cmd), vs_scsi_op_name(cmd_op(cmd)), why,
-		   vs_scsi_sense_key_name(key), asc >> 8, asc & 0xff);
+	VS_WARNING(SCSI, "tag %#llx op %#x (%s) rejected by %s: %s (%s, asc %#x/%#x)",
+		   (unsigned long long)cmd->tag, cmd_op(cmd), vs_scsi_op_name(cmd_op(cmd)), caller,
+		   why, vs_scsi_sense_key_name(key), asc >> 8, asc & 0xff);
 	vs_scsi_sense(cmd, key, asc);
 }
 
-void vs_scsi__bad_cdb(struct vs_scsi_cmd *cmd, uint16_t byte, int bit,
-		      const char *why VS_CALLER_PARAM)
+void vs_scsi__bad_cdb(struct vs_scsi_cmd *cmd, uint16_t byte, int bit, const char *why,
+		      const char *caller)
 {
-	VS_WARNING(SCSI, "tag %#llx op %#x (%s): invalid field in CDB byte %u bit %d: %s",
+	VS_WARNING(SCSI, "tag %#llx op %#x (%s): invalid field in CDB byte %u bit %d: %s (%s)",
 		   (unsigned long long)cmd->tag, cmd_op(cmd), vs_scsi_op_name(cmd_op(cmd)), byte,
-		   bit, why);
+		   bit, why, caller);
 	vs_scsi_sense_field(cmd, VS_SENSE_ILLEGAL_REQUEST, VS_ASC_INVALID_FIELD_IN_CDB, true, byte,
 			    bit);
 }
 
-void vs_scsi__bad_param(struct vs_scsi_cmd *cmd, uint16_t byte, int bit,
-			const char *why VS_CALLER_PARAM)
+void vs_scsi__bad_param(struct vs_scsi_cmd *cmd, uint16_t byte, int bit, const char *why,
+			const char *caller)
 {
-	VS_WARNING(SCSI, "tag %#llx op %#x (%s): invalid field in parameter list byte %u: %s",
+	VS_WARNING(SCSI, "tag %#llx op %#x (%s): invalid field in parameter list byte %u: %s (%s)",
 		   (unsigned long long)cmd->tag, cmd_op(cmd), vs_scsi_op_name(cmd_op(cmd)), byte,
-		   why);
+		   why, caller);
 	vs_scsi_sense_field(cmd, VS_SENSE_ILLEGAL_REQUEST, VS_ASC_INVALID_FIELD_IN_PARAM, false,
 			    byte, bit);
 }
 
-void vs_scsi__lba_out_of_range(struct vs_scsi_cmd *cmd, uint64_t lba, uint64_t n VS_CALLER_PARAM)
+void vs_scsi__lba_out_of_range(struct vs_scsi_cmd *cmd, uint64_t lba, uint64_t n,
+			       const char *caller)
 {
-	VS_WARNING(SCSI, "tag %#llx op %#x (%s): lba %llu + %llu blocks beyond the end",
+	VS_WARNING(SCSI, "tag %#llx op %#x (%s): lba %llu + %llu blocks beyond the end (%s)",
 		   (unsigned long long)cmd->tag, cmd_op(cmd), vs_scsi_op_name(cmd_op(cmd)),
-		   (unsigned long long)lba, (unsigned long long)n);
+		   (unsigned long long)lba, (unsigned long long)n, caller);
 	vs_scsi_sense(cmd, VS_SENSE_ILLEGAL_REQUEST, VS_ASC_LBA_OUT_OF_RANGE);
 }
 

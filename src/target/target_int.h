@@ -162,8 +162,8 @@ void worker_pass(struct worker *w);
 void worker_manual_settle(struct vs_target *t);
 /* Publish q's filled used entries and signal the driver if it wants it (its trace names
  * the caller: a pass, a TMF-waited completion, a stop). */
-#define tq_notify(q) tq__notify(q VS_CALLER_ARG)
-void tq__notify(struct tq *q VS_CALLER_PARAM);
+#define tq_notify(q) tq__notify(q, __func__)
+void tq__notify(struct tq *q, const char *caller);
 /* Tell the driver the ring is broken (err fd) and stop using it. */
 void tq_kill(struct tq *q, const char *why);
 

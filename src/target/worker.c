@@ -79,7 +79,7 @@ static __attribute__((noinline, cold)) void fe_signal_failed(struct tq *q, int *
 	*fd = -1; /* the vhost layer closes it */
 }
 
-void tq__notify(struct tq *q VS_CALLER_PARAM)
+void tq__notify(struct tq *q, const char *caller)
 {
 	bool n;
 	int rc;
@@ -87,8 +87,8 @@ void tq__notify(struct tq *q VS_CALLER_PARAM)
 	q->unsignalled = false;
 	vs_vq_dev_flush(&q->vq);
 	n = vs_vq_dev_should_notify(&q->vq);
-	VS_VERBOSE_HP(NOTIFY, "q %u used idx %u: %s", q->idx, q->vq.used_idx,
-		      n ? (q->call_fd >= 0 ? "signal" : "signal (no call fd)") : "suppressed");
+	VS_VERBOSE_HP(NOTIFY, "q %u used idx %u: %s (from %s)", q->idx, q->vq.used_idx,
+		      n ? (q->call_fd >= 0 ? "signal" : "signal (no call fd)") : "suppressed", caller);
 	if (n && q->call_fd >= 0) {
 		if (__builtin_expect((rc = fe_signal(q->call_fd)) != 0, 0))
 			fe_signal_failed(q, &q->call_fd, "call", rc);

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Capture files (docs/CAPTURE-FORMAT.md): written by `trace record` and `trace
- * dump`, read by `trace decode`.  The reader maps the file, validates every
+ * dump`, read by `trace decode`.  The reader copies the file, validates every
  * section and record before use, and reports the file offset of anything wrong.
+ * It reads version 2 (metadata records, one or more META sections) and version 1
+ * (one metadata blob, sites named by address).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -71,7 +73,6 @@ int vs_capw_open(struct vs_capw *w, const char *path, const struct vs_shm *s)
 	memcpy(proc.exe, h->exe, sizeof proc.exe);
 	proc.flavour[15] = proc.exe[255] = '\0';
 	w_section(w, VS_SEC_PROCESS, &proc, sizeof proc, NULL, 0);
-	w_section(w, VS_SEC_META, s->meta_blob, s->meta_len, NULL, 0);
 	return w->err;
 }
 
@@ -126,9 +127,22 @@ int vs_capw_loss(struct vs_capw *w, const struct vs_shm_ring *r, unsigned slot, 
 	return w->err;
 }
 
+/* The metadata goes last, read from the file as it is now: objects that were loaded
+ * while the capture was taken are in it.  Should the file's metadata have become
+ * unreadable since open (its owner rewrote it), the copy taken at open is used. */
 int vs_capw_close(struct vs_capw *w, const struct vs_shm *s)
 {
 	const struct vs_shm_header *h = &s->snap;
+	void *meta = NULL;
+	size_t meta_len = 0;
+	char why[256];
+	if (s->hdr && !vs_shm_shrunk(s) && vs_shm_meta_now(s, &meta, &meta_len, why, sizeof why) == 0 &&
+	    meta_len >= s->meta_len) {
+		w_section(w, VS_SEC_META, meta, meta_len, NULL, 0);
+	} else {
+		w_section(w, VS_SEC_META, s->meta_blob, s->meta_len, NULL, 0);
+	}
+	free(meta);
 	struct vs_cap_clock c = { .is_tsc = h->clock_is_tsc,
 				  .ts0 = h->clk_ts0,
 				  .mono0 = h->clk_mono0,
@@ -176,7 +190,8 @@ struct vs_capture {
 	size_t size;
 	struct vs_meta meta;
 	struct vs_cap_clock clock;
-	bool have_clock, have_meta, have_end;
+	uint16_t version;
+	bool have_clock, have_end;
 	uint64_t no_ring_drops;
 	uint32_t pid;
 	struct stream *streams;
@@ -307,17 +322,20 @@ static const char *check_args(const struct vs_meta_site *site, const uint8_t *p,
 	size_t off = 0;
 	for (unsigned a = 0; a < site->nargs; a++) {
 		uint8_t t = site->types[a];
-		size_t n = t == VS_ARG_I32 || t == VS_ARG_U32 ? 4 : t == VS_ARG_STR ? 2 : 8;
+		bool var = t == VS_ARG_STR || t == VS_ARG_BYTES;
+		size_t n = t == VS_ARG_I32 || t == VS_ARG_U32 ? 4 : var ? 2 : 8;
 		if (n > len - off)
 			return "arguments run past the record";
-		if (t == VS_ARG_STR) {
+		if (var) {
 			uint16_t l;
 			memcpy(&l, p + off, 2);
 			if (l == VS_TRACE_STR_NULL)
 				l = 0;
 			l &= (uint16_t)~VS_TRACE_STR_CUT;
-			if (l > VS_TRACE_STR_MAX || l > len - off - 2)
-				return "string argument runs past the record";
+			if (l > (t == VS_ARG_STR ? VS_TRACE_STR_MAX : VS_TRACE_BYTES_MAX) ||
+			    l > len - off - 2)
+				return t == VS_ARG_STR ? "string argument runs past the record"
+						       : "byte array runs past the record";
 			n += l;
 		}
 		off += n;
@@ -355,18 +373,156 @@ static int check_records(struct vs_capture *c, uint64_t off, uint64_t len, char 
 				   "the capture's %u sites", e.site, c->meta.nsites);
 		} else {
 			int64_t idx = vs_meta_site_index(&c->meta, e.site);
-			const char *err = check_args(&c->meta.sites[idx], c->data + off + sizeof e,
-						     e.size - sizeof e);
+			const struct vs_meta_site *site = &c->meta.sites[idx];
+			const struct vs_meta_object *obj = &c->meta.objects[site->object];
+			const char *err = check_args(site, c->data + off + sizeof e, e.size - sizeof e);
 			if (err)
-				return bad(why, whylen, c->path, off, "site %lld: %s", (long long)idx,
-					   err);
-			if (e.caller > c->meta.ncallers)
-				return bad(why, whylen, c->path, off, "caller %u but the capture has "
-					   "%u callers", e.caller, c->meta.ncallers);
+				return bad(why, whylen, c->path, off, "site %u: %s", e.site, err);
+			if (e.caller > obj->ncallers)
+				return bad(why, whylen, c->path, off, "caller %u but the site's object "
+					   "has %u callers", e.caller, obj->ncallers);
 		}
 		off += e.size;
 	}
 	return 0;
+}
+
+/* Pass 1: every section's framing; PROCESS, CLOCK, META, END; then the metadata is
+ * parsed.  Pass 2: EVENTS and LOSS, each record checked against the metadata. */
+static int scan(struct vs_capture *c, uint64_t off, int pass, char *why, size_t whylen)
+{
+	const char *path = c->path;
+	struct vs_buf meta = { 0 };
+	uint64_t meta_at = 0;
+	unsigned nmeta = 0;
+	int rc = 0;
+
+	while (off < c->size) {
+		struct vs_cap_section_header sh;
+		if (c->size - off < sizeof sh) {
+			rc = bad(why, whylen, path, off, "truncated section header");
+			goto out;
+		}
+		memcpy(&sh, c->data + off, sizeof sh);
+		uint64_t body = off + sizeof sh;
+		uint64_t padded = (sh.size + 7) & ~7ull;
+		if (sh.size > c->size - body || padded > c->size - body) {
+			rc = bad(why, whylen, path, off, "section of type %u claims %llu bytes but only "
+				 "%llu remain (truncated file?)", sh.type, (unsigned long long)sh.size,
+				 (unsigned long long)(c->size - body));
+			goto out;
+		}
+		if (pass == 1 && c->have_end) {
+			rc = bad(why, whylen, path, off, "data after the END section");
+			goto out;
+		}
+		const uint8_t *p = c->data + body;
+		bool events = sh.type == VS_SEC_EVENTS || sh.type == VS_SEC_LOSS;
+		if (pass == 2 && !events) {
+			off = body + padded;
+			continue;
+		}
+		switch (sh.type) {
+		case VS_SEC_PROCESS:
+			if (sh.size >= 4)
+				memcpy(&c->pid, p, 4);
+			break;
+		case VS_SEC_CLOCK:
+			if (sh.size != sizeof c->clock) {
+				rc = bad(why, whylen, path, off, "clock section of %llu bytes",
+					 (unsigned long long)sh.size);
+				goto out;
+			}
+			memcpy(&c->clock, p, sizeof c->clock);
+			if (c->clock.is_tsc > 1 || c->clock.ts1 < c->clock.ts0 ||
+			    c->clock.mono1 < c->clock.mono0 || c->clock.real0 == 0) {
+				rc = bad(why, whylen, path, off, "clock section is inconsistent (second "
+					 "reference point before the first)");
+				goto out;
+			}
+			c->have_clock = true;
+			break;
+		case VS_SEC_META:
+			if (c->version == 1 && nmeta) {
+				rc = bad(why, whylen, path, off, "second metadata section");
+				goto out;
+			}
+			if (!nmeta++)
+				meta_at = body;
+			vs_buf_put(&meta, p, sh.size);
+			if (meta.err) {
+				rc = meta.err;
+				goto out;
+			}
+			break;
+		case VS_SEC_EVENTS:
+		case VS_SEC_LOSS: {
+			size_t hl = 32;
+			uint32_t ids[3];
+			if (sh.size < hl) {
+				rc = bad(why, whylen, path, off, "%s section too short",
+					 sh.type == VS_SEC_EVENTS ? "events" : "loss");
+				goto out;
+			}
+			if (pass == 1)
+				break;
+			memcpy(ids, p, sizeof ids);
+			struct stream *s = stream_get(c, ids[0], ids[1], ids[2]);
+			if (!s) {
+				rc = -ENOMEM;
+				goto out;
+			}
+			if (sh.type == VS_SEC_LOSS) {
+				memcpy(&s->dropped, p + 16, 8);
+				memcpy(&s->overwritten, p + 24, 8);
+				break;
+			}
+			memcpy(s->name, p + 16, 16);
+			s->name[15] = '\0';
+			rc = check_records(c, body + hl, sh.size - hl, why, whylen);
+			if (rc < 0)
+				goto out;
+			if (add_chunk(c, s, body + hl, sh.size - hl) < 0) {
+				rc = -ENOMEM;
+				goto out;
+			}
+			break;
+		}
+		case VS_SEC_END:
+			if (sh.size != 16) {
+				rc = bad(why, whylen, path, off, "END section of %llu bytes",
+					 (unsigned long long)sh.size);
+				goto out;
+			}
+			memcpy(&c->no_ring_drops, p + 8, 8);
+			c->have_end = true;
+			break;
+		default:
+			rc = bad(why, whylen, path, off, "unknown section type %u", sh.type);
+			goto out;
+		}
+		off = body + padded;
+	}
+	if (pass == 2)
+		goto out;
+	if (!nmeta) {
+		rc = bad(why, whylen, path, off, "no metadata section");
+		goto out;
+	}
+	if (!c->have_end || !c->have_clock) {
+		rc = bad(why, whylen, path, off, "truncated: the capture has no %s section (was the "
+			 "recorder killed?)", c->have_clock ? "END" : "CLOCK");
+		goto out;
+	}
+	char mwhy[256];
+	rc = c->version == 1 ? vs_meta_parse_v1(&c->meta, meta.p, meta.len, mwhy, sizeof mwhy)
+			     : vs_meta_parse(&c->meta, meta.p, meta.len, mwhy, sizeof mwhy);
+	if (rc == -EINVAL)
+		rc = bad(why, whylen, path, meta_at, "%s%s", mwhy,
+			 nmeta > 1 ? " (in the metadata sections put end to end)" : "");
+out:
+	vs_buf_free(&meta);
+	return rc;
 }
 
 int vs_capture_open(struct vs_capture **out, const char *path, char *why, size_t whylen)
@@ -430,129 +586,23 @@ int vs_capture_open(struct vs_capture **out, const char *path, char *why, size_t
 		rc = bad(why, whylen, path, 0, "not a vioscope capture (bad magic)");
 		goto fail;
 	}
-	if (fh.version != VS_CAP_VERSION) {
+	if (fh.version != VS_CAP_VERSION && fh.version != 1) {
 		rc = bad(why, whylen, path, 8, "unsupported capture version %u (this decoder reads "
-			 "%u)", fh.version, VS_CAP_VERSION);
+			 "1 and %u)", fh.version, VS_CAP_VERSION);
 		goto fail;
 	}
 	if (fh.header_size < sizeof fh || fh.header_size > c->size || (fh.header_size & 7)) {
 		rc = bad(why, whylen, path, 10, "bad header size %u", fh.header_size);
 		goto fail;
 	}
-	uint64_t off = fh.header_size;
-	while (off < c->size) {
-		struct vs_cap_section_header sh;
-		if (c->size - off < sizeof sh) {
-			rc = bad(why, whylen, path, off, "truncated section header");
-			goto fail;
-		}
-		memcpy(&sh, c->data + off, sizeof sh);
-		uint64_t body = off + sizeof sh;
-		uint64_t padded = (sh.size + 7) & ~7ull;
-		if (sh.size > c->size - body || padded > c->size - body) {
-			rc = bad(why, whylen, path, off, "section of type %u claims %llu bytes but only "
-				 "%llu remain (truncated file?)", sh.type, (unsigned long long)sh.size,
-				 (unsigned long long)(c->size - body));
-			goto fail;
-		}
-		if (c->have_end) {
-			rc = bad(why, whylen, path, off, "data after the END section");
-			goto fail;
-		}
-		const uint8_t *p = c->data + body;
-		switch (sh.type) {
-		case VS_SEC_PROCESS:
-			if (sh.size >= 4)
-				memcpy(&c->pid, p, 4);
-			break;
-		case VS_SEC_CLOCK:
-			if (sh.size != sizeof c->clock) {
-				rc = bad(why, whylen, path, off, "clock section of %llu bytes",
-					 (unsigned long long)sh.size);
-				goto fail;
-			}
-			memcpy(&c->clock, p, sizeof c->clock);
-			if (c->clock.is_tsc > 1 || c->clock.ts1 < c->clock.ts0 ||
-			    c->clock.mono1 < c->clock.mono0 || c->clock.real0 == 0) {
-				rc = bad(why, whylen, path, off, "clock section is inconsistent (second "
-					 "reference point before the first)");
-				goto fail;
-			}
-			c->have_clock = true;
-			break;
-		case VS_SEC_META:
-			if (c->have_meta) {
-				rc = bad(why, whylen, path, off, "second metadata section");
-				goto fail;
-			}
-			{
-				char mwhy[256];
-				if (vs_meta_parse(&c->meta, p, sh.size, mwhy, sizeof mwhy) < 0) {
-					rc = bad(why, whylen, path, body, "%s", mwhy);
-					goto fail;
-				}
-			}
-			c->have_meta = true;
-			break;
-		case VS_SEC_EVENTS:
-		case VS_SEC_LOSS: {
-			size_t hl = sh.type == VS_SEC_EVENTS ? 32 : 32;
-			uint32_t ids[3];
-			if (sh.size < hl) {
-				rc = bad(why, whylen, path, off, "%s section too short",
-					 sh.type == VS_SEC_EVENTS ? "events" : "loss");
-				goto fail;
-			}
-			if (!c->have_meta) {
-				rc = bad(why, whylen, path, off, "events before the metadata section");
-				goto fail;
-			}
-			memcpy(ids, p, sizeof ids);
-			struct stream *s = stream_get(c, ids[0], ids[1], ids[2]);
-			if (!s) {
-				rc = -ENOMEM;
-				goto fail;
-			}
-			if (sh.type == VS_SEC_LOSS) {
-				memcpy(&s->dropped, p + 16, 8);
-				memcpy(&s->overwritten, p + 24, 8);
-				break;
-			}
-			memcpy(s->name, p + 16, 16);
-			s->name[15] = '\0';
-			rc = check_records(c, body + hl, sh.size - hl, why, whylen);
-			if (rc < 0)
-				goto fail;
-			if (add_chunk(c, s, body + hl, sh.size - hl) < 0) {
-				rc = -ENOMEM;
-				goto fail;
-			}
-			break;
-		}
-		case VS_SEC_END:
-			if (sh.size != 16) {
-				rc = bad(why, whylen, path, off, "END section of %llu bytes",
-					 (unsigned long long)sh.size);
-				goto fail;
-			}
-			memcpy(&c->no_ring_drops, p + 8, 8);
-			c->have_end = true;
-			break;
-		default:
-			rc = bad(why, whylen, path, off, "unknown section type %u", sh.type);
-			goto fail;
-		}
-		off = body + padded;
-	}
-	if (!c->have_meta) {
-		rc = bad(why, whylen, path, off, "no metadata section");
+	c->version = fh.version;
+	/* Events are checked against the metadata, which may come after them (a recorder
+	 * writes it last): two passes. */
+	rc = scan(c, fh.header_size, 1, why, whylen);
+	if (rc == 0)
+		rc = scan(c, fh.header_size, 2, why, whylen);
+	if (rc < 0)
 		goto fail;
-	}
-	if (!c->have_end || !c->have_clock) {
-		rc = bad(why, whylen, path, off, "truncated: the capture has no %s section (was the "
-			 "recorder killed?)", c->have_clock ? "END" : "CLOCK");
-		goto fail;
-	}
 	*out = c;
 	return 0;
 fail:
@@ -693,7 +743,8 @@ int vs_capture_walk(struct vs_capture *c, vs_event_fn fn, void *opaque, char *wh
 				       "quarter of the ring)";
 		} else {
 			ev.site = &c->meta.sites[vs_meta_site_index(&c->meta, e.site)];
-			ev.caller = e.caller ? &c->meta.callers[e.caller - 1] : NULL;
+			ev.caller = e.caller ? &c->meta.objects[ev.site->object].callers[e.caller - 1]
+					     : NULL;
 			ev.args = payload;
 			ev.args_len = e.size - sizeof e;
 		}

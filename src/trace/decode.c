@@ -5,12 +5,14 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "trace/tracetools.h"
 
 struct dctx {
 	const struct vs_decode_opts *o;
+	const uint32_t *masks; /* per provider of the capture, from --flag; NULL: all */
 	FILE *out;
 	uint64_t first_ns;
 	bool have_first;
@@ -61,18 +63,16 @@ static int on_event(const struct vs_cap_event *ev, void *opaque)
 	}
 	if (o->max_level && ev->site->level > o->max_level)
 		return 0;
-	if (o->flag_mask && !(o->flag_mask & (1u << ev->site->flag)))
+	if (d->masks && (ev->site->prov == VS_META_NO_SLOT ||
+			 !(d->masks[ev->site->prov] & (1u << ev->site->flag))))
 		return 0;
 	vs_format_message(msg, sizeof msg, ev->site, ev->args, ev->args_len);
 	d->shown++;
 	if (o->chrome) {
-		/* Chrome/Perfetto trace-event JSON: entry/exit sites become duration
-		 * begin/end pairs, everything else an instant event. */
-		const char *ph = !strncmp(ev->site->fmt, "--> enter", 9)  ? "B"
-				 : !strncmp(ev->site->fmt, "<-- exit", 8) ? "E"
-									   : "i";
-		fprintf(d->out, "%s{\"ph\":\"%s\",\"ts\":%.3f,\"pid\":%u,\"tid\":%u,\"name\":",
-			d->shown > 1 ? ",\n" : "", ph, (double)(ev->real_ns - d->first_ns) / 1000.0,
+		/* Chrome/Perfetto trace-event JSON: one instant event per event. */
+		fprintf(d->out, "%s{\"ph\":\"i\",\"s\":\"t\",\"ts\":%.3f,\"pid\":%u,\"tid\":%u,"
+				"\"name\":",
+			d->shown > 1 ? ",\n" : "", (double)(ev->real_ns - d->first_ns) / 1000.0,
 			d->pid, ev->tid);
 		if (ev->caller) {
 			char both[256];
@@ -81,10 +81,11 @@ static int on_event(const struct vs_cap_event *ev, void *opaque)
 		} else {
 			vs_fputs_json(ev->site->func, d->out);
 		}
+		char cat[256];
+		snprintf(cat, sizeof cat, "%s%s%s", ev->site->provider,
+			 ev->site->provider[0] ? "." : "", ev->site->flag_name);
 		fprintf(d->out, ",\"cat\":");
-		vs_fputs_json(ev->site->flag_name, d->out);
-		if (*ph == 'i')
-			fputs(",\"s\":\"t\"", d->out);
+		vs_fputs_json(cat, d->out);
 		fprintf(d->out, ",\"args\":{\"level\":\"%s\",\"message\":",
 			vs_level_name(ev->site->level));
 		vs_fputs_json(msg, d->out);
@@ -95,7 +96,9 @@ static int on_event(const struct vs_cap_event *ev, void *opaque)
 		fprintf(d->out, "{\"type\":\"event\",\"time_ns\":%llu,\"tid\":%u,\"thread\":",
 			(unsigned long long)ev->real_ns, ev->tid);
 		vs_fputs_json(ev->thread_name ? ev->thread_name : "", d->out);
-		fprintf(d->out, ",\"level\":\"%s\",\"flag\":", vs_level_name(ev->site->level));
+		fprintf(d->out, ",\"level\":\"%s\",\"provider\":", vs_level_name(ev->site->level));
+		vs_fputs_json(ev->site->provider, d->out);
+		fputs(",\"flag\":", d->out);
 		vs_fputs_json(ev->site->flag_name, d->out);
 		fputs(",\"function\":", d->out);
 		vs_fputs_json(ev->site->func, d->out);
@@ -112,8 +115,8 @@ static int on_event(const struct vs_cap_event *ev, void *opaque)
 	} else {
 		char prefix[512];
 		vs_format_prefix(prefix, sizeof prefix, ev->real_ns, ev->tid, ev->site->level,
-				 ev->site->flag_name, ev->caller ? ev->caller->func : NULL,
-				 ev->site->func);
+				 ev->site->provider, ev->site->flag_name,
+				 ev->caller ? ev->caller->func : NULL, ev->site->func);
 		/* Names and arguments come from the traced process: no terminal controls. */
 		vs_fputs_text(prefix, d->out);
 		vs_fputs_text(msg, d->out);
@@ -130,25 +133,33 @@ int vs_trace_decode(const char *path, const struct vs_decode_opts *o, FILE *out,
 	int rc = vs_capture_open(&c, path, why, whylen);
 	if (rc < 0)
 		return rc;
+	uint32_t *masks = NULL;
 	if (opts.flag_spec) {
-		/* reuse the spec parser: "verbose:" + names */
+		/* reuse the spec parser: "verbose:" + names, strict */
+		const struct vs_meta *m = vs_capture_meta(c);
+		struct vs_spec_provider *sp = vs_meta_spec_providers(m);
 		char spec[512];
 		uint32_t level;
+		masks = calloc(m->nproviders ? m->nproviders : 1, sizeof *masks);
 		snprintf(spec, sizeof spec, "verbose:%s", opts.flag_spec);
-		rc = vs_spec_parse(spec, (const char *const *)vs_capture_meta(c)->flag_names, &level,
-				   &opts.flag_mask, why, whylen);
+		rc = !sp || !masks ? -ENOMEM
+				   : vs_spec_eval(spec, sp, m->nproviders, true, &level, masks, why,
+						  whylen);
+		free(sp);
 		if (rc < 0) {
+			free(masks);
 			vs_capture_close(c);
 			return rc;
 		}
 	}
-	struct dctx d = { .o = &opts, .out = out, .pid = vs_capture_pid(c) };
+	struct dctx d = { .o = &opts, .masks = masks, .out = out, .pid = vs_capture_pid(c) };
 	if (opts.chrome)
 		fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n", out);
 	rc = vs_capture_walk(c, on_event, &d, why, whylen);
 	if (opts.chrome)
 		fputs("\n]}\n", out);
 	vs_capture_close(c);
+	free(masks);
 	if (fflush(out) != 0 && rc == 0) {
 		snprintf(why, whylen, "writing output: %s", strerror(errno));
 		rc = -EIO;

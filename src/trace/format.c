@@ -35,7 +35,7 @@ static void emit(struct out *o, const char *s, size_t n)
 static void emitf(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void emitf(struct out *o, const char *fmt, ...)
 {
-	char tmp[512];
+	char tmp[2 * VS_TRACE_BYTES_MAX + 4 * VS_TRACE_STR_MAX + 64]; /* the longest conversion */
 	va_list ap;
 	va_start(ap, fmt);
 	int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
@@ -51,7 +51,7 @@ struct args {
 	unsigned idx;
 };
 
-enum { A_INT, A_UINT, A_DBL, A_PTR, A_STR };
+enum { A_INT, A_UINT, A_DBL, A_PTR, A_STR, A_BYTES };
 struct val {
 	int kind;
 	int64_t i;
@@ -68,7 +68,9 @@ static int next_arg(struct args *a, struct val *v)
 	if (a->idx >= a->site->nargs)
 		return -1;
 	uint8_t t = a->site->types[a->idx++];
-	size_t size = t == VS_ARG_I32 || t == VS_ARG_U32 ? 4 : t == VS_ARG_STR ? 2 : 8;
+	size_t size = t == VS_ARG_I32 || t == VS_ARG_U32		? 4
+		      : t == VS_ARG_STR || t == VS_ARG_BYTES ? 2
+							     : 8;
 	if (size > a->len - a->off)
 		return -1;
 	const uint8_t *p = a->p + a->off;
@@ -103,19 +105,20 @@ static int next_arg(struct args *a, struct val *v)
 		memcpy(&v->d, p, 8);
 		v->kind = A_DBL;
 		return 0;
-	case VS_ARG_STR: {
+	case VS_ARG_STR:
+	case VS_ARG_BYTES: {
 		uint16_t l;
 		memcpy(&l, p, 2);
+		v->kind = t == VS_ARG_STR ? A_STR : A_BYTES;
 		if (l == VS_TRACE_STR_NULL) {
-			v->kind = A_STR;
 			v->s = NULL;
 			return 0;
 		}
 		v->cut = (l & VS_TRACE_STR_CUT) != 0;
 		l &= (uint16_t)~VS_TRACE_STR_CUT;
-		if (l > a->len - a->off)
+		if (l > (t == VS_ARG_STR ? VS_TRACE_STR_MAX : VS_TRACE_BYTES_MAX) ||
+		    l > a->len - a->off)
 			return -1;
-		v->kind = A_STR;
 		v->s = (const char *)a->p + a->off;
 		v->slen = l;
 		a->off += l;
@@ -263,6 +266,10 @@ int vs_format_message(char *buf, size_t buflen, const struct vs_meta_site *site,
 		case 'p':
 			if (next_arg(&a, &v) < 0)
 				goto bad;
+			if (v.kind == A_BYTES) {
+				emit(&o, "<bytes>", 7);
+				break;
+			}
 			if (v.kind == A_STR) {
 				/* A char * is recorded as its text, not its address: cast to
 				 * (void *) at the site to trace the address. */
@@ -273,8 +280,20 @@ int vs_format_message(char *buf, size_t buflen, const struct vs_meta_site *site,
 			emitf(&o, spec, (void *)(uintptr_t)v.u);
 			break;
 		case 's': {
-			if (next_arg(&a, &v) < 0 || v.kind != A_STR)
+			if (next_arg(&a, &v) < 0 || (v.kind != A_STR && v.kind != A_BYTES))
 				goto bad;
+			if (v.kind == A_BYTES) {
+				/* a byte array: its hex text */
+				char hex[2 * VS_TRACE_BYTES_MAX + 8];
+				if (v.s)
+					vs_format_hex(hex, sizeof hex, (const uint8_t *)v.s, v.slen,
+						      v.cut);
+				else
+					strcpy(hex, "(null)");
+				snprintf(spec + sl, sizeof spec - sl, "s");
+				emitf(&o, spec, hex);
+				break;
+			}
 			/* Recorded strings have no NUL; one in a capture would hide what
 			 * follows it, so it is shown as the text escape would show it. */
 			char tmp[VS_TRACE_STR_MAX * 4 + 16];
@@ -332,14 +351,34 @@ void vs_format_walltime(char *out, size_t outlen, uint64_t real_ns)
 }
 
 int vs_format_prefix(char *out, size_t outlen, uint64_t real_ns, uint32_t tid, unsigned level,
-		     const char *flag, const char *caller, const char *func)
+		     const char *provider, const char *flag, const char *caller, const char *func)
 {
-	char t[64];
+	char t[64], pf[128];
 	static const char *const tags[] = { "OFF", "CRIT", "ERROR", "WARN", "INFO", "VERB" };
 	vs_format_walltime(t, sizeof t, real_ns);
-	return snprintf(out, outlen, "%s %-6u %-5s %-8s %s%s%s: ", t, tid,
-			level <= VS_LEVEL_MAX ? tags[level] : "?", flag ? flag : "?",
-			caller ? caller : "", caller ? ">" : "", func ? func : "?");
+	snprintf(pf, sizeof pf, "%s%s%s", provider ? provider : "",
+		 provider && provider[0] ? "." : "", flag ? flag : "?");
+	return snprintf(out, outlen, "%s %-6u %-5s %-14s %s%s%s: ", t, tid,
+			level <= VS_LEVEL_MAX ? tags[level] : "?", pf, caller ? caller : "",
+			caller ? ">" : "", func ? func : "?");
+}
+
+char *vs_format_hex(char *out, size_t outlen, const uint8_t *p, size_t n, bool cut)
+{
+	static const char digits[] = "0123456789abcdef";
+	size_t o = 0;
+	if (!outlen)
+		return out;
+	for (size_t i = 0; i < n && o + 2 < outlen; i++) {
+		out[o++] = digits[p[i] >> 4];
+		out[o++] = digits[p[i] & 15];
+	}
+	if (cut && o + 5 < outlen) {
+		memcpy(out + o, "[...]", 5);
+		o += 5;
+	}
+	out[o] = '\0';
+	return out;
 }
 
 /* ---- escaping for terminals and JSON ------------------------------------------------------

@@ -110,12 +110,9 @@ int vs_trace_record(const char *target, const char *out, const struct vs_record_
 	}
 	memset(st, 0, sizeof *st);
 	if (o->enable_spec) {
-		uint32_t level, mask;
-		rc = vs_spec_parse(o->enable_spec, (const char *const *)s.meta.flag_names, &level,
-				   &mask, why, whylen);
+		rc = vs_shm_apply_spec(&s, o->enable_spec, why, whylen);
 		if (rc < 0)
 			goto out;
-		vs_ctl_store(h, level, mask);
 	}
 	__atomic_store_n(&h->recorder_pid, (int32_t)getpid(), __ATOMIC_RELAXED);
 	__atomic_store_n(&h->mode, VS_MODE_STREAM, __ATOMIC_RELEASE);
@@ -260,16 +257,35 @@ out:
 	return finish_capture(&s, &w, out, why, whylen);
 }
 
+int vs_shm_apply_spec(struct vs_shm *s, const char *spec, char *why, size_t whylen)
+{
+	const struct vs_meta *m = &s->meta;
+	struct vs_spec_provider *sp = vs_meta_spec_providers(m);
+	uint32_t *masks = calloc(m->nproviders ? m->nproviders : 1, sizeof *masks), level;
+	int rc = -ENOMEM;
+	if (sp && masks)
+		rc = vs_spec_eval(spec, sp, m->nproviders, true, &level, masks, why, whylen);
+	for (uint32_t i = 0; rc == 0 && i < m->nproviders; i++) {
+		/* slots were checked against the snapshot's provider_slots by the parser's
+		 * caller: vs_shm_provider() says NULL otherwise */
+		struct vs_shm_provider *p = vs_shm_provider(s, m->providers[i].slot);
+		if (p)
+			vs_ctl_store(p, level, masks[i]);
+	}
+	if (rc == -ENOMEM)
+		snprintf(why, whylen, "out of memory");
+	free(sp);
+	free(masks);
+	return rc;
+}
+
 int vs_trace_enable(const char *target, const char *spec, char *why, size_t whylen)
 {
 	struct vs_shm s;
-	uint32_t level, mask;
 	int rc = vs_shm_open(&s, target, why, whylen);
 	if (rc < 0)
 		return rc;
-	rc = vs_spec_parse(spec, (const char *const *)s.meta.flag_names, &level, &mask, why, whylen);
-	if (rc == 0)
-		vs_ctl_store(s.hdr, level, mask);
+	rc = vs_shm_apply_spec(&s, spec, why, whylen);
 	vs_shm_close(&s);
 	return rc;
 }

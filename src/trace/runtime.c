@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Trace runtime: sets itself up before main() (control block and per-thread rings
- * in a shared-memory file), owns the slow path of event recording, and tears down
- * at exit.  The fast path is inline in <vioscope/trace.h>.
+ * Trace runtime, first half: the process's shared-memory file (made when the first
+ * object registers: providers' control words, metadata, per-thread rings), the slow
+ * path of event recording, and the print backend.  The fast path is inline in
+ * <vioscope/trace.h>; objects, providers and settings are in registry.c.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -16,32 +17,25 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/random.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
 
-#include "trace/tracetools.h"
+#include "trace/runtime_int.h"
 
 #define DEFAULT_RINGS     64
 #define DEFAULT_RING_SIZE (1u << 20)
+#define DEFAULT_META      (4u << 20)
 #define NCHUNK            16
 /* Tries to reserve room before an event is dropped instead (see vs__reserve_slow). */
 #define MAX_RESERVE_ATTEMPTS 64
 
-/* Sites refer to the callers section whenever they might name a caller; in an
- * unoptimised build that reference stays even where no caller exists, so the
- * section must exist: this entry guarantees it (and is never referenced). */
-static const struct vs_caller no_caller __attribute__((section("vs_trace_callers"), used)) = {
-	"?", "?", 0, 0
-};
-
-/* Before init (and for the off flavour) sites see an all-zero control block. */
-static struct vs_trace_control boot_ctl;
-struct vs_trace_control *vs__ctl = &boot_ctl;
-int vs__ts_is_tsc;
+struct vs_rt_file vs_rt;
 
 /* fast_end == 0 sends the first event of each thread to the slow path, which
  * attaches a ring; a thread that has exited gets the dead writer and drops. */
@@ -78,27 +72,14 @@ struct thread_ring {
 };
 
 static struct {
-	struct vs_shm_header *hdr;
-	size_t size;
-	/* The layout as we made it.  The file is writable by anyone who can open it (a
-	 * recorder, a tool running as our user): its header fields are never read back. */
-	struct vs_shm_ring *rings;
-	uint8_t *ring_data;
-	uint32_t ring_count;
-	uint64_t ring_size;
-	char path[PATH_MAX];
-	char tmp_path[PATH_MAX];
 	pthread_key_t key;
-	bool atexit_done;
-	bool forked;                     /* a fork()ed child: set up on first use */
-	struct vs_trace_control fork_ctl; /* its settings until then */
-	uint32_t fork_level, fork_flags;
-	void *fork_leftover;              /* the forking thread's ring state, in the child */
 	bool key_ok;
+	bool atexit_done;
+	bool exiting;
+	bool forked;			 /* a fork()ed child: its file is made at its first event */
+	void *fork_leftover;		 /* the forking thread's ring state, in the child */
 	FILE *print_file;
 	pthread_mutex_t print_lock;
-	struct vs_meta meta; /* for the print backend and flag names */
-	bool meta_ok;
 } rt = { .print_lock = PTHREAD_MUTEX_INITIALIZER };
 
 static __thread struct thread_ring *my_ring;
@@ -183,29 +164,45 @@ static unsigned rings_from_env(void)
 	return (unsigned)v;
 }
 
+static uint64_t meta_from_env(void)
+{
+	const char *s = getenv("VIOSCOPE_TRACE_META");
+	if (!s)
+		return DEFAULT_META;
+	uint64_t v = parse_size(s);
+	if (v < 4096 || v > (1ull << 30)) {
+		fprintf(stderr, "vioscope trace: VIOSCOPE_TRACE_META=%s: need 4K..1G; using %u\n",
+			s, DEFAULT_META);
+		return DEFAULT_META;
+	}
+	return (v + 7) & ~7ull;
+}
+
 /* A file we have just created under a name nobody else could have chosen: the
  * directory is shared with other users (/dev/shm), so a name they can predict could be
  * theirs already (a file they keep open, a link to one of ours).  mkostemp creates it
  * with O_EXCL, mode 0600; fstat makes sure it is what we made. */
 static int create_exclusive(void)
 {
-	snprintf(rt.tmp_path, sizeof rt.tmp_path, "%s/.vioscope-init-%d-XXXXXX", vs_shm_dir(),
-		 (int)getpid());
-	int fd = mkostemp(rt.tmp_path, O_CLOEXEC);
+	snprintf(vs_rt.tmp_path, sizeof vs_rt.tmp_path, "%s/.vioscope-init-%d-XXXXXX",
+		 vs_shm_dir(), (int)getpid());
+	int fd = mkostemp(vs_rt.tmp_path, O_CLOEXEC);
 	struct stat st;
 	if (fd < 0)
 		return -errno;
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
 	    st.st_nlink != 1 || st.st_size != 0) {
 		close(fd);
-		unlink(rt.tmp_path);
+		unlink(vs_rt.tmp_path);
 		return -EEXIST;
 	}
 	return fd;
 }
 
-/* Map the control block and rings: a shared-memory file others can open, or, if
- * that is impossible, private memory so tracing still works in-process. */
+/* Map the file: a shared-memory file others can open, or, if that is impossible,
+ * private memory so tracing still works in-process.  The file is sparse: the areas
+ * made for what may come (metadata, rings of threads yet to start) take memory only
+ * where they are written. */
 static int map_shm(size_t size)
 {
 	void *p = MAP_FAILED;
@@ -213,57 +210,60 @@ static int map_shm(size_t size)
 	/* Built under a temporary name and renamed into place once complete, so a tool
 	 * never sees a half-initialised file (nor one a fork()ed child will replace).
 	 * rename() replaces a file left under the final name without opening it. */
-	snprintf(rt.path, sizeof rt.path, "%s/%s%d", vs_shm_dir(), VS_SHM_PREFIX, (int)getpid());
+	snprintf(vs_rt.path, sizeof vs_rt.path, "%s/%s%d", vs_shm_dir(), VS_SHM_PREFIX,
+		 (int)getpid());
 	int fd = create_exclusive();
 	if (fd >= 0) {
 		if (ftruncate(fd, (off_t)size) == 0)
 			p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 		close(fd);
 		if (p == MAP_FAILED)
-			unlink(rt.tmp_path);
+			unlink(vs_rt.tmp_path);
 	} else {
 		errno = -fd;
 	}
 	if (p == MAP_FAILED) {
 		fprintf(stderr, "vioscope trace: cannot create %s (%s); tracing in private "
-				"memory\n", rt.path, strerror(errno));
-		rt.path[0] = '\0';
+				"memory\n", vs_rt.path, strerror(errno));
+		vs_rt.path[0] = '\0';
 		p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (p == MAP_FAILED)
 			return -errno;
 	}
-	rt.hdr = p;
-	rt.size = size;
+	vs_rt.hdr = p;
+	vs_rt.size = size;
 	return 0;
-}
-
-static void apply_env_spec(void)
-{
-	const char *spec = getenv("VIOSCOPE_TRACE");
-	uint32_t level = VS_LEVEL_INFO, mask = 0xffffffffu;
-	char why[256];
-
-	if (spec && *spec) {
-		if (vs_spec_parse(spec, (const char *const *)rt.meta.flag_names, &level, &mask, why,
-				  sizeof why) < 0) {
-			fprintf(stderr, "vioscope trace: VIOSCOPE_TRACE=%s: %s; using info:all\n",
-				spec, why);
-			level = VS_LEVEL_INFO;
-			mask = 0xffffffffu;
-		}
-	}
-	vs_trace_set((int)level, mask);
 }
 
 static void on_exit_cleanup(void)
 {
-	if (!rt.hdr)
+	rt.exiting = true;
+	if (!vs_rt.hdr)
 		return;
-	__atomic_store_n(&rt.hdr->exited, 1, __ATOMIC_RELEASE);
-	if (rt.path[0] && !__atomic_load_n(&rt.hdr->keep, __ATOMIC_RELAXED))
-		unlink(rt.path);
+	__atomic_store_n(&vs_rt.hdr->exited, 1, __ATOMIC_RELEASE);
+	if (vs_rt.path[0] && !__atomic_load_n(&vs_rt.hdr->keep, __ATOMIC_RELAXED))
+		unlink(vs_rt.path);
 	if (rt.print_file && rt.print_file != stderr)
 		fflush(rt.print_file);
+}
+
+bool vs_rt_exiting(void)
+{
+	return rt.exiting;
+}
+
+/* At exit, handlers run in the reverse order of their registration, and the one that
+ * runs the objects' destructors (ld.so's) is registered when main() is about to be
+ * called: a handler registered earlier, from a library's constructor, runs after the
+ * destructors, which would then record every object as unloaded.  Registered again
+ * once the program itself registers, it runs before them. */
+void vs_rt_exit_hook_late(void)
+{
+	static bool done;
+	if (rt.atexit_done && !done) {
+		atexit(on_exit_cleanup);
+		done = true;
+	}
 }
 
 static void thread_exit(void *arg)
@@ -294,33 +294,59 @@ static void open_print_file(void)
 
 static void child_after_fork(void);
 
-int vs__runtime_init(void)
+/* Kept in this copy of the runtime's memory; its value and address go into the file. */
+static uint64_t instance_token;
+
+/* Does the trace file of this pid belong to another copy of the runtime in this very
+ * process image (a program that links the runtime statically without exporting it,
+ * and a library that brings libvioscope_trace.so)?  That copy's token is in our own
+ * memory then.  A file left by an earlier image (before exec) or an earlier process
+ * with this pid is not: its token is not there.  Read with process_vm_readv, which
+ * fails instead of faulting on an address that is not mapped. */
+static bool other_runtime_here(void)
 {
-	void *blob = NULL;
-	size_t blob_len = 0;
-	char why[256];
+	struct vs_shm s;
+	char why[256], pid[32];
+	bool here = false;
+	snprintf(pid, sizeof pid, "%d", (int)getpid());
+	if (vs_shm_open(&s, pid, why, sizeof why) < 0)
+		return false;
+	if (s.snap.pid == (int32_t)getpid() && s.snap.owner_token &&
+	    s.snap.owner_addr != (uintptr_t)&instance_token) {
+		uint64_t v = 0;
+		struct iovec local = { &v, sizeof v };
+		struct iovec remote = { (void *)(uintptr_t)s.snap.owner_addr, sizeof v };
+		here = process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)sizeof v &&
+		       v == s.snap.owner_token;
+	}
+	vs_shm_close(&s);
+	return here;
+}
+
+int vs_rt_file_create(void)
+{
 	int rc;
 
-	if (rt.hdr)
+	if (vs_rt.hdr)
 		return 0;
-	rc = vs_meta_build_self(&blob, &blob_len);
-	if (rc < 0)
-		return rc;
-	rt.meta_ok = vs_meta_parse(&rt.meta, blob, blob_len, why, sizeof why) == 0;
-
+	if (other_runtime_here())
+		return -EEXIST;
+	while (!instance_token)
+		if (getrandom(&instance_token, sizeof instance_token, 0) != sizeof instance_token)
+			instance_token = vs__clock_ns() ^ (uint64_t)getpid() << 40;
 	unsigned nrings = rings_from_env();
 	uint64_t ring_size = ring_size_from_env();
-	size_t meta_off = (sizeof(struct vs_shm_header) + 63) & ~(size_t)63;
-	size_t rings_off = (meta_off + blob_len + 4095) & ~(size_t)4095;
+	uint64_t meta_cap = meta_from_env();
+	size_t provs_off = (sizeof(struct vs_shm_header) + 63) & ~(size_t)63;
+	size_t meta_off = provs_off + VS_RT_PROVIDER_SLOTS * sizeof(struct vs_shm_provider);
+	size_t rings_off = (meta_off + meta_cap + 4095) & ~(size_t)4095;
 	size_t data_off = (rings_off + nrings * sizeof(struct vs_shm_ring) + 4095) & ~(size_t)4095;
 	size_t size = data_off + (size_t)nrings * ring_size;
 
 	rc = map_shm(size);
-	if (rc < 0) {
-		free(blob);
+	if (rc < 0)
 		return rc;
-	}
-	struct vs_shm_header *h = rt.hdr;
+	struct vs_shm_header *h = vs_rt.hdr;
 	h->version = VS_SHM_VERSION;
 	h->header_size = sizeof *h;
 	h->total_size = size;
@@ -330,82 +356,70 @@ int vs__runtime_init(void)
 	if (n < 0)
 		n = 0;
 	h->exe[n] = '\0';
-	snprintf(h->flavour, sizeof h->flavour, "%s", vs_trace_flavour());
-	vs__ts_is_tsc = tsc_usable();
-	h->clock_is_tsc = (uint32_t)vs__ts_is_tsc;
-	h->clk_ts0 = vs__now();
+	vs_rt.clock_mono = !tsc_usable();
+	h->clock_is_tsc = !vs_rt.clock_mono;
+	h->clk_ts0 = vs_rt.clock_mono ? vs__clock_ns() : vs__rdtsc();
 	h->clk_mono0 = vs__clock_ns();
 	h->clk_real0 = realtime_ns();
+	h->providers_offset = provs_off;
+	h->provider_slots = VS_RT_PROVIDER_SLOTS;
 	h->meta_offset = meta_off;
-	h->meta_size = blob_len;
-	memcpy((uint8_t *)h + meta_off, blob, blob_len);
-	free(blob);
+	h->meta_capacity = meta_cap;
 	h->rings_offset = rings_off;
 	h->ring_count = nrings;
 	h->ring_size = ring_size;
 	h->data_offset = data_off;
-	rt.rings = (struct vs_shm_ring *)((uint8_t *)h + rings_off);
-	rt.ring_data = (uint8_t *)h + data_off;
-	rt.ring_count = nrings;
-	rt.ring_size = ring_size;
+	vs_rt.provs = (struct vs_shm_provider *)((uint8_t *)h + provs_off);
+	vs_rt.provider_slots = VS_RT_PROVIDER_SLOTS;
+	vs_rt.meta = (uint8_t *)h + meta_off;
+	vs_rt.meta_capacity = meta_cap;
+	vs_rt.rings = (struct vs_shm_ring *)((uint8_t *)h + rings_off);
+	vs_rt.ring_data = (uint8_t *)h + data_off;
+	vs_rt.ring_count = nrings;
+	vs_rt.ring_size = ring_size;
+	h->owner_token = instance_token;
+	h->owner_addr = (uintptr_t)&instance_token;
 	h->mode = VS_MODE_FLIGHT;
 	const char *keep = getenv("VIOSCOPE_TRACE_KEEP");
 	h->keep = keep && *keep && strcmp(keep, "0") != 0;
-	/* Magic last: a tool that sees it sees a complete header. */
+	/* Magic last: a tool that sees it sees a complete header.  Providers and metadata
+	 * are added after, each published by its own count. */
 	__atomic_thread_fence(__ATOMIC_RELEASE);
 	memcpy(h->magic, VS_SHM_MAGIC, 8);
-
-	if (rt.forked) {
-		/* A child keeps the settings it inherited. */
-		vs_trace_set((int)rt.fork_level, rt.fork_flags);
-		rt.forked = false;
-	} else {
-		apply_env_spec();
-	}
-	vs__ctl = &h->ctl;
-	if (rt.path[0] && rename(rt.tmp_path, rt.path) < 0) {
+	if (vs_rt.path[0] && rename(vs_rt.tmp_path, vs_rt.path) < 0) {
 		/* e.g. another user's file under our name in a sticky directory: tracing
 		 * goes on in the (now nameless) file, the tools cannot attach */
 		fprintf(stderr,
 			"vioscope trace: cannot publish %s (%s); tracing without a trace "
 			"file\n",
-			rt.path, strerror(errno));
-		unlink(rt.tmp_path);
-		rt.path[0] = '\0';
+			vs_rt.path, strerror(errno));
+		unlink(vs_rt.tmp_path);
+		vs_rt.path[0] = '\0';
 	}
 	if (!rt.atexit_done) {
 		rt.key_ok = pthread_key_create(&rt.key, thread_exit) == 0;
-		if (VS_TRACE_PRINT)
-			open_print_file();
 		atexit(on_exit_cleanup);
 		pthread_atfork(NULL, NULL, child_after_fork);
 		rt.atexit_done = true;
 	}
+	rt.forked = false;
 	return 0;
 }
 
-__attribute__((constructor(101))) static void runtime_ctor(void)
-{
-	vs__runtime_init();
-}
-
 /* The child of fork() must not write into its parent's rings.  Only async-signal-
- * safe work here: drop the parent's mapping and keep its settings; the child gets
- * its own file on its first event (most children exec() before that). */
+ * safe work here: drop the parent's mapping (sites test a private copy of their
+ * control words meanwhile); the child makes its own file at its first event (most
+ * children exec() before that). */
 static void child_after_fork(void)
 {
-	if (rt.hdr) {
-		rt.fork_ctl = rt.hdr->ctl;
-		rt.fork_level = rt.hdr->level;
-		rt.fork_flags = rt.hdr->flags;
-		munmap(rt.hdr, rt.size);
-	}
-	vs__ctl = &rt.fork_ctl;
+	vs_reg_atfork_child();
+	if (vs_rt.hdr)
+		munmap(vs_rt.hdr, vs_rt.size);
 	vs__tls_writer = &attach_writer;
 	rt.fork_leftover = my_ring; /* freed at the first attach: free() isn't safe here */
 	my_ring = NULL;
-	rt.hdr = NULL;
-	rt.path[0] = '\0';
+	vs_rt.hdr = NULL;
+	vs_rt.path[0] = '\0';
 	rt.forked = true;
 }
 
@@ -434,28 +448,25 @@ static uint64_t count_events(const uint8_t *data, uint64_t size, uint64_t tail, 
 
 static struct thread_ring *attach_ring(void)
 {
-	if (!rt.hdr && rt.forked) {
+	if (!vs_rt.hdr && rt.forked) {
 		struct thread_ring *old = rt.fork_leftover;
 		if (old) {
 			free(old->scratch);
 			free(old);
 			rt.fork_leftover = NULL;
 		}
-		if (rt.meta_ok) {
-			vs_meta_free(&rt.meta);
-			rt.meta_ok = false;
-		}
-		vs__runtime_init();
+		if (!vs_reg_child_file())
+			rt.forked = false; /* no file for this child: its events go nowhere */
 	}
-	struct vs_shm_header *h = rt.hdr;
+	struct vs_shm_header *h = vs_rt.hdr;
 	if (!h)
 		return NULL;
-	struct vs_shm_ring *rings = rt.rings;
-	const uint64_t ring_size = rt.ring_size;
+	struct vs_shm_ring *rings = vs_rt.rings;
+	const uint64_t ring_size = vs_rt.ring_size;
 	bool streaming = __atomic_load_n(&h->mode, __ATOMIC_ACQUIRE) == VS_MODE_STREAM;
 
 	for (int pass = 0; pass < 2; pass++) {
-		for (unsigned i = 0; i < rt.ring_count; i++) {
+		for (unsigned i = 0; i < vs_rt.ring_count; i++) {
 			uint32_t want = pass == 0 ? VS_RING_FREE : VS_RING_RETIRED;
 			uint32_t cur = want;
 			/* A retired ring still holds another thread's last events: only
@@ -488,7 +499,7 @@ static struct thread_ring *attach_ring(void)
 			/* Continue the stream position so a recorder never sees it go back
 			 * (positions are modulo 2^64 everywhere, whoever wrote this one). */
 			uint64_t pos = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
-			uint8_t *data = rt.ring_data + (size_t)i * ring_size;
+			uint8_t *data = vs_rt.ring_data + (size_t)i * ring_size;
 			if (want == VS_RING_RETIRED) {
 				/* The exited thread's last events go with its ring: count them
 				 * with the events lost for want of a free ring. */
@@ -630,11 +641,11 @@ static bool recorder_gone(struct thread_ring *tr)
 	if (++tr->drops_since_check < 4096)
 		return false;
 	tr->drops_since_check = 0;
-	int pid = __atomic_load_n(&rt.hdr->recorder_pid, __ATOMIC_RELAXED);
+	int pid = __atomic_load_n(&vs_rt.hdr->recorder_pid, __ATOMIC_RELAXED);
 	if (pid <= 0 || (kill(pid, 0) < 0 && errno == ESRCH)) {
 		/* A recorder that died must not leave us dropping forever. */
-		__atomic_store_n(&rt.hdr->mode, VS_MODE_FLIGHT, __ATOMIC_RELEASE);
-		__atomic_store_n(&rt.hdr->recorder_pid, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&vs_rt.hdr->mode, VS_MODE_FLIGHT, __ATOMIC_RELEASE);
+		__atomic_store_n(&vs_rt.hdr->recorder_pid, 0, __ATOMIC_RELAXED);
 		return true;
 	}
 	return false;
@@ -643,7 +654,9 @@ static bool recorder_gone(struct thread_ring *tr)
 static void put_record(struct thread_ring *tr, uint32_t site, uint32_t size, const void *payload,
 		       size_t plen)
 {
-	struct vs_event_header e = { .ts = vs__now(), .site = site, .size = (uint16_t)size };
+	struct vs_event_header e = {
+		.ts = vs_rt.clock_mono ? vs__clock_ns() : vs__rdtsc(), .site = site, .size = (uint16_t)size
+	};
 	uint8_t *p = tr->w.data + (tr->w.head & tr->w.mask);
 	memcpy(p, &e, sizeof e);
 	if (plen)
@@ -669,15 +682,15 @@ uint8_t *vs__reserve_slow(struct vs_ring_writer *w, uint32_t len)
 	if (w == &attach_writer && !tr) {
 		tr = attach_ring();
 		if (!tr) {
-			if (rt.hdr)
-				__atomic_fetch_add(&rt.hdr->no_ring_drops, 1, __ATOMIC_RELAXED);
+			if (vs_rt.hdr)
+				__atomic_fetch_add(&vs_rt.hdr->no_ring_drops, 1, __ATOMIC_RELAXED);
 			return global_scratch; /* committed to attach_writer: nowhere */
 		}
 		my_ring = tr;
 	}
 	if (!tr) { /* the thread has exited (a later TLS destructor traces) */
-		if (rt.hdr)
-			__atomic_fetch_add(&rt.hdr->no_ring_drops, 1, __ATOMIC_RELAXED);
+		if (vs_rt.hdr)
+			__atomic_fetch_add(&vs_rt.hdr->no_ring_drops, 1, __ATOMIC_RELAXED);
 		return global_scratch;
 	}
 	vs__tls_writer = &tr->w;
@@ -703,7 +716,7 @@ uint8_t *vs__reserve_slow(struct vs_ring_writer *w, uint32_t len)
 			continue;
 		}
 		if (head + need - tail > tr->size) {
-			uint32_t mode = __atomic_load_n(&rt.hdr->mode, __ATOMIC_ACQUIRE);
+			uint32_t mode = __atomic_load_n(&vs_rt.hdr->mode, __ATOMIC_ACQUIRE);
 			if (mode == VS_MODE_STREAM && !recorder_gone(tr))
 				return drop(tr);
 			if (mode != VS_MODE_STREAM)
@@ -737,47 +750,15 @@ uint8_t *vs__reserve_slow(struct vs_ring_writer *w, uint32_t len)
 }
 
 /* ---- control -------------------------------------------------------------------------- */
-int vs_trace_set(int level, uint32_t flag_mask)
-{
-	if (level < 0 || level > VS_LEVEL_MAX)
-		return -EINVAL;
-	if (!rt.hdr && rt.forked) {
-		vs_ctl_compute(&rt.fork_ctl, (uint32_t)level, flag_mask);
-		rt.fork_level = (uint32_t)level;
-		rt.fork_flags = flag_mask;
-		return 0;
-	}
-	if (!rt.hdr)
-		return -ENODEV;
-	vs_ctl_store(rt.hdr, (uint32_t)level, flag_mask);
-	return 0;
-}
-
-int vs_trace_set_spec(const char *spec)
-{
-	uint32_t level, mask;
-	char why[256];
-	if (vs_spec_parse(spec, (const char *const *)rt.meta.flag_names, &level, &mask, why,
-			  sizeof why) < 0)
-		return -EINVAL;
-	return vs_trace_set((int)level, mask);
-}
-
 void vs_trace_keep_on_exit(int keep)
 {
-	if (rt.hdr)
-		__atomic_store_n(&rt.hdr->keep, keep ? 1u : 0u, __ATOMIC_RELAXED);
+	if (vs_rt.hdr)
+		__atomic_store_n(&vs_rt.hdr->keep, keep ? 1u : 0u, __ATOMIC_RELAXED);
 }
 
 const char *vs_trace_shm_path(void)
 {
-	return rt.hdr && rt.path[0] ? rt.path : NULL;
-}
-
-const char *vs_trace_flavour(void)
-{
-	return VS_TRACE_TIER >= 2 ? (VS_TRACE_PRINT ? "all-print" : "all")
-				  : (VS_TRACE_PRINT ? "cold-print" : "cold");
+	return vs_rt.hdr && vs_rt.path[0] ? vs_rt.path : NULL;
 }
 
 /* ---- print backend ------------------------------------------------------------------------ */
@@ -789,7 +770,8 @@ void vs__print(const struct vs_site *site, const struct vs_caller *caller, const
 	if (!rt.print_file)
 		open_print_file();
 	vs_format_prefix(prefix, sizeof prefix, realtime_ns(), (uint32_t)gettid_(), site->level,
-			 site->flag_name, caller ? caller->func : NULL, site->func);
+			 site->provider->name, vs_reg_flag_name(site->provider, site->flag),
+			 caller ? caller->func : NULL, site->func);
 	pthread_mutex_lock(&rt.print_lock);
 	fputs(prefix, rt.print_file);
 	va_start(ap, fmt);
@@ -811,4 +793,12 @@ int vs__print_to(const char *path)
 	rt.print_file = f;
 	pthread_mutex_unlock(&rt.print_lock);
 	return 0;
+}
+
+const char *vs__hex(char *out, struct vs_bytes b)
+{
+	size_t n = b.ptr ? vs__clip(b.len, VS_TRACE_BYTES_MAX) : 0;
+	if (!b.ptr)
+		return strcpy(out, "(null)");
+	return vs_format_hex(out, 2 * VS_TRACE_BYTES_MAX + 8, b.ptr, n, b.len > VS_TRACE_BYTES_MAX);
 }

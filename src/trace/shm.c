@@ -202,14 +202,21 @@ static int check_file(const struct stat *st, const char *path, char *why, size_t
 static const char *check_layout(const struct vs_shm_header *h, size_t size)
 {
 	const uint64_t rings_bytes = (uint64_t)h->ring_count * sizeof(struct vs_shm_ring);
+	const uint64_t prov_bytes = (uint64_t)h->provider_slots * sizeof(struct vs_shm_provider);
 	if (memcmp(h->magic, VS_SHM_MAGIC, 8) != 0)
-		return "bad magic (not initialised yet, or not ours)";
+		return memcmp(h->magic, "VSTRSHM1", 8) == 0
+			       ? "version 1 (made by an older vioscope; use that version's tools)"
+			       : "bad magic (not initialised yet, or not ours)";
 	if (h->version != VS_SHM_VERSION)
 		return "unsupported version";
 	if (h->total_size != size || h->header_size != sizeof *h)
 		return "size mismatch";
-	if (h->meta_offset < sizeof *h || h->meta_size > size ||
-	    h->meta_offset > size - h->meta_size)
+	if (h->provider_slots == 0 || h->provider_slots > 65536 || h->providers_offset < sizeof *h ||
+	    h->providers_offset % sizeof(struct vs_shm_provider) || h->providers_offset > size ||
+	    prov_bytes > size - h->providers_offset)
+		return "provider slots outside the file";
+	if (h->meta_offset < sizeof *h || h->meta_capacity > size ||
+	    h->meta_offset > size - h->meta_capacity)
 		return "metadata outside the file";
 	if (h->ring_count == 0 || h->ring_count > 4096 || h->ring_size < 4096 ||
 	    (h->ring_size & (h->ring_size - 1)) || h->ring_size > (1ull << 30))
@@ -283,14 +290,9 @@ int vs_shm_open(struct vs_shm *s, const char *target, char *why, size_t whylen)
 		rc = invalid(why, whylen, s->path, bad);
 		goto fail;
 	}
-	s->meta_len = s->snap.meta_size;
-	s->meta_blob = malloc(s->meta_len ? s->meta_len : 1);
-	if (!s->meta_blob) {
-		rc = -ENOMEM;
-		snprintf(why, whylen, "%s: out of memory", s->path);
+	rc = vs_shm_meta_now(s, &s->meta_blob, &s->meta_len, why, whylen);
+	if (rc < 0)
 		goto fail;
-	}
-	memcpy(s->meta_blob, (const uint8_t *)s->hdr + s->snap.meta_offset, s->meta_len);
 	rc = vs_meta_parse(&s->meta, s->meta_blob, s->meta_len, why, whylen);
 	if (rc < 0)
 		goto fail;
@@ -315,6 +317,35 @@ void vs_shm_close(struct vs_shm *s)
 	s->meta_blob = NULL;
 	s->hdr = NULL;
 	s->fd = -1;
+}
+
+/* meta_used is the one live length: read once, bounded by the snapshot's capacity,
+ * then the records are copied before anything parses them. */
+int vs_shm_meta_now(const struct vs_shm *s, void **blob, size_t *len, char *why, size_t whylen)
+{
+	uint64_t used = __atomic_load_n(&s->hdr->meta_used, __ATOMIC_ACQUIRE);
+	if (used > s->snap.meta_capacity) {
+		snprintf(why, whylen, "%s: not a valid vioscope trace file: metadata length %llu "
+			 "beyond its area (%llu)", s->path, (unsigned long long)used,
+			 (unsigned long long)s->snap.meta_capacity);
+		return -EINVAL;
+	}
+	uint8_t *p = malloc(used ? used : 1);
+	if (!p) {
+		snprintf(why, whylen, "%s: out of memory", s->path);
+		return -ENOMEM;
+	}
+	memcpy(p, (const uint8_t *)s->hdr + s->snap.meta_offset, used);
+	*blob = p;
+	*len = used;
+	return 0;
+}
+
+struct vs_shm_provider *vs_shm_provider(const struct vs_shm *s, uint32_t slot)
+{
+	if (!s->hdr || slot >= s->snap.provider_slots)
+		return NULL;
+	return (struct vs_shm_provider *)((uint8_t *)s->hdr + s->snap.providers_offset) + slot;
 }
 
 struct vs_shm_ring *vs_shm_ring(const struct vs_shm *s, unsigned i)

@@ -16,9 +16,12 @@
 
 #include <vioscope/trace.h>
 
-/* ---- shared-memory file: $VIOSCOPE_TRACE_DIR (default /dev/shm)/vioscope-trace-<pid> ---- */
-#define VS_SHM_MAGIC   "VSTRSHM1"
-#define VS_SHM_VERSION 1
+/* ---- shared-memory file: $VIOSCOPE_TRACE_DIR (default /dev/shm)/vioscope-trace-<pid> ----
+ * header | provider control words | metadata (append-only records) | ring headers |
+ * ring data.  Made once, at the first registration, with room for what may come: the
+ * file is sparse, so the metadata area and the rings cost memory only where written. */
+#define VS_SHM_MAGIC   "VSTRSHM2"
+#define VS_SHM_VERSION 2
 #define VS_SHM_PREFIX  "vioscope-trace-"
 
 enum vs_ring_state { VS_RING_FREE = 0, VS_RING_ACTIVE = 1, VS_RING_RETIRED = 2 };
@@ -45,91 +48,171 @@ struct vs_shm_ring {
 };
 _Static_assert(sizeof(struct vs_shm_ring) == 128, "ring header is two cache lines");
 
+/* One provider's control words: what its sites test, rewritten live by `trace
+ * enable`.  Which provider a slot is, and its flag names, is in the metadata. */
+struct vs_shm_provider {
+	struct vs_trace_control ctl;
+	uint32_t level; /* threshold and mask that ctl was computed from */
+	uint32_t mask;
+	uint8_t pad[24];
+};
+_Static_assert(sizeof(struct vs_shm_provider) == 64, "provider slot is one cache line");
+
 struct vs_shm_header {
 	char magic[8];
 	uint32_t version;
 	uint32_t header_size;
 	uint64_t total_size;
-	struct vs_trace_control ctl; /* what sites test; rewritten live by `trace enable` */
-	uint32_t level;              /* threshold and mask that ctl was computed from */
-	uint32_t flags;
 	uint32_t mode;               /* enum vs_trace_mode */
 	int32_t recorder_pid;        /* 0 when nobody streams */
 	int32_t pid;
 	uint32_t exited;             /* set by a normal exit */
 	uint64_t start_time;         /* /proc/PID/stat starttime: tells a reused pid apart */
 	char exe[256];
-	char flavour[16];
+	char flavour[16];            /* the objects' flavour, or "mixed" (informative) */
 	uint32_t clock_is_tsc;       /* else timestamps are CLOCK_MONOTONIC ns */
 	uint32_t keep;               /* keep the file at exit */
 	uint64_t clk_ts0;            /* reference point taken at start: timestamp, */
 	uint64_t clk_mono0;          /* CLOCK_MONOTONIC ns */
 	uint64_t clk_real0;          /* CLOCK_REALTIME ns */
-	uint64_t meta_offset;        /* metadata blob (vs_meta_*) */
-	uint64_t meta_size;
+	uint64_t providers_offset;   /* struct vs_shm_provider[provider_slots] */
+	uint32_t provider_slots;
+	uint32_t nproviders;         /* slots in use (live) */
+	uint64_t meta_offset;        /* metadata records (vs_meta_*), meta_capacity bytes */
+	uint64_t meta_capacity;
+	uint64_t meta_used;          /* bytes of whole records (live: grows as objects load) */
 	uint64_t rings_offset;       /* struct vs_shm_ring[ring_count] */
 	uint32_t ring_count;
 	uint32_t pad0;
 	uint64_t ring_size;          /* data bytes per ring, power of two */
 	uint64_t data_offset;        /* ring i's data at data_offset + i * ring_size */
 	uint64_t no_ring_drops;      /* events lost because every slot was taken */
+	uint64_t owner_token;        /* a random value the runtime that made the file keeps */
+	uint64_t owner_addr;         /* ... at this address: another copy of the runtime in the
+					same process image finds it there (registry.c) */
 };
 
-/* ---- metadata blob: site table, flag names, callers (also a capture section) ---------- */
-struct vs_meta_site {
-	const char *file, *func, *fmt, *flag_name;
-	uint32_t line;
-	uint8_t level, flag, hot, nargs;
-	uint8_t types[VS_TRACE_MAX_ARGS];
+/* ---- metadata: what the loaded objects declared (docs/CAPTURE-FORMAT.md) ---------------
+ * A stream of records, in the trace file and in captures: one OBJECT record per object
+ * (executable, shared library, module) as it registers (its providers, sites and
+ * callers), an UNLOAD record when it goes.  Site ids are dense: an object's sites are
+ * first_site .. first_site + nsites - 1, following the previous object's. */
+enum vs_meta_kind { VS_META_OBJECT = 1, VS_META_UNLOAD = 2 };
+#define VS_META_NO_SLOT 0xffffffffu /* a provider refused at registration (a clash) */
+
+/* A growing byte buffer with sticky errors. */
+struct vs_buf {
+	uint8_t *p;
+	size_t len, cap;
+	int err;
+};
+void vs_buf_put(struct vs_buf *b, const void *v, size_t n);
+void vs_buf_free(struct vs_buf *b);
+
+/* An object's provider as its record lists it. */
+struct vs_meta_out_provider {
+	const struct vs_provider *p; /* its sites point here */
+	const char *name;
+	uint32_t slot; /* or VS_META_NO_SLOT */
+	uint32_t nflags;
+	const char *const *flags;
+};
+/* Append an OBJECT record; sites[i] gets id first_site + i. */
+void vs_meta_put_object(struct vs_buf *b, uint32_t index, uint32_t first_site, uint64_t base,
+			const char *path, const char *flavour, const struct vs_meta_out_provider *provs,
+			unsigned nprovs, const struct vs_site *sites, unsigned nsites,
+			const struct vs_caller *callers, unsigned ncallers);
+void vs_meta_put_unload(struct vs_buf *b, uint32_t index, uint64_t ts);
+
+struct vs_meta_provider {
+	const char *name;
+	uint32_t slot; /* its control words in the trace file */
+	uint32_t nflags;
+	const char *flags[32]; /* NULL where no flag has that bit (version 1 captures) */
 };
 struct vs_meta_caller {
 	const char *func, *file;
 	uint32_t line;
 };
-struct vs_meta {
-	uint32_t nsites, nflags, ncallers;
-	uint32_t site_base; /* low 32 bits of the first site's address in the process */
-	struct vs_meta_site *sites;
+struct vs_meta_object {
+	uint32_t first_site, nsites, ncallers;
+	uint64_t base;
+	const char *path, *flavour;
+	bool unloaded;
 	struct vs_meta_caller *callers;
-	const char *flag_names[32]; /* NULL where no flag has that bit */
-	char *strings;              /* owns every string above */
+};
+struct vs_meta_site {
+	const char *file, *func, *fmt;
+	const char *provider;  /* its provider's name ("" in version 1 captures) */
+	const char *flag_name;
+	uint32_t line;
+	uint8_t level, flag, hot, nargs, print;
+	uint8_t types[VS_TRACE_MAX_ARGS];
+	uint32_t prov;   /* index in vs_meta.providers, or VS_META_NO_SLOT (refused) */
+	uint32_t object; /* index in vs_meta.objects */
+};
+struct vs_meta {
+	uint32_t nsites, nobjects, nproviders;
+	struct vs_meta_site *sites; /* by id: sites[id - 1] */
+	struct vs_meta_object *objects;
+	struct vs_meta_provider *providers; /* one per slot in use */
+	bool v1;		   /* a version 1 blob: one object, sites named by address */
+	uint32_t v1_site_base;
+	void *arena; /* owns every string and array above */
 };
 
-/* Serialise this process's own sections (runtime use); malloc'd blob. */
-int vs_meta_build_self(void **blob, size_t *len);
-/* Parse a blob; on error -EINVAL and `why` says at which byte and what. */
+/* Parse records (a trace file's metadata area, or the concatenated META sections of a
+ * capture); on error -EINVAL and `why` says at which byte and what. */
 int vs_meta_parse(struct vs_meta *m, const void *blob, size_t len, char *why, size_t whylen);
+/* The version 1 blob of captures made before providers (one object, one provider). */
+int vs_meta_parse_v1(struct vs_meta *m, const void *blob, size_t len, char *why, size_t whylen);
 void vs_meta_free(struct vs_meta *m);
-/* Site index of an event's site field, or -1 if it names no site. */
+/* Index in m->sites of an event's site field, or -1 if it names no site. */
 static inline int64_t vs_meta_site_index(const struct vs_meta *m, uint32_t site)
 {
-	uint32_t off = site - m->site_base; /* 32-bit wrap-around is intended */
-	if (off % sizeof(struct vs_site) || off / sizeof(struct vs_site) >= m->nsites)
-		return -1;
-	return off / sizeof(struct vs_site);
+	if (m->v1) {
+		uint32_t off = site - m->v1_site_base; /* 32-bit wrap-around is intended */
+		if (off % sizeof(struct vs_site) || off / sizeof(struct vs_site) >= m->nsites)
+			return -1;
+		return off / sizeof(struct vs_site);
+	}
+	return site >= 1 && site - 1 < m->nsites ? (int64_t)site - 1 : -1;
 }
-/* Flag name lookup (case-insensitive); -1 if unknown. */
-int vs_meta_flag_bit(const struct vs_meta *m, const char *name);
+/* Provider index by name (case-insensitive), or -1. */
+int vs_meta_provider(const struct vs_meta *m, const char *name);
 
-/* Parse "LEVEL[:FLAG,FLAG...]" (flags also "all" or 0xMASK).  Unknown names are an
- * error that names the culprit. */
-int vs_spec_parse(const char *spec, const char *const flag_names[32], uint32_t *level,
-		  uint32_t *mask, char *why, size_t whylen);
-/* Recompute control words from a threshold and mask. */
+/* ---- specs: "LEVEL[:TERM,...]" ------------------------------------------------------
+ * TERM: all | 0xMASK (every provider) | FLAG (that flag of every provider that has it)
+ * | PROVIDER.FLAG | PROVIDER.all | PROVIDER.0xMASK.  Names are case-insensitive.
+ * Without ':' every flag of every provider.  Strict: a term that matches no provider
+ * or flag is an error naming it; lenient: such terms are skipped (the runtime applies
+ * a spec to each provider as it is loaded). */
+struct vs_spec_provider {
+	const char *name;
+	uint32_t nflags;
+	const char *const *flags; /* [nflags], NULL entries allowed */
+};
+int vs_spec_eval(const char *spec, const struct vs_spec_provider *provs, unsigned nprovs,
+		 bool strict, uint32_t *level, uint32_t *masks, char *why, size_t whylen);
+/* The providers of parsed metadata, as vs_spec_eval takes them (malloc'd array). */
+struct vs_spec_provider *vs_meta_spec_providers(const struct vs_meta *m);
+/* Recompute control words from a threshold and mask (keeps the clock word). */
 void vs_ctl_compute(struct vs_trace_control *ctl, uint32_t level, uint32_t mask);
-/* Set a process's threshold and mask, live (the process or a tool). */
-struct vs_shm_header;
-void vs_ctl_store(struct vs_shm_header *h, uint32_t level, uint32_t mask);
+/* Set one provider's threshold and mask, live (the process or a tool). */
+void vs_ctl_store(struct vs_shm_provider *p, uint32_t level, uint32_t mask);
 const char *vs_level_name(unsigned level);
+/* "verbose" -> 5 ...; -1 if not a level */
+int vs_level_parse(const char *s, size_t n);
 
 /* ---- tool side: attach to a process's shared memory ------------------------------------ */
 /* The file is untrusted (docs/SECURITY.md): another local user may have planted it,
  * and whoever owns it can rewrite any byte at any time.  vs_shm_open refuses a file
  * that is not a regular file of ours with a single link, reads the header ONCE into
  * `snap` and validates that copy; every offset and length the tools use comes from
- * `snap`, never from `hdr`.  `hdr` is only for the live control fields (ctl, level,
- * flags, mode, recorder_pid, exited, no_ring_drops), each read or written once per
- * use with an atomic access. */
+ * `snap`, never from `hdr`.  `hdr` is only for the live fields (mode, recorder_pid,
+ * exited, no_ring_drops, meta_used, the providers' control words), each read or written
+ * once per use with an atomic access.  The metadata is copied out once at open (and
+ * again by vs_shm_meta_now) and parsed from the copy. */
 struct vs_shm {
 	char path[512];
 	int fd;
@@ -137,9 +220,9 @@ struct vs_shm {
 	size_t size;		   /* bytes mapped: the file's size at open */
 	struct vs_shm_header snap; /* the header as read at open, validated; exe and
 				      flavour NUL-terminated */
-	void *meta_blob;	   /* private copy of the metadata blob ... */
+	void *meta_blob;	   /* private copy of the metadata records ... */
 	size_t meta_len;
-	struct vs_meta meta; /* ... and what it says */
+	struct vs_meta meta; /* ... and what they say */
 	void *guard;	     /* shm.c: notices the file shrinking under the mapping */
 };
 const char *vs_shm_dir(void);
@@ -151,6 +234,12 @@ void vs_shm_close(struct vs_shm *s);
  * ring_count. */
 struct vs_shm_ring *vs_shm_ring(const struct vs_shm *s, unsigned i);
 const uint8_t *vs_shm_ring_data(const struct vs_shm *s, unsigned i);
+/* A provider's control words (slot from the metadata), NULL if the slot is not below
+ * the snapshot's provider_slots. */
+struct vs_shm_provider *vs_shm_provider(const struct vs_shm *s, uint32_t slot);
+/* The metadata records as they are now (objects loaded since open included): a fresh
+ * private copy, malloc'd; -EINVAL with `why` if the file's bounds are not sane. */
+int vs_shm_meta_now(const struct vs_shm *s, void **blob, size_t *len, char *why, size_t whylen);
 /* Is the process that wrote this file alive (same pid and start time, from the
  * snapshot)? */
 bool vs_shm_owner_alive(const struct vs_shm *s);
@@ -170,11 +259,11 @@ size_t vs_ring_copy(const struct vs_shm *s, unsigned i, uint64_t *from, uint64_t
 
 /* ---- capture file -------------------------------------------------------------------- */
 #define VS_CAP_MAGIC   "VIOSCOPE"
-#define VS_CAP_VERSION 1
+#define VS_CAP_VERSION 2 /* the decoder also reads version 1 */
 enum vs_cap_section {
 	VS_SEC_PROCESS = 1, /* u32 pid, u32 flavour_len... see docs/CAPTURE-FORMAT.md */
 	VS_SEC_CLOCK = 2,   /* u32 is_tsc, u32 0, u64 ts0, mono0, real0, ts1, mono1, real1 */
-	VS_SEC_META = 3,    /* metadata blob */
+	VS_SEC_META = 3,    /* metadata records (version 1: the one metadata blob) */
 	VS_SEC_EVENTS = 4,  /* u32 tid, u32 slot, u32 generation, u32 0, char name[16], records */
 	VS_SEC_LOSS = 5,    /* u32 tid, u32 slot, u64 dropped, u64 overwritten */
 	VS_SEC_END = 6,     /* u64 events, u64 no_ring_drops */
@@ -251,9 +340,13 @@ void vs_fputs_json(const char *s, FILE *f);
 /* "2026-11-29 20:31:05.123456789" */
 void vs_format_walltime(char *out, size_t outlen, uint64_t real_ns);
 /* The prefix shared by the decoder and the print backend:
- * "TIME TID LEVEL FLAG FUNC: " (FUNC is caller>callee for inline helpers). */
+ * "TIME TID LEVEL PROVIDER.FLAG FUNC: " (FUNC is caller>callee for inline helpers;
+ * PROVIDER. is left out when the provider has no name, as in version 1 captures). */
 int vs_format_prefix(char *out, size_t outlen, uint64_t real_ns, uint32_t tid, unsigned level,
-		     const char *flag, const char *caller, const char *func);
+		     const char *provider, const char *flag, const char *caller, const char *func);
+/* A byte array as hex text ("00ff1a"), "[...]" after it when it was cut; at most
+ * outlen - 1 characters and a NUL.  Returns out. */
+char *vs_format_hex(char *out, size_t outlen, const uint8_t *p, size_t n, bool cut);
 
 /* ---- operations on a traced process (record.c, decode.c) ------------------------------- */
 struct vs_dump_stats {
@@ -279,24 +372,24 @@ int vs_trace_record(const char *target, const char *out, const struct vs_record_
 		    struct vs_dump_stats *st, char *why, size_t whylen);
 
 int vs_trace_enable(const char *target, const char *spec, char *why, size_t whylen);
+/* A spec (strict: every name must match) onto the providers of an opened file. */
+int vs_shm_apply_spec(struct vs_shm *s, const char *spec, char *why, size_t whylen);
 
 struct vs_decode_opts {
 	bool json;
 	bool chrome;            /* Chrome/Perfetto trace-event JSON (chrome://tracing, ui.perfetto.dev) */
 	unsigned max_level;     /* 0: all */
-	uint32_t flag_mask;     /* 0: all */
 	uint32_t tid;           /* 0: all */
 	double from_s, to_s;    /* window relative to the first event; to_s < 0: open */
-	const char *flag_spec;  /* names, resolved against the capture's flags */
+	const char *flag_spec;  /* FLAG,... as in a spec, resolved against the capture's
+				   providers (NULL: all) */
 };
 /* Decode a capture to `out`.  Returns 0, or -errno with `why` (bad file, bad filter). */
 int vs_trace_decode(const char *path, const struct vs_decode_opts *o, FILE *out, char *why,
 		    size_t whylen);
 
 /* ---- the runtime's own entry points, for tools and benchmarks in this repository ---- */
-/* Set up the control block and rings (runs before main(); idempotent). */
-int vs__runtime_init(void);
 /* Send the print backend's output to a file (benchmarks). */
-int vs__print_to(const char *path);
+VS__API int vs__print_to(const char *path);
 
 #endif /* VS_TRACETOOLS_H */

@@ -105,11 +105,11 @@ int vs_vq_dev_init(struct vs_vq_dev *vq, unsigned size, void *desc, void *avail,
  *            next index or loop inside an indirect table); -E2BIG more than
  *            VS_VQ_MAX_CHAIN_BYTES; -ENOBUFS more than VS_VQ_MAX_SEGS iovecs in a direction.
  * With EVENT_IDX and notifications enabled, avail_event follows last_avail_idx. */
-#define vs_vq_dev_pop(vq, mem, elem) vs__vq_dev_pop(vq, mem, elem VS_CALLER_ARG)
+int vs_vq_dev_pop(struct vs_vq_dev *vq, const struct vs_mem *mem, struct vs_vq_elem *elem);
 /* Return a chain: fill one used entry and publish used->idx (release).  fill + flush batch
  * several completions behind one used->idx store. */
-#define vs_vq_dev_push(vq, head, len) vs__vq_dev_push(vq, head, len VS_CALLER_ARG)
-#define vs_vq_dev_fill(vq, head, len) vs__vq_dev_fill(vq, head, len VS_CALLER_ARG)
+void vs_vq_dev_push(struct vs_vq_dev *vq, uint16_t head, uint32_t len);
+void vs_vq_dev_fill(struct vs_vq_dev *vq, uint16_t head, uint32_t len);
 void vs_vq_dev_flush(struct vs_vq_dev *vq);
 /* After pushing: must the driver be interrupted?  EVENT_IDX: vs_vring_need_event(used_event,
  * used idx, used idx at the previous call); else !(avail->flags & NO_INTERRUPT).  Includes
@@ -158,11 +158,6 @@ vs_vq_dev_drain(struct vs_vq_dev *vq, unsigned budget, bool polled, int (*handle
 	}
 }
 
-int vs__vq_dev_pop(struct vs_vq_dev *vq, const struct vs_mem *mem,
-		   struct vs_vq_elem *elem VS_CALLER_PARAM);
-void vs__vq_dev_push(struct vs_vq_dev *vq, uint16_t head, uint32_t len VS_CALLER_PARAM);
-void vs__vq_dev_fill(struct vs_vq_dev *vq, uint16_t head, uint32_t len VS_CALLER_PARAM);
-
 /* ---- driver-side split virtqueue (the initiator) ----------------------------------------- */
 struct vs_vq_buf {
 	uint64_t addr; /* as the device translates it (e.g. an offset into shared memory) */
@@ -200,22 +195,18 @@ void vs_vq_drv_destroy(struct vs_vq_drv *vq);
  * table (host pointer, n * 16 bytes, caller-owned until the chain is used) seen by the device
  * at table_addr; takes one descriptor.  *head identifies the chain.  -EINVAL (n 0 or too big,
  * readable after writable, indirect not negotiated), -ENOSPC (not enough free descriptors). */
-#define vs_vq_drv_add(vq, bufs, n, head) vs__vq_drv_add(vq, bufs, n, NULL, 0, head VS_CALLER_ARG)
-#define vs_vq_drv_add_indirect(vq, bufs, n, table, table_addr, head)                               \
-	vs__vq_drv_add(vq, bufs, n, table, table_addr, head VS_CALLER_ARG)
+#define vs_vq_drv_add(vq, bufs, n, head) vs_vq_drv_add_indirect(vq, bufs, n, NULL, 0, head)
+int vs_vq_drv_add_indirect(struct vs_vq_drv *vq, const struct vs_vq_buf *bufs, unsigned n,
+			   void *table, uint64_t table_addr, uint16_t *head);
 /* Must the device be kicked for what was added since the last call?  Full barrier inside. */
 bool vs_vq_drv_should_kick(struct vs_vq_drv *vq);
 /* Take one used chain: 0 with *head, *len; -EAGAIN none; -EIO broken (used idx runaway, id
  * >= size or not in flight, len > the chain's writable bytes). */
-#define vs_vq_drv_get_used(vq, head, len) vs__vq_drv_get_used(vq, head, len VS_CALLER_ARG)
+int vs_vq_drv_get_used(struct vs_vq_drv *vq, uint16_t *head, uint32_t *len);
 bool vs_vq_drv_has_used(struct vs_vq_drv *vq);
 /* Interrupt suppression.  EVENT_IDX: enable writes used_event = last_used_idx, disable stops
  * updating it; else avail->flags NO_INTERRUPT.  Enabling ends with a full barrier: re-check
  * vs_vq_drv_has_used() afterwards. */
 void vs_vq_drv_enable_cb(struct vs_vq_drv *vq, bool enable);
-
-int vs__vq_drv_add(struct vs_vq_drv *vq, const struct vs_vq_buf *bufs, unsigned n, void *table,
-		   uint64_t table_addr, uint16_t *head VS_CALLER_PARAM);
-int vs__vq_drv_get_used(struct vs_vq_drv *vq, uint16_t *head, uint32_t *len VS_CALLER_PARAM);
 
 #endif /* VS_VIRTIO_H */

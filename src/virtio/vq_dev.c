@@ -180,8 +180,7 @@ out:
 	return rc;
 }
 
-int vs__vq_dev_pop(struct vs_vq_dev *vq, const struct vs_mem *mem,
-		   struct vs_vq_elem *elem VS_CALLER_PARAM)
+int vs_vq_dev_pop(struct vs_vq_dev *vq, const struct vs_mem *mem, struct vs_vq_elem *elem)
 {
 	struct chain_err e = {0};
 	uint16_t head;
@@ -247,7 +246,7 @@ static inline bool vq_fill(struct vs_vq_dev *vq, uint16_t head, uint32_t len)
 	return true;
 }
 
-void vs__vq_dev_fill(struct vs_vq_dev *vq, uint16_t head, uint32_t len VS_CALLER_PARAM)
+void vs_vq_dev_fill(struct vs_vq_dev *vq, uint16_t head, uint32_t len)
 {
 	if (vq_fill(vq, head, len))
 		VS_VERBOSE_HP(QUEUE, "vq %u fill head %u len %u used %u", vq->qid, head, len,
@@ -260,7 +259,7 @@ void vs_vq_dev_flush(struct vs_vq_dev *vq)
 	ring_write_release(&vq->used->idx, vs_le16(vq->used_idx));
 }
 
-void vs__vq_dev_push(struct vs_vq_dev *vq, uint16_t head, uint32_t len VS_CALLER_PARAM)
+void vs_vq_dev_push(struct vs_vq_dev *vq, uint16_t head, uint32_t len)
 {
 	if (!vq_fill(vq, head, len))
 		return;

@@ -93,8 +93,8 @@ static inline void desc_write(void *p, uint64_t addr, uint32_t len, uint16_t fla
 	memcpy(p, &d, sizeof(d));
 }
 
-int vs__vq_drv_add(struct vs_vq_drv *vq, const struct vs_vq_buf *bufs, unsigned n, void *table,
-		   uint64_t table_addr, uint16_t *head VS_CALLER_PARAM)
+int vs_vq_drv_add_indirect(struct vs_vq_drv *vq, const struct vs_vq_buf *bufs, unsigned n,
+			   void *table, uint64_t table_addr, uint16_t *head)
 {
 	uint64_t in_bytes = 0;
 	bool seen_write = false;
@@ -207,7 +207,7 @@ static __attribute__((noinline, cold)) int used_bad(struct vs_vq_drv *vq, enum u
 	return -EIO;
 }
 
-int vs__vq_drv_get_used(struct vs_vq_drv *vq, uint16_t *head, uint32_t *len VS_CALLER_PARAM)
+int vs_vq_drv_get_used(struct vs_vq_drv *vq, uint16_t *head, uint32_t *len)
 {
 	struct vs_vring_used_elem *u;
 	uint16_t idx, id;

@@ -65,14 +65,49 @@ static void put_meta_str(struct fbuf *b, const char *s)
 	fb_put(b, s, strlen(s));
 }
 
+/* One OBJECT record (docs/CAPTURE-FORMAT.md). */
 void forge_meta(struct fbuf *b, const struct forge_site *sites, unsigned n)
+{
+	size_t at = b->len;
+	fb_put32(b, VS_META_OBJECT);
+	fb_put32(b, 0); /* size, below */
+	fb_put32(b, 0); /* index */
+	fb_put32(b, forge_site_id(0));
+	fb_put32(b, n);
+	fb_put32(b, 0); /* no callers */
+	fb_put32(b, 1); /* one provider */
+	fb_put32(b, 0);
+	fb_put64(b, 0x400000);
+	put_meta_str(b, "/forged/exe");
+	put_meta_str(b, "cold");
+	fb_put32(b, 0); /* slot */
+	fb_put32(b, 1); /* one flag */
+	put_meta_str(b, "forged");
+	put_meta_str(b, "TEST");
+	for (unsigned i = 0; i < n; i++) {
+		const struct forge_site *s = &sites[i];
+		uint8_t small[8] = {s->level ? s->level : VS_LEVEL_INFO, 0, 0, s->nargs, 0, 0, 0, 0};
+		fb_put32(b, 100 + i);
+		fb_put(b, small, sizeof small);
+		fb_put(b, s->types, VS_TRACE_MAX_ARGS);
+		put_meta_str(b, "forged.c");
+		put_meta_str(b, s->func ? s->func : "forged");
+		put_meta_str(b, s->fmt);
+	}
+	static const uint8_t zeros[8];
+	fb_put(b, zeros, (8 - (b->len - at) % 8) % 8);
+	uint32_t size = (uint32_t)(b->len - at);
+	memcpy(b->p + at + 4, &size, 4);
+}
+
+void forge_meta_v1(struct fbuf *b, const struct forge_site *sites, unsigned n)
 {
 	fb_put32(b, 0x444d5356u); /* "VSMD" */
 	fb_put32(b, 1);
 	fb_put32(b, n);
 	fb_put32(b, 1); /* one flag */
 	fb_put32(b, 0); /* no callers */
-	fb_put32(b, FORGE_SITE_BASE);
+	fb_put32(b, FORGE_V1_SITE_BASE);
 	for (unsigned i = 0; i < n; i++) {
 		const struct forge_site *s = &sites[i];
 		uint8_t small[4] = {s->level ? s->level : VS_LEVEL_INFO, 0, 0, s->nargs};
@@ -111,7 +146,13 @@ static void section(struct fbuf *b, uint32_t type, const void *p1, size_t n1, co
 
 void forge_cap_begin(struct fbuf *b, const struct fbuf *meta, const char *exe, const char *flavour)
 {
-	struct vs_cap_file_header fh = {.version = VS_CAP_VERSION, .header_size = sizeof fh};
+	forge_cap_begin_v(b, VS_CAP_VERSION, meta, exe, flavour);
+}
+
+void forge_cap_begin_v(struct fbuf *b, uint16_t version, const struct fbuf *meta, const char *exe,
+		       const char *flavour)
+{
+	struct vs_cap_file_header fh = {.version = version, .header_size = sizeof fh};
 	struct {
 		int32_t pid;
 		uint32_t pad;
@@ -155,7 +196,8 @@ void forge_cap_end(struct fbuf *b)
 void forge_shm(struct fbuf *b, struct forge_shm *g, const struct fbuf *meta, unsigned rings,
 	       uint64_t ring_size, int pid, uint64_t start_time)
 {
-	g->meta_off = (sizeof(struct vs_shm_header) + 63) & ~(size_t)63;
+	g->provs_off = (sizeof(struct vs_shm_header) + 63) & ~(size_t)63;
+	g->meta_off = g->provs_off + FORGE_PROVIDER_SLOTS * sizeof(struct vs_shm_provider);
 	g->rings_off = (g->meta_off + meta->len + 4095) & ~(size_t)4095;
 	g->data_off = (g->rings_off + rings * sizeof(struct vs_shm_ring) + 4095) & ~(size_t)4095;
 	g->size = g->data_off + rings * ring_size;
@@ -173,16 +215,18 @@ void forge_shm(struct fbuf *b, struct forge_shm *g, const struct fbuf *meta, uns
 	h->version = VS_SHM_VERSION;
 	h->header_size = sizeof *h;
 	h->total_size = g->size;
-	vs_ctl_compute(&h->ctl, VS_LEVEL_INFO, 0xffffffffu);
-	h->level = VS_LEVEL_INFO;
-	h->flags = 0xffffffffu;
 	h->pid = pid;
 	h->start_time = start_time;
 	snprintf(h->exe, sizeof h->exe, "/forged/exe");
 	snprintf(h->flavour, sizeof h->flavour, "cold");
 	h->clk_real0 = FORGE_REAL0;
+	h->providers_offset = g->provs_off;
+	h->provider_slots = FORGE_PROVIDER_SLOTS;
+	h->nproviders = 1;
+	vs_ctl_store((struct vs_shm_provider *)(b->p + g->provs_off), VS_LEVEL_INFO, 0xffffffffu);
 	h->meta_offset = g->meta_off;
-	h->meta_size = meta->len;
+	h->meta_capacity = g->rings_off - g->meta_off;
+	h->meta_used = meta->len;
 	h->rings_offset = g->rings_off;
 	h->ring_count = rings;
 	h->ring_size = ring_size;

@@ -26,7 +26,8 @@ void fb_put64(struct fbuf *b, uint64_t v);
 void fb_put_str_arg(struct fbuf *b, const char *s, size_t n);
 void fb_free(struct fbuf *b);
 
-/* A site of the forged metadata; all of them have flag bit 0, named TEST. */
+/* A site of the forged metadata: one object, one provider "forged" in slot 0 whose
+ * only flag (bit 0) is TEST. */
 struct forge_site {
 	const char *fmt;
 	const char *func;
@@ -34,19 +35,25 @@ struct forge_site {
 	uint8_t nargs;
 	uint8_t types[VS_TRACE_MAX_ARGS];
 };
-/* The id events carry for site i (site_base + 64 i). */
-#define FORGE_SITE_BASE 0x10000000u
+/* The id events carry for site i. */
 static inline uint32_t forge_site_id(unsigned i)
 {
-	return FORGE_SITE_BASE + i * (uint32_t)sizeof(struct vs_site);
+	return 1 + i;
 }
 void forge_meta(struct fbuf *b, const struct forge_site *sites, unsigned n);
+/* The same sites as the metadata blob of version 1 captures, where an event names its
+ * site by address: FORGE_V1_SITE_BASE + 64 i. */
+#define FORGE_V1_SITE_BASE 0x10000000u
+void forge_meta_v1(struct fbuf *b, const struct forge_site *sites, unsigned n);
 
 /* One event record: header, the packed arguments, zero padding to 8. */
 void forge_record(struct fbuf *b, uint64_t ts, uint32_t site, const void *args, size_t len);
 
-/* A capture: file header, PROCESS and META sections ... */
+/* A capture: file header, PROCESS and META sections (version: 2, or 1 with a version
+ * 1 blob) ... */
 void forge_cap_begin(struct fbuf *b, const struct fbuf *meta, const char *exe, const char *flavour);
+void forge_cap_begin_v(struct fbuf *b, uint16_t version, const struct fbuf *meta, const char *exe,
+		       const char *flavour);
 /* ... EVENTS sections (records as forge_record makes them) ... */
 void forge_cap_events(struct fbuf *b, uint32_t tid, uint32_t slot, uint32_t gen, const char *name,
 		      const void *records, size_t len);
@@ -54,10 +61,12 @@ void forge_cap_events(struct fbuf *b, uint32_t tid, uint32_t slot, uint32_t gen,
 #define FORGE_REAL0 1700000000000000000ull
 void forge_cap_end(struct fbuf *b);
 
-/* A trace file as the runtime lays it out: header, metadata, RINGS ring headers (all
- * free) and their data.  Where things are: */
+/* A trace file as the runtime lays it out: header, provider slots (slot 0 set to
+ * info:all), metadata, RINGS ring headers (all free) and their data.  Where things
+ * are: */
+#define FORGE_PROVIDER_SLOTS 4
 struct forge_shm {
-	size_t meta_off, rings_off, data_off, size;
+	size_t provs_off, meta_off, rings_off, data_off, size;
 	unsigned rings;
 	uint64_t ring_size;
 };

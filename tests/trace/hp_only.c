@@ -22,7 +22,7 @@ int vs_test_hp_process(struct hp_req *r, int n)
 	int done = 0;
 
 #ifdef WITH_SITES
-	VS_ENTER_HP(IO);
+	VS_VERBOSE_HP(IO, "--> enter");
 #endif
 	for (int i = 0; i < n; i++) {
 #ifdef WITH_SITES
@@ -39,7 +39,7 @@ int vs_test_hp_process(struct hp_req *r, int n)
 		done++;
 	}
 #ifdef WITH_SITES
-	VS_EXIT_RC_HP(IO, done);
+	VS_VERBOSE_HP(IO, "<-- exit rc=%d", done);
 #endif
 	return done;
 }

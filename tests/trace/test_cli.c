@@ -288,8 +288,8 @@ static void test_reused_ring_counts_lost_events(void **state)
 
 /* Scenario: decode's filters and outputs on a capture with one event of each
  * kind: --level, --flag, --thread select; an unknown flag is refused; --json
- * writes one object per line; --chrome one trace-event array, entry/exit as a
- * begin/end pair. */
+ * writes one object per line; --chrome one trace-event array of instant events.
+ * Flags are addressed as provider.flag or by name for every provider. */
 static void test_decode_filters_and_json(void **state)
 {
 	struct th_tmpdir *td = *state;
@@ -304,7 +304,7 @@ static void test_decode_filters_and_json(void **state)
 	assert_int_equal(th_cli(td, "decode", cap, "--level", "warning", NULL), 0);
 	char *out = th_read_file(td->out, NULL);
 	assert_non_null(out);
-	assert_non_null(strstr(out, " WARN  CONFIG   wl_kinds: empty |\n"));
+	assert_non_null(strstr(out, " WARN  app.CONFIG     wl_kinds: empty |\n"));
 	assert_null(strstr(out, "str abc"));
 	assert_null(strstr(out, "enter"));
 	free(out);
@@ -315,8 +315,17 @@ static void test_decode_filters_and_json(void **state)
 	assert_non_null(strstr(out, "wl_kinds: <-- exit rc=-22\n"));
 	assert_null(strstr(out, "str abc"));
 	free(out);
+	assert_int_equal(th_cli(td, "decode", cap, "--flag", "app.general", NULL), 0);
+	assert_true(th_file_contains(td->out, "wl_kinds: --> enter\n"));
+	assert_false(th_file_contains(td->out, "str abc"));
+	assert_int_equal(th_cli(td, "decode", cap, "--flag", "app.all", NULL), 0);
+	assert_true(th_file_contains(td->out, "str abc"));
 	assert_int_equal(th_cli(td, "decode", cap, "--flag", "nosuchflag", NULL), 1);
-	assert_true(th_file_contains(td->err, "unknown flag 'nosuchflag'"));
+	assert_true(th_file_contains(td->err, "unknown flag 'nosuchflag' (known: app.general"));
+	assert_int_equal(th_cli(td, "decode", cap, "--flag", "app.nosuchflag", NULL), 1);
+	assert_true(th_file_contains(td->err, "provider 'app' has no flag 'nosuchflag'"));
+	assert_int_equal(th_cli(td, "decode", cap, "--flag", "nosuch.test", NULL), 1);
+	assert_true(th_file_contains(td->err, "no provider 'nosuch' in 'nosuch.test' (providers: app)"));
 
 	snprintf(tid, sizeof tid, "%d", (int)pid); /* the main thread */
 	assert_int_equal(th_cli(td, "decode", cap, "--thread", tid, NULL), 0);
@@ -337,11 +346,11 @@ static void test_decode_filters_and_json(void **state)
 	}
 	assert_true(lines >= 10);
 	free(out);
-	assert_true(th_file_contains(td->out, "\"level\":\"info\",\"flag\":\"TEST\","
-					  "\"function\":\"wl_kinds\""));
+	assert_true(th_file_contains(td->out, "\"level\":\"info\",\"provider\":\"app\","
+					  "\"flag\":\"TEST\",\"function\":\"wl_kinds\""));
 	assert_true(th_file_contains(td->out, "\"message\":\"str abc\"}"));
 
-	/* Chrome trace-event JSON: one array; entry/exit become B/E, the rest instants */
+	/* Chrome trace-event JSON: one array of instant events */
 	assert_int_equal(th_cli(td, "decode", cap, "--chrome", NULL), 0);
 	out = th_read_file(td->out, NULL);
 	assert_true(!strncmp(out, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n",
@@ -354,19 +363,42 @@ static void test_decode_filters_and_json(void **state)
 		e += p[7] == 'E';
 		i += p[7] == 'i';
 	}
-	assert_int_equal(b, 1);
-	assert_int_equal(e, 1);
-	assert_int_equal(b + e + i, lines);
-	assert_non_null(strstr(out, "\"name\":\"wl_kinds\",\"cat\":\"TEST\",\"s\":\"t\","
+	assert_int_equal(b, 0);
+	assert_int_equal(e, 0);
+	assert_int_equal(i, lines);
+	assert_non_null(strstr(out, "\"name\":\"wl_kinds\",\"cat\":\"app.TEST\","
 				    "\"args\":{\"level\":\"info\",\"message\":\"str abc\"}}"));
 	free(out);
 	unlink(cap);
+}
+
+/* Scenario: a capture of the first format (version 1: one metadata blob, sites named
+ * by address, no providers), made by an earlier vioscope, still decodes: text with
+ * the flag alone, --flag by name, JSON with an empty provider. */
+static void test_version1_capture_still_decodes(void **state)
+{
+	struct th_tmpdir *td = *state;
+	assert_int_equal(th_cli(td, "decode", V1_CAPTURE, NULL), 0);
+	char *out = th_read_file(td->out, NULL);
+	assert_non_null(out);
+	assert_non_null(strstr(out, " INFO  TEST           wl_kinds: str abc\n"));
+	assert_non_null(strstr(out, " WARN  CONFIG         wl_kinds: empty |\n"));
+	assert_non_null(strstr(out, " VERB  GENERAL        wl_kinds: --> enter\n"));
+	free(out);
+	assert_int_equal(th_cli(td, "decode", V1_CAPTURE, "--flag", "config", NULL), 0);
+	out = th_read_file(td->out, NULL);
+	assert_non_null(strstr(out, "wl_kinds: empty |\n"));
+	assert_null(strstr(out, "str abc"));
+	free(out);
+	assert_int_equal(th_cli(td, "decode", V1_CAPTURE, "--json", NULL), 0);
+	assert_true(th_file_contains(td->out, "\"provider\":\"\",\"flag\":\"TEST\""));
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		TMPDIR_TEST(test_exit_leaves_nothing_behind),
+		TMPDIR_TEST(test_version1_capture_still_decodes),
 		TMPDIR_TEST(test_keep_leaves_the_file_for_a_dump),
 		TMPDIR_TEST(test_list_shows_live_process),
 		TMPDIR_TEST(test_clean_keeps_live_process_files),

@@ -25,8 +25,9 @@
 
 /* Where the sections of the good capture are. */
 struct layout {
-	size_t meta_body;   /* metadata blob */
+	size_t meta_body;   /* metadata records: the workload's one OBJECT record */
 	uint64_t meta_size;
+	size_t meta_site;   /* its first site */
 	size_t events;      /* header of the first EVENTS section */
 	size_t record;      /* its first record */
 	size_t loss;        /* first LOSS section */
@@ -41,7 +42,8 @@ enum anchor {
 	FILE_START,
 	META_HEADER, /* the META section's header */
 	META_BODY,
-	META_MIDDLE, /* halfway through the metadata blob */
+	META_MIDDLE, /* halfway through the metadata */
+	META_SITE,   /* the first site of the object record */
 	EVENTS,      /* the first EVENTS section's header */
 	RECORD,      /* its first record: the string event (test_good_capture_decodes) */
 	LOSS,        /* the first LOSS section's header */
@@ -143,22 +145,36 @@ static const struct scenario scenarios[] = {
 	  .edit = { EDIT(PUT32, RECORD, 8, VS_EVENT_DROPS), EDIT(PUT16, RECORD, 12, 16) },
 	  .want_off = AT(RECORD, 0), .want_text = "drop marker" },
 
-	/* damaged metadata: site, flag (over 32) and caller counts far beyond what the
-	 * blob can hold, a bad magic, a string running past the blob, a bad level */
-	{ .name = "metadata: site count", .edit = { EDIT(PUT32, META_BODY, 8, 0x7fffffff) },
+	/* damaged metadata (the OBJECT record: u32 kind, size, index, first_site, nsites,
+	 * ncallers, nproviders, 0, u64 base, str path ...): site, caller and provider
+	 * counts far beyond what the record can hold, a record size that is not a multiple
+	 * of 8, an object out of order, site ids that are not dense, a string running past
+	 * the record, a bad level, a flag bit the provider does not have; a record of a
+	 * kind this decoder does not know is skipped, so its sites are unknown */
+	{ .name = "metadata: site count", .edit = { EDIT(PUT32, META_BODY, 16, 0x7fffffff) },
 	  .want_off = AT(META_BODY, 0), .want_text = "counts" },
-	{ .name = "metadata: flag count", .edit = { EDIT(PUT32, META_BODY, 12, 40) },
+	{ .name = "metadata: caller count", .edit = { EDIT(PUT32, META_BODY, 20, 0x10000000) },
 	  .want_off = AT(META_BODY, 0), .want_text = "counts" },
-	{ .name = "metadata: caller count", .edit = { EDIT(PUT32, META_BODY, 16, 0x10000000) },
+	{ .name = "metadata: provider count", .edit = { EDIT(PUT32, META_BODY, 24, 40000) },
 	  .want_off = AT(META_BODY, 0), .want_text = "counts" },
-	{ .name = "metadata: magic", .edit = { EDIT(XOR8, META_BODY, 0, 0xff) },
-	  .want_off = AT(META_BODY, 0), .want_text = "bad magic" },
-	/* the first site's file name: u32 line, 4 bytes, 16 types, then u16 length */
-	{ .name = "metadata: site string past the blob",
-	  .edit = { EDIT(PUT16, META_BODY, 24 + 24, 0xffff) }, .want_off = AT(META_BODY, 0),
+	{ .name = "metadata: record size", .edit = { EDIT(PUT32, META_BODY, 4, 12) },
+	  .want_off = AT(META_BODY, 0), .want_text = "record of size 12" },
+	{ .name = "metadata: object index", .edit = { EDIT(PUT32, META_BODY, 8, 5) },
+	  .want_off = AT(META_BODY, 0), .want_text = "object 5 where object 0" },
+	{ .name = "metadata: site ids not dense", .edit = { EDIT(PUT32, META_BODY, 12, 40) },
+	  .want_off = AT(META_BODY, 0), .want_text = "dense" },
+	{ .name = "metadata: path string past the record",
+	  .edit = { EDIT(PUT16, META_BODY, 40, 0xffff) }, .want_off = AT(META_BODY, 0),
 	  .want_text = "truncated" },
-	{ .name = "metadata: site level", .edit = { EDIT(PUT8, META_BODY, 24 + 4, 9) },
+	/* a site: u32 line, u8 level, flag, hot, nargs, provider, print, u16 0, ... */
+	{ .name = "metadata: site level", .edit = { EDIT(PUT8, META_SITE, 4, 9) },
 	  .want_off = AT(META_BODY, 0), .want_text = "level 9" },
+	{ .name = "metadata: site flag bit", .edit = { EDIT(PUT8, META_SITE, 5, 31) },
+	  .want_off = AT(META_BODY, 0), .want_text = "flag bit 31" },
+	{ .name = "metadata: site provider", .edit = { EDIT(PUT8, META_SITE, 8, 3) },
+	  .want_off = AT(META_BODY, 0), .want_text = "provider 3 of 1" },
+	{ .name = "metadata: unknown record kind", .edit = { EDIT(PUT32, META_BODY, 0, 77) },
+	  .want_off = AT(RECORD, 0), .want_text = "none of the capture's 0 sites" },
 };
 
 /* ---- the fixture ---------------------------------------------------------------------- */
@@ -178,6 +194,26 @@ static uint16_t rd16(const uint8_t *p)
 	return v;
 }
 
+/* The first site of the OBJECT record at META: after the fixed fields, the path and
+ * flavour strings, and the providers (u32 slot, u32 nflags, name, flag names). */
+static size_t first_site(const uint8_t *meta)
+{
+	uint32_t nprov;
+	memcpy(&nprov, meta + 24, 4);
+	size_t off = 40;
+	off += 2 + rd16(meta + off); /* path */
+	off += 2 + rd16(meta + off); /* flavour */
+	for (uint32_t p = 0; p < nprov; p++) {
+		uint32_t nflags;
+		memcpy(&nflags, meta + off + 4, 4);
+		off += 8;
+		off += 2 + rd16(meta + off); /* name */
+		for (uint32_t f = 0; f < nflags; f++)
+			off += 2 + rd16(meta + off);
+	}
+	return off;
+}
+
 /* Find the sections of the good capture (it is ours, so trust its sizes). */
 static int map_layout(struct ctx *c)
 {
@@ -190,6 +226,7 @@ static int map_layout(struct ctx *c)
 		case VS_SEC_META:
 			c->l.meta_body = off + 16;
 			c->l.meta_size = sh.size;
+			c->l.meta_site = c->l.meta_body + first_site(c->data + c->l.meta_body);
 			break;
 		case VS_SEC_EVENTS:
 			if (!c->l.events) {
@@ -326,6 +363,7 @@ static size_t offset_of(const struct ctx *c, struct place p)
 	case META_HEADER: base = c->l.meta_body - 16; break;
 	case META_BODY: base = c->l.meta_body; break;
 	case META_MIDDLE: base = c->l.meta_body + c->l.meta_size / 2; break;
+	case META_SITE: base = c->l.meta_site; break;
 	case EVENTS: base = c->l.events; break;
 	case RECORD: base = c->l.record; break;
 	case LOSS: base = c->l.loss; break;

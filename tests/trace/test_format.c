@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/types.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -74,7 +75,7 @@ struct collected {
 	/* first matching event, for the prefix check */
 	bool have_first;
 	struct vs_meta_site first_site;
-	char first_file[256], first_func[64], first_flag[32], first_caller[64];
+	char first_file[256], first_func[64], first_flag[32], first_caller[64], first_provider[32];
 	uint32_t first_tid;
 	uint64_t first_ns;
 };
@@ -90,6 +91,7 @@ static int collect(const struct vs_cap_event *ev, void *opaque)
 		snprintf(c->first_file, sizeof c->first_file, "%s", ev->site->file);
 		snprintf(c->first_func, sizeof c->first_func, "%s", ev->site->func);
 		snprintf(c->first_flag, sizeof c->first_flag, "%s", ev->site->flag_name);
+		snprintf(c->first_provider, sizeof c->first_provider, "%s", ev->site->provider);
 		snprintf(c->first_caller, sizeof c->first_caller, "%s",
 			 ev->caller ? ev->caller->func : "");
 		c->first_tid = ev->tid;
@@ -276,6 +278,65 @@ static void emit_strings_and_more(void)
 	VS_INFO(TEST, "raw check");
 }
 
+/* The string's length is scanned 16 aligned bytes at a time (include/vioscope/
+ * trace.h vs__strlen): every length around the block and cut boundaries, at every
+ * alignment, and strings that end right before an unmapped page. */
+static void emit_strings_every_length(void)
+{
+	char *buf = malloc(VS_TRACE_STR_MAX + 64);
+	assert_non_null(buf);
+	for (unsigned len = 0; len <= VS_TRACE_STR_MAX + 12; len++) {
+		char *s = buf + len % 16; /* every alignment */
+		memset(s, 'a' + (char)(len % 26), len);
+		s[len] = '\0';
+		VS_INFO(TEST, "len %u [%s]", len, s);
+		if (len <= VS_TRACE_STR_MAX)
+			expect_fmt("len %u [%s]", len, s);
+		else
+			expect_fmt("len %u [%.*s[...]]", len, VS_TRACE_STR_MAX, s);
+	}
+	free(buf);
+	long page = sysconf(_SC_PAGESIZE);
+	char *two = mmap(NULL, 2 * (size_t)page, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	assert_true(two != MAP_FAILED);
+	assert_int_equal(munmap(two + page, (size_t)page), 0);
+	for (unsigned len = 0; len < 40; len++) {
+		char *s = two + page - len - 1; /* its NUL is the page's last byte */
+		memset(s, 'z', len);
+		s[len] = '\0';
+		CHECK("edge %u [%s]", len, s);
+	}
+	munmap(two, (size_t)page);
+}
+
+/* VS_BYTES(ptr, len): shown as hex with %s (width and precision apply to the hex
+ * text), cut at VS_TRACE_BYTES_MAX and marked, NULL as "(null)"; arguments after it
+ * stay in place. */
+static void emit_byte_arrays(void)
+{
+	static uint8_t b[300];
+	char hex[2 * sizeof b + 16];
+	for (unsigned i = 0; i < sizeof b; i++)
+		b[i] = (uint8_t)(i * 7 + 1);
+	const size_t lens[] = { 0, 1, 5, 15, 16, 17, 64, VS_TRACE_BYTES_MAX, VS_TRACE_BYTES_MAX + 1,
+				300 };
+	for (unsigned k = 0; k < sizeof lens / sizeof lens[0]; k++) {
+		size_t n = lens[k], kept = n > VS_TRACE_BYTES_MAX ? VS_TRACE_BYTES_MAX : n;
+		VS_INFO(TEST, "bytes %zu [%s] after %d", n, VS_BYTES(b + k, n), -3);
+		for (size_t i = 0; i < kept; i++)
+			snprintf(hex + 2 * i, 3, "%02x", b[k + i]);
+		hex[2 * kept] = '\0';
+		expect_fmt("bytes %zu [%s%s] after %d", n, hex, n > kept ? "[...]" : "", -3);
+	}
+	VS_INFO(TEST, "null [%s] [%.4s] [%8s]", VS_BYTES(NULL, 5), VS_BYTES(b, 4),
+		VS_BYTES(b + 1, 2));
+	expect_raw("null [(null)] [0108] [    080f]");
+	char text[] = "key";
+	VS_INFO(TEST, "text as bytes %s and %s", VS_BYTES(text, 3), text);
+	expect_raw("text as bytes 6b6579 and key");
+}
+
 static void emit_all(void)
 {
 	emit_integers();
@@ -285,6 +346,28 @@ static void emit_all(void)
 }
 
 /* ---- tests ------------------------------------------------------------------------------- */
+
+/* Scenario: strings of every length from 0 to past the cut, at every alignment, and
+ * strings whose NUL is the last byte before an unmapped page: each decodes exactly
+ * (and scanning them does not fault). */
+static void test_strings_of_every_length(void **state)
+{
+	(void)state;
+	ROUND_TRIP(emit_strings_every_length);
+}
+
+/* Scenario: byte arrays of 0 to 300 bytes, NULL, with width and precision, and
+ * followed by another argument: hex text as expected, cut at 256 and marked. */
+static void test_byte_arrays_decode_as_hex(void **state)
+{
+	struct collected c;
+	(void)state;
+	ROUND_TRIP(emit_byte_arrays);
+	n_expected = 0;
+	dump_and_collect(&c, "emit_byte_arrays");
+	assert_int_equal(c.first_site.types[1], VS_ARG_BYTES);
+	free(c.msg);
+}
 
 /* Scenario: ~80 events covering every argument type and the common conversions,
  * emitted from emit_*(): each decodes to exactly printf's text, in order. */
@@ -343,12 +426,13 @@ static void test_prefix_names_level_flag_function(void **state)
 	assert_int_equal(c.first_site.nargs, 1);
 	assert_int_equal(c.first_site.types[0], VS_ARG_I32);
 	assert_int_equal(c.first_tid, (uint32_t)getpid()); /* emitted by the main thread */
+	assert_string_equal(c.first_provider, "app");
 	vs_format_prefix(prefix, sizeof prefix, c.first_ns, c.first_tid, c.first_site.level,
-			 c.first_flag, NULL, c.first_func);
+			 c.first_provider, c.first_flag, NULL, c.first_func);
 	/* "YYYY-MM-DD HH:MM:SS.nnnnnnnnn " then the fixed-width fields */
 	assert_true(strlen(prefix) > 30);
 	tail = prefix + 30;
-	snprintf(want, sizeof want, "%-6u ERROR INIT     prefix_site: ", (unsigned)getpid());
+	snprintf(want, sizeof want, "%-6u ERROR app.INIT       prefix_site: ", (unsigned)getpid());
 	assert_string_equal(tail, want);
 	free(c.msg);
 }
@@ -379,7 +463,7 @@ static void test_inline_helper_names_its_caller(void **state)
 	assert_string_equal(c.first_caller, "calls_helper");
 	assert_int_equal(c.first_site.hot, 1);
 	vs_format_prefix(prefix, sizeof prefix, c.first_ns, c.first_tid, c.first_site.level,
-			 c.first_flag, c.first_caller, c.first_func);
+			 c.first_provider, c.first_flag, c.first_caller, c.first_func);
 	assert_non_null(strstr(prefix, " calls_helper>helper_with_caller: "));
 	free(c.msg);
 }
@@ -508,6 +592,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_round_trip_matches_printf),
+		cmocka_unit_test(test_strings_of_every_length),
+		cmocka_unit_test(test_byte_arrays_decode_as_hex),
 		cmocka_unit_test(test_prefix_names_level_flag_function),
 		cmocka_unit_test(test_inline_helper_names_its_caller),
 		cmocka_unit_test(test_arguments_evaluated_once_or_not_at_all),

@@ -304,8 +304,8 @@ static void test_runtime_does_not_use_planted_files(void **state)
 
 /* ---- geometry rewritten after vs_shm_open checked it ------------------------------------ */
 
-/* The fields that place rings and metadata, set to values that point far outside the
- * file, and exe/flavour without their NUL. */
+/* The fields that place rings, provider slots and metadata, set to values that point
+ * far outside the file, and exe/flavour without their NUL. */
 static void flip_geometry(struct vs_shm_header *h)
 {
 	h->ring_size = 1ull << 30;
@@ -313,7 +313,10 @@ static void flip_geometry(struct vs_shm_header *h)
 	h->rings_offset = 1ull << 40;
 	h->data_offset = 1ull << 41;
 	h->meta_offset = 1ull << 42;
-	h->meta_size = 1ull << 20;
+	h->meta_capacity = 1ull << 20;
+	h->meta_used = 1ull << 40;
+	h->providers_offset = 1ull << 43;
+	h->provider_slots = 65536;
 	memset(h->exe, 'x', sizeof h->exe);
 	memset(h->flavour, 'y', sizeof h->flavour);
 }
@@ -321,7 +324,8 @@ static void flip_geometry(struct vs_shm_header *h)
 /* Rewritten between vs_shm_open and each later step: every step places things by what
  * was checked at open.  The ring copy fills a buffer of exactly one (real) ring and
  * gives back ring 0's records; the capture written from it carries the metadata read
- * at open and decodes to the forged events. */
+ * at open (the length now claimed is beyond the area checked at open) and decodes to
+ * the forged events. */
 static void test_geometry_rewritten_after_open(void **state)
 {
 	struct th_tmpdir *td = *state;
@@ -714,10 +718,8 @@ static void test_errors_quoting_the_file_are_escaped(void **state)
 	write_forged(td, &g, path, sizeof path);
 	struct vs_shm_header *h = map_other(path, g.size);
 	uint8_t *meta = (uint8_t *)h + g.meta_off;
-	uint8_t *name = memmem(meta, h->meta_size, "\x04\0TEST", 6); /* the last: the flag */
+	uint8_t *name = memmem(meta, h->meta_used, "\x04\0TEST", 6); /* the provider's flag */
 	assert_non_null(name);
-	for (uint8_t *n; (n = memmem(name + 1, meta + h->meta_size - name - 1, "\x04\0TEST", 6));)
-		name = n;
 	name[3] = 0x7f;
 	munmap(h, g.size);
 	snprintf(pidstr, sizeof pidstr, "%d", (int)getpid());
@@ -726,7 +728,7 @@ static void test_errors_quoting_the_file_are_escaped(void **state)
 	char *err = th_read_file(td->err, &len);
 	assert_non_null(err);
 	assert_null(memchr(err, 0x7f, len));
-	if (!strstr(err, "known: t\\x7fst"))
+	if (!strstr(err, "known: forged.t\\x7fst"))
 		fail_msg("no escaped flag name in: %s", err);
 	free(err);
 }

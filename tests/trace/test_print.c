@@ -71,7 +71,8 @@ static void run_print(struct th_tmpdir *td, const char *workload, struct printed
 }
 
 /* Check line I: a wall time within the run, the process's tid, then exactly the
- * rest of the prefix ("LEVEL FLAG FUNC: " as vs_format_prefix lays it out) and MSG. */
+ * rest of the prefix ("LEVEL app.FLAG FUNC: " as vs_format_prefix lays it out: the
+ * workload is the default provider, app) and MSG. */
 static void check_line(const struct printed *p, unsigned i, unsigned level, const char *flag,
 		       const char *caller, const char *func, const char *msg)
 {
@@ -82,7 +83,7 @@ static void check_line(const struct printed *p, unsigned i, unsigned level, cons
 	assert_int_equal(regcomp(&re,
 				 "^[0-9]{4}-[0-9]{2}-[0-9]{2} "
 				 "[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{9} "
-				 "[0-9]+ +[A-Z]+ +[A-Z]+ +[A-Za-z_>]+: ",
+				 "[0-9]+ +[A-Z]+ +app\\.[A-Z]+ +[A-Za-z_>]+: ",
 				 REG_EXTENDED | REG_NOSUB),
 			 0);
 	int m = regexec(&re, line, 0, NULL, 0);
@@ -93,7 +94,8 @@ static void check_line(const struct printed *p, unsigned i, unsigned level, cons
 	assert_true(strncmp(line, p->before, 29) >= 0);
 	assert_true(strncmp(line, p->after, 29) <= 0);
 	/* everything after the time is the decoder's prefix and the message */
-	vs_format_prefix(prefix, sizeof prefix, 0, (uint32_t)p->pid, level, flag, caller, func);
+	vs_format_prefix(prefix, sizeof prefix, 0, (uint32_t)p->pid, level, "app", flag, caller,
+			 func);
 	snprintf(want, sizeof want, "%s%s", strchr(prefix, '.') + 11, msg);
 	assert_string_equal(line + 30, want);
 }

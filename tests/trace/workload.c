@@ -216,8 +216,9 @@ static void wl_kinds(void)
 	VS_INFO(TEST, "enum %d bool %d char %c", WL_GREEN, (_Bool)1, 'z');
 	VS_INFO(TEST, "no arguments");
 	VS_WARNING(CONFIG, "empty %s|", "");
-	VS_ENTER(GENERAL);
-	VS_EXIT_RC(GENERAL, -22);
+	VS_INFO(TEST, "bytes %s", VS_BYTES(longstr, 4));
+	VS_VERBOSE(GENERAL, "--> enter");
+	VS_VERBOSE(GENERAL, "<-- exit rc=%lld", -22ll);
 	VS_INFO_HP(IO, "hot %u", 5u);
 	wl_helper(1 VS_CALLER_ARG);
 }
