@@ -242,6 +242,7 @@ int vs_be_file_open(struct vs_backend *be, const char *args, char *err, size_t e
 	if (rc < 0)
 		goto out_err;
 	be->ops = &file_ops;
+	be->durable = true;
 	be->ro = ro;
 	be->file.direct = direct;
 	flags = (ro ? O_RDONLY : O_RDWR) | O_CLOEXEC;
