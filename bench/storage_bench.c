@@ -412,9 +412,9 @@ static int cmd_bench(int argc, char **argv)
 			break;
 		case 't':
 			if (strncmp(optarg, "file=", 5) && strncmp(optarg, "ram=", 4) &&
-			    strncmp(optarg, "null=", 5)) {
-				fprintf(stderr, "bench: --target %s: expected file=IMG, ram=SIZE or "
-						"null=SIZE\n", optarg);
+			    strncmp(optarg, "null=", 5) && strncmp(optarg, "rbd=", 4)) {
+				fprintf(stderr, "bench: --target %s: expected file=IMG, ram=SIZE, "
+						"null=SIZE or rbd=POOL/IMAGE\n", optarg);
 				return 2;
 			}
 			o.target_spec = optarg;
