@@ -58,7 +58,8 @@ int bench_run_fio(const char *spec, const struct bench_profile *p, bool write, d
 		  struct bench_result *r, char *why, size_t whylen)
 {
 	char cmd[4096], target[2400], env[1100];
-	const char *rw = p->random ? (write ? "randwrite" : "randread") : (write ? "write" : "read");
+	const char *rw =
+	    p->random ? (write ? "randwrite" : "randread") : (write ? "write" : "read");
 
 	if (fio_target(spec, target, sizeof target, env, sizeof env) < 0) {
 		snprintf(why, whylen, "fio: no raw limit for '%s' (file= and rbd= only)", spec);

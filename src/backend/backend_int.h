@@ -8,6 +8,7 @@
 
 #include <pthread.h>
 #include <stddef.h>
+#include <string.h>
 #include <liburing.h>
 
 #include "backend/backend.h"
@@ -132,6 +133,18 @@ int vs_be_rbd_open(struct vs_backend *be, const char *args, char *err, size_t er
 void vs_backend_size_changed(struct vs_backend *be, uint64_t new_size);
 
 const char *vs_bio_op_name(enum vs_bio_op op);
+
+/* A spec's options one by one: *cursor is at the comma before the next one (NULL: none
+ * left).  Sets *opt and *olen (not NUL-terminated) and moves *cursor on. */
+static inline bool vs_be_next_opt(const char **cursor, const char **opt, size_t *olen)
+{
+	if (!*cursor)
+		return false;
+	*opt = *cursor + 1;
+	*cursor = strchr(*opt, ',');
+	*olen = *cursor ? (size_t)(*cursor - *opt) : strlen(*opt);
+	return true;
+}
 
 /* ---- hooks.c: what the options every kind takes do ----
  * The test options (delay, drop-write, misdirect-write, stale-read) and the write log

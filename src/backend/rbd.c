@@ -77,7 +77,8 @@ static int spec_parse(const char *args, struct rbd_spec *s, char *err, size_t er
 	static const char usage[] = "use rbd=POOL/IMAGE[,conf=PATH][,id=USER][,ro][,timeout=S]";
 	const char *comma = strchr(args, ',');
 	size_t n = comma ? (size_t)(comma - args) : strlen(args);
-	const char *slash = memchr(args, '/', n);
+	const char *slash = memchr(args, '/', n), *opt;
+	size_t olen;
 	uint64_t v;
 
 	memset(s, 0, sizeof(*s));
@@ -92,12 +93,7 @@ static int spec_parse(const char *args, struct rbd_spec *s, char *err, size_t er
 	snprintf(s->pool, sizeof(s->pool), "%.*s", (int)(slash - args), args);
 	snprintf(s->image, sizeof(s->image), "%.*s", (int)(n - (size_t)(slash + 1 - args)),
 		 slash + 1);
-	while (comma) {
-		const char *opt = comma + 1;
-		size_t olen;
-
-		comma = strchr(opt, ',');
-		olen = comma ? (size_t)(comma - opt) : strlen(opt);
+	while (vs_be_next_opt(&comma, &opt, &olen)) {
 		if (olen == 2 && !strncmp(opt, "ro", 2)) {
 			s->ro = true;
 		} else if (olen > 5 && !strncmp(opt, "conf=", 5) && olen - 5 < sizeof(s->conf)) {

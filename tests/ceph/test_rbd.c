@@ -76,6 +76,37 @@ static void img_remove(struct img *m)
 	rados_shutdown(m->cluster);
 }
 
+/* An image of size bytes served by a target child as LUN 0 (spec options appended),
+ * the initiator connected with one queue, and an 8 KiB buffer. */
+struct fx {
+	struct img m;
+	struct tgt t;
+	struct vs_ini *ini;
+	struct vs_ini_queue *q;
+	uint8_t *b;
+};
+
+static void fx_open(struct fx *x, uint64_t size, const char *opts)
+{
+	struct vs_ini_opts o;
+
+	img_create(&x->m, size, opts);
+	tgt_init(&x->t);
+	x->t.luns[0] = x->m.spec;
+	assert_int_equal(tgt_start(&x->t), 0);
+	o = ini_opts(&x->t, 1);
+	assert_int_equal(vs_ini_open(&x->ini, &o), 0);
+	x->q = vs_ini_get_queue(x->ini, 0);
+	x->b = vs_ini_alloc(x->ini, 8192, 4096);
+}
+
+static void fx_close(struct fx *x)
+{
+	vs_ini_close(x->ini);
+	tgt_fini(&x->t);
+	img_remove(&x->m);
+}
+
 /* A raw CDB without data, answered within the harness's deadline. */
 static void cdb_none(struct vs_ini_queue *q, struct waiter *w, const uint8_t *cdb, unsigned len)
 {
@@ -98,30 +129,24 @@ static void test_resize_unit_attention(void **state)
 	static const uint8_t tur[6] = {0};
 	static uint8_t rc16[16] = {0x9e, 0x10, [13] = 32};
 	static struct waiter w;
-	struct img m;
-	struct tgt t;
-	struct vs_ini *ini;
-	struct vs_ini_opts o;
+	static struct fx x;
 	struct vs_ini_queue *q;
 	struct vs_ini_lun l;
+	struct vs_ini *ini;
 	uint8_t *b;
 	uint64_t end;
 
 	(void)state;
-	img_create(&m, 16 * MIB, NULL);
-	tgt_init(&t);
-	t.luns[0] = m.spec;
-	assert_int_equal(tgt_start(&t), 0);
-	o = ini_opts(&t, 1);
-	assert_int_equal(vs_ini_open(&ini, &o), 0);
-	q = vs_ini_get_queue(ini, 0);
-	b = vs_ini_alloc(ini, 4096, 4096);
+	fx_open(&x, 16 * MIB, NULL);
+	ini = x.ini;
+	q = x.q;
+	b = x.b;
 	assert_int_equal(vs_ini_lun_info(ini, 0, &l), 0);
 	assert_int_equal(l.num_blocks, 16 * MIB / 512);
 	cdb_none(q, &w, tur, 6);
 	assert_int_equal(w.io.result, 0); /* nothing pending before the resize */
 
-	img_resize(&m, 32 * MIB);
+	img_resize(&x.m, 32 * MIB);
 	/* The watch notification is asynchronous: poll, with a deadline, for the attention. */
 	for (end = now_ms() + 30000;;) {
 		cdb_none(q, &w, tur, 6);
@@ -154,9 +179,7 @@ static void test_resize_unit_attention(void **state)
 	memset(b, 0, 4096);
 	assert_int_equal(io_sync(q, VS_INI_READ, 0, 24 * MIB / 512, 8, b, 4096, 1), 0);
 	assert_true(pattern_check(b, 4096, 5, 24 * MIB));
-	vs_ini_close(ini);
-	tgt_fini(&t);
-	img_remove(&m);
+	fx_close(&x);
 }
 
 /* restart-osd.sh DOWN in the background, its stderr in a file; returns once the old OSD
@@ -208,10 +231,7 @@ static void wait_script(pid_t pid)
 static void test_osd_down_timeout_sense(void **state)
 {
 	static struct waiter w;
-	struct img m;
-	struct tgt t;
-	struct vs_ini *ini;
-	struct vs_ini_opts o;
+	static struct fx x;
 	struct vs_ini_queue *q;
 	uint8_t *b;
 	uint64_t t0, took, end;
@@ -219,14 +239,9 @@ static void test_osd_down_timeout_sense(void **state)
 	int rc;
 
 	(void)state;
-	img_create(&m, 16 * MIB, ",timeout=3");
-	tgt_init(&t);
-	t.luns[0] = m.spec;
-	assert_int_equal(tgt_start(&t), 0);
-	o = ini_opts(&t, 1);
-	assert_int_equal(vs_ini_open(&ini, &o), 0);
-	q = vs_ini_get_queue(ini, 0);
-	b = vs_ini_alloc(ini, 8192, 4096);
+	fx_open(&x, 16 * MIB, ",timeout=3");
+	q = x.q;
+	b = x.b;
 	pattern_fill(b, 4096, 11, 0);
 	waiter_prep(&w, VS_INI_WRITE, 0, 0, 8, b, 4096, 1);
 	w.io.fua = true;
@@ -266,9 +281,7 @@ static void test_osd_down_timeout_sense(void **state)
 	memset(b + 4096, 0, 4096);
 	assert_int_equal(io_sync(q, VS_INI_READ, 0, 64, 8, b + 4096, 4096, 1), 0);
 	assert_true(pattern_check(b + 4096, 4096, 13, 64 * 512));
-	vs_ini_close(ini);
-	tgt_fini(&t);
-	img_remove(&m);
+	fx_close(&x);
 }
 
 int main(int argc, char **argv)
