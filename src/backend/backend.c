@@ -249,7 +249,7 @@ static __attribute__((noinline)) int bio_check(const struct vs_backend *be,
 					       const struct vs_bio *bio, const char **why)
 {
 	bool data = bio->op == VS_BIO_READ || bio->op == VS_BIO_WRITE;
-	uint64_t size = vs_backend_size(be);
+	uint64_t size;
 	size_t total = 0;
 
 	if (!bio->done) {
@@ -276,6 +276,7 @@ static __attribute__((noinline)) int bio_check(const struct vs_backend *be,
 	}
 	if (bio->op == VS_BIO_FLUSH)
 		return 0; /* covers the whole backend; offset and len are ignored */
+	size = __atomic_load_n(&be->size, __ATOMIC_RELAXED); /* rbd: resized while in use */
 	if (bio->offset > size || bio->len > size - bio->offset) {
 		*why = "beyond the end";
 		return -ERANGE;
