@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* The raw limit: the same profile with fio (io_uring) on the same backing file. */
+/* The raw limit: the same profile with fio on the same storage: io_uring on the backing
+ * file of a file= LUN, fio's rbd engine (librbd) on the image of an rbd= LUN. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
@@ -10,17 +11,66 @@
 
 #include "bench/storage.h"
 
-int bench_run_fio(const char *file, const struct bench_profile *p, bool write, double seconds,
+/* One option's value out of a backend spec's ",key=value" list into buf ("" if absent). */
+static void spec_option(const char *opts, const char *key, char *buf, size_t len)
+{
+	size_t klen = strlen(key);
+
+	buf[0] = '\0';
+	for (const char *o = opts; o && *o; o = strchr(o, ',')) {
+		o += *o == ',';
+		if (!strncmp(o, key, klen) && o[klen] == '=') {
+			snprintf(buf, len, "%.*s", (int)strcspn(o + klen + 1, ","), o + klen + 1);
+			return;
+		}
+	}
+}
+
+/* fio's options naming where spec's data is, and what its environment needs: 0, or
+ * -ENOTSUP (no fio engine for it). */
+static int fio_target(const char *spec, char *buf, size_t len, char *env, size_t envlen)
+{
+	char what[1024], conf[1024], id[128];
+	const char *opts;
+
+	if (strncmp(spec, "file=", 5) && strncmp(spec, "rbd=", 4))
+		return -ENOTSUP;
+	opts = strchr(spec, ',');
+	snprintf(what, sizeof what, "%.*s", (int)strcspn(strchr(spec, '=') + 1, ","),
+		 strchr(spec, '=') + 1);
+	env[0] = '\0';
+	if (spec[0] == 'f') {
+		snprintf(buf, len, "--filename='%s' --ioengine=io_uring", what);
+		return 0;
+	}
+	/* rbd=POOL/IMAGE[,conf=PATH][,id=USER]: the engine finds the cluster through $CEPH_CONF. */
+	spec_option(opts, "conf", conf, sizeof conf);
+	spec_option(opts, "id", id, sizeof id);
+	if (conf[0])
+		snprintf(env, envlen, "CEPH_CONF='%s' ", conf);
+	snprintf(buf, len, "--ioengine=rbd --pool='%.*s' --rbdname='%s' --clientname='%s'",
+		 (int)strcspn(what, "/"), what, strchr(what, '/') ? strchr(what, '/') + 1 : "",
+		 id[0] ? id : "admin");
+	return 0;
+}
+
+int bench_run_fio(const char *spec, const struct bench_profile *p, bool write, double seconds,
 		  struct bench_result *r, char *why, size_t whylen)
 {
-	char cmd[2048];
-	const char *rw = p->random ? (write ? "randwrite" : "randread") : (write ? "write" : "read");
+	char cmd[4096], target[2400], env[1100];
+	const char *rw =
+	    p->random ? (write ? "randwrite" : "randread") : (write ? "write" : "read");
+
+	if (fio_target(spec, target, sizeof target, env, sizeof env) < 0) {
+		snprintf(why, whylen, "fio: no raw limit for '%s' (file= and rbd= only)", spec);
+		return -ENOTSUP;
+	}
 	/* Sequential threads each take their own stretch of the file, as the initiator's do. */
 	snprintf(cmd, sizeof cmd,
-		 "fio --name=vioscope --filename='%s' --ioengine=io_uring --rw=%s --bs=%u "
+		 "%sfio --name=vioscope %s --rw=%s --bs=%u "
 		 "--iodepth=%u --numjobs=%u --time_based --runtime=%.0f --ramp_time=0 "
 		 "--group_reporting --output-format=json --norandommap --randrepeat=0 %s 2>&1",
-		 file, rw, p->block, p->depth, p->threads, seconds < 1 ? 1 : seconds,
+		 env, target, rw, p->block, p->depth, p->threads, seconds < 1 ? 1 : seconds,
 		 p->random ? "" : "--offset_increment=12%");
 	FILE *f = popen(cmd, "r");
 	if (!f) {

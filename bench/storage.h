@@ -39,7 +39,7 @@ double bench_json_number(const char *json, const char *key, double dflt);
 
 struct bench_opts {
 	const char *socket;      /* existing target, or NULL: start one */
-	const char *target_spec; /* "file=IMG" or "ram=SIZE" for the embedded target */
+	const char *target_spec; /* a backend spec ("file=IMG", "ram=SIZE", "rbd=POOL/IMAGE...") */
 	bool write;
 	double seconds;
 	bool interrupt;          /* completion threads instead of polling */
@@ -53,8 +53,9 @@ struct bench_opts {
 /* Run one profile through the user-space initiator against opts->socket. */
 int bench_run_initiator(const struct bench_opts *o, const struct bench_profile *p,
 			struct bench_result *r, char *why, size_t whylen);
-/* Run one profile with fio (io_uring) on a file: the raw limit. */
-int bench_run_fio(const char *file, const struct bench_profile *p, bool write, double seconds,
+/* Run one profile with fio on the storage of a backend spec: io_uring on file=PATH, the
+ * rbd engine on rbd=POOL/IMAGE[,conf=PATH][,id=USER]: the raw limit.  -ENOTSUP for others. */
+int bench_run_fio(const char *spec, const struct bench_profile *p, bool write, double seconds,
 		  struct bench_result *r, char *why, size_t whylen);
 
 /* Start `exe target --socket SOCK --lun 0:SPEC ...` and wait for its socket. */

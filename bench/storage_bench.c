@@ -35,7 +35,7 @@ static const char *flavour_profiles[2] = { "seq1m-q8t1", "rnd4k-q32t16" };
 
 static void usage(FILE *f)
 {
-	fputs("usage: vioscope bench [--socket PATH | --target file=IMG|ram=SIZE] [--profile P]...\n"
+	fputs("usage: vioscope bench [--socket PATH | --target SPEC] [--profile P]...\n"
 	      "                      [--rw read|write] [--time S] [--queues N] [--interrupt]\n"
 	      "                      [--poll] [--fio] [--json] [--no-progress] [--record DIR]\n"
 	      "       vioscope bench --flavours [--rounds N] [--time S] [--target ...] [--json]\n"
@@ -43,7 +43,8 @@ static void usage(FILE *f)
 	      "profiles: seq1m-q8t1 seq1m-q1t1 rnd4k-q32t16 rnd4k-q1t1, or any seqNm-qQtT /\n"
 	      "rndNk-qQtT (T threads, Q requests in flight each).  Without --socket a target\n"
 	      "of this binary's flavour is started on a default 1 GiB image.  --fio adds the\n"
-	      "same profiles run by fio (io_uring) on the same file: the raw limit.  --poll:\n"
+	      "same profiles run by fio on the same storage: the raw limit (io_uring on a\n"
+	      "file=IMG, fio's rbd engine on an rbd=POOL/IMAGE[,conf=PATH]).  --poll:\n"
 	      "the embedded target busy-polls its queues (the initiator always polls unless\n"
 	      "--interrupt).\n",
 	      f);
@@ -160,16 +161,13 @@ static int run_profiles(struct bench_opts *o, char **profiles, int nprof, bool f
 		unlink(sock);
 		rmdir(sockdir);
 	}
-	/* The raw limit: fio on the very file the target served. */
-	const char *file = o->target_spec && !strncmp(o->target_spec, "file=", 5)
-				   ? o->target_spec + 5 : NULL;
-	char fpath[1024] = "";
-	if (file)
-		snprintf(fpath, sizeof fpath, "%.*s", (int)strcspn(file, ","), file);
-	for (int i = 0; fio && fpath[0] && i < nprof && rc == 0; i++) {
+	/* The raw limit: fio on the very file or RBD image the target served. */
+	bool fio_spec = o->target_spec && (!strncmp(o->target_spec, "file=", 5) ||
+					   !strncmp(o->target_spec, "rbd=", 4));
+	for (int i = 0; fio && fio_spec && i < nprof && rc == 0; i++) {
 		struct bench_profile p;
 		bench_profile_parse(profiles[i], &p, why, sizeof why);
-		if (bench_run_fio(fpath, &p, o->write, o->seconds, &res[nres], why, sizeof why) < 0) {
+		if (bench_run_fio(o->target_spec, &p, o->write, o->seconds, &res[nres], why, sizeof why) < 0) {
 			fprintf(stderr, "bench: fio: %s\n", why);
 			rc = 1;
 			break;
@@ -319,14 +317,11 @@ static int run_flavours(struct bench_opts *o, int rounds, bool json)
 		fprintf(stderr, "\r%70s\r", "");
 	/* fio on the same file, once, as the raw limit row. */
 	struct bench_result fio[2];
-	bool have_fio = !strncmp(o->target_spec, "file=", 5);
+	bool have_fio = !strncmp(o->target_spec, "file=", 5) || !strncmp(o->target_spec, "rbd=", 4);
 	for (size_t i = 0; i < np && have_fio; i++) {
 		struct bench_profile p;
-		char path[1024];
-		snprintf(path, sizeof path, "%.*s", (int)strcspn(o->target_spec + 5, ","),
-			 o->target_spec + 5);
 		bench_profile_parse(flavour_profiles[i], &p, why, sizeof why);
-		if (bench_run_fio(path, &p, false, o->seconds, &fio[i], why, sizeof why) < 0) {
+		if (bench_run_fio(o->target_spec, &p, false, o->seconds, &fio[i], why, sizeof why) < 0) {
 			fprintf(stderr, "bench: fio: %s\n", why);
 			have_fio = false;
 		}
@@ -417,9 +412,9 @@ static int cmd_bench(int argc, char **argv)
 			break;
 		case 't':
 			if (strncmp(optarg, "file=", 5) && strncmp(optarg, "ram=", 4) &&
-			    strncmp(optarg, "null=", 5)) {
-				fprintf(stderr, "bench: --target %s: expected file=IMG, ram=SIZE or "
-						"null=SIZE\n", optarg);
+			    strncmp(optarg, "null=", 5) && strncmp(optarg, "rbd=", 4)) {
+				fprintf(stderr, "bench: --target %s: expected file=IMG, ram=SIZE, "
+						"null=SIZE or rbd=POOL/IMAGE\n", optarg);
 				return 2;
 			}
 			o.target_spec = optarg;

@@ -1,14 +1,23 @@
 #!/usr/bin/env bash
 # Install what vioscope needs to build, test and benchmark, from Debian's archive.
-# Idempotent: installs only what is missing.  Usage: scripts/deps.sh [--guest]
+# Idempotent: installs only what is missing.  Usage: scripts/deps.sh [--guest] [--ceph]
 #   --guest  also what the QEMU guest test needs (qemu, busybox, sg3-utils, fio, e2fsprogs ...)
+#   --ceph   also the single-host Ceph cluster of the ceph tests (tests/ceph/start.sh)
 set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config clang libclang-rt-dev libcmocka-dev liburing-dev
-      valgrind binutils fio liblttng-ust-dev lttng-tools procps)
-if [[ "${1:-}" == "--guest" ]]; then
-	pkgs+=(qemu-system-x86 qemu-utils busybox-static sg3-utils kmod cpio xz-utils lz4 e2fsprogs)
-fi
+      valgrind binutils fio liblttng-ust-dev lttng-tools procps librbd-dev)
+for arg in "$@"; do
+	case "$arg" in
+	--guest) pkgs+=(qemu-system-x86 qemu-utils busybox-static sg3-utils kmod cpio xz-utils lz4
+			e2fsprogs) ;;
+	--ceph) pkgs+=(ceph-mon ceph-mgr ceph-osd ceph-common) ;;
+	*)
+		echo "usage: scripts/deps.sh [--guest] [--ceph]" >&2
+		exit 2
+		;;
+	esac
+done
 
 missing=()
 for p in "${pkgs[@]}"; do

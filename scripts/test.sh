@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it:
-#   1. gcc build, warnings are errors, all tests (unit, integration, guest); the install
-#      and examples/ built against it out of tree, run, recorded and decoded
+#   1. gcc build, warnings are errors, all tests (unit, integration, guest, ceph); the
+#      install and examples/ built against it out of tree, run, recorded and decoded
 #   2. clang build, warnings are errors
-#   3. AddressSanitizer + UndefinedBehaviorSanitizer build (clang), all tests but the guest test
+#   3. AddressSanitizer + UndefinedBehaviorSanitizer build (clang), all tests but the guest
+#      tests (the ceph tests included: they start their own single-host cluster)
 #   4. ThreadSanitizer build (clang) of the hostile-guest race test only
 #   5. libFuzzer targets (clang), each run briefly on its corpus
 # Usage: scripts/test.sh [--quick]   (--quick: step 1 only, without the guest test)
@@ -15,7 +16,7 @@ quick=0
 if ((quick)); then
 	scripts/deps.sh
 else
-	scripts/deps.sh --guest
+	scripts/deps.sh --guest --ceph
 fi
 
 step() { printf '\n==== %s\n' "$*"; }

@@ -46,6 +46,8 @@ static void target_usage(FILE *f)
 	    "                         ram=SIZE                 anonymous memory (K/M/G/T "
 	    "suffixes)\n"
 	    "                         null=SIZE                reads zeros, discards writes\n"
+	    "                         rbd=POOL/IMAGE[,conf=PATH][,id=USER][,ro][,timeout=S]\n"
+	    "                                                  a Ceph RBD image (librbd)%s\n"
 	    "  --queues N           request queues, 1..%u (default 1; QEMU's num_queues)\n"
 	    "  --block-size B       logical block size, 512 (default) or 4096\n"
 	    "  --workers N          worker threads (default: one per queue, at most one per CPU)\n"
@@ -56,8 +58,9 @@ static void target_usage(FILE *f)
 	    "\n"
 	    "SIGINT/SIGTERM: finish in-flight requests, flush the files, exit 0.\n"
 	    "Traces: `vioscope trace enable PID verbose:io,queue` (this binary: %s flavour).\n",
-	    VS_TARGET_MAX_LUNS - 1, VS_TARGET_MAX_LUNS - 1, VS_TARGET_MAX_QUEUES,
-	    vs_trace_flavour());
+	    VS_TARGET_MAX_LUNS - 1, VS_TARGET_MAX_LUNS - 1,
+	    vs_target_have_rbd() ? "" : " (not in this build: librbd-dev was missing)",
+	    VS_TARGET_MAX_QUEUES, vs_trace_flavour());
 }
 
 /* "N:BACKEND" into l; 0, or -1 after printing why. */
@@ -86,10 +89,10 @@ static int parse_lun(const char *arg, struct vs_target_lun *l, const struct vs_t
 		return -1;
 	}
 	if (strncmp(colon + 1, "file=", 5) && strncmp(colon + 1, "ram=", 4) &&
-	    strncmp(colon + 1, "null=", 5)) {
+	    strncmp(colon + 1, "null=", 5) && strncmp(colon + 1, "rbd=", 4)) {
 		fprintf(stderr,
-			"vioscope target: --lun '%s': unknown backend '%s' (file=PATH, ram=SIZE or "
-			"null=SIZE)\n",
+			"vioscope target: --lun '%s': unknown backend '%s' (file=PATH, ram=SIZE, "
+			"null=SIZE or rbd=POOL/IMAGE)\n",
 			arg, colon + 1);
 		return -1;
 	}

@@ -25,7 +25,9 @@
 
 struct vs_target_lun {
 	unsigned id;	  /* 0..VS_TARGET_MAX_LUNS-1 */
-	const char *spec; /* backend spec: "file=PATH[,ro][,direct]", "ram=SIZE", "null=SIZE" */
+	/* backend spec: "file=PATH[,ro][,direct]", "ram=SIZE", "null=SIZE",
+	 * "rbd=POOL/IMAGE[,conf=PATH][,id=USER][,ro][,timeout=SECONDS]" */
+	const char *spec;
 };
 
 struct vs_target_config {
@@ -86,5 +88,8 @@ void vs_target_get_stats(const struct vs_target *t, struct vs_target_stats *s);
 
 /* The virtio feature bits the device offers (vhost adds PROTOCOL_FEATURES). */
 uint64_t vs_target_device_features(void);
+
+/* This build serves rbd= LUNs (librbd was found when it was built). */
+bool vs_target_have_rbd(void);
 
 #endif /* VS_TARGET_H */

@@ -62,7 +62,9 @@ static int common_options(struct vs_backend *be, const char *args, char *rest, s
 
 int vs_backend_open(struct vs_backend **out, const char *spec, char *err, size_t errlen)
 {
-	static const char usage[] = "use file=PATH[,ro][,direct], ram=SIZE or null=SIZE";
+	static const char usage[] =
+	    "use file=PATH[,ro][,direct], ram=SIZE, null=SIZE or rbd=POOL/IMAGE[,conf=PATH]"
+	    "[,id=USER][,ro][,timeout=SECONDS]";
 	struct vs_backend *be;
 	const char *eq;
 	char args[4200];
@@ -75,7 +77,8 @@ int vs_backend_open(struct vs_backend **out, const char *spec, char *err, size_t
 		*err = 0;
 	eq = spec ? strchr(spec, '=') : NULL;
 	if (!eq) {
-		vs_fail(err, errlen, 0, "bad backend spec '%s' (%s)", spec ? spec : "(null)", usage);
+		vs_fail(err, errlen, 0, "bad backend spec '%s' (%s)", spec ? spec : "(null)",
+			usage);
 		VS_ERROR(BACKEND, "bad backend spec '%s': no '='", spec ? spec : "(null)");
 		return -EINVAL;
 	}
@@ -85,14 +88,26 @@ int vs_backend_open(struct vs_backend **out, const char *spec, char *err, size_t
 		return -ENOMEM;
 	be->mem_align = be->off_align = 1;
 	be->file.fd = be->file.fd_buffered = -1;
+	pthread_mutex_init(&be->size_lock, NULL);
 	if ((rc = common_options(be, eq + 1, args, sizeof(args), err, errlen))) {
 		vs_be_hooks_close(be);
+		pthread_mutex_destroy(&be->size_lock);
 		free(be);
 		return rc;
 	}
 
 	if (klen == 4 && !strncmp(spec, "file", 4)) {
 		rc = vs_be_file_open(be, args, err, errlen);
+	} else if (klen == 3 && !strncmp(spec, "rbd", 3)) {
+#ifdef VS_HAVE_RBD
+		rc = vs_be_rbd_open(be, args, err, errlen);
+#else
+		vs_fail(err, errlen, 0,
+			"rbd: this vioscope was built without the RBD backend (librbd-dev was "
+			"not installed when it was built)");
+		VS_ERROR(BACKEND, "rbd backend '%s': not built in", spec);
+		rc = -EOPNOTSUPP;
+#endif
 	} else if ((klen == 3 && !strncmp(spec, "ram", 3)) ||
 		   (klen == 4 && !strncmp(spec, "null", 4))) {
 		rc = vs_parse_size(args, &size);
@@ -114,6 +129,7 @@ int vs_backend_open(struct vs_backend **out, const char *spec, char *err, size_t
 		be->ops->close(be);
 	if (rc < 0) {
 		vs_be_hooks_close(be);
+		pthread_mutex_destroy(&be->size_lock);
 		free(be);
 		return rc;
 	}
@@ -129,15 +145,76 @@ void vs_backend_close(struct vs_backend *be)
 	if (!be)
 		return;
 	VS_INFO(BACKEND, "closing %s backend (%llu bytes, %llu bounced bios)", be->ops->kind,
-		(unsigned long long)be->size, (unsigned long long)vs_backend_bounce_count(be));
+		(unsigned long long)vs_backend_size(be),
+		(unsigned long long)vs_backend_bounce_count(be));
 	vs_be_hooks_close(be);
 	be->ops->close(be);
+	pthread_mutex_destroy(&be->size_lock);
 	free(be);
 }
 
 uint64_t vs_backend_size(const struct vs_backend *be)
 {
-	return be->size;
+	return __atomic_load_n(&be->size, __ATOMIC_RELAXED);
+}
+
+bool vs_backend_durable(const struct vs_backend *be)
+{
+	return be->durable;
+}
+
+const char *vs_backend_identity(const struct vs_backend *be)
+{
+	return be->identity;
+}
+
+bool vs_backend_have_rbd(void)
+{
+#ifdef VS_HAVE_RBD
+	return true;
+#else
+	return false;
+#endif
+}
+
+int vs_backend_watch_size(struct vs_backend *be, vs_backend_size_fn fn, void *arg)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&be->size_lock);
+	if (be->size_fn && be->size_arg != arg) {
+		rc = -EBUSY;
+	} else {
+		be->size_fn = fn;
+		be->size_arg = arg;
+	}
+	pthread_mutex_unlock(&be->size_lock);
+	return rc;
+}
+
+void vs_backend_unwatch_size(struct vs_backend *be, void *arg)
+{
+	pthread_mutex_lock(&be->size_lock);
+	if (be->size_arg == arg) {
+		be->size_fn = NULL;
+		be->size_arg = NULL;
+	}
+	pthread_mutex_unlock(&be->size_lock);
+}
+
+/* The watcher runs under the lock, so that unwatching waits for a call in progress. */
+void vs_backend_size_changed(struct vs_backend *be, uint64_t new_size)
+{
+	uint64_t old = __atomic_exchange_n(&be->size, new_size, __ATOMIC_RELAXED);
+
+	if (old == new_size)
+		return;
+	VS_INFO(BACKEND, "%s backend %s: size changed from %llu to %llu bytes", be->ops->kind,
+		be->identity, (unsigned long long)old, (unsigned long long)new_size);
+	pthread_mutex_lock(&be->size_lock);
+	if (be->size_fn)
+		be->size_fn(be->size_arg, old, new_size);
+	pthread_mutex_unlock(&be->size_lock);
 }
 
 bool vs_backend_read_only(const struct vs_backend *be)
@@ -172,6 +249,7 @@ static __attribute__((noinline)) int bio_check(const struct vs_backend *be,
 					       const struct vs_bio *bio, const char **why)
 {
 	bool data = bio->op == VS_BIO_READ || bio->op == VS_BIO_WRITE;
+	uint64_t size;
 	size_t total = 0;
 
 	if (!bio->done) {
@@ -198,7 +276,8 @@ static __attribute__((noinline)) int bio_check(const struct vs_backend *be,
 	}
 	if (bio->op == VS_BIO_FLUSH)
 		return 0; /* covers the whole backend; offset and len are ignored */
-	if (bio->offset > be->size || bio->len > be->size - bio->offset) {
+	size = __atomic_load_n(&be->size, __ATOMIC_RELAXED); /* rbd: resized while in use */
+	if (bio->offset > size || bio->len > size - bio->offset) {
 		*why = "beyond the end";
 		return -ERANGE;
 	}

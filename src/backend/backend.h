@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Block backends: where a LUN's blocks live.  file (io_uring, buffered or O_DIRECT),
- * ram (anonymous memory) and null (discards writes, reads zeros).
+ * ram (anonymous memory), null (discards writes, reads zeros) and, when built with
+ * librbd, rbd (a Ceph RBD image).
  *
  * I/O is asynchronous and per thread: each worker thread owns one struct vs_io_ctx
  * (an io_uring and an eventfd) and submits bios of any backend into it.  Completion
  * callbacks run on that thread, from vs_io_ctx_reap(), never from inside
- * vs_backend_submit() (so a caller never re-enters itself).
+ * vs_backend_submit() (so a caller never re-enters itself), also for backends whose
+ * library completes requests on threads of its own (rbd): those completions are handed
+ * to the context's thread, which its eventfd wakes.
  */
 #ifndef VS_BACKEND_H
 #define VS_BACKEND_H
@@ -61,7 +64,8 @@ bool vs_io_ctx_pending(const struct vs_io_ctx *ctx);
 /* A polling owner: no eventfd writes or reads at all (the fd stays quiet). */
 int vs_io_ctx_set_polled(struct vs_io_ctx *ctx, bool polled);
 
-/* Open a backend from a spec: "file=PATH[,ro][,direct]", "ram=SIZE", "null=SIZE".
+/* Open a backend from a spec: "file=PATH[,ro][,direct]", "ram=SIZE", "null=SIZE",
+ * "rbd=POOL/IMAGE[,conf=PATH][,id=USER][,ro][,timeout=SECONDS]" (see rbd.c).
  * SIZE takes K/M/G/T suffixes (powers of 1024).  On error returns -errno and, when
  * err is not NULL, a message saying what was wrong (static or in errbuf).
  * Options for any kind:
@@ -77,10 +81,29 @@ int vs_io_ctx_set_polled(struct vs_io_ctx *ctx, bool polled);
  * "stale-read=K" makes the first read that overlaps it return what it replaced. */
 int vs_backend_open(struct vs_backend **be, const char *spec, char *err, size_t errlen);
 void vs_backend_close(struct vs_backend *be);
-uint64_t vs_backend_size(const struct vs_backend *be);       /* bytes */
+/* Bytes.  May change while the backend is in use (an RBD image resized by its owner):
+ * see vs_backend_watch_size. */
+uint64_t vs_backend_size(const struct vs_backend *be);
 bool vs_backend_read_only(const struct vs_backend *be);
 bool vs_backend_supports_discard(const struct vs_backend *be);
-const char *vs_backend_kind(const struct vs_backend *be);    /* "file", "ram", "null" */
+const char *vs_backend_kind(const struct vs_backend *be); /* "file", "ram", "null", "rbd" */
+/* Completed writes outlive the process (file, rbd): worth a FLUSH before exiting. */
+bool vs_backend_durable(const struct vs_backend *be);
+/* A name that identifies the storage across restarts whatever the spec's spelling
+ * ("rbd:POOL/IMAGE-ID"), or "" when the backend has none of its own (the caller then
+ * names it, e.g. by its file's real path). */
+const char *vs_backend_identity(const struct vs_backend *be);
+/* The backend's size changed to new_size bytes.  Runs on a thread of the backend's own,
+ * never inside a vs_backend_* call of the caller's. */
+typedef void (*vs_backend_size_fn)(void *arg, uint64_t old_size, uint64_t new_size);
+/* Be told when the size changes (one watcher per backend: -EBUSY if another watches).
+ * Backends whose size cannot change never call it. */
+int vs_backend_watch_size(struct vs_backend *be, vs_backend_size_fn fn, void *arg);
+/* Stop watching (arg as given to vs_backend_watch_size); once it returns, fn is not
+ * running and will not run again. */
+void vs_backend_unwatch_size(struct vs_backend *be, void *arg);
+/* Built with the rbd backend (librbd was found when vioscope was built). */
+bool vs_backend_have_rbd(void);
 /* Alignment O_DIRECT needs for buffers, offsets and lengths (1 when buffered). */
 unsigned vs_backend_alignment(const struct vs_backend *be);
 /* O_DIRECT bios that did not meet that alignment and were still served, through a
@@ -96,7 +119,8 @@ uint64_t vs_backend_bounce_count(const struct vs_backend *be);
  *   -EAGAIN      the context is full (depth bios in flight): reap and retry
  * FLUSH ignores offset and len.  Zero-length bios complete with 0.  Misalignment for
  * O_DIRECT is not an error (see vs_backend_bounce_count).  done() may report -EIO for
- * a READ that meets end of file (the file shrank after open). */
+ * a READ that meets end of file (the file shrank after open), and -ETIMEDOUT for a bio
+ * of an rbd backend with timeout=S that Ceph did not answer within S seconds. */
 int vs_backend_submit(struct vs_backend *be, struct vs_io_ctx *ctx, struct vs_bio *bio);
 
 #endif /* VS_BACKEND_H */

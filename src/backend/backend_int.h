@@ -6,11 +6,15 @@
 #ifndef VS_BACKEND_INT_H
 #define VS_BACKEND_INT_H
 
+#include <pthread.h>
 #include <stddef.h>
+#include <string.h>
 #include <liburing.h>
 
 #include "backend/backend.h"
 #include "util/util.h"
+
+struct vs_io_req;
 
 struct vs_be_ops {
 	const char *kind;
@@ -21,17 +25,29 @@ struct vs_be_ops {
 	/* Copy len bytes at off into buf, synchronously: 0 or -errno.  Test options only
 	 * (stale-read keeps what a write is about to replace). */
 	int (*read_sync)(struct vs_backend *be, void *buf, uint64_t len, uint64_t off);
+	/* Backends whose library completes requests on its own threads (rbd): req came
+	 * back through vs_io_req_remote_done() with *res, on the context's thread.  True
+	 * when the backend sent req out again (a next stage); else the bio completes with
+	 * *res (which the backend may rewrite: 0 or -errno). */
+	bool (*remote_again)(struct vs_io_ctx *ctx, struct vs_io_req *req, int64_t *res);
 };
+
+struct vs_be_rbd; /* rbd.c */
 
 struct vs_backend {
 	const struct vs_be_ops *ops;
-	uint64_t size;	    /* bytes */
-	bool ro;	    /* writes, discards rejected with -EROFS */
-	bool discard;	    /* DISCARD / WRITE_ZEROES supported */
-	unsigned mem_align; /* O_DIRECT buffer address alignment; 1 when buffered */
-	unsigned off_align; /* O_DIRECT offset/length alignment; 1 when buffered */
-	uint64_t bounces;   /* bios not sent O_DIRECT as given (atomic, relaxed) */
+	uint64_t size;		   /* bytes (atomic: an rbd image may be resized while in use) */
+	bool ro;		   /* writes, discards rejected with -EROFS */
+	bool discard;		   /* DISCARD / WRITE_ZEROES supported */
+	unsigned mem_align;	   /* O_DIRECT buffer address alignment; 1 when buffered */
+	unsigned off_align;	   /* O_DIRECT offset/length alignment; 1 when buffered */
+	uint64_t bounces;	   /* bios not sent O_DIRECT as given (atomic, relaxed) */
 	struct vs_be_hooks *hooks; /* test options and the write log (hooks.c), or NULL */
+	bool durable;		   /* completed writes outlive the process */
+	char identity[300];	   /* vs_backend_identity(), "" when none */
+	pthread_mutex_t size_lock; /* the size watcher below */
+	vs_backend_size_fn size_fn;
+	void *size_arg;
 	union {
 		struct {
 			int fd;		 /* O_DIRECT when direct */
@@ -44,6 +60,7 @@ struct vs_backend {
 			void *mem;
 			size_t map_len;
 		} ram;
+		struct vs_be_rbd *rbd;
 	};
 };
 
@@ -51,15 +68,19 @@ struct vs_backend {
 struct vs_io_req {
 	struct vs_bio *bio;
 	struct vs_backend *be;
-	int fd;			/* fd the operation goes to (may switch to fd_buffered) */
-	unsigned retries;	/* -EINTR/-EAGAIN resubmissions */
-	uint64_t done;		/* READ/WRITE bytes transferred so far */
-	void *bounce;		/* O_DIRECT bounce buffer, or NULL */
-	struct iovec biov;	/* the bounce buffer as an iovec */
-	struct iovec *tail;	/* remainder iovecs after a short transfer, or NULL */
-	bool delay;		/* a test-only delay: a timeout that completes bio */
+	int fd;			     /* fd the operation goes to (may switch to fd_buffered) */
+	unsigned retries;	     /* -EINTR/-EAGAIN resubmissions */
+	uint64_t done;		     /* READ/WRITE bytes transferred so far */
+	void *bounce;		     /* O_DIRECT bounce buffer, or NULL */
+	struct iovec biov;	     /* the bounce buffer as an iovec */
+	struct iovec *tail;	     /* remainder iovecs after a short transfer, or NULL */
+	bool delay;		     /* a test-only delay: a timeout that completes bio */
 	struct __kernel_timespec ts; /* its length */
-	struct vs_io_req *next; /* free list */
+	struct vs_io_req *next;	     /* free list; the remote list while handed back */
+	/* Requests a library completes on its own threads (rbd): */
+	struct vs_io_ctx *ctx; /* whose thread finishes it */
+	int64_t remote_res;    /* the library's result */
+	unsigned stage;	       /* the backend's: which step of the bio is out */
 };
 
 struct vs_io_ctx {
@@ -69,9 +90,13 @@ struct vs_io_ctx {
 	unsigned inflight;	   /* accepted, done() not yet called */
 	unsigned ring_busy;	   /* reqs owned by io_uring */
 	bool signalled;		   /* efd already written for the deferred list */
-	bool polled;		   /* the owner polls: no eventfd traffic at all */
+	bool polled;		   /* the owner polls: no eventfd traffic at all (atomic) */
 	struct vs_bio *defer_head; /* synchronously completed, done() pending */
 	struct vs_bio **defer_tail;
+	unsigned remote_busy; /* reqs owned by a library's threads (rbd) */
+	/* Lock-free, filled by those threads, emptied by the owner (atomic exchange): */
+	struct vs_io_req *remote; /* completed there, LIFO, through req->next */
+	unsigned remote_pushing;  /* threads between their push and their eventfd write */
 	struct vs_io_req *free;
 	struct vs_io_req reqs[];
 };
@@ -87,12 +112,39 @@ void vs_io_req_put(struct vs_io_ctx *ctx, struct vs_io_req *req);
 int vs_io_req_prep_rw(struct vs_io_req *req, struct io_uring_sqe *sqe);
 /* Hand a prepared sqe to the ring on behalf of req (sets user_data, counts it). */
 void vs_io_req_queue(struct vs_io_ctx *ctx, struct vs_io_req *req, struct io_uring_sqe *sqe);
+/* req is about to go to a library that completes it on a thread of its own: call before
+ * handing it over (the completion may come before the hand-over call returns). */
+void vs_io_req_remote_start(struct vs_io_ctx *ctx, struct vs_io_req *req);
+/* The hand-over failed: req was never sent (undoes vs_io_req_remote_start). */
+void vs_io_req_remote_cancel(struct vs_io_ctx *ctx, struct vs_io_req *req);
+/* On any thread: req is finished with res.  Hands it to the context's thread without a
+ * lock and wakes that thread (eventfd) when its list was empty; the backend's
+ * remote_again() and the bio's done() then run in vs_io_ctx_reap().  Neither req nor its
+ * bio may be touched after this call. */
+void vs_io_req_remote_done(struct vs_io_req *req, int64_t res);
 
 int vs_be_file_open(struct vs_backend *be, const char *args, char *err, size_t errlen);
 int vs_be_ram_open(struct vs_backend *be, uint64_t size, char *err, size_t errlen);
 int vs_be_null_open(struct vs_backend *be, uint64_t size, char *err, size_t errlen);
+#ifdef VS_HAVE_RBD
+int vs_be_rbd_open(struct vs_backend *be, const char *args, char *err, size_t errlen);
+#endif
+/* The size changed (a backend's own thread): store it, tell the watcher. */
+void vs_backend_size_changed(struct vs_backend *be, uint64_t new_size);
 
 const char *vs_bio_op_name(enum vs_bio_op op);
+
+/* A spec's options one by one: *cursor is at the comma before the next one (NULL: none
+ * left).  Sets *opt and *olen (not NUL-terminated) and moves *cursor on. */
+static inline bool vs_be_next_opt(const char **cursor, const char **opt, size_t *olen)
+{
+	if (!*cursor)
+		return false;
+	*opt = *cursor + 1;
+	*cursor = strchr(*opt, ',');
+	*olen = *cursor ? (size_t)(*cursor - *opt) : strlen(*opt);
+	return true;
+}
 
 /* ---- hooks.c: what the options every kind takes do ----
  * The test options (delay, drop-write, misdirect-write, stale-read) and the write log

@@ -200,7 +200,8 @@ static int file_parse(const char *args, char *path, size_t pathlen, bool *ro, bo
 		      char *err, size_t errlen)
 {
 	const char *comma = strchr(args, ',');
-	size_t n = comma ? (size_t)(comma - args) : strlen(args);
+	size_t n = comma ? (size_t)(comma - args) : strlen(args), olen;
+	const char *opt;
 
 	if (n == 0 || n >= pathlen) {
 		snprintf(err, errlen, "file=%s: %s", args, n ? "path too long" : "missing path");
@@ -208,12 +209,7 @@ static int file_parse(const char *args, char *path, size_t pathlen, bool *ro, bo
 	}
 	memcpy(path, args, n);
 	path[n] = '\0';
-	while (comma) {
-		const char *opt = comma + 1;
-		size_t olen;
-
-		comma = strchr(opt, ',');
-		olen = comma ? (size_t)(comma - opt) : strlen(opt);
+	while (vs_be_next_opt(&comma, &opt, &olen)) {
 		if (olen == 2 && !strncmp(opt, "ro", 2)) {
 			*ro = true;
 		} else if (olen == 6 && !strncmp(opt, "direct", 6)) {
@@ -242,6 +238,7 @@ int vs_be_file_open(struct vs_backend *be, const char *args, char *err, size_t e
 	if (rc < 0)
 		goto out_err;
 	be->ops = &file_ops;
+	be->durable = true;
 	be->ro = ro;
 	be->file.direct = direct;
 	flags = (ro ? O_RDONLY : O_RDWR) | O_CLOEXEC;

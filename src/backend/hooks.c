@@ -203,6 +203,7 @@ int vs_be_hooks_submit(struct vs_backend *be, struct vs_io_ctx *ctx, struct vs_b
 		bio->delay_us = (uint32_t)h->delay_us;
 	if (bio->op == VS_BIO_WRITE) {
 		uint64_t n = __atomic_add_fetch(&h->writes, 1, __ATOMIC_RELAXED);
+		uint64_t size = vs_backend_size(be);
 
 		if (n == h->drop_write) {
 			VS_WARNING(BACKEND, "test fault: write %llu (%llu+%llu) dropped",
@@ -211,8 +212,8 @@ int vs_be_hooks_submit(struct vs_backend *be, struct vs_io_ctx *ctx, struct vs_b
 			vs_io_ctx_defer(ctx, bio, 0);
 			return 1; /* never written, never logged: the device lost it */
 		}
-		if (n == h->misdirect_write && bio->len + SECTOR <= be->size) {
-			uint64_t to = bio->offset + bio->len + SECTOR <= be->size
+		if (n == h->misdirect_write && bio->len + SECTOR <= size) {
+			uint64_t to = bio->offset + bio->len + SECTOR <= size
 					  ? bio->offset + SECTOR
 					  : bio->offset - SECTOR;
 

@@ -1,12 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Per-thread I/O context: one io_uring, one eventfd, and a list of bios that
- * completed synchronously (ram, null) whose done() must still wait for a reap, so
- * that a caller of vs_backend_submit() is never re-entered.
+ * Per-thread I/O context: one io_uring, one eventfd, a list of bios that completed
+ * synchronously (ram, null) whose done() must still wait for a reap, so that a caller
+ * of vs_backend_submit() is never re-entered, and a lock-free list of requests that a
+ * library completed on threads of its own (rbd: librbd's callbacks), which the owner
+ * takes in one atomic exchange per reap.  The thread that makes that list non-empty
+ * writes the eventfd, so the owner sleeps in its event loop as for io_uring completions
+ * and a burst of completions costs one wake-up.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -83,6 +89,9 @@ void vs_io_ctx_destroy(struct vs_io_ctx *ctx)
 		if (vs_io_ctx_reap(ctx, true) < 0)
 			break;
 	}
+	/* A library's thread may still be writing the eventfd for a request it handed back. */
+	while (__atomic_load_n(&ctx->remote_pushing, __ATOMIC_ACQUIRE))
+		sched_yield();
 	io_uring_queue_exit(&ctx->ring);
 	close(ctx->efd);
 	VS_INFO(BACKEND, "io ctx %p: destroyed", ctx);
@@ -125,7 +134,8 @@ int vs_io_ctx_submit(struct vs_io_ctx *ctx)
 
 bool vs_io_ctx_pending(const struct vs_io_ctx *ctx)
 {
-	return ctx->defer_head || io_uring_cq_ready(&ctx->ring);
+	return ctx->defer_head || io_uring_cq_ready(&ctx->ring) ||
+	       __atomic_load_n(&ctx->remote, __ATOMIC_RELAXED);
 }
 
 int vs_io_ctx_set_polled(struct vs_io_ctx *ctx, bool polled)
@@ -134,8 +144,44 @@ int vs_io_ctx_set_polled(struct vs_io_ctx *ctx, bool polled)
 	int rc = io_uring_cq_eventfd_toggle(&ctx->ring, !polled);
 	if (rc < 0)
 		return rc;
-	ctx->polled = polled;
+	__atomic_store_n(&ctx->polled, polled, __ATOMIC_RELAXED); /* read by remote_done() */
 	return 0;
+}
+
+void vs_io_req_remote_start(struct vs_io_ctx *ctx, struct vs_io_req *req)
+{
+	req->ctx = ctx;
+	ctx->remote_busy++;
+}
+
+void vs_io_req_remote_cancel(struct vs_io_ctx *ctx, struct vs_io_req *req)
+{
+	ctx->remote_busy--;
+	vs_io_req_put(ctx, req);
+}
+
+void vs_io_req_remote_done(struct vs_io_req *req, int64_t res)
+{
+	struct vs_io_ctx *ctx = req->ctx;
+	struct vs_io_req *head;
+	uint64_t one = 1;
+
+	/* Counted first: the owner, once it has reaped req, may be destroying ctx; it waits
+	 * for this count to drop before closing the eventfd and freeing ctx. */
+	__atomic_add_fetch(&ctx->remote_pushing, 1, __ATOMIC_ACQUIRE);
+	req->remote_res = res;
+	head = __atomic_load_n(&ctx->remote, __ATOMIC_RELAXED);
+	do
+		req->next = head;
+	while (!__atomic_compare_exchange_n(&ctx->remote, &head, req, true, __ATOMIC_RELEASE,
+					    __ATOMIC_RELAXED));
+	/* Only the push onto an empty list wakes the owner: it has not taken the list since
+	 * (else the list would be empty again and the next push would write). */
+	if (!head && !__atomic_load_n(&ctx->polled, __ATOMIC_RELAXED) &&
+	    write(ctx->efd, &one, sizeof(one)) < 0) {
+		/* full counter: the owner is woken anyway */
+	}
+	__atomic_sub_fetch(&ctx->remote_pushing, 1, __ATOMIC_RELEASE);
 }
 
 void vs_io_ctx_defer(struct vs_io_ctx *ctx, struct vs_bio *bio, int res)
@@ -340,6 +386,71 @@ finish:
 	return !bio_complete(ctx, bio, res < 0 ? res : 0);
 }
 
+/* Requests a library's threads handed back, oldest first: done() runs in the order the
+ * completions came.  A request sent out again (a next stage) stays the library's. */
+static int remote_reap(struct vs_io_ctx *ctx)
+{
+	struct vs_io_req *list = __atomic_exchange_n(&ctx->remote, NULL, __ATOMIC_ACQUIRE);
+	struct vs_io_req *fifo = NULL;
+	int n = 0;
+
+	while (list) { /* reverse the LIFO */
+		struct vs_io_req *req = list;
+
+		list = req->next;
+		req->next = fifo;
+		fifo = req;
+	}
+	while (fifo) {
+		struct vs_io_req *req = fifo;
+		struct vs_bio *bio = req->bio;
+		int64_t res = req->remote_res;
+
+		fifo = req->next;
+		if (req->be->ops->remote_again(ctx, req, &res))
+			continue;
+		ctx->remote_busy--;
+		vs_io_req_put(ctx, req);
+		if (bio_complete(ctx, bio, res < 0 ? (int)res : 0))
+			n++;
+	}
+	return n;
+}
+
+/* Block until something completes: io_uring's wait when only the ring has requests out;
+ * else the eventfd (which io_uring and the libraries' threads both write), or, for a
+ * polled context, whose eventfd stays quiet, a spin that also lets io_uring post. */
+static int ctx_wait(struct vs_io_ctx *ctx)
+{
+	struct pollfd p = {.fd = ctx->efd, .events = POLLIN};
+	uint64_t cnt;
+	int rc;
+
+	if (!ctx->remote_busy) {
+		do
+			rc = io_uring_submit_and_wait(&ctx->ring, 1);
+		while (rc == -EINTR);
+		return rc < 0 ? rc : 0;
+	}
+	while (!vs_io_ctx_pending(ctx)) {
+		if ((rc = io_uring_submit_and_get_events(&ctx->ring)) < 0 && rc != -EINTR)
+			return rc;
+		if (ctx->polled) {
+			sched_yield();
+			continue;
+		}
+		if (vs_io_ctx_pending(ctx))
+			break;
+		if (poll(&p, 1, -1) < 0 && errno != EINTR)
+			return -errno;
+		/* A late write for a request reaped already: drain it, or poll would spin. */
+		if (!vs_io_ctx_pending(ctx) && read(ctx->efd, &cnt, sizeof(cnt)) < 0 &&
+		    errno != EAGAIN)
+			return -errno;
+	}
+	return 0;
+}
+
 int vs_io_ctx_reap(struct vs_io_ctx *ctx, bool wait_one)
 {
 	struct io_uring_cqe *cqe;
@@ -354,14 +465,10 @@ int vs_io_ctx_reap(struct vs_io_ctx *ctx, bool wait_one)
 		return -errno;
 	ctx->signalled = false;
 
-	if (wait_one && !ctx->defer_head && ctx->ring_busy) {
-		do
-			rc = io_uring_submit_and_wait(&ctx->ring, 1);
-		while (rc == -EINTR);
-		if (rc < 0) {
-			VS_ERROR(BACKEND, "io ctx %p: wait: %s", ctx, strerror(-rc));
-			return rc;
-		}
+	if (wait_one && !ctx->defer_head && (ctx->ring_busy || ctx->remote_busy) &&
+	    (rc = ctx_wait(ctx)) < 0) {
+		VS_ERROR(BACKEND, "io ctx %p: wait: %s", ctx, strerror(-rc));
+		return rc;
 	}
 
 	/* Bounded, so callbacks that keep submitting cannot keep us here forever. */
@@ -383,6 +490,8 @@ int vs_io_ctx_reap(struct vs_io_ctx *ctx, bool wait_one)
 		if (rc < 0)
 			VS_ERROR(BACKEND, "io ctx %p: resubmit: %s", ctx, strerror(-rc));
 	}
+	if (ctx->remote_busy)
+		n += remote_reap(ctx);
 
 	/* Deferred bios: take the list as it is; bios their done() adds go to the next reap. */
 	list = ctx->defer_head;

@@ -7,7 +7,7 @@
 int vs_scsi_read_capacity_10(struct vs_scsi_lun *lun, struct vs_scsi_cmd *cmd)
 {
 	const uint8_t *cdb = cmd->cdb;
-	uint64_t last = lun->blocks - 1;
+	uint64_t last = vs_scsi_lun_nblocks(lun) - 1;
 	uint8_t b[8];
 
 	/* SBC-3: an LBA with PMI clear is an error (PMI itself is obsolete, ignored). */
@@ -36,7 +36,7 @@ int vs_scsi_service_action_in_16(struct vs_scsi_lun *lun, struct vs_scsi_cmd *cm
 		return VS_SCSI_DONE;
 	}
 	memset(b, 0, sizeof(b));
-	vs_put_be64(&b[0], lun->blocks - 1);
+	vs_put_be64(&b[0], vs_scsi_lun_nblocks(lun) - 1);
 	vs_put_be32(&b[8], lun->block_size);
 	if (lun->discard)
 		b[14] = VS_SCSI_RC16_LBPME | VS_SCSI_RC16_LBPRZ;

@@ -38,6 +38,24 @@ static void lun_identity(struct vs_scsi_lun *lun, const char *name)
 	vs_put_be64(lun->naa + 8, h2);
 }
 
+/* The backend was resized (its own thread): the new capacity, and CAPACITY DATA HAS
+ * CHANGED for the next command (SBC-3 4.6), as a SAN array does when a volume grows. */
+static void lun_resized(void *arg, uint64_t old_size, uint64_t new_size)
+{
+	struct vs_scsi_lun *lun = arg;
+	uint64_t blocks = new_size >> lun->block_shift;
+
+	VS_WARNING(SCSI,
+		   "lun '%s' (%u): capacity %llu -> %llu blocks (backend %llu -> %llu bytes)%s",
+		   lun->name, lun->id, (unsigned long long)vs_scsi_lun_nblocks(lun),
+		   (unsigned long long)blocks, (unsigned long long)old_size,
+		   (unsigned long long)new_size, blocks ? "" : ": below one block, kept");
+	if (!blocks)
+		return; /* every command would fail anyway: keep a LUN that reports one */
+	__atomic_store_n(&lun->blocks, blocks, __ATOMIC_RELAXED);
+	__atomic_store_n(&lun->ua, VS_ASC_CAPACITY_DATA_CHANGED, __ATOMIC_RELEASE);
+}
+
 static uint32_t clamp_blocks(uint64_t bytes, unsigned shift)
 {
 	uint64_t b = bytes >> shift;
@@ -92,6 +110,12 @@ int vs_scsi_lun_create(struct vs_scsi_lun **out, const struct vs_scsi_lun_params
 	lun->max_ws_blocks = clamp_blocks(VS_SCSI_MAX_WS_BYTES, lun->block_shift);
 	lun->granularity = (uint16_t)(4096 >> lun->block_shift);
 	lun_identity(lun, p->name && *p->name ? p->name : "lun");
+	if (vs_backend_watch_size(p->be, lun_resized, lun) < 0)
+		VS_WARNING(SCSI,
+			   "lun '%s': its backend serves another LUN, told of resizes instead",
+			   lun->name);
+	else if (vs_backend_size(p->be) != size) /* resized before we watched */
+		lun_resized(lun, size, vs_backend_size(p->be));
 	VS_INFO(SCSI, "lun '%s': %s backend, %llu blocks of %u bytes%s%s, serial %s", lun->name,
 		vs_backend_kind(p->be), (unsigned long long)lun->blocks, bs,
 		lun->read_only ? ", read-only" : "", lun->discard ? ", discard" : "", lun->serial);
@@ -103,13 +127,14 @@ void vs_scsi_lun_destroy(struct vs_scsi_lun *lun)
 {
 	if (!lun)
 		return;
+	vs_backend_unwatch_size(lun->be, lun);
 	VS_INFO(SCSI, "lun '%s': destroyed", lun->name);
 	free(lun);
 }
 
 uint64_t vs_scsi_lun_blocks(const struct vs_scsi_lun *lun)
 {
-	return lun->blocks;
+	return vs_scsi_lun_nblocks(lun);
 }
 
 uint32_t vs_scsi_lun_block_size(const struct vs_scsi_lun *lun)

@@ -51,14 +51,16 @@ static size_t mode_page(const struct vs_scsi_lun *lun, uint8_t code, uint8_t *p,
 
 static size_t block_descriptor(const struct vs_scsi_lun *lun, uint8_t *p, bool llba)
 {
+	uint64_t blocks = vs_scsi_lun_nblocks(lun);
+
 	if (llba) {
 		memset(p, 0, 16);
-		vs_put_be64(&p[0], lun->blocks);
+		vs_put_be64(&p[0], blocks);
 		vs_put_be32(&p[12], lun->block_size);
 		return 16;
 	}
 	memset(p, 0, 8);
-	vs_put_be32(&p[0], lun->blocks > 0xffffffffull ? 0xffffffffu : (uint32_t)lun->blocks);
+	vs_put_be32(&p[0], blocks > 0xffffffffull ? 0xffffffffu : (uint32_t)blocks);
 	vs_put_be24(&p[5], lun->block_size);
 	return 8;
 }
@@ -125,7 +127,8 @@ static bool check_block_descriptor(const struct vs_scsi_lun *lun, struct vs_scsi
 {
 	uint64_t blocks = bdl == 16 ? vs_be64(&p[0]) : vs_be32(&p[0]);
 	uint32_t len = bdl == 16 ? vs_be32(&p[12]) : vs_be24(&p[5]);
-	uint64_t cur = bdl == 16 || lun->blocks <= 0xffffffffull ? lun->blocks : 0xffffffffull;
+	uint64_t now = vs_scsi_lun_nblocks(lun);
+	uint64_t cur = bdl == 16 || now <= 0xffffffffull ? now : 0xffffffffull;
 
 	if (len != lun->block_size) {
 		vs_scsi_bad_param(cmd, (uint16_t)(at + (bdl == 16 ? 12 : 5)), -1,

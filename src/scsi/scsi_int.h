@@ -33,7 +33,7 @@
 
 struct vs_scsi_lun {
 	struct vs_backend *be;
-	uint64_t blocks;
+	uint64_t blocks; /* atomic: the backend may be resized (lun_blocks()) */
 	uint32_t block_size;
 	unsigned block_shift;
 	unsigned id; /* LUN number while attached (traces) */
@@ -122,10 +122,17 @@ int vs_scsi_io_prep_prefix(struct vs_scsi_cmd *cmd, enum vs_bio_op op, uint64_t 
 int vs_scsi_io_start(struct vs_scsi_cmd *cmd);
 /* Finish a command: residuals, free private buffers, trace, done(). */
 void vs_scsi_complete(struct vs_scsi_cmd *cmd);
+/* The LUN's current number of blocks (it changes when the backend is resized). */
+static inline uint64_t vs_scsi_lun_nblocks(const struct vs_scsi_lun *lun)
+{
+	return __atomic_load_n(&lun->blocks, __ATOMIC_RELAXED);
+}
 /* Range check for [lba, lba + n) */
 static inline bool vs_scsi_lba_ok(const struct vs_scsi_lun *lun, uint64_t lba, uint64_t n)
 {
-	return lba <= lun->blocks && n <= lun->blocks - lba;
+	uint64_t blocks = vs_scsi_lun_nblocks(lun);
+
+	return lba <= blocks && n <= blocks - lba;
 }
 void *vs_scsi_alloc_io_buf(const struct vs_scsi_lun *lun, size_t len);
 

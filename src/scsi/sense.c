@@ -107,6 +107,12 @@ void vs_scsi_sense_errno(struct vs_scsi_cmd *cmd, int err, enum vs_scsi_io_kind 
 	case -ERANGE:
 		vs_scsi_sense(cmd, VS_SENSE_ILLEGAL_REQUEST, VS_ASC_LBA_OUT_OF_RANGE);
 		break;
+	case -ETIMEDOUT:
+		/* The storage behind the LUN did not answer in time (an rbd backend's
+		 * timeout=S): the medium is not known to be bad.  HARDWARE ERROR, which Linux
+		 * fails at once rather than retrying a request that already waited S seconds. */
+		vs_scsi_sense(cmd, VS_SENSE_HARDWARE_ERROR, VS_ASC_LUN_COMM_TIMEOUT);
+		break;
 	default:
 		vs_scsi_sense(cmd, VS_SENSE_MEDIUM_ERROR,
 			      rd ? VS_ASC_UNRECOVERED_READ_ERROR : VS_ASC_WRITE_ERROR);

@@ -15,6 +15,11 @@
 
 #include "target/target_int.h"
 
+bool vs_target_have_rbd(void)
+{
+	return vs_backend_have_rbd();
+}
+
 uint64_t vs_target_device_features(void)
 {
 	return VS_VIRTIO_BIT(VS_VIRTIO_F_VERSION_1) | VS_VIRTIO_BIT(VS_VIRTIO_F_INDIRECT_DESC) |
@@ -183,10 +188,11 @@ static void flush_done(struct vs_bio *bio, int res)
 		fw->err = res;
 }
 
-/* Only writable files hold anything durable (RAM and null have nothing to flush). */
+/* Only writable files and RBD images hold anything durable (RAM and null have nothing to
+ * flush). */
 static bool needs_flush(const struct vs_backend *be)
 {
-	return be && !vs_backend_read_only(be) && !strcmp(vs_backend_kind(be), "file");
+	return be && !vs_backend_read_only(be) && vs_backend_durable(be);
 }
 
 int vs_target_flush(struct vs_target *t)
@@ -238,12 +244,17 @@ int vs_target_flush(struct vs_target *t)
 }
 
 /* ---- create / run / destroy ------------------------------------------------------------------ */
-/* A stable identity for a LUN: the file's real path, or the LUN number for memory. */
+/* A stable identity for a LUN: the backend's own (an RBD image's pool and id), the file's
+ * real path, or the LUN number for memory. */
 static void lun_name(char *buf, size_t len, const struct vs_target_lun *l,
 		     const struct vs_backend *be)
 {
 	char path[PATH_MAX], *comma;
 
+	if (*vs_backend_identity(be)) {
+		snprintf(buf, len, "%s", vs_backend_identity(be));
+		return;
+	}
 	if (!strcmp(vs_backend_kind(be), "file") && !strncmp(l->spec, "file=", 5)) {
 		snprintf(path, sizeof(path), "%s", l->spec + 5);
 		comma = strchr(path, ',');

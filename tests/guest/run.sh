@@ -19,6 +19,8 @@
 #   VIOSCOPE_GUEST_APPEND    extra kernel command line words (later vioscope.* words override)
 #   VIOSCOPE_QEMU            QEMU binary (default qemu-system-x86_64)
 #   VIOSCOPE_GUEST_SUBSETS   random subsets of unflushed writes per crash point (default 2)
+#   VIOSCOPE_GUEST_RBD       POOL/IMAGE[,conf=PATH]: LUN 0 is that RBD image (64 MiB) instead of a
+#                            file; the `rbd` command must reach the cluster too (CEPH_CONF)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -168,7 +170,9 @@ append_extra=
 if [[ $mode == vioscope ]]; then
 	sock=$work/vhost-user-scsi.sock
 	log "starting $vioscope_bin target"
-	"$vioscope_bin" target --socket "$sock" --lun "0:file=$img0" --lun "1:ram=${LUN_MIB}M" \
+	lun0="0:file=$img0"
+	[[ -z ${VIOSCOPE_GUEST_RBD:-} ]] || lun0="0:rbd=$VIOSCOPE_GUEST_RBD"
+	"$vioscope_bin" target --socket "$sock" --lun "$lun0" --lun "1:ram=${LUN_MIB}M" \
 		--lun "2:file=$img2,log-writes=$work/lun2.log" \
 		--queues "$QUEUES" >"$work/target.log" 2>&1 &
 	target_pid=$!
@@ -305,7 +309,12 @@ if [[ $mode == vioscope ]]; then
 	fi
 fi
 
-# The bytes the guest wrote through the whole stack must be in the host image.
+# The bytes the guest wrote through the whole stack must be in the host image (or RBD image).
+if [[ $mode == vioscope && -n ${VIOSCOPE_GUEST_RBD:-} ]]; then
+	rbd export --no-progress "${VIOSCOPE_GUEST_RBD%%,*}" "$img0.rbd" ||
+		problems+=("rbd export ${VIOSCOPE_GUEST_RBD%%,*} failed")
+	img0=$img0.rbd
+fi
 if ! cmp -s <(make_pattern) <(dd if="$img0" bs=1M skip="$PATTERN_SEEK_MIB" count="$PATTERN_MIB" \
 	status=none); then
 	problems+=("LUN 0 image lacks the guest's pattern at ${PATTERN_SEEK_MIB} MiB")
@@ -338,5 +347,5 @@ if ((${#problems[@]})); then
 	log "FAIL ($mode mode)"
 	exit 1
 fi
-log "PASS ($mode mode): $n_step_pass guest steps,$flush_summary pattern found in the LUN 0 image"
+log "PASS ($mode mode${VIOSCOPE_GUEST_RBD:+, LUN 0 on rbd=${VIOSCOPE_GUEST_RBD%%,*}}): $n_step_pass guest steps,$flush_summary pattern found in the LUN 0 image"
 exit 0

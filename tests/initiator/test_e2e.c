@@ -3,6 +3,9 @@
  * The initiator against a real `vioscope target` process: discovery, data integrity
  * (block sizes, scatter lists, queue counts), flush, unmap, error mapping and limits.
  * One scenario per test; `test_initiator_e2e NAME` runs one.
+ *
+ * VIOSCOPE_TEST_RBD=POOL/IMAGE,conf=PATH puts LUN 0 of every scenario on that RBD image
+ * (16 MiB) instead of RAM or a file, the same options appended (ctest -L ceph: ceph.e2e).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -23,7 +26,7 @@
 struct fx {
 	struct tgt t;
 	struct vs_ini *ini;
-	char spec[160];
+	char spec[4400];
 };
 
 /* Start a target with the given LUNs ("FILE[,opts]": an 8 MiB image in the test's directory) and
@@ -32,11 +35,16 @@ static struct fx *fx_open(const char *lun0, const char *lun1, unsigned queues, u
 			  const struct vs_ini_opts *opts)
 {
 	struct fx *x = calloc(1, sizeof(*x));
+	const char *rbd = getenv("VIOSCOPE_TEST_RBD");
 	struct vs_ini_opts o;
 
 	assert_non_null(x);
 	tgt_init(&x->t);
-	if (!strncmp(lun0, "FILE", 4)) {
+	if (rbd && *rbd && (!strncmp(lun0, "FILE", 4) || !strncmp(lun0, "0:ram=", 6))) {
+		snprintf(x->spec, sizeof(x->spec), "0:rbd=%s%s", rbd,
+			 lun0[0] == 'F' ? lun0 + 4 : "");
+		lun0 = x->spec;
+	} else if (!strncmp(lun0, "FILE", 4)) {
 		int fd = open(x->t.file, O_CREAT | O_RDWR | O_CLOEXEC, 0600);
 
 		assert_true(fd >= 0);

@@ -310,6 +310,9 @@ static void errno_maps_to_sense(void **state)
 	vs_scsi_sense_errno(&c, -ENOSPC, VS_IO_KIND_WRITE);
 	assert_int_equal(c.sense[2], VS_SENSE_DATA_PROTECT);
 	assert_int_equal(c.sense[12] << 8 | c.sense[13], 0x2707);
+	vs_scsi_sense_errno(&c, -ETIMEDOUT, VS_IO_KIND_READ); /* rbd timeout=S */
+	assert_int_equal(c.sense[2], VS_SENSE_HARDWARE_ERROR);
+	assert_int_equal(c.sense[12] << 8 | c.sense[13], 0x0801);
 	vs_scsi_sense_errno(&c, -EAGAIN, VS_IO_KIND_WRITE);
 	assert_int_equal(c.status, VS_SCSI_BUSY);
 	assert_int_equal(c.sense_len, 0);
