@@ -68,8 +68,8 @@ struct vs_io_ctx {
 	unsigned depth;		   /* bios accepted at most (io_uring + deferred) */
 	unsigned inflight;	   /* accepted, done() not yet called */
 	unsigned ring_busy;	   /* reqs owned by io_uring */
-	bool signalled;		   /* efd already written for the deferred list */
-	bool polled;		   /* the owner polls: no eventfd traffic at all */
+	bool signalled;		   /* efd already written for the deferred list (LEVEL) */
+	enum vs_io_wait wait;	   /* how the owner learns of completions */
 	struct vs_bio *defer_head; /* synchronously completed, done() pending */
 	struct vs_bio **defer_tail;
 	struct vs_io_req *free;

@@ -104,7 +104,7 @@ static void ctx_signal_deferred(struct vs_io_ctx *ctx)
 {
 	uint64_t one = 1;
 
-	if (!ctx->defer_head || ctx->signalled || ctx->polled)
+	if (!ctx->defer_head || ctx->signalled || ctx->wait != VS_IO_WAIT_LEVEL)
 		return;
 	if (write(ctx->efd, &one, sizeof(one)) == sizeof(one))
 		ctx->signalled = true;
@@ -128,13 +128,18 @@ bool vs_io_ctx_pending(const struct vs_io_ctx *ctx)
 	return ctx->defer_head || io_uring_cq_ready(&ctx->ring);
 }
 
-int vs_io_ctx_set_polled(struct vs_io_ctx *ctx, bool polled)
+int vs_io_ctx_set_wait(struct vs_io_ctx *ctx, enum vs_io_wait how)
 {
 	/* The kernel stops writing the eventfd for completions while polled. */
-	int rc = io_uring_cq_eventfd_toggle(&ctx->ring, !polled);
-	if (rc < 0)
-		return rc;
-	ctx->polled = polled;
+	if (how == VS_IO_WAIT_POLL || ctx->wait == VS_IO_WAIT_POLL) {
+		int rc = io_uring_cq_eventfd_toggle(&ctx->ring, how != VS_IO_WAIT_POLL);
+
+		if (rc < 0)
+			return rc;
+	}
+	ctx->wait = how;
+	if (how == VS_IO_WAIT_LEVEL)
+		ctx_signal_deferred(ctx); /* what waits now shows on the fd */
 	return 0;
 }
 
@@ -348,9 +353,10 @@ int vs_io_ctx_reap(struct vs_io_ctx *ctx, bool wait_one)
 	uint64_t cnt;
 	int n = 0, rc;
 
-	/* Drain first: a completion posted after this read signals again.  A polled
-	 * context has no eventfd traffic: nothing to drain, no system call. */
-	if (!ctx->polled && read(ctx->efd, &cnt, sizeof(cnt)) < 0 && errno != EAGAIN)
+	/* Drain first: a completion posted after this read signals again.  Only the level
+	 * mode reads the fd (no system call per reap otherwise). */
+	if (ctx->wait == VS_IO_WAIT_LEVEL && read(ctx->efd, &cnt, sizeof(cnt)) < 0 &&
+	    errno != EAGAIN)
 		return -errno;
 	ctx->signalled = false;
 

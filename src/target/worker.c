@@ -467,7 +467,7 @@ int worker_init(struct vs_target *t, struct worker *w, unsigned id, bool ctl, bo
 		return rc;
 	}
 	/* A polling worker looks at the completion ring itself: no eventfd traffic. */
-	if (w->poll && (rc = vs_io_ctx_set_polled(w->io, true)) < 0)
+	if (w->poll && (rc = vs_io_ctx_set_wait(w->io, VS_IO_WAIT_POLL)) < 0)
 		VS_WARNING(INIT, "worker %u: cannot quiet the I/O eventfd (%s): it stays on", id,
 			   strerror(-rc));
 	ev.data.u64 = EV_IO;
