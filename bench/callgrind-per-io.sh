@@ -5,7 +5,8 @@
 #
 # Runs `vioscope[-FLAVOUR] target --lun 0:ram=64M` and `vioscope[-FLAVOUR] bench` (RND4K,
 # one request in flight, the driver polling) each under callgrind, then prints:
-#   target  instructions of the worker loop (worker_main, inclusive) per SCSI command
+#   target  instructions of the worker loop (worker_main, inclusive, less the adaptive poll
+#           worker_poll_idle: waiting, whose length depends on timing) per SCSI command
 #   driver  instructions of vs_ini_submit + poll_reap - the benchmark's on_done callback
 #           (inclusive) per request
 # It runs the pair twice, for SECONDS and for 3 x SECONDS, and divides the difference in
@@ -89,7 +90,9 @@ def load(path):
 def side(tag):
     tincl, tcalls = load(f"{sys.argv[1]}/target-{tag}.out")
     dincl, dcalls = load(f"{sys.argv[1]}/driver-{tag}.out")
-    return (tincl('worker_main'), tcalls.get('vs_scsi_exec', 0),
+    # The adaptive poll (worker_poll_idle) is time spent waiting for work, not work done
+    # for a request: how much of it there is depends on timing, so it is left out.
+    return (tincl('worker_main') - tincl('worker_poll_idle'), tcalls.get('vs_scsi_exec', 0),
             dincl('vs_ini_submit') + dincl('poll_reap') - dincl('on_done'),
             dcalls.get('vs_ini_submit', 0))
 
