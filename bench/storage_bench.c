@@ -39,6 +39,7 @@ static void usage(FILE *f)
 	fputs("usage: vioscope bench [--socket PATH | --target file=IMG|ram=SIZE] [--profile P]...\n"
 	      "                      [--rw read|write] [--time S] [--queues N] [--interrupt]\n"
 	      "                      [--poll] [--fio] [--json] [--no-progress] [--record DIR]\n"
+	      "                      [--adaptive-poll US] [--idle S]\n"
 	      "       vioscope bench --flavours [--rounds N] [--time S] [--target ...] [--json]\n"
 	      "                      [--svg FILE]\n"
 	      "       vioscope bench trace ...   (cost of one trace event: `bench trace --help`)\n"
@@ -47,9 +48,12 @@ static void usage(FILE *f)
 	      "of this binary's flavour is started on a default 1 GiB image.  --fio adds the\n"
 	      "same profiles run by fio (io_uring) on the same file: the raw limit.  --poll:\n"
 	      "the embedded target busy-polls its queues (the initiator always polls unless\n"
-	      "--interrupt).  --flavours: every flavour once per round, interleaved; cells are\n"
-	      "medians +-half the range over the rounds, ratios the median of per-round ratios\n"
-	      "to off, marked ~ when within the noise (the ratio's 90% interval holds 1.0) or\n"
+	      "--interrupt).  --adaptive-poll US: the embedded target's (event mode).\n"
+	      "--idle S: after each profile stay connected S seconds with nothing in flight\n"
+	      "and print the share of a CPU the embedded target used meanwhile.\n"
+	      "--flavours: every flavour once per round, interleaved; cells are medians\n"
+	      "+-half the range over the rounds, ratios the median of per-round ratios to\n"
+	      "off, marked ~ when within the noise (the ratio's 90% interval holds 1.0) or\n"
 	      "? below 5 rounds; --svg FILE also draws the table as bars with their spread.\n",
 	      f);
 }
@@ -118,13 +122,14 @@ static int run_profiles(struct bench_opts *o, char **profiles, int nprof, bool f
 		}
 		snprintf(sock, sizeof sock, "%s/target.sock", sockdir);
 		unsigned q = o->queues ? o->queues : 16;
-		if (bench_target_start(exe, o->target_spec, q, o->target_poll, sock, &tpid, why,
-				       sizeof why) < 0) {
+		if (bench_target_start(exe, o->target_spec, q, o, sock, &tpid, why, sizeof why) <
+		    0) {
 			fprintf(stderr, "bench: %s\n", why);
 			rmdir(sockdir);
 			return 1;
 		}
 		o->socket = sock;
+		o->target_pid = tpid;
 	}
 	if (record_dir) {
 		rec_self = start_recorder(exe, getpid(), record_dir, "initiator");
@@ -408,10 +413,12 @@ static int cmd_bench(int argc, char **argv)
 		{ "flavours", no_argument, 0, 'F' },       { "rounds", required_argument, 0, 'r' },
 		{ "record", required_argument, 0, 'R' },   { "help", no_argument, 0, 'h' },
 		{ "poll", no_argument, 0, 'o' },           { "svg", required_argument, 0, 'S' },
+		{ "adaptive-poll", required_argument, 0, 'a' }, { "idle", required_argument, 0, 'I' },
 		{ 0, 0, 0, 0 }
 	};
 	/* Progress redraws one line: only on a terminal. */
-	struct bench_opts o = { .seconds = 5, .progress = isatty(STDERR_FILENO) };
+	struct bench_opts o = { .seconds = 5, .progress = isatty(STDERR_FILENO),
+				.adaptive_poll_us = -1 };
 	char *profiles[MAX_PROFILES];
 	int nprof = 0, rounds = BENCH_MIN_ROUNDS, c;
 	bool fio = false, flavours = false;
@@ -420,7 +427,7 @@ static int cmd_bench(int argc, char **argv)
 	uint64_t v;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "s:t:p:w:T:q:ijPfFr:R:S:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "s:t:p:w:T:q:ijPfFr:R:S:a:I:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 's':
 			o.socket = optarg;
@@ -493,6 +500,15 @@ static int cmd_bench(int argc, char **argv)
 		case 'S':
 			svg = optarg;
 			break;
+		case 'a':
+			if (vs_cli_uint("bench", "adaptive-poll", optarg, 0, 1000000, &v))
+				return 2;
+			o.adaptive_poll_us = (int)v;
+			break;
+		case 'I':
+			if (vs_cli_seconds("bench", "idle", optarg, 0.1, 3600, &o.idle_seconds))
+				return 2;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -504,6 +520,11 @@ static int cmd_bench(int argc, char **argv)
 	if (optind != argc) {
 		fprintf(stderr, "bench: unexpected argument '%s'\n", argv[optind]);
 		usage(stderr);
+		return 2;
+	}
+	if ((o.idle_seconds > 0 || o.adaptive_poll_us >= 0) && (o.socket || flavours)) {
+		fprintf(stderr, "bench: --idle and --adaptive-poll are for the target bench starts "
+				"itself (not with --socket or --flavours)\n");
 		return 2;
 	}
 	if (svg && !flavours) {
