@@ -21,7 +21,8 @@ int bench_target_start(const char *exe, const char *spec, unsigned queues,
 		       size_t whylen)
 {
 	char lun[1100], q[16], ap[16];
-	char *argv[16] = {(char *)exe, "target", "--socket", (char *)sock, "--lun", lun, "--queues", q};
+	char *argv[16] = {(char *)exe, "target",  "--socket", (char *)sock,
+			  "--lun",     lun, "--queues", q};
 	int n = 8;
 
 	snprintf(lun, sizeof lun, "0:%s", spec);
