@@ -20,6 +20,15 @@ static void spell(struct adaptive_poll *ap, uint64_t *now, uint64_t idle)
 	*now += idle + 1 * US; /* a pass in between */
 }
 
+/* A bound of 32 us and spells of 20 us (steady load) until the window reaches it. */
+static void open_fully(struct adaptive_poll *ap, uint64_t *now)
+{
+	ap_init(ap, 32 * US);
+	for (int i = 0; i < 6; i++)
+		spell(ap, now, 20 * US);
+	assert_int_equal(ap_window(ap, *now), 32 * US);
+}
+
 /* Steady load: spells a little longer than the window (a longer look would have caught
  * them) open it from nothing by doubling, up to the bound, where spells it catches keep it. */
 static void test_short_spells_grow_to_the_bound(void **state)
@@ -51,10 +60,7 @@ static void test_long_spells_close_the_window(void **state)
 	uint64_t now = T0;
 
 	(void)state;
-	ap_init(&ap, 32 * US);
-	for (int i = 0; i < 6; i++)
-		spell(&ap, &now, 20 * US);
-	assert_int_equal(ap_window(&ap, now), 32 * US);
+	open_fully(&ap, &now);
 	spell(&ap, &now, 5 * US); /* caught */
 	assert_int_equal(ap_window(&ap, now), 32 * US);
 	spell(&ap, &now, 1000 * US);
@@ -76,10 +82,7 @@ static void test_preemption_holds_polling_off(void **state)
 	uint64_t now = T0;
 
 	(void)state;
-	ap_init(&ap, 32 * US);
-	for (int i = 0; i < 6; i++)
-		spell(&ap, &now, 20 * US);
-	assert_int_equal(ap_window(&ap, now), 32 * US);
+	open_fully(&ap, &now);
 	ap_preempted(&ap, now);
 	assert_int_equal(ap_window(&ap, now), 0);
 	for (int i = 0; i < 100; i++)
