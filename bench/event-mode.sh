@@ -61,6 +61,47 @@ for ap in 32 0; do
 		--no-progress | python3 -c "import json,sys; print('idle-ap$ap', json.load(sys.stdin)['results'][0]['idle_cpu'])" >> "$work/idle"
 done
 
+# What a request costs the target, less sensitive to a busy machine than throughput: its
+# CPU time and its context switches per request (from /proc, over a whole run), for the
+# file case; same rotation.
+cost_case() { # cost_case CASE ROUND
+	local t=("$exe") sock="$work/cost.sock" tpid
+	case $1 in
+	noadapt) t+=(target --adaptive-poll 0) ;;
+	adaptive) t+=(target) ;;
+	base) t=("$base/tools/vioscope" target) ;;
+	esac
+	"${t[@]}" --socket "$sock" --lun "0:file=$img" --queues 16 2> "$work/cost-target.log" &
+	tpid=$!
+	for _ in $(seq 100); do [[ -S "$sock" ]] && break; sleep 0.1; done
+	"$exe" bench --socket "$sock" --profile "$prof" --time "$secs" --json --no-progress \
+		> "$work/cost.json"
+	python3 - "$tpid" "$work/cost.json" "$1" "$2" >> "$work/cost" <<'PY2'
+import glob, json, sys
+pid, res, case, rnd = sys.argv[1:]
+r = json.load(open(res))["results"][0]
+n = r["iops"] * r["seconds"]
+cpu = sum(int(open(f).read().split()[0]) for f in glob.glob(f"/proc/{pid}/task/*/schedstat"))
+cs = 0
+for f in glob.glob(f"/proc/{pid}/task/*/status"):
+    for line in open(f):
+        if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
+            cs += int(line.split()[1])
+print(rnd, case, cpu / n, cs / n)
+PY2
+	kill -INT "$tpid"
+	wait "$tpid" || true
+	rm -f "$sock"
+}
+costs=(adaptive noadapt)
+[[ -n "$base" ]] && costs+=(base)
+for ((r = 0; r < rounds; r++)); do
+	n=${#costs[@]}
+	for ((k = 0; k < n; k++)); do
+		cost_case "${costs[$(((k + r) % n))]}" "$r"
+	done
+done
+
 python3 - "$work" "$rounds" <<'PY'
 import sys, statistics as st
 work, rounds = sys.argv[1], int(sys.argv[2])
@@ -85,4 +126,13 @@ print("idle target, connected, 5 s after a run (share of one CPU):")
 for line in open(f"{work}/idle"):
     c, x = line.split()
     print(f"  {c:14s} {100 * float(x):.2f}%")
+cost = {}
+for line in open(f"{work}/cost"):
+    r, c, ns, cs = line.split()
+    cost.setdefault(c, []).append((float(ns), float(cs)))
+print(f"the target's cost per request, file case, {rounds} interleaved rounds (median, min .. max):")
+for c, xs in cost.items():
+    ns = [x[0] for x in xs]; cs = [x[1] for x in xs]
+    print(f"  {c:10s} CPU {st.median(ns):7.0f} ns ({min(ns):.0f} .. {max(ns):.0f})   "
+          f"context switches {st.median(cs):.3f} ({min(cs):.3f} .. {max(cs):.3f})")
 PY
