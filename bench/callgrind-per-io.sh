@@ -13,7 +13,8 @@
 # instructions by the difference in requests: one-time costs (start-up, queue set-up)
 # cancel out, so a loaded machine (fewer requests) gives the same figure.  One request in
 # flight keeps both sides' batching the same from run to run, so the figures compare
-# builds and flavours to a fraction of a percent.  KEEP=1 keeps the callgrind files.
+# builds and flavours to a fraction of a percent.  KEEP=1 keeps the callgrind files;
+# TARGET_ARGS="--adaptive-poll 0" (say) adds options to the target's command line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -37,7 +38,7 @@ trap cleanup EXIT
 run_pair() { # run_pair TAG SECONDS
 	local sock="$work/sock-$1"
 	valgrind --tool=callgrind --callgrind-out-file="$work/target-$1.out" \
-		"$exe" target --socket "$sock" --lun 0:ram=64M >"$work/target-$1.log" 2>&1 &
+		"$exe" target --socket "$sock" --lun 0:ram=64M ${TARGET_ARGS:-} >"$work/target-$1.log" 2>&1 &
 	tpid=$!
 	for _ in $(seq 600); do [[ -S "$sock" ]] && break; sleep 0.1; done
 	[[ -S "$sock" ]] || { echo "the target did not start:" >&2; cat "$work/target-$1.log" >&2; exit 1; }
