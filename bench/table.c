@@ -124,6 +124,15 @@ static int col_width(const struct bench_table *t, int col)
 	return w;
 }
 
+/* "0.985", or "  n/a" when no round has both values (the reference measured nothing). */
+static void ratio_text(char *buf, size_t len, const struct bench_ratio *r)
+{
+	if (r->n)
+		snprintf(buf, len, "%.3f", r->median);
+	else
+		snprintf(buf, len, "  n/a");
+}
+
 void bench_table_print(FILE *f, const struct bench_table *t)
 {
 	int w[BENCH_NCOLS];
@@ -142,11 +151,15 @@ void bench_table_print(FILE *f, const struct bench_table *t)
 			cell_text(buf, sizeof(buf), &r->cell[c], c);
 			fprintf(f, " %*s%s |", w[c] - text_width(buf), "", buf);
 		}
-		if (r->has_ratio)
-			fprintf(f, " %.3f %-1s / %.3f%s%s", r->ratio[0].median,
-				bench_ratio_mark(&r->ratio[0]), r->ratio[1].median,
+		if (r->has_ratio) {
+			char a[16], b[16];
+
+			ratio_text(a, sizeof(a), &r->ratio[0]);
+			ratio_text(b, sizeof(b), &r->ratio[1]);
+			fprintf(f, " %s %-1s / %s%s%s", a, bench_ratio_mark(&r->ratio[0]), b,
 				*bench_ratio_mark(&r->ratio[1]) ? " " : "",
 				bench_ratio_mark(&r->ratio[1]));
+		}
 		if (r->recorded && r->lost)
 			fprintf(f, "  (%llu trace events lost)", (unsigned long long)r->lost);
 		fprintf(f, "\n");
