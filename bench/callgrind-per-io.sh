@@ -5,14 +5,16 @@
 #
 # Runs `vioscope[-FLAVOUR] target --lun 0:ram=64M` and `vioscope[-FLAVOUR] bench` (RND4K,
 # one request in flight, the driver polling) each under callgrind, then prints:
-#   target  instructions of the worker loop (worker_main, inclusive) per SCSI command
+#   target  instructions of the worker loop (worker_main, inclusive, less the adaptive poll
+#           worker_poll_idle: waiting, whose length depends on timing) per SCSI command
 #   driver  instructions of vs_ini_submit + poll_reap - the benchmark's on_done callback
 #           (inclusive) per request
 # It runs the pair twice, for SECONDS and for 3 x SECONDS, and divides the difference in
 # instructions by the difference in requests: one-time costs (start-up, queue set-up)
 # cancel out, so a loaded machine (fewer requests) gives the same figure.  One request in
 # flight keeps both sides' batching the same from run to run, so the figures compare
-# builds and flavours to a fraction of a percent.  KEEP=1 keeps the callgrind files.
+# builds and flavours to a fraction of a percent.  KEEP=1 keeps the callgrind files;
+# TARGET_ARGS="--adaptive-poll 0" (say) adds options to the target's command line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -36,7 +38,7 @@ trap cleanup EXIT
 run_pair() { # run_pair TAG SECONDS
 	local sock="$work/sock-$1"
 	valgrind --tool=callgrind --callgrind-out-file="$work/target-$1.out" \
-		"$exe" target --socket "$sock" --lun 0:ram=64M >"$work/target-$1.log" 2>&1 &
+		"$exe" target --socket "$sock" --lun 0:ram=64M ${TARGET_ARGS:-} >"$work/target-$1.log" 2>&1 &
 	tpid=$!
 	for _ in $(seq 600); do [[ -S "$sock" ]] && break; sleep 0.1; done
 	[[ -S "$sock" ]] || { echo "the target did not start:" >&2; cat "$work/target-$1.log" >&2; exit 1; }
@@ -89,7 +91,9 @@ def load(path):
 def side(tag):
     tincl, tcalls = load(f"{sys.argv[1]}/target-{tag}.out")
     dincl, dcalls = load(f"{sys.argv[1]}/driver-{tag}.out")
-    return (tincl('worker_main'), tcalls.get('vs_scsi_exec', 0),
+    # The adaptive poll (worker_poll_idle) is time spent waiting for work, not work done
+    # for a request: how much of it there is depends on timing, so it is left out.
+    return (tincl('worker_main') - tincl('worker_poll_idle'), tcalls.get('vs_scsi_exec', 0),
             dincl('vs_ini_submit') + dincl('poll_reap') - dincl('on_done'),
             dcalls.get('vs_ini_submit', 0))
 

@@ -146,6 +146,20 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
+/* Connected, nothing in flight, for o->idle_seconds: the share of a CPU the target used. */
+static double target_idle_cpu(const struct bench_opts *o)
+{
+	uint64_t c0, c1, t0 = vs_mono_ns(), t1;
+
+	if (bench_proc_cpu_ns(o->target_pid, &c0) < 0)
+		return -1;
+	usleep((useconds_t)(o->idle_seconds * 1e6));
+	if (bench_proc_cpu_ns(o->target_pid, &c1) < 0)
+		return -1;
+	t1 = vs_mono_ns();
+	return (double)(c1 - c0) / (double)(t1 - t0);
+}
+
 int bench_run_initiator(const struct bench_opts *o, const struct bench_profile *p,
 			struct bench_result *r, char *why, size_t whylen)
 {
@@ -276,6 +290,11 @@ int bench_run_initiator(const struct bench_opts *o, const struct bench_profile *
 		free(h);
 	}
 	free(ws);
+	r->idle_cpu = -1;
+	if (o->idle_seconds > 0 && o->target_pid > 0) {
+		r->idle_cpu = target_idle_cpu(o);
+		r->seconds_idle = o->idle_seconds;
+	}
 	vs_ini_close(ini);
 	if (r->errors && r->iops == 0) {
 		if (!why[0])

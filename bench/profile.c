@@ -110,15 +110,21 @@ void bench_result_print(FILE *f, const struct bench_result *r)
 {
 	fprintf(f, "%-16s %-5s %10.1f %10.0f %10.1f %10.1f %10.1f %10.1f\n", r->profile, r->rw,
 		r->mib_s, r->iops, r->mean_us, r->p50_us, r->p99_us, r->p999_us);
+	if (r->idle_cpu >= 0)
+		fprintf(f, "  then idle %.1f s, connected: the target used %.2f%% of a CPU\n",
+			r->seconds_idle, 100 * r->idle_cpu);
 }
 
 void bench_result_json(FILE *f, const struct bench_result *r)
 {
 	fprintf(f, "{\"profile\": \"%s\", \"rw\": \"%s\", \"mib_s\": %.2f, \"iops\": %.1f, "
 		   "\"mean_us\": %.2f, \"p50_us\": %.2f, \"p99_us\": %.2f, \"p999_us\": %.2f, "
-		   "\"errors\": %llu, \"seconds\": %.3f}",
+		   "\"errors\": %llu, \"seconds\": %.3f",
 		r->profile, r->rw, r->mib_s, r->iops, r->mean_us, r->p50_us, r->p99_us, r->p999_us,
 		(unsigned long long)r->errors, r->seconds);
+	if (r->idle_cpu >= 0)
+		fprintf(f, ", \"idle_cpu\": %.4f", r->idle_cpu);
+	fprintf(f, "}");
 }
 
 /* Pull a number out of a flat JSON object by key: enough for our own output and

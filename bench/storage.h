@@ -31,6 +31,8 @@ struct bench_result {
 	char rw[8];
 	double mib_s, iops, mean_us, p50_us, p99_us, p999_us, seconds;
 	uint64_t errors;
+	double idle_cpu;     /* --idle: the target's share of a CPU while idle, or -1 */
+	double seconds_idle; /* how long that was */
 };
 void bench_result_print_header(FILE *f);
 void bench_result_print(FILE *f, const struct bench_result *r);
@@ -44,6 +46,9 @@ struct bench_opts {
 	double seconds;
 	bool interrupt;          /* completion threads instead of polling */
 	bool target_poll;        /* embedded target busy-polls (--poll) */
+	int adaptive_poll_us;    /* embedded target's --adaptive-poll, or -1: its default */
+	double idle_seconds;     /* after each profile, stay connected this long, idle */
+	int target_pid;          /* the embedded target (its CPU while idle), or 0 */
 	unsigned queues;
 	bool json;
 	bool progress;
@@ -58,9 +63,13 @@ int bench_run_initiator(const struct bench_opts *o, const struct bench_profile *
 int bench_run_fio(const char *spec, const struct bench_profile *p, bool write, double seconds,
 		  struct bench_result *r, char *why, size_t whylen);
 
-/* Start `exe target --socket SOCK --lun 0:SPEC ...` and wait for its socket. */
-int bench_target_start(const char *exe, const char *spec, unsigned queues, bool poll,
-		       const char *sock, int *pid, char *why, size_t whylen);
+/* Start `exe target --socket SOCK --lun 0:SPEC ...` (o: --poll, --adaptive-poll) and wait
+ * for its socket. */
+int bench_target_start(const char *exe, const char *spec, unsigned queues,
+		       const struct bench_opts *o, const char *sock, int *pid, char *why,
+		       size_t whylen);
+/* CPU time the process pid has used so far, all threads (ns, /proc/PID/task/x/schedstat). */
+int bench_proc_cpu_ns(int pid, uint64_t *ns);
 int bench_target_stop(int pid);
 /* Create the default image if missing; returns its spec ("file=PATH"). */
 int bench_default_image(char *spec, size_t len, char *why, size_t whylen);

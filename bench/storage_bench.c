@@ -23,6 +23,7 @@
 #include <vioscope/trace.h>
 
 #include "bench/storage.h"
+#include "bench/table.h"
 #include "bench/trace_bench.h"
 #include "util/util.h"
 
@@ -38,7 +39,9 @@ static void usage(FILE *f)
 	fputs("usage: vioscope bench [--socket PATH | --target SPEC] [--profile P]...\n"
 	      "                      [--rw read|write] [--time S] [--queues N] [--interrupt]\n"
 	      "                      [--poll] [--fio] [--json] [--no-progress] [--record DIR]\n"
+	      "                      [--adaptive-poll US] [--idle S]\n"
 	      "       vioscope bench --flavours [--rounds N] [--time S] [--target ...] [--json]\n"
+	      "                      [--svg FILE]\n"
 	      "       vioscope bench trace ...   (cost of one trace event: `bench trace --help`)\n"
 	      "profiles: seq1m-q8t1 seq1m-q1t1 rnd4k-q32t16 rnd4k-q1t1, or any seqNm-qQtT /\n"
 	      "rndNk-qQtT (T threads, Q requests in flight each).  Without --socket a target\n"
@@ -46,7 +49,13 @@ static void usage(FILE *f)
 	      "same profiles run by fio on the same storage: the raw limit (io_uring on a\n"
 	      "file=IMG, fio's rbd engine on an rbd=POOL/IMAGE[,conf=PATH]).  --poll:\n"
 	      "the embedded target busy-polls its queues (the initiator always polls unless\n"
-	      "--interrupt).\n",
+	      "--interrupt).  --adaptive-poll US: the embedded target's (event mode).\n"
+	      "--idle S: after each profile stay connected S seconds with nothing in flight\n"
+	      "and print the share of a CPU the embedded target used meanwhile.\n"
+	      "--flavours: every flavour once per round, interleaved; cells are medians\n"
+	      "+-half the range over the rounds, ratios the median of per-round ratios to\n"
+	      "off, marked ~ when within the noise (the ratio's 90% interval holds 1.0) or\n"
+	      "? below 5 rounds; --svg FILE also draws the table as bars with their spread.\n",
 	      f);
 }
 
@@ -114,13 +123,14 @@ static int run_profiles(struct bench_opts *o, char **profiles, int nprof, bool f
 		}
 		snprintf(sock, sizeof sock, "%s/target.sock", sockdir);
 		unsigned q = o->queues ? o->queues : 16;
-		if (bench_target_start(exe, o->target_spec, q, o->target_poll, sock, &tpid, why,
-				       sizeof why) < 0) {
+		if (bench_target_start(exe, o->target_spec, q, o, sock, &tpid, why, sizeof why) <
+		    0) {
 			fprintf(stderr, "bench: %s\n", why);
 			rmdir(sockdir);
 			return 1;
 		}
 		o->socket = sock;
+		o->target_pid = tpid;
 	}
 	if (record_dir) {
 		rec_self = start_recorder(exe, getpid(), record_dir, "initiator");
@@ -185,8 +195,10 @@ static int run_profiles(struct bench_opts *o, char **profiles, int nprof, bool f
 			bench_result_json(stdout, &res[i]);
 		}
 		printf("\n]}\n");
-	} else if (record_dir) {
+	} else if (record_dir && lost) {
 		printf("trace events lost while recording: %llu\n", (unsigned long long)lost);
+	} else if (record_dir) {
+		printf("no trace event lost while recording\n");
 	}
 	return rc;
 }
@@ -207,18 +219,6 @@ static const struct flavour_run flavour_runs[] = {
 	{ "all (hot on, recorded)", "vioscope-all", "verbose:all", true },
 };
 #define NFLAVOURS (sizeof flavour_runs / sizeof flavour_runs[0])
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof *v, cmp_double);
-	return n ? v[n / 2] : 0;
-}
 
 static int run_child(const char *bin, const struct flavour_run *f, const char *target,
 		     double seconds, bool poll, const char *dir, char **out)
@@ -250,7 +250,53 @@ static int run_child(const char *bin, const struct flavour_run *f, const char *t
 	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -EIO;
 }
 
-static int run_flavours(struct bench_opts *o, int rounds, bool json)
+/* The table from the rounds: a row per flavour that ran, the reference (`off`) first, then
+ * fio's single run. */
+static void flavour_table(struct bench_table *t, double v[][BENCH_NCOLS][BENCH_MAX_ROUNDS],
+			  bool ran[][BENCH_MAX_ROUNDS], const uint64_t *lost, int rounds,
+			  const struct bench_result *fio)
+{
+	for (int i = 0; i < 2; i++) {
+		snprintf(t->title[i], sizeof t->title[i], "%s MiB/s", flavour_profiles[i]);
+		for (char *c = t->title[i]; *c && *c != ' '; c++)
+			*c = *c == '-' ? ' ' : (char)toupper((unsigned char)*c);
+	}
+	t->rounds = rounds;
+	for (size_t f = 0; f < NFLAVOURS && t->nrows < BENCH_TABLE_ROWS; f++) {
+		struct bench_row *row = &t->row[t->nrows];
+		double got[BENCH_NCOLS][BENCH_MAX_ROUNDS];
+		int n = 0;
+
+		for (int r = 0; r < rounds; r++) {
+			if (!ran[f][r])
+				continue;
+			for (int c = 0; c < BENCH_NCOLS; c++)
+				got[c][n] = v[f][c][r];
+			n++;
+		}
+		if (!n)
+			continue;
+		row->label = flavour_runs[f].label;
+		for (int c = 0; c < BENCH_NCOLS; c++)
+			bench_stat(got[c], n, &row->cell[c]);
+		row->has_ratio = true;
+		for (int c = 0; c < 2; c++)
+			bench_ratio(v[f][c], v[0][c], ran[f], ran[0], rounds, &row->ratio[c]);
+		row->recorded = flavour_runs[f].record;
+		row->lost = lost[f];
+		t->nrows++;
+	}
+	if (fio && t->nrows < BENCH_TABLE_ROWS) {
+		struct bench_row *row = &t->row[t->nrows++];
+		double one[BENCH_NCOLS] = {fio[0].mib_s, fio[1].mib_s, fio[1].iops, fio[1].mean_us};
+
+		row->label = "fio io_uring (1 run)";
+		for (int c = 0; c < BENCH_NCOLS; c++)
+			bench_stat(&one[c], 1, &row->cell[c]);
+	}
+}
+
+static int run_flavours(struct bench_opts *o, int rounds, bool json, const char *svg)
 {
 	char exe[PATH_MAX], dir[PATH_MAX], why[512], spec[1024];
 	char tmp[] = "/tmp/vioscope-flavours-XXXXXX";
@@ -269,11 +315,14 @@ static int run_flavours(struct bench_opts *o, int rounds, bool json)
 		return 1;
 	}
 	const size_t np = sizeof flavour_profiles / sizeof flavour_profiles[0];
-	double mib[NFLAVOURS][2][64], iops[NFLAVOURS][64], lat[NFLAVOURS][64];
+	/* Per flavour, column and round; ran: the flavour's run of that round succeeded. */
+	static double v[NFLAVOURS][BENCH_NCOLS][BENCH_MAX_ROUNDS];
+	static bool ran[NFLAVOURS][BENCH_MAX_ROUNDS];
 	uint64_t lost[NFLAVOURS] = { 0 };
-	int got[NFLAVOURS] = { 0 };
-	if (rounds > 64)
-		rounds = 64;
+	int rc = 0;
+	if (rounds > BENCH_MAX_ROUNDS)
+		rounds = BENCH_MAX_ROUNDS;
+	memset(ran, 0, sizeof ran);
 	if (!json)
 		fprintf(stderr, "bench --flavours: %d rounds x %zu flavours x %zu profiles x %.1f s "
 				"on %s (interleaved: each round runs every flavour once)\n",
@@ -290,25 +339,25 @@ static int run_flavours(struct bench_opts *o, int rounds, bool json)
 			if (!json && isatty(STDERR_FILENO))
 				fprintf(stderr, "\r  round %d/%d: %-24s", r + 1, rounds,
 					flavour_runs[f].label);
-			int rc = run_child(bin, &flavour_runs[f], o->target_spec, o->seconds,
-					   o->target_poll, tmp, &out);
-			if (rc < 0 || !out) {
+			int crc = run_child(bin, &flavour_runs[f], o->target_spec, o->seconds,
+					    o->target_poll, tmp, &out);
+			if (crc < 0 || !out) {
 				fprintf(stderr, "\nbench: %s failed: %s\n", flavour_runs[f].label,
 					out ? out : "");
 				free(out);
 				continue;
 			}
-			int g = got[f]++;
 			for (size_t i = 0; i < np; i++) {
 				char key[64];
 				snprintf(key, sizeof key, "\"profile\": \"%s\"", flavour_profiles[i]);
 				const char *at = strstr(out, key);
-				mib[f][i][g] = at ? bench_json_number(at, "mib_s", 0) : 0;
+				v[f][i][r] = at ? bench_json_number(at, "mib_s", 0) : 0;
 				if (i == 1) {
-					iops[f][g] = at ? bench_json_number(at, "iops", 0) : 0;
-					lat[f][g] = at ? bench_json_number(at, "mean_us", 0) : 0;
+					v[f][BENCH_COL_IOPS][r] = at ? bench_json_number(at, "iops", 0) : 0;
+					v[f][BENCH_COL_US][r] = at ? bench_json_number(at, "mean_us", 0) : 0;
 				}
 			}
+			ran[f][r] = true;
 			lost[f] += (uint64_t)bench_json_number(out, "trace_lost", 0);
 			free(out);
 		}
@@ -326,58 +375,24 @@ static int run_flavours(struct bench_opts *o, int rounds, bool json)
 			have_fio = false;
 		}
 	}
-	double off_seq = got[0] ? median(mib[0][0], got[0]) : 0;
-	double off_rnd = got[0] ? median(mib[0][1], got[0]) : 0;
-	/* Column titles from the profile names: "rnd4k-q32t16" -> "RND4K Q32T16 MiB/s". */
-	char col[2][48];
-	for (int i = 0; i < 2; i++) {
-		snprintf(col[i], sizeof col[i], "%s MiB/s", flavour_profiles[i]);
-		for (char *c = col[i]; *c && *c != ' '; c++)
-			*c = *c == '-' ? ' ' : (char)toupper((unsigned char)*c);
-	}
+	static struct bench_table t;
+	memset(&t, 0, sizeof t);
+	flavour_table(&t, v, ran, lost, rounds, have_fio ? fio : NULL);
 	if (json)
-		printf("[\n");
+		bench_table_json(stdout, &t);
 	else
-		printf("%-24s | %18s | %20s | %9s | %8s | %s\n", "flavour", col[0], col[1], "IOPS",
-		       "us", "x off (col 1 / col 2)");
-	for (size_t f = 0; f < NFLAVOURS; f++) {
-		if (!got[f])
-			continue;
-		double s = median(mib[f][0], got[f]), rr = median(mib[f][1], got[f]);
-		double io = median(iops[f], got[f]), us = median(lat[f], got[f]);
-		if (json) {
-			printf("  {\"flavour\": \"%s\", \"rounds\": %d, \"profiles\": [\"%s\", \"%s\"], "
-			       "\"mib_s\": [%.1f, %.1f], \"iops_2\": %.0f, \"mean_us_2\": %.1f, "
-			       "\"ratio_to_off\": [%.3f, %.3f], \"trace_lost\": %llu},\n",
-			       flavour_runs[f].label, got[f], flavour_profiles[0], flavour_profiles[1],
-			       s, rr, io, us,
-			       off_seq > 0 ? s / off_seq : 0, off_rnd > 0 ? rr / off_rnd : 0,
-			       (unsigned long long)lost[f]);
-		} else {
-			printf("%-24s | %18.1f | %20.1f | %9.0f | %8.1f | %.3f / %.3f", flavour_runs[f].label,
-			       s, rr, io, us, off_seq > 0 ? s / off_seq : 0,
-			       off_rnd > 0 ? rr / off_rnd : 0);
-			if (flavour_runs[f].record)
-				printf("  (%llu trace events lost)", (unsigned long long)lost[f]);
-			printf("\n");
-		}
+		bench_table_print(stdout, &t);
+	if (svg && bench_table_svg(svg, &t, why, sizeof why) < 0) {
+		fprintf(stderr, "bench: --svg %s\n", why);
+		rc = 1;
+	} else if (svg && !json) {
+		printf("Bars: %s\n", svg);
 	}
-	if (have_fio) {
-		if (json)
-			printf("  {\"flavour\": \"fio io_uring (raw)\", \"mib_s\": [%.1f, %.1f], "
-			       "\"iops_2\": %.0f, \"mean_us_2\": %.1f}\n",
-			       fio[0].mib_s, fio[1].mib_s, fio[1].iops, fio[1].mean_us);
-		else
-			printf("%-24s | %18.1f | %20.1f | %9.0f | %8.1f |\n", "fio io_uring (raw)",
-			       fio[0].mib_s, fio[1].mib_s, fio[1].iops, fio[1].mean_us);
-	} else if (json) {
-		printf("  {}\n");
-	}
-	if (json)
-		printf("]\n");
 	char cmd[PATH_MAX + 16];
 	snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
-	return system(cmd) == 0 ? 0 : 1;
+	if (system(cmd) != 0)
+		rc = 1;
+	return t.nrows ? rc : 1;
 }
 
 static int cmd_bench(int argc, char **argv)
@@ -392,20 +407,22 @@ static int cmd_bench(int argc, char **argv)
 		{ "no-progress", no_argument, 0, 'P' },    { "fio", no_argument, 0, 'f' },
 		{ "flavours", no_argument, 0, 'F' },       { "rounds", required_argument, 0, 'r' },
 		{ "record", required_argument, 0, 'R' },   { "help", no_argument, 0, 'h' },
-		{ "poll", no_argument, 0, 'o' },
+		{ "poll", no_argument, 0, 'o' },           { "svg", required_argument, 0, 'S' },
+		{ "adaptive-poll", required_argument, 0, 'a' }, { "idle", required_argument, 0, 'I' },
 		{ 0, 0, 0, 0 }
 	};
 	/* Progress redraws one line: only on a terminal. */
-	struct bench_opts o = { .seconds = 5, .progress = isatty(STDERR_FILENO) };
+	struct bench_opts o = { .seconds = 5, .progress = isatty(STDERR_FILENO),
+				.adaptive_poll_us = -1 };
 	char *profiles[MAX_PROFILES];
-	int nprof = 0, rounds = 3, c;
+	int nprof = 0, rounds = BENCH_MIN_ROUNDS, c;
 	bool fio = false, flavours = false;
-	const char *record = NULL;
+	const char *record = NULL, *svg = NULL;
 	char why[256];
 	uint64_t v;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "s:t:p:w:T:q:ijPfFr:R:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "s:t:p:w:T:q:ijPfFr:R:S:a:I:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 's':
 			o.socket = optarg;
@@ -475,6 +492,18 @@ static int cmd_bench(int argc, char **argv)
 		case 'R':
 			record = optarg;
 			break;
+		case 'S':
+			svg = optarg;
+			break;
+		case 'a':
+			if (vs_cli_uint("bench", "adaptive-poll", optarg, 0, 1000000, &v))
+				return 2;
+			o.adaptive_poll_us = (int)v;
+			break;
+		case 'I':
+			if (vs_cli_seconds("bench", "idle", optarg, 0.1, 3600, &o.idle_seconds))
+				return 2;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -486,6 +515,15 @@ static int cmd_bench(int argc, char **argv)
 	if (optind != argc) {
 		fprintf(stderr, "bench: unexpected argument '%s'\n", argv[optind]);
 		usage(stderr);
+		return 2;
+	}
+	if ((o.idle_seconds > 0 || o.adaptive_poll_us >= 0) && (o.socket || flavours)) {
+		fprintf(stderr, "bench: --idle and --adaptive-poll are for the target bench starts "
+				"itself (not with --socket or --flavours)\n");
+		return 2;
+	}
+	if (svg && !flavours) {
+		fprintf(stderr, "bench: --svg draws the --flavours table\n");
 		return 2;
 	}
 	if (o.socket && o.target_spec) {
@@ -503,7 +541,7 @@ static int cmd_bench(int argc, char **argv)
 					"or none (seq1m-q8t1, rnd4k-q32t16)\n");
 			return 2;
 		}
-		return run_flavours(&o, rounds, o.json);
+		return run_flavours(&o, rounds, o.json, svg);
 	}
 	if (!nprof)
 		for (size_t i = 0; i < sizeof default_profiles / sizeof default_profiles[0]; i++)

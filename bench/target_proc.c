@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The benchmark's embedded target: a `vioscope target` child of the same flavour. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -15,18 +16,58 @@
 
 #define DEFAULT_IMAGE_SIZE (1ull << 30)
 
-int bench_target_start(const char *exe, const char *spec, unsigned queues, bool poll,
-		       const char *sock, int *pid, char *why, size_t whylen)
+int bench_target_start(const char *exe, const char *spec, unsigned queues,
+		       const struct bench_opts *o, const char *sock, int *pid, char *why,
+		       size_t whylen)
 {
-	char lun[1100], q[16];
-	/* Polling, one worker: the other core is the initiator's. */
-	char *argv[] = {(char *)exe, "target", "--socket", (char *)sock, "--lun", lun, "--queues",
-			q, poll ? "--poll" : NULL, "--workers", "1", NULL};
+	char lun[1100], q[16], ap[16];
+	char *argv[16] = {(char *)exe, "target",  "--socket", (char *)sock,
+			  "--lun",     lun, "--queues", q};
+	int n = 8;
 
 	snprintf(lun, sizeof lun, "0:%s", spec);
 	snprintf(q, sizeof q, "%u", queues ? queues : 1);
+	if (o->target_poll) {
+		/* Polling, one worker: the other core is the initiator's. */
+		argv[n++] = "--poll";
+		argv[n++] = "--workers";
+		argv[n++] = "1";
+	} else if (o->adaptive_poll_us >= 0) {
+		snprintf(ap, sizeof ap, "%d", o->adaptive_poll_us);
+		argv[n++] = "--adaptive-poll";
+		argv[n++] = ap;
+	}
+	argv[n] = NULL;
 	return vs_spawn_server(argv, sock, 10000, getenv("VIOSCOPE_BENCH_TARGET_LOG") != NULL,
 			       pid, why, whylen);
+}
+
+int bench_proc_cpu_ns(int pid, uint64_t *ns)
+{
+	char path[64];
+	struct dirent *e;
+	DIR *d;
+
+	snprintf(path, sizeof path, "/proc/%d/task", pid);
+	if (!(d = opendir(path)))
+		return -errno;
+	*ns = 0;
+	while ((e = readdir(d))) {
+		char stat[300];
+		unsigned long long run = 0;
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(stat, sizeof stat, "/proc/%d/task/%s/schedstat", pid, e->d_name);
+		if (!(f = fopen(stat, "r")))
+			continue; /* the thread just exited */
+		if (fscanf(f, "%llu", &run) == 1)
+			*ns += run;
+		fclose(f);
+	}
+	closedir(d);
+	return 0;
 }
 
 int bench_target_stop(int pid)

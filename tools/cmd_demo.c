@@ -187,19 +187,66 @@ static int demo_flavour(const char *exe, const char *flavour, const char *dir)
 	return 0;
 }
 
+static void demo_usage(FILE *f)
+{
+	fputs("usage: vioscope demo [--rounds N] [--time S] [--svg FILE] [--keep-image]\n"
+	      "       vioscope demo --trace\n"
+	      "The storage stack in every trace flavour (the seed driver's table: medians and\n"
+	      "spreads over N interleaved rounds, default 5, of S seconds per profile, default\n"
+	      "0.5; ratios within the noise marked ~), then a decoded trace excerpt.  The 1 GiB\n"
+	      "image it makes in /dev/shm is removed at the end, also when interrupted, unless\n"
+	      "--keep-image.  --svg FILE: the table as bars with their spread.\n"
+	      "--trace: only a small traced workload, recorded and decoded.\n",
+	      f);
+}
+
 static int cmd_demo(int argc, char **argv)
 {
+	static const struct option opts[] = {
+	    {"rounds", required_argument, NULL, 'r'}, {"time", required_argument, NULL, 'T'},
+	    {"svg", required_argument, NULL, 'S'},    {"keep-image", no_argument, NULL, 'k'},
+	    {"trace", no_argument, NULL, 't'},	      {"help", no_argument, NULL, 'h'},
+	    {0},
+	};
+	struct demo_opts o = {.rounds = 5, .seconds = 0.5};
 	bool trace_only = false;
+	uint64_t v;
+	int c;
+
 	if (argc == 3 && !strcmp(argv[1], "--workload"))
 		return run_workload(atoi(argv[2]));
-	if (argc == 2 && !strcmp(argv[1], "--trace"))
-		trace_only = true;
-	else if (argc > 1) {
-		fprintf(stderr, "usage: vioscope demo [--trace]\n"
-				"The storage stack in every trace flavour (the seed driver's table) and "
-				"a decoded trace\nexcerpt; --trace: only a small traced workload, "
-				"recorded and decoded.\n");
-		return strcmp(argv[1], "--help") ? 2 : 0;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "r:T:S:kth", opts, NULL)) != -1) {
+		switch (c) {
+		case 'r':
+			if (vs_cli_uint("demo", "rounds", optarg, 1, 64, &v))
+				return 2;
+			o.rounds = (unsigned)v;
+			break;
+		case 'T':
+			if (vs_cli_seconds("demo", "time", optarg, 0.2, 60, &o.seconds))
+				return 2;
+			break;
+		case 'S':
+			o.svg = optarg;
+			break;
+		case 'k':
+			o.keep_image = true;
+			break;
+		case 't':
+			trace_only = true;
+			break;
+		case 'h':
+			demo_usage(stdout);
+			return 0;
+		default:
+			demo_usage(stderr);
+			return 2;
+		}
+	}
+	if (optind != argc) {
+		demo_usage(stderr);
+		return 2;
 	}
 	char self[PATH_MAX], dir[PATH_MAX], exe[PATH_MAX + 16];
 	vs_self_exe(self, sizeof self);
@@ -218,7 +265,7 @@ static int cmd_demo(int argc, char **argv)
 	}
 	mkdir(out, 0700);
 	if (!trace_only)
-		return demo_storage(dir, out);
+		return demo_storage(dir, out, &o);
 	printf("vioscope demo: %d worker threads x %d requests, each request traced on the hot "
 	       "path (VS_VERBOSE_HP)\nand the cold path (VS_INFO, VS_WARNING). "
 	       "Recorded with `vioscope trace record`, decoded with `vioscope trace decode`.\n",

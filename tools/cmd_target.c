@@ -36,7 +36,7 @@ static void target_usage(FILE *f)
 	    f,
 	    "usage: vioscope target --socket PATH --lun N:BACKEND [--lun N:BACKEND ...]\n"
 	    "                       [--queues N] [--block-size 512|4096] [--workers N] [--poll]\n"
-	    "                       [--worker-timeout SECONDS]\n"
+	    "                       [--adaptive-poll US] [--worker-timeout SECONDS]\n"
 	    "\n"
 	    "A vhost-user-scsi device for QEMU's vhost-user-scsi-pci (one target, LUNs 0..%u).\n"
 	    "  --socket PATH        listen here (created owner-only); QEMU connects to it\n"
@@ -53,6 +53,10 @@ static void target_usage(FILE *f)
 	    "  --workers N          worker threads (default: one per queue, at most one per CPU)\n"
 	    "  --poll               workers busy-poll instead of sleeping (lower latency, full "
 	    "CPUs)\n"
+	    "  --adaptive-poll US   without --poll: a worker out of work looks at its rings for\n"
+	    "                       up to US microseconds (default %u; 0: never) before it\n"
+	    "                       sleeps, adapting to the gaps between requests; no CPU while\n"
+	    "                       idle\n"
 	    "  --worker-timeout S   longest a worker may take to hand a queue back (default 30);\n"
 	    "                       past it the target flushes and exits 1\n"
 	    "\n"
@@ -60,7 +64,7 @@ static void target_usage(FILE *f)
 	    "Traces: `vioscope trace enable PID verbose:io,queue` (this binary: %s flavour).\n",
 	    VS_TARGET_MAX_LUNS - 1, VS_TARGET_MAX_LUNS - 1,
 	    vs_target_have_rbd() ? "" : " (not in this build: librbd-dev was missing)",
-	    VS_TARGET_MAX_QUEUES, vs_trace_flavour());
+	    VS_TARGET_MAX_QUEUES, VS_TARGET_ADAPTIVE_POLL_US, vs_trace_flavour());
 }
 
 /* "N:BACKEND" into l; 0, or -1 after printing why. */
@@ -115,6 +119,7 @@ static int cmd_target(int argc, char **argv)
 	    {"queues", required_argument, NULL, 'q'},  {"block-size", required_argument, NULL, 'b'},
 	    {"workers", required_argument, NULL, 'w'}, {"poll", no_argument, NULL, 'p'},
 	    {"worker-timeout", required_argument, NULL, 't'},
+	    {"adaptive-poll", required_argument, NULL, 'a'},
 	    {"help", no_argument, NULL, 'h'},	       {0},
 	};
 	static struct vs_target_lun luns[VS_TARGET_MAX_LUNS];
@@ -165,6 +170,12 @@ static int cmd_target(int argc, char **argv)
 			break;
 		case 'p':
 			cfg.poll = true;
+			break;
+		case 'a':
+			if (vs_cli_uint("vioscope target", "adaptive-poll", optarg, 0,
+					VS_TARGET_ADAPTIVE_POLL_MAX, &v))
+				return 2;
+			cfg.adaptive_poll_us = v ? (unsigned)v : VS_TARGET_ADAPTIVE_POLL_OFF;
 			break;
 		case 't':
 			if (vs_cli_seconds("vioscope target", "worker-timeout", optarg, 0.1, 3600,
@@ -227,7 +238,15 @@ static int cmd_target(int argc, char **argv)
 		fprintf(stderr, "vioscope target: stopping\n");
 	{
 		struct vs_target *t = running;
+		struct vs_target_stats st;
 		sigset_t block;
+
+		vs_target_get_stats(t, &st);
+		fprintf(stderr,
+			"vioscope target: %llu requests; idle spells ended by the adaptive poll "
+			"%llu, sleeps %llu, polls cut short (CPU wanted) %llu\n",
+			(unsigned long long)st.requests, (unsigned long long)st.polled_idle,
+			(unsigned long long)st.sleeps, (unsigned long long)st.preempted);
 
 		/* No handler may wake a target being torn down. */
 		sigemptyset(&block);

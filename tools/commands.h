@@ -3,7 +3,15 @@
 #ifndef VS_TOOLS_COMMANDS_H
 #define VS_TOOLS_COMMANDS_H
 
+#include <stdbool.h>
+
 /* The storage part of `vioscope demo` (tools/cmd_demo_storage.c). */
-int demo_storage(const char *bindir, const char *out);
+struct demo_opts {
+	unsigned rounds;  /* of the flavour table */
+	double seconds;	  /* per profile and round */
+	bool keep_image;  /* leave the 1 GiB image in /dev/shm (and say where) */
+	const char *svg;  /* also draw the table here, or NULL */
+};
+int demo_storage(const char *bindir, const char *out, const struct demo_opts *o);
 
 #endif

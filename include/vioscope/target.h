@@ -19,9 +19,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define VS_TARGET_MAX_QUEUES  16  /* request queues */
-#define VS_TARGET_MAX_LUNS    256 /* LUN numbers 0..255 */
-#define VS_TARGET_MAX_WORKERS 64
+#define VS_TARGET_MAX_QUEUES	    16	/* request queues */
+#define VS_TARGET_MAX_LUNS	    256 /* LUN numbers 0..255 */
+#define VS_TARGET_MAX_WORKERS	    64
+#define VS_TARGET_ADAPTIVE_POLL_US  32 /* default bound of the adaptive poll (event mode) */
+#define VS_TARGET_ADAPTIVE_POLL_OFF (~0u)
+#define VS_TARGET_ADAPTIVE_POLL_MAX 1000000 /* microseconds */
 
 struct vs_target_lun {
 	unsigned id;	  /* 0..VS_TARGET_MAX_LUNS-1 */
@@ -31,11 +34,17 @@ struct vs_target_lun {
 };
 
 struct vs_target_config {
-	const char *socket_path;	  /* where to listen (created 0600) */
-	unsigned num_queues;		  /* request queues, 1..VS_TARGET_MAX_QUEUES (0: 1) */
-	unsigned workers;		  /* request worker threads (0: min(queues, CPUs)) */
-	uint32_t block_size;		  /* 512 or 4096 (0: 512) */
-	bool poll;			  /* workers busy-poll rings and I/O instead of sleeping */
+	const char *socket_path; /* where to listen (created 0600) */
+	unsigned num_queues;	 /* request queues, 1..VS_TARGET_MAX_QUEUES (0: 1) */
+	unsigned workers;	 /* request worker threads (0: min(queues, CPUs)) */
+	uint32_t block_size;	 /* 512 or 4096 (0: 512) */
+	bool poll;		 /* workers busy-poll rings and I/O instead of sleeping */
+	/* Event mode (!poll): how long a worker that ran out of work may keep looking at its
+	 * rings before it sleeps, in microseconds: the bound of a window that adapts to the
+	 * gaps between requests (QEMU's poll-max-ns) and closes while other threads want the
+	 * CPU.  While it looks, the driver need not kick.  0: VS_TARGET_ADAPTIVE_POLL_US;
+	 * VS_TARGET_ADAPTIVE_POLL_OFF: sleep at once. */
+	unsigned adaptive_poll_us;
 	unsigned nluns;			  /* >= 1 */
 	const struct vs_target_lun *luns; /* nluns entries, distinct ids */
 	/* Longest a worker may take to hand a queue back (a stop waits for the queue's
@@ -55,6 +64,9 @@ struct vs_target_stats {
 	uint64_t bad_requests; /* chains refused: bad descriptors, short headers, bad LUN field */
 	uint64_t tmfs;	       /* task management functions answered */
 	uint64_t notifies;     /* call eventfd signals */
+	uint64_t polled_idle;  /* event mode: idle spells the adaptive poll ended (no sleep) */
+	uint64_t sleeps;       /* event mode: times a worker slept with kicks armed */
+	uint64_t preempted;    /* event mode: adaptive polls cut short (the CPU was wanted) */
 };
 
 struct vs_target;

@@ -47,8 +47,8 @@ struct vs_bio {
 struct vs_io_ctx;
 struct vs_backend;
 
-/* Per-thread I/O context: an io_uring of `depth` entries and an eventfd that becomes
- * readable when completions are pending. */
+/* Per-thread I/O context: an io_uring of `depth` entries and an eventfd that tells the
+ * owner completions wait (how: vs_io_ctx_set_wait). */
 int vs_io_ctx_create(struct vs_io_ctx **ctx, unsigned depth);
 void vs_io_ctx_destroy(struct vs_io_ctx *ctx);
 int vs_io_ctx_fd(const struct vs_io_ctx *ctx);
@@ -61,8 +61,21 @@ int vs_io_ctx_reap(struct vs_io_ctx *ctx, bool wait_one);
 unsigned vs_io_ctx_inflight(const struct vs_io_ctx *ctx);
 /* Completions are waiting to be reaped (no system call: for polling loops). */
 bool vs_io_ctx_pending(const struct vs_io_ctx *ctx);
-/* A polling owner: no eventfd writes or reads at all (the fd stays quiet). */
-int vs_io_ctx_set_polled(struct vs_io_ctx *ctx, bool polled);
+/* How the owner learns that completions wait: */
+enum vs_io_wait {
+	/* The default: the fd is readable while completions wait (poll or epoll it);
+	 * reaping reads it, submitting writes it for completions the backend made at once. */
+	VS_IO_WAIT_LEVEL,
+	/* The kernel writes the fd for each completion it posts (and a library's thread, rbd,
+	 * for the first completion it hands back); the fd is never read:
+	 * watch it edge-triggered (EPOLLET) and look at vs_io_ctx_pending() before sleeping,
+	 * because completions made at once (ram, null, tmpfs files) are not signalled.  No
+	 * system call of ours per completion. */
+	VS_IO_WAIT_EDGE,
+	/* No eventfd traffic at all: the owner polls vs_io_ctx_pending(). */
+	VS_IO_WAIT_POLL,
+};
+int vs_io_ctx_set_wait(struct vs_io_ctx *ctx, enum vs_io_wait how);
 
 /* Open a backend from a spec: "file=PATH[,ro][,direct]", "ram=SIZE", "null=SIZE",
  * "rbd=POOL/IMAGE[,conf=PATH][,id=USER][,ro][,timeout=SECONDS]" (see rbd.c).

@@ -89,8 +89,9 @@ struct vs_io_ctx {
 	unsigned depth;		   /* bios accepted at most (io_uring + deferred) */
 	unsigned inflight;	   /* accepted, done() not yet called */
 	unsigned ring_busy;	   /* reqs owned by io_uring */
-	bool signalled;		   /* efd already written for the deferred list */
-	bool polled;		   /* the owner polls: no eventfd traffic at all (atomic) */
+	bool signalled;		   /* efd already written for the deferred list (LEVEL) */
+	enum vs_io_wait wait;	   /* how the owner learns of completions (atomic: read by
+				      vs_io_req_remote_done on a library's thread) */
 	struct vs_bio *defer_head; /* synchronously completed, done() pending */
 	struct vs_bio **defer_tail;
 	unsigned remote_busy; /* reqs owned by a library's threads (rbd) */

@@ -113,7 +113,7 @@ static void ctx_signal_deferred(struct vs_io_ctx *ctx)
 {
 	uint64_t one = 1;
 
-	if (!ctx->defer_head || ctx->signalled || ctx->polled)
+	if (!ctx->defer_head || ctx->signalled || ctx->wait != VS_IO_WAIT_LEVEL)
 		return;
 	if (write(ctx->efd, &one, sizeof(one)) == sizeof(one))
 		ctx->signalled = true;
@@ -138,13 +138,18 @@ bool vs_io_ctx_pending(const struct vs_io_ctx *ctx)
 	       __atomic_load_n(&ctx->remote, __ATOMIC_RELAXED);
 }
 
-int vs_io_ctx_set_polled(struct vs_io_ctx *ctx, bool polled)
+int vs_io_ctx_set_wait(struct vs_io_ctx *ctx, enum vs_io_wait how)
 {
 	/* The kernel stops writing the eventfd for completions while polled. */
-	int rc = io_uring_cq_eventfd_toggle(&ctx->ring, !polled);
-	if (rc < 0)
-		return rc;
-	__atomic_store_n(&ctx->polled, polled, __ATOMIC_RELAXED); /* read by remote_done() */
+	if (how == VS_IO_WAIT_POLL || ctx->wait == VS_IO_WAIT_POLL) {
+		int rc = io_uring_cq_eventfd_toggle(&ctx->ring, how != VS_IO_WAIT_POLL);
+
+		if (rc < 0)
+			return rc;
+	}
+	__atomic_store_n(&ctx->wait, how, __ATOMIC_RELAXED);
+	if (how == VS_IO_WAIT_LEVEL)
+		ctx_signal_deferred(ctx); /* what waits now shows on the fd */
 	return 0;
 }
 
@@ -177,7 +182,7 @@ void vs_io_req_remote_done(struct vs_io_req *req, int64_t res)
 					    __ATOMIC_RELAXED));
 	/* Only the push onto an empty list wakes the owner: it has not taken the list since
 	 * (else the list would be empty again and the next push would write). */
-	if (!head && !__atomic_load_n(&ctx->polled, __ATOMIC_RELAXED) &&
+	if (!head && __atomic_load_n(&ctx->wait, __ATOMIC_RELAXED) != VS_IO_WAIT_POLL &&
 	    write(ctx->efd, &one, sizeof(one)) < 0) {
 		/* full counter: the owner is woken anyway */
 	}
@@ -435,7 +440,7 @@ static int ctx_wait(struct vs_io_ctx *ctx)
 	while (!vs_io_ctx_pending(ctx)) {
 		if ((rc = io_uring_submit_and_get_events(&ctx->ring)) < 0 && rc != -EINTR)
 			return rc;
-		if (ctx->polled) {
+		if (ctx->wait == VS_IO_WAIT_POLL) {
 			sched_yield();
 			continue;
 		}
@@ -459,9 +464,10 @@ int vs_io_ctx_reap(struct vs_io_ctx *ctx, bool wait_one)
 	uint64_t cnt;
 	int n = 0, rc;
 
-	/* Drain first: a completion posted after this read signals again.  A polled
-	 * context has no eventfd traffic: nothing to drain, no system call. */
-	if (!ctx->polled && read(ctx->efd, &cnt, sizeof(cnt)) < 0 && errno != EAGAIN)
+	/* Drain first: a completion posted after this read signals again.  Only the level
+	 * mode reads the fd (no system call per reap otherwise). */
+	if (ctx->wait == VS_IO_WAIT_LEVEL && read(ctx->efd, &cnt, sizeof(cnt)) < 0 &&
+	    errno != EAGAIN)
 		return -errno;
 	ctx->signalled = false;
 

@@ -307,6 +307,8 @@ void tq_req_process(struct tq *q)
 {
 	if (!q->running || q->stopping || q->dead)
 		return;
-	if (vs_vq_dev_drain(&q->vq, TQ_POP_BUDGET, q->polled, req_pop_one, q) == 1)
+	/* Kicks stay as they are when polled or when the worker arms them as it sleeps. */
+	if (vs_vq_dev_drain(&q->vq, TQ_POP_BUDGET, q->polled || q->w->arm_on_sleep, req_pop_one,
+			    q) == 1)
 		q->kicked = true; /* more next pass, after completions */
 }

@@ -349,6 +349,7 @@ static int target_create(struct vs_target **out, const struct vs_target_config *
 			 char *err, size_t errlen)
 {
 	struct vs_target *t;
+	uint64_t ap_ns;
 	int rc;
 
 	*out = NULL;
@@ -366,6 +367,10 @@ static int target_create(struct vs_target **out, const struct vs_target_config *
 		return fail(err, errlen, -EINVAL, "block size %u: 512 or 4096", cfg->block_size);
 	if (!cfg->nluns || !cfg->luns)
 		return fail(err, errlen, -EINVAL, "no LUN");
+	if (cfg->adaptive_poll_us > VS_TARGET_ADAPTIVE_POLL_MAX &&
+	    cfg->adaptive_poll_us != VS_TARGET_ADAPTIVE_POLL_OFF)
+		return fail(err, errlen, -EINVAL, "adaptive poll of %u us: at most %u",
+			    cfg->adaptive_poll_us, VS_TARGET_ADAPTIVE_POLL_MAX);
 
 	t = calloc(1, sizeof(*t));
 	if (!t)
@@ -374,6 +379,10 @@ static int target_create(struct vs_target **out, const struct vs_target_config *
 	t->num_queues = cfg->num_queues ? cfg->num_queues : 1;
 	t->block_size = cfg->block_size ? cfg->block_size : 512;
 	t->poll = cfg->poll;
+	ap_ns = cfg->adaptive_poll_us ? cfg->adaptive_poll_us : VS_TARGET_ADAPTIVE_POLL_US;
+	ap_ns *= 1000;
+	if (cfg->adaptive_poll_us == VS_TARGET_ADAPTIVE_POLL_OFF)
+		ap_ns = 0;
 	t->worker_timeout_ms = cfg->worker_timeout_ms ? cfg->worker_timeout_ms : TQ_WORKER_TIMEOUT_MS;
 	t->log = cfg->log;
 	t->log_arg = cfg->log_arg;
@@ -401,12 +410,12 @@ static int target_create(struct vs_target **out, const struct vs_target_config *
 		goto fail;
 	if ((rc = luns_open(t, cfg, err, errlen)))
 		goto fail;
-	if ((rc = worker_init(t, &t->ctl, 0, true, false))) {
+	if ((rc = worker_init(t, &t->ctl, 0, true, false, 0))) {
 		fail(err, errlen, rc, "control thread: %s", strerror(-rc));
 		goto fail;
 	}
 	for (unsigned i = 0; i < t->nworkers; i++) {
-		if ((rc = worker_init(t, &t->workers[i], i, false, t->poll))) {
+		if ((rc = worker_init(t, &t->workers[i], i, false, t->poll, ap_ns))) {
 			fail(err, errlen, rc, "worker %u: %s", i, strerror(-rc));
 			goto fail;
 		}
@@ -542,5 +551,8 @@ void vs_target_get_stats(const struct vs_target *t, struct vs_target_stats *s)
 		s->bad_requests += __atomic_load_n(&w->st.bad_requests, __ATOMIC_RELAXED);
 		s->tmfs += __atomic_load_n(&w->st.tmfs, __ATOMIC_RELAXED);
 		s->notifies += __atomic_load_n(&w->st.notifies, __ATOMIC_RELAXED);
+		s->polled_idle += __atomic_load_n(&w->st.polled_idle, __ATOMIC_RELAXED);
+		s->sleeps += __atomic_load_n(&w->st.sleeps, __ATOMIC_RELAXED);
+		s->preempted += __atomic_load_n(&w->st.preempted, __ATOMIC_RELAXED);
 	}
 }

@@ -80,13 +80,38 @@ enum wcmd { WCMD_NONE, WCMD_START, WCMD_STOP, WCMD_CALLFD, WCMD_EXIT };
 /* Stats a worker counts (written by its thread only, read relaxed by anyone). */
 struct wstats {
 	uint64_t requests, bad_requests, tmfs, notifies;
+	uint64_t polled_idle; /* idle spells the adaptive poll ended (work found, no sleep) */
+	uint64_t sleeps;      /* times the worker slept in epoll_wait with kicks armed */
+	uint64_t preempted;   /* adaptive polls cut short: another thread had the CPU */
 };
+
+/* Adaptive polling (adaptive.c): the look-before-sleeping window of an event-mode worker. */
+#define AP_START_NS	  2000ull	/* the first window, once one is worth having */
+#define AP_PREEMPT_NS	  20000ull	/* a gap this long between two looks: preempted */
+#define AP_HOLDOFF_NS	  20000000ull	/* then no polling for this long */
+
+struct adaptive_poll {
+	uint64_t max_ns;	/* the bound; 0: never poll */
+	uint64_t window_ns;	/* how long the next idle spell is polled, 0..max_ns */
+	uint64_t holdoff_until; /* monotonic ns: no polling before (the CPU was wanted) */
+};
+void ap_init(struct adaptive_poll *ap, uint64_t max_ns);
+/* How long to poll an idle spell starting now (0: sleep at once). */
+uint64_t ap_window(const struct adaptive_poll *ap, uint64_t now);
+/* An idle spell that began at idle_start ended at now (work was found, polling or not). */
+void ap_idle_ended(struct adaptive_poll *ap, uint64_t idle_start, uint64_t now);
+/* The poll saw the worker off the CPU between two looks: stop polling for a while. */
+void ap_preempted(struct adaptive_poll *ap, uint64_t now);
 
 struct worker {
 	struct vs_target *t;
 	unsigned id;
 	bool ctl;  /* the control thread (control + event queues) */
 	bool poll; /* busy-poll (request workers with --poll) */
+	/* Event-mode request worker: its rings' kicks stay off while it is awake and are armed
+	 * only when it goes to sleep (worker_idle); it polls adaptively in between. */
+	bool arm_on_sleep;
+	struct adaptive_poll ap;
 	pthread_t thread;
 	bool started;
 	int epfd, cmd_fd;
@@ -149,7 +174,9 @@ static inline void wstat_inc(uint64_t *c)
 }
 
 /* worker.c */
-int worker_init(struct vs_target *t, struct worker *w, unsigned id, bool ctl, bool poll);
+/* adaptive_poll_ns: an event-mode request worker's adaptive poll bound (0: none). */
+int worker_init(struct vs_target *t, struct worker *w, unsigned id, bool ctl, bool poll,
+		uint64_t adaptive_poll_ns);
 int worker_start(struct worker *w);
 void worker_fini(struct worker *w);
 /* Run a command on w's thread and wait until it is done (vhost thread only): its result,

@@ -138,8 +138,9 @@ static int q_start(struct worker *w, struct tq *q)
 		}
 	}
 	q->running = true;
-	/* A polled ring wants no kicks; an evented one enables them in its first pass. */
-	if (q->kind != TQ_EVENT && q->polled)
+	/* A polled ring never wants kicks, and an arm-on-sleep worker's rings want them only
+	 * while it sleeps; any other evented ring enables them in its first pass. */
+	if (q->kind != TQ_EVENT && (q->polled || w->arm_on_sleep))
 		vs_vq_dev_set_notification(&q->vq, false);
 	q->kicked = true; /* the ring may hold requests from before the (re)start */
 	w->queues[w->nq++] = q;
@@ -348,7 +349,7 @@ void worker_manual_settle(struct vs_target *t)
 /* ---- the loop ------------------------------------------------------------------------------- */
 void worker_pass(struct worker *w)
 {
-	if (w->io && vs_io_ctx_inflight(w->io) && (!w->poll || vs_io_ctx_pending(w->io))) {
+	if (w->io && vs_io_ctx_pending(w->io)) {
 		int rc = vs_io_ctx_reap(w->io, false);
 		if (rc < 0)
 			VS_ERROR(IO, "worker %u: reap failed: %s", w->id, strerror(-rc));
@@ -394,34 +395,147 @@ static int worker_timeout(const struct worker *w)
 	return -1;
 }
 
+/* Sleep in epoll (timeout as epoll_wait's) and mark the rings whose kick fds fired. */
+static void worker_wait(struct worker *w, int timeout)
+{
+	struct epoll_event ev[32];
+	int n = epoll_wait(w->epfd, ev, 32, timeout);
+
+	if (n < 0 && errno != EINTR) {
+		VS_CRITICAL(INIT, "worker %u: epoll_wait: %s", w->id, strerror(errno));
+		n = 0;
+	}
+	for (int i = 0; i < n; i++) {
+		uint64_t tag = ev[i].data.u64;
+		if (tag >= EV_QUEUE && tag - EV_QUEUE < TQ_MAX) {
+			struct tq *q = &w->t->q[tag - EV_QUEUE];
+			if (__builtin_expect(ev[i].events & (EPOLLERR | EPOLLHUP), 0))
+				kick_failed(w, q);
+			q->kicked = true;
+		}
+	}
+}
+
+/* ---- idle: poll adaptively, then arm the kicks and sleep (arm-on-sleep workers) ---------- */
+/* A ring whose kicks this worker arms when it sleeps, and which it looks at while polling.
+ * Not a throttled one: what waits in it cannot be popped before a completion (which marks
+ * it kicked), and looking at it would find work again and again: a spin. */
+static inline bool q_armed_by_sleep(const struct tq *q)
+{
+	return q->running && !q->stopping && !q->dead && !q->throttled && !q->polled &&
+	       q->kind == TQ_REQ;
+}
+
+/* Work for a pass without waiting for any: a ring to look at, completions, a command. */
+static inline bool worker_has_work(const struct worker *w)
+{
+	for (unsigned i = 0; i < w->nq; i++)
+		if (w->queues[i]->kicked || (w->queues[i]->polled && !w->queues[i]->stopping))
+			return true;
+	return vs_io_ctx_pending(w->io) || __atomic_load_n(&w->cmd_pending, __ATOMIC_RELAXED);
+}
+
+/* Look at the rings themselves (their kicks are off): mark those with requests waiting,
+ * or broken under us (the pass kills them); true when there is any work. */
+static inline bool worker_look(struct worker *w)
+{
+	bool found = false;
+
+	for (unsigned i = 0; i < w->nq; i++) {
+		struct tq *q = w->queues[i];
+
+		if (q_armed_by_sleep(q) && (vs_vq_dev_has_work(&q->vq) || q->vq.broken)) {
+			q->kicked = true;
+			found = true;
+		}
+	}
+	return found || vs_io_ctx_pending(w->io) ||
+	       __atomic_load_n(&w->cmd_pending, __ATOMIC_RELAXED);
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
+
+/* Look again and again for up to the adaptive window; true when work turned up.  Out of
+ * line so that callgrind shows (and bench/callgrind-per-io.sh leaves out) the time spent
+ * waiting here, which is no work done for any request. */
+static __attribute__((noinline)) bool worker_poll_idle(struct worker *w, uint64_t start)
+{
+	uint64_t window = ap_window(&w->ap, start), last = start;
+
+	if (!window)
+		return false;
+	for (;;) {
+		uint64_t now;
+
+		if (worker_look(w)) {
+			wstat_inc(&w->st.polled_idle);
+			return true;
+		}
+		now = vs_mono_ns();
+		if (now - last >= AP_PREEMPT_NS) {
+			ap_preempted(&w->ap, now);
+			wstat_inc(&w->st.preempted);
+			return false;
+		}
+		if (now - start >= window)
+			return false;
+		last = now;
+		cpu_relax();
+	}
+}
+
+/* Arm every ring's kicks, look once more (a request made available before the driver saw
+ * the arming sent no kick), sleep until a kick, a completion or a command; then disarm:
+ * while the worker is awake it looks at its rings itself, and the driver need not kick. */
+static void worker_sleep(struct worker *w)
+{
+	for (unsigned i = 0; i < w->nq; i++)
+		if (q_armed_by_sleep(w->queues[i]))
+			vs_vq_dev_set_notification(&w->queues[i]->vq, true); /* full barrier */
+	if (!worker_look(w)) {
+		wstat_inc(&w->st.sleeps);
+		worker_wait(w, worker_timeout(w));
+	}
+	for (unsigned i = 0; i < w->nq; i++)
+		if (q_armed_by_sleep(w->queues[i]))
+			vs_vq_dev_set_notification(&w->queues[i]->vq, false);
+}
+
+/* Nothing left from the last pass: poll for the adaptive window, then sleep. */
+static void worker_idle(struct worker *w)
+{
+	uint64_t start;
+
+	if (worker_has_work(w))
+		return;
+	start = vs_mono_ns();
+	if (!worker_poll_idle(w, start))
+		worker_sleep(w);
+	ap_idle_ended(&w->ap, start, vs_mono_ns());
+}
+
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
-	struct epoll_event ev[32];
 	char name[16];
 
 	snprintf(name, sizeof(name), w->ctl ? "vs-ctl" : "vs-worker-%u", w->id);
 	pthread_setname_np(pthread_self(), name);
-	VS_INFO(INIT, "%s started (%s mode)", name, w->poll ? "poll" : "event");
+	VS_INFO(INIT, "%s started (%s mode%s)", name, w->poll ? "poll" : "event",
+		w->arm_on_sleep && w->ap.max_ns ? ", adaptive polling" : "");
 	for (;;) {
 		/* A polling worker still sleeps while it owns no queue. */
-		if (!w->poll || !w->nq) {
-			int n = epoll_wait(w->epfd, ev, 32, worker_timeout(w));
-
-			if (n < 0 && errno != EINTR) {
-				VS_CRITICAL(INIT, "%s: epoll_wait: %s", name, strerror(errno));
-				n = 0;
-			}
-			for (int i = 0; i < n; i++) {
-				uint64_t tag = ev[i].data.u64;
-				if (tag >= EV_QUEUE && tag - EV_QUEUE < TQ_MAX) {
-					struct tq *q = &w->t->q[tag - EV_QUEUE];
-					if (__builtin_expect(ev[i].events & (EPOLLERR | EPOLLHUP), 0))
-						kick_failed(w, q);
-					q->kicked = true;
-				}
-			}
-		}
+		if (w->poll && w->nq)
+			;
+		else if (w->arm_on_sleep)
+			worker_idle(w);
+		else
+			worker_wait(w, worker_timeout(w));
 		if (!cmd_run(w))
 			break;
 		worker_pass(w);
@@ -430,7 +544,8 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-int worker_init(struct vs_target *t, struct worker *w, unsigned id, bool ctl, bool poll)
+int worker_init(struct vs_target *t, struct worker *w, unsigned id, bool ctl, bool poll,
+		uint64_t adaptive_poll_ns)
 {
 	struct epoll_event ev = {.events = EPOLLIN};
 	pthread_condattr_t ca;
@@ -466,10 +581,17 @@ int worker_init(struct vs_target *t, struct worker *w, unsigned id, bool ctl, bo
 		VS_ERROR(INIT, "worker %u: I/O context: %s", id, strerror(-rc));
 		return rc;
 	}
-	/* A polling worker looks at the completion ring itself: no eventfd traffic. */
-	if (w->poll && (rc = vs_io_ctx_set_polled(w->io, true)) < 0)
+	/* A polling worker looks at the completion ring itself: no eventfd traffic.  An
+	 * event-mode one sees the kernel's completions on the fd, edge-triggered like the
+	 * kicks, and looks for the others before it sleeps (manual mode: no sleeping). */
+	if (w->poll && (rc = vs_io_ctx_set_wait(w->io, VS_IO_WAIT_POLL)) < 0)
 		VS_WARNING(INIT, "worker %u: cannot quiet the I/O eventfd (%s): it stays on", id,
 			   strerror(-rc));
+	if (!w->poll && !t->manual && !vs_io_ctx_set_wait(w->io, VS_IO_WAIT_EDGE)) {
+		w->arm_on_sleep = true;
+		ap_init(&w->ap, adaptive_poll_ns);
+		ev.events |= EPOLLET;
+	}
 	ev.data.u64 = EV_IO;
 	if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, vs_io_ctx_fd(w->io), &ev) < 0)
 		return -errno;

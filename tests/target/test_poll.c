@@ -1,11 +1,15 @@
 /* SPDX-License-Identifier: MIT */
-/* The target with --poll: workers spin over rings and I/O instead of sleeping. */
+/* The target with --poll: workers spin over rings and I/O instead of sleeping; and how much
+ * CPU an idle target uses in either mode. */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <dirent.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <poll.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -95,11 +99,120 @@ static void test_event_mode_needs_kick(void **state)
 	assert_int_equal(got, head);
 }
 
+/* CPU time (ns) the target's threads (named vs-*) have used, from the kernel's own
+ * accounting (/proc/self/task/TID/schedstat: time on a CPU). */
+static uint64_t target_cpu_ns(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	uint64_t sum = 0;
+
+	assert_non_null(d);
+	while ((e = readdir(d))) {
+		char path[300], comm[32] = "";
+		unsigned long long ns = 0;
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+		if (!(f = fopen(path, "r")))
+			continue; /* the thread just exited */
+		if (!fgets(comm, sizeof(comm), f))
+			comm[0] = '\0';
+		fclose(f);
+		if (strncmp(comm, "vs-", 3))
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/schedstat", e->d_name);
+		if (!(f = fopen(path, "r")))
+			continue;
+		assert_int_equal(fscanf(f, "%llu", &ns), 1);
+		fclose(f);
+		sum += ns;
+	}
+	closedir(d);
+	return sum;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Requests one after the other on both request queues: the load that opens the adaptive
+ * poll's window (each gap is one round trip of this thread). */
+static void steady_load(struct fx *x, unsigned n)
+{
+	static uint8_t in[4096];
+	uint8_t cdb[10];
+
+	for (unsigned i = 0; i < n; i++) {
+		struct fe_cmd r = {.lun = 1, .cdb = cdb, .cdb_len = 10, .in = in, .in_len = 4096};
+
+		cdb_rw10(cdb, 0x28, (i * 8) % 2040, 8);
+		assert_int_equal(fe_scsi(&x->fe, VS_VIRTIO_SCSI_VQ_REQ0 + i % 2, &r), 0);
+		assert_int_equal(r.resp.status, 0);
+	}
+}
+
+/* The share of one CPU the target's threads used over a period of `ms` (at least) in
+ * which nobody sends it anything. */
+static double idle_cpu_share(unsigned ms)
+{
+	uint64_t t0 = mono_ns(), c0 = target_cpu_ns(), t1, c1;
+	struct timespec left = {ms / 1000, (long)(ms % 1000) * 1000000};
+
+	while (nanosleep(&left, &left) < 0) {
+		/* interrupted: sleep the rest */
+	}
+	c1 = target_cpu_ns();
+	t1 = mono_ns();
+	return (double)(c1 - c0) / (double)(t1 - t0);
+}
+
+/* Event mode with the adaptive poll (the default): after a steady load has opened the
+ * window, an idle target sleeps: its threads use under 5% of a CPU over a second. */
+static void test_event_mode_idle_sleeps(void **state)
+{
+	struct fx *x = *state;
+	struct vs_target_stats st;
+	double share;
+
+	steady_load(x, 3000);
+	vs_target_get_stats(x->g.t, &st);
+	assert_true(st.requests >= 3000);
+	share = idle_cpu_share(1000);
+	fprintf(stderr,
+		"   idle target, event mode: %.2f%% of a CPU (%llu idle spells caught "
+		"polling, %llu sleeps)\n",
+		100 * share, (unsigned long long)st.polled_idle, (unsigned long long)st.sleeps);
+	assert_true(share < 0.05);
+}
+
+/* The control: the measurement sees a worker that does not sleep (--poll spins while it
+ * owns a queue), so the test above tells sleeping apart.  A generous floor: the machine
+ * may be busy, but a spinning thread gets far more than 10% of a CPU. */
+static void test_poll_mode_idle_spins(void **state)
+{
+	struct fx *x = *state;
+	double share;
+
+	steady_load(x, 100);
+	share = idle_cpu_share(1000);
+	fprintf(stderr, "   idle target, poll mode: %.2f%% of a CPU\n", 100 * share);
+	assert_true(share > 0.10);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_poll_rw_reconnect, setup_poll, fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_event_mode_needs_kick, fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_event_mode_idle_sleeps, fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_poll_mode_idle_spins, setup_poll, fx_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
