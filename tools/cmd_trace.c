@@ -452,5 +452,5 @@ static int cmd_trace(int argc, char **argv)
 	return 2;
 }
 
-VS_CLI_COMMAND(trace, 1, "trace", cmd_trace,
-	       "list, show, enable, record, dump, decode and clean traces");
+VS_CLI_INSPECT_COMMAND(trace, 1, "trace", cmd_trace,
+		       "list, show, enable, record, dump, decode and clean traces");

@@ -406,6 +406,19 @@ int vs_rt_file_create(void)
 	return 0;
 }
 
+bool vs_rt_file_deferred(void)
+{
+	if (!&vs__file_on_demand || !vs__file_on_demand)
+		return false;
+	vs_rt.meta_capacity = meta_from_env(); /* what the file will have room for */
+	return true;
+}
+
+int vs__file_start(void)
+{
+	return vs_rt.hdr || vs_reg_child_file() ? 0 : -ENOENT;
+}
+
 /* The child of fork() must not write into its parent's rings.  Only async-signal-
  * safe work here: drop the parent's mapping (sites test a private copy of their
  * control words meanwhile); the child makes its own file at its first event (most

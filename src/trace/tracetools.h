@@ -391,5 +391,14 @@ int vs_trace_decode(const char *path, const struct vs_decode_opts *o, FILE *out,
 /* ---- the runtime's own entry points, for tools and benchmarks in this repository ---- */
 /* Send the print backend's output to a file (benchmarks). */
 VS__API int vs__print_to(const char *path);
+/* A program that defines this as non-zero gets its trace file only when it calls
+ * vs__file_start(): its objects register at load as usual (their sites, the settings
+ * of $VIOSCOPE_TRACE), but no file is made and events go nowhere until then.  The
+ * vioscope tool does, so that its commands that only read other processes' traces
+ * neither make a file nor list themselves as traced processes.  Weak: most programs
+ * leave it undefined. */
+extern VS__API const int vs__file_on_demand __attribute__((weak));
+/* Make the trace file now (a no-op if it exists): 0, or -errno (no tracing then). */
+VS__API int vs__file_start(void);
 
 #endif /* VS_TRACETOOLS_H */
