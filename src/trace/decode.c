@@ -66,7 +66,8 @@ static int on_event(const struct vs_cap_event *ev, void *opaque)
 	if (d->masks && (ev->site->prov == VS_META_NO_SLOT ||
 			 !(d->masks[ev->site->prov] & (1u << ev->site->flag))))
 		return 0;
-	vs_format_message(msg, sizeof msg, ev->site, ev->args, ev->args_len);
+	vs_format_message_noted(msg, sizeof msg, ev->site, ev->args, ev->args_len, vs_proto_notes,
+				vs_proto_nnotes);
 	d->shown++;
 	if (o->chrome) {
 		/* Chrome/Perfetto trace-event JSON: one instant event per event. */

@@ -785,10 +785,15 @@ void vs__print(const struct vs_site *site, const struct vs_caller *caller, const
 	vs_format_prefix(prefix, sizeof prefix, realtime_ns(), (uint32_t)gettid_(), site->level,
 			 site->provider->name, vs_reg_flag_name(site->provider, site->flag),
 			 caller ? caller->func : NULL, site->func);
+	/* Notes ({scsi_op}) are for decoders: printf would show them as text. */
+	char plain[1024];
+	const char *shown = fmt;
+	if (strchr(fmt, '{') && vs_format_drop_notes(plain, sizeof plain, fmt) < sizeof plain - 1)
+		shown = plain;
 	pthread_mutex_lock(&rt.print_lock);
 	fputs(prefix, rt.print_file);
 	va_start(ap, fmt);
-	vfprintf(rt.print_file, fmt, ap);
+	vfprintf(rt.print_file, shown, ap);
 	va_end(ap);
 	fputc('\n', rt.print_file);
 	pthread_mutex_unlock(&rt.print_lock);

@@ -328,6 +328,34 @@ uint64_t vs_capture_work(const struct vs_capture *c);
  * the bytes don't match the site's argument types (text then shows where). */
 int vs_format_message(char *out, size_t outlen, const struct vs_meta_site *site, const uint8_t *args,
 		      size_t len);
+/* Decode-time names ("notes", docs/TRACING.md section 5): a site's format may follow a
+ * conversion with {name} ("op %#x{scsi_op}", "sense %s{sense}" of a VS_BYTES).  printf
+ * sees it as text, so -Wformat checks the site as ever; the event stays as small as the
+ * value.  A decoder that knows the note shows the value's name instead of the
+ * conversion; one that does not (or a value the note has no name for) shows the
+ * conversion and drops the note. */
+#define VS_NOTE_NAME_MAX 32  /* "{" name "}" */
+#define VS_NOTE_TEXT_MAX 640 /* a note's text, at most */
+struct vs_note {
+	const char *name; /* "scsi_op" */
+	/* An integer's name, or NULL when it has none (then the number is shown). */
+	const char *(*int_name)(uint64_t v);
+	/* A byte array's text into out (NUL-terminated, outlen bytes at most); its length,
+	 * or 0 when the bytes say nothing (then the hex is shown). */
+	size_t (*bytes_text)(char *out, size_t outlen, const uint8_t *p, size_t n);
+};
+/* vs_format_message with the notes a decoder knows (NULL, 0: none). */
+int vs_format_message_noted(char *out, size_t outlen, const struct vs_meta_site *site,
+			    const uint8_t *args, size_t len, const struct vs_note *notes,
+			    size_t nnotes);
+/* The format without its notes, for printf (the print backend); returns the length. */
+size_t vs_format_drop_notes(char *out, size_t outlen, const char *fmt);
+/* vioscope's own notes: SCSI, virtio-scsi and vhost-user names from src/proto
+ * (notes.c): scsi_op, scsi_status, sense_key, asc (ASC << 8 | ASCQ), sense and cdb
+ * (byte arrays), tmf, vscsi_response, vhost_msg. */
+extern const struct vs_note vs_proto_notes[];
+extern const size_t vs_proto_nnotes;
+
 /* Text for a terminal: control characters (C0, DEL, C1) and bytes that are not UTF-8
  * become \xNN (one per byte); everything else, well-formed UTF-8 included, is kept.
  * vs_escape_text writes at most outlen - 1 bytes and a NUL, cut before a character;

@@ -253,8 +253,8 @@ static int serve_one(struct vs_vhost_server *srv)
 	if (rc == -ECONNRESET)
 		return rc;
 	if (rc == -EBADMSG) {
-		VS_ERROR(VHOST, "bad message %s (%u) size %u: %s",
-			 vs_vhost_request_name(msg.request), msg.request, msg.size, why);
+		VS_ERROR(VHOST, "bad message %u{vhost_msg} size %u: %s", msg.request, msg.size,
+			 why);
 		rc = vs_vhost_dev_reject(srv->dev, &msg, &reply);
 	} else if (rc) {
 		VS_ERROR(VHOST, "receive failed: %s (%d)", why, rc);
@@ -266,8 +266,7 @@ static int serve_one(struct vs_vhost_server *srv)
 		return rc;
 	rc = vs_vhost_msg_send(srv->conn_fd, &reply);
 	if (rc)
-		VS_ERROR(VHOST, "reply to %s failed: %s", vs_vhost_request_name(reply.request),
-			 strerror(-rc));
+		VS_ERROR(VHOST, "reply to %u{vhost_msg} failed: %s", reply.request, strerror(-rc));
 	return rc;
 }
 
