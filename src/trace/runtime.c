@@ -410,7 +410,9 @@ bool vs_rt_file_deferred(void)
 {
 	if (!&vs__file_on_demand || !vs__file_on_demand)
 		return false;
-	vs_rt.meta_capacity = meta_from_env(); /* what the file will have room for */
+	/* what the file will have room for, so that what registers meanwhile fits */
+	vs_rt.meta_capacity = meta_from_env();
+	vs_rt.provider_slots = VS_RT_PROVIDER_SLOTS;
 	return true;
 }
 

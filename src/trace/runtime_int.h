@@ -41,7 +41,8 @@ extern struct vs_rt_file vs_rt VS__PRIVATE;
  * Called by the registry, under its lock. */
 VS__PRIVATE int vs_rt_file_create(void);
 /* runtime.c: should registration leave the file for later (vs__file_on_demand)?  If
- * so, the metadata area's size is fixed now, so that records kept meanwhile fit. */
+ * so, the file's geometry (metadata room, provider slots) is fixed now, so that what
+ * registers meanwhile fits. */
 VS__PRIVATE bool vs_rt_file_deferred(void);
 /* The process has begun exit(): the file is marked and (unless kept) unlinked. */
 VS__PRIVATE bool vs_rt_exiting(void);

@@ -18,11 +18,23 @@
 
 #include "driver.h"
 
+/* A command a test started: stopped by the teardown if the test failed first. */
+static pid_t started = -1;
+
 static int setup(void **state)
 {
+	started = -1;
 	return th_tmpdir_setup(state, "toolfile");
 }
-#define TMPDIR_TEST(f) cmocka_unit_test_setup_teardown(f, setup, th_tmpdir_teardown)
+static int teardown(void **state)
+{
+	if (started > 0) {
+		kill(started, SIGKILL);
+		th_wait(started);
+	}
+	return th_tmpdir_teardown(state);
+}
+#define TMPDIR_TEST(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 /* `vioscope ARGS...` in TD's directory with VIOSCOPE_TRACE_KEEP=1: a trace file the
  * command made would stay behind after it exits.  Returns its exit status. */
@@ -84,7 +96,7 @@ static void test_working_command_file_is_private_and_removed(void **state)
 	const char *argv[] = { VIOSCOPE_CLI, "target", "--socket", sock, "--lun", "0:null=1M",
 			       NULL };
 	const char *env[] = { td->env_dir, NULL };
-	pid_t pid = th_spawn(argv, env, NULL, NULL, td->err);
+	pid_t pid = started = th_spawn(argv, env, NULL, NULL, td->err);
 	assert_true(pid > 0);
 	th_shm_path(f.path, sizeof f.path, td->dir, pid);
 	assert_true(th_wait_until(file_exists, &f, 30000));
@@ -93,11 +105,19 @@ static void test_working_command_file_is_private_and_removed(void **state)
 	assert_int_equal(st.st_uid, geteuid());
 
 	assert_int_equal(th_cli(td, "list", NULL), 0);
-	snprintf(line, sizeof line, "\n%-8d live ", (int)pid);
+	snprintf(line, sizeof line, "\n%-8d live  ", (int)pid);
 	assert_true(th_file_contains(td->out, line));
+	assert_true(th_file_contains(td->out, " info     all "));
+	/* its providers registered before the file existed, and have their slots */
+	snprintf(line, sizeof line, "%d", (int)pid);
+	assert_int_equal(th_cli(td, "show", line, NULL), 0);
+	assert_true(th_file_contains(td->out, "\n  target       info     on: all"));
+	assert_true(th_file_contains(td->out, "\n  scsi         info     on: all"));
 
 	assert_int_equal(kill(pid, SIGTERM), 0);
 	assert_int_equal(th_wait(pid), 0);
+	started = -1;
+	assert_false(th_file_contains(td->err, "vioscope trace:")); /* no complaint at all */
 	assert_int_equal(access(f.path, F_OK), -1);
 	assert_int_equal(th_count_files(td->dir, NULL), 0);
 	unlink(sock);
