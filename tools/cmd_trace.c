@@ -48,6 +48,7 @@ static void trace_usage(FILE *f)
 	      "              [--from S] [--to S]\n"
 	      "                               print events; S = seconds from the first event;\n"
 	      "                               --chrome: trace-event JSON for ui.perfetto.dev\n"
+	      "  decode FILE --ctf DIR        write a CTF 1.8 trace (babeltrace2, Trace Compass)\n"
 	      "  clean [--dry-run]            remove trace files of dead processes\n",
 	      f);
 }
@@ -354,6 +355,7 @@ static int trace_decode(int argc, char **argv)
 {
 	static const struct option opts[] = { { "json", no_argument, 0, 'j' },
 					      { "chrome", no_argument, 0, 'c' },
+					      { "ctf", required_argument, 0, 'C' },
 					      { "level", required_argument, 0, 'l' },
 					      { "flag", required_argument, 0, 'f' },
 					      { "thread", required_argument, 0, 't' },
@@ -362,6 +364,7 @@ static int trace_decode(int argc, char **argv)
 					      { "help", no_argument, 0, 'h' },
 					      { 0, 0, 0, 0 } };
 	struct vs_decode_opts o = { .to_s = -1 };
+	const char *ctf_dir = NULL;
 	int c;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "jl:f:t:h", opts, NULL)) != -1) {
@@ -373,6 +376,9 @@ static int trace_decode(int argc, char **argv)
 			break;
 		case 'c':
 			o.chrome = true;
+			break;
+		case 'C':
+			ctf_dir = optarg;
 			break;
 		case 'l':
 			if (vs_spec_eval(optarg, NULL, 0, true, &o.max_level, NULL, why, sizeof why) < 0 ||
@@ -413,6 +419,19 @@ static int trace_decode(int argc, char **argv)
 		return 2;
 	}
 	char why[512];
+	if (ctf_dir) {
+		if (o.json || o.chrome || o.max_level || o.flag_spec || o.tid || o.from_s > 0 ||
+		    o.to_s >= 0) {
+			fprintf(stderr, "vioscope trace decode: --ctf exports every event; it takes "
+					"no other option\n");
+			return 2;
+		}
+		if (vs_trace_export_ctf(argv[optind], ctf_dir, why, sizeof why) < 0) {
+			trace_error("decode", why);
+			return 1;
+		}
+		return 0;
+	}
 	if (vs_trace_decode(argv[optind], &o, stdout, why, sizeof why) < 0) {
 		trace_error("decode", why);
 		return 1;

@@ -316,6 +316,8 @@ int vs_capture_open(struct vs_capture **c, const char *path, char *why, size_t w
 void vs_capture_close(struct vs_capture *c);
 const struct vs_meta *vs_capture_meta(const struct vs_capture *c);
 uint32_t vs_capture_pid(const struct vs_capture *c);
+/* Its CLOCK section (checked at open). */
+const struct vs_cap_clock *vs_capture_clock(const struct vs_capture *c);
 /* Visit every event in time order (threads merged).  A callback returning non-zero
  * stops the walk and is returned.  Malformed records: -EINVAL with `why`. */
 typedef int (*vs_event_fn)(const struct vs_cap_event *ev, void *opaque);
@@ -415,6 +417,11 @@ struct vs_decode_opts {
 /* Decode a capture to `out`.  Returns 0, or -errno with `why` (bad file, bad filter). */
 int vs_trace_decode(const char *path, const struct vs_decode_opts *o, FILE *out, char *why,
 		    size_t whylen);
+
+/* Export a capture as a CTF 1.8 trace into DIR (made if absent; files in it are never
+ * replaced): `metadata` and one stream file per thread (ctf.c, docs/CAPTURE-FORMAT.md).
+ * Returns 0, or -errno with `why`. */
+int vs_trace_export_ctf(const char *path, const char *dir, char *why, size_t whylen);
 
 /* ---- the runtime's own entry points, for tools and benchmarks in this repository ---- */
 /* Send the print backend's output to a file (benchmarks). */
