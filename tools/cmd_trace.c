@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "tools/commands.h"
 #include "trace/tracetools.h"
 #include "util/util.h"
 
@@ -49,6 +50,9 @@ static void trace_usage(FILE *f)
 	      "                               print events; S = seconds from the first event;\n"
 	      "                               --chrome: trace-event JSON for ui.perfetto.dev\n"
 	      "  decode FILE --ctf DIR        write a CTF 1.8 trace (babeltrace2, Trace Compass)\n"
+	      "  latency CAPTURE... [--json] [--by lun|queue|op] [--slow N]\n"
+	      "                               where requests spent their time: driver and\n"
+	      "                               device captures joined by tag, per stage\n"
 	      "  clean [--dry-run]            remove trace files of dead processes\n",
 	      f);
 }
@@ -462,6 +466,8 @@ static int cmd_trace(int argc, char **argv)
 		return trace_decode(argc, argv);
 	if (!strcmp(sub, "clean"))
 		return trace_clean(argc, argv);
+	if (!strcmp(sub, "latency"))
+		return trace_latency(argc, argv);
 	if (!strcmp(sub, "-h") || !strcmp(sub, "--help")) {
 		trace_usage(stdout);
 		return 0;

@@ -5,5 +5,7 @@
 
 /* The storage part of `vioscope demo` (tools/cmd_demo_storage.c). */
 int demo_storage(const char *bindir, const char *out);
+/* `vioscope trace latency` (tools/cmd_trace_latency.c). */
+int trace_latency(int argc, char **argv);
 
 #endif

@@ -239,8 +239,6 @@ static void req_start(struct tq *q, struct treq *r)
 	}
 	q->inflight++;
 	req_track(q, r);
-	VS_VERBOSE_HP(IO, "q %u tag %#llx lun %u: dispatch", q->idx, (unsigned long long)r->tag,
-		      r->lun);
 	rc = vs_scsi_exec(q->t->dev, r->lun, &r->cmd, q->w->io);
 	if (rc < 0) {
 		/* Our own bug (a malformed cmd), never the guest's: answer and go on. */

@@ -423,6 +423,16 @@ int vs_trace_decode(const char *path, const struct vs_decode_opts *o, FILE *out,
  * Returns 0, or -errno with `why`. */
 int vs_trace_export_ctf(const char *path, const char *dir, char *why, size_t whylen);
 
+/* `trace latency`: join driver and device captures by request tag into per-request
+ * timelines and print per-stage count/p50/p90/p99/p99.9/max (latency.c). */
+struct vs_latency_opts {
+	bool json;
+	int by;        /* -1: all together, 0: per LUN, 1: per queue, 2: per opcode */
+	unsigned slow; /* show the N slowest requests and their threads' events */
+};
+int vs_trace_latency(const char *const *paths, unsigned npaths, const struct vs_latency_opts *o,
+		     FILE *out, char *why, size_t whylen);
+
 /* ---- the runtime's own entry points, for tools and benchmarks in this repository ---- */
 /* Send the print backend's output to a file (benchmarks). */
 VS__API int vs__print_to(const char *path);
