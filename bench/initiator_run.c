@@ -49,21 +49,12 @@ struct worker {
 	int err;
 };
 
-static uint64_t xorshift(uint64_t *s)
-{
-	uint64_t x = *s;
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	return *s = x;
-}
-
 static void pick(struct worker *w, struct vs_ini_io *io)
 {
 	uint32_t per = w->p->block / w->lun.block_size;
 	if (w->p->random) {
 		uint64_t slots = w->lun.num_blocks / per;
-		io->lba = (xorshift(&w->rng) % slots) * per;
+		io->lba = (vs_xorshift64(&w->rng) % slots) * per;
 	} else {
 		if (w->next + per > w->stretch_start + w->stretch_blocks)
 			w->next = w->stretch_start;
@@ -164,11 +155,11 @@ int bench_run_initiator(const struct bench_opts *o, const struct bench_profile *
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	bool interrupt = o->interrupt || (long)p->threads >= (ncpu > 0 ? ncpu : 1);
 	struct vs_ini_opts io = {
-		.socket = o->socket,
-		.queues = o->queues ? o->queues : (p->threads < 16 ? p->threads : 16),
-		.queue_size = 256,
-		.data_mem = (size_t)p->threads * p->depth * p->block + (16u << 20),
-		.interrupt = interrupt,
+	    .socket = o->socket,
+	    .queues = o->queues ? o->queues : (p->threads < 16 ? p->threads : 16),
+	    .queue_size = 256,
+	    .data_mem = (size_t)p->threads * p->depth * p->block + (16u << 20),
+	    .interrupt = interrupt,
 	};
 	struct vs_ini *ini;
 	int rc = vs_ini_open(&ini, &io);
@@ -183,8 +174,9 @@ int bench_run_initiator(const struct bench_opts *o, const struct bench_profile *
 		return -ENODEV;
 	}
 	if (p->block % lun.block_size || (uint64_t)p->block > lun.num_blocks * lun.block_size) {
-		snprintf(why, whylen, "block size %u does not fit LUN 0 (%u-byte blocks, %llu blocks)",
-			 p->block, lun.block_size, (unsigned long long)lun.num_blocks);
+		snprintf(why, whylen,
+			 "block size %u does not fit LUN 0 (%u-byte blocks, %llu blocks)", p->block,
+			 lun.block_size, (unsigned long long)lun.num_blocks);
 		vs_ini_close(ini);
 		return -EINVAL;
 	}
@@ -221,7 +213,7 @@ int bench_run_initiator(const struct bench_opts *o, const struct bench_profile *
 			}
 			if (o->write)
 				memset(buf, (int)(i + t), p->block);
-			w->slots[i].iov = (struct iovec){ buf, p->block };
+			w->slots[i].iov = (struct iovec){buf, p->block};
 			w->slots[i].w = w;
 		}
 	}

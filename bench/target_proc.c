@@ -4,16 +4,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "bench/storage.h"
+#include "util/util.h"
 
 #define DEFAULT_IMAGE_SIZE (1ull << 30)
 
@@ -21,61 +19,21 @@ int bench_target_start(const char *exe, const char *spec, unsigned queues, bool 
 		       const char *sock, int *pid, char *why, size_t whylen)
 {
 	char lun[1100], q[16];
+	/* Polling, one worker: the other core is the initiator's. */
+	char *argv[] = {(char *)exe, "target", "--socket", (char *)sock, "--lun", lun, "--queues",
+			q, poll ? "--poll" : NULL, "--workers", "1", NULL};
+
 	snprintf(lun, sizeof lun, "0:%s", spec);
 	snprintf(q, sizeof q, "%u", queues ? queues : 1);
-	unlink(sock);
-	pid_t p = fork();
-	if (p < 0) {
-		snprintf(why, whylen, "fork: %s", strerror(errno));
-		return -errno;
-	}
-	if (p == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGTERM); /* never outlive the benchmark */
-		int fd = open("/dev/null", O_WRONLY);
-		if (fd >= 0 && !getenv("VIOSCOPE_BENCH_TARGET_LOG"))
-			dup2(fd, 2);
-		/* Polling, one worker: the other core is the initiator's. */
-		if (poll)
-			execl(exe, exe, "target", "--socket", sock, "--lun", lun, "--queues", q,
-			      "--poll", "--workers", "1", (char *)NULL);
-		else
-			execl(exe, exe, "target", "--socket", sock, "--lun", lun, "--queues", q,
-			      (char *)NULL);
-		_exit(127);
-	}
-	for (int i = 0; i < 1000; i++) {
-		struct stat st;
-		int status;
-		if (stat(sock, &st) == 0 && S_ISSOCK(st.st_mode)) {
-			*pid = p;
-			return 0;
-		}
-		if (waitpid(p, &status, WNOHANG) == p) {
-			snprintf(why, whylen, "target exited before listening (status %d): run `%s "
-					      "target --socket %s --lun %s` to see why", status, exe,
-				 sock, lun);
-			return -EIO;
-		}
-		usleep(10000);
-	}
-	kill(p, SIGKILL);
-	waitpid(p, NULL, 0);
-	snprintf(why, whylen, "target did not create %s within 10 s", sock);
-	return -ETIMEDOUT;
+	return vs_spawn_server(argv, sock, 10000, getenv("VIOSCOPE_BENCH_TARGET_LOG") != NULL,
+			       pid, why, whylen);
 }
 
 int bench_target_stop(int pid)
 {
-	int status;
-	kill(pid, SIGTERM);
-	for (int i = 0; i < 500; i++) {
-		if (waitpid(pid, &status, WNOHANG) == pid)
-			return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EIO;
-		usleep(10000);
-	}
-	kill(pid, SIGKILL);
-	waitpid(pid, &status, 0);
-	return -ETIMEDOUT;
+	int rc = vs_child_stop(pid, SIGTERM, 5000);
+
+	return rc == 0 ? 0 : rc == -ETIMEDOUT ? -ETIMEDOUT : -EIO;
 }
 
 /* A 1 GiB image in /dev/shm when it has room (the figures then measure the stack,

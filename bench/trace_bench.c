@@ -8,6 +8,7 @@
  * difference removes start-up costs).
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -29,56 +30,13 @@
 #include "util/util.h"
 #include "trace/tracetools.h"
 
-#define BARRIER() __asm__ __volatile__("" ::: "memory")
+#include "bench/trace_bench_loops.h"
 
 /* ---- the measured loops -------------------------------------------------------------------- */
 static void loop_empty(uint64_t n)
 {
 	for (uint64_t i = 0; i < n; i++)
 		BARRIER();
-}
-
-static void loop_disabled(uint64_t n)
-{
-	/* BENCH is enabled only up to warning level here: this info site is compiled in,
-	 * switched off, and re-tested each iteration (the barrier forbids hoisting). */
-	for (uint64_t i = 0; i < n; i++) {
-		VS_INFO(BENCH, "disabled %llu %d", (unsigned long long)i, 7);
-		BARRIER();
-	}
-}
-
-static void loop_args0(uint64_t n)
-{
-	for (uint64_t i = 0; i < n; i++) {
-		VS_WARNING(BENCH, "event without arguments");
-		BARRIER();
-	}
-}
-
-static void loop_args2(uint64_t n)
-{
-	for (uint64_t i = 0; i < n; i++) {
-		VS_WARNING(BENCH, "event %u %u", (unsigned)i, 42u);
-		BARRIER();
-	}
-}
-
-static void loop_args4(uint64_t n)
-{
-	for (uint64_t i = 0; i < n; i++) {
-		VS_WARNING(BENCH, "event %u %u %u %u", (unsigned)i, 1u, 2u, 3u);
-		BARRIER();
-	}
-}
-
-static void loop_string(uint64_t n)
-{
-	const char *s = "sixteen-chars-ab";
-	for (uint64_t i = 0; i < n; i++) {
-		VS_WARNING(BENCH, "event %u %s", (unsigned)i, s);
-		BARRIER();
-	}
 }
 
 static FILE *fprintf_file;
@@ -109,29 +67,109 @@ static void loop_floor(uint64_t n)
 
 struct bcase {
 	const char *name;
-	void (*fn)(uint64_t n);
-	bool two_threads; /* also measured on two threads */
+	void (*fn)(uint64_t n); /* NULL: not available in this run */
+	bool two_threads;	/* also measured on two threads */
+	bool peer;		/* another tracer, shown as a ratio to binary-2-ints */
 };
 
-static const struct bcase cases[] = {
-	{ "loop-overhead", loop_empty, false },
-	{ "disabled", loop_disabled, true },
-	{ "floor-tsc+store24", loop_floor, true },
-	{ "binary-0-args", loop_args0, true },
-	{ "binary-2-ints", loop_args2, true },
-	{ "binary-4-ints", loop_args4, true },
-	{ "binary-string16", loop_string, true },
-	{ "print-backend", vs_bench_loop_print, false },
-	{ "fprintf-file", loop_fprintf, false },
+/* Where a module is: $ENV, else next to this program. */
+static void module_path(const char *file, const char *env, char *path, size_t len)
+{
+	const char *p = getenv(env);
+	if (p && *p) {
+		snprintf(path, len, "%s", p);
+		return;
+	}
+	char exe[512];
+	vs_self_exe(exe, sizeof exe);
+	const char *slash = strrchr(exe, '/');
+	if (slash)
+		snprintf(path, len, "%.*s/%s", (int)(slash - exe), exe, file);
+	else
+		snprintf(path, len, "./%s", file);
+}
+
+/* The module, or NULL (with a message unless quiet). */
+static void *load_module(const char *file, const char *env, bool quiet)
+{
+	char path[600];
+	module_path(file, env, path, sizeof path);
+	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!h && !quiet)
+		fprintf(stderr, "bench trace: %s\n", dlerror());
+	return h;
+}
+
+/* The LTTng-UST loop, when its module was built (liblttng-ust-dev installed) and the
+ * session enabled its tracepoint here: a disabled one would be measured otherwise. */
+static void (*peer_lttng_loop(bool quiet))(uint64_t)
+{
+	static void (*fn)(uint64_t);
+	static bool tried;
+	if (!tried) {
+		int (*enabled)(void) = NULL;
+		void *h = load_module(VS_BENCH_LTTNG_FILE, "VIOSCOPE_BENCH_LTTNG", quiet);
+		if (h) {
+			*(void **)&fn = dlsym(h, "vs_bench_loop_lttng");
+			*(void **)&enabled = dlsym(h, "vs_bench_lttng_enabled");
+		}
+		if (fn && (!enabled || !enabled())) {
+			if (!quiet)
+				fprintf(stderr, "bench trace: the LTTng-UST tracepoint "
+						"vioscope_bench:two_ints is not enabled in this process "
+						"(no registration with the session daemon?): LTTng-UST "
+						"peer left out\n");
+			fn = NULL;
+		}
+		tried = true;
+	}
+	return fn;
+}
+
+/* The shared-library and LTTng cases are filled in when they are there. */
+static struct bcase cases[] = {
+	{ "loop-overhead", loop_empty, false, false },
+	{ "disabled", loop_disabled, true, false },
+	{ "floor-tsc+store24", loop_floor, true, false },
+	{ "binary-0-args", loop_args0, true, false },
+	{ "binary-2-ints", loop_args2, true, false },
+	{ "binary-4-ints", loop_args4, true, false },
+	{ "binary-string16", loop_string, true, false },
+	{ "so-disabled", NULL, false, false },
+	{ "so-binary-2-ints", NULL, false, false },
+	{ "so-binary-string16", NULL, false, false },
+	{ "print-backend", vs_bench_loop_print, false, false },
+	{ "fprintf-file", loop_fprintf, false, true },
+	{ "lttng-ust-2-ints", NULL, false, true },
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
 static int find_case(const char *name)
 {
 	for (size_t i = 0; i < NCASES; i++)
-		if (!strcmp(cases[i].name, name))
+		if (!strcmp(cases[i].name, name) && cases[i].fn)
 			return (int)i;
 	return -1;
+}
+
+static void set_case(const char *name, void (*fn)(uint64_t))
+{
+	for (size_t i = 0; i < NCASES; i++)
+		if (!strcmp(cases[i].name, name))
+			cases[i].fn = fn;
+}
+
+/* The same loops in a shared library (libvioscope_bench_so.so, next to this program or
+ * $VIOSCOPE_BENCH_SO): with the program's runtime, whose entry points it exports. */
+static void load_so_loops(bool quiet)
+{
+	void *h = load_module(VS_BENCH_SO_FILE, "VIOSCOPE_BENCH_SO", quiet);
+	const struct vs_bench_so_loops *l = h ? dlsym(h, VS_BENCH_SO_SYMBOL) : NULL;
+	if (!l)
+		return;
+	set_case("so-disabled", l->disabled);
+	set_case("so-binary-2-ints", l->args2);
+	set_case("so-binary-string16", l->string);
 }
 
 /* ---- timing ----------------------------------------------------------------------------------- */
@@ -346,15 +384,99 @@ static int sustained_child(const char *exe, uint64_t n, double rate, struct resu
 	return 0;
 }
 
+/* ---- the shared library and the peers, against the program's own sites ------------------- */
+static const struct result *result(const struct result *res, size_t n, const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (res[i].threads == 1 && !strcmp(res[i].name, name))
+			return &res[i];
+	return NULL;
+}
+
+static void print_so_and_peers(const struct result *res, size_t n, bool peers)
+{
+	static const char *const pairs[][2] = { { "disabled", "so-disabled" },
+						{ "binary-2-ints", "so-binary-2-ints" },
+						{ "binary-string16", "so-binary-string16" } };
+	for (size_t i = 0; i < 3; i++) {
+		const struct result *a = result(res, n, pairs[i][0]), *b = result(res, n, pairs[i][1]);
+		if (!a || !b)
+			continue;
+		char ins[32] = "n/a";
+		if (a->instr >= 0 && b->instr >= 0)
+			snprintf(ins, sizeof ins, "%+.1f", b->instr - a->instr);
+		printf("shared library vs program %-17s %s instructions, %.2fx ns\n", pairs[i][0],
+		       ins, a->med > 0 ? b->med / a->med : 0.0);
+	}
+	const struct result *ours = result(res, n, "binary-2-ints");
+	if (!peers || !ours)
+		return;
+	/* ns: median and spread (min-max) over the interleaved rounds, pinned to one CPU */
+	printf("\n%-24s %9s %17s %8s %9s %8s\n", "two integers: peers", "ns median",
+	       "ns min-max", "x ours", "instr", "x ours");
+	for (size_t i = 0; i < NCASES; i++) {
+		const struct result *p = result(res, n, cases[i].name);
+		if ((!cases[i].peer && p != ours) || !p)
+			continue;
+		char ins[32] = "-", ratio[32] = "-", spread[48];
+		if (p->instr >= 0 && ours->instr > 0) {
+			snprintf(ins, sizeof ins, "%.1f", p->instr);
+			snprintf(ratio, sizeof ratio, "%.1f", p->instr / ours->instr);
+		}
+		snprintf(spread, sizeof spread, "%.2f-%.2f", p->min, p->max);
+		printf("%-24s %9.2f %17s %8.2f %9s %8s\n", p->name, p->med, spread,
+		       p->med / ours->med, ins, ratio);
+	}
+	if (result(res, n, "lttng-ust-2-ints"))
+		printf("lttng-ust-2-ints: tracepoint vioscope_bench:two_ints, enabled in this process "
+		       "(checked), discard channel of 8 x 4 MiB, a session daemon of its own\n");
+	else
+		printf("(no LTTng-UST case: see the message above)\n");
+}
+
+/* --peers: a session daemon of our own around a run of this program (it must be there
+ * before the measuring process starts, for that process's tracepoint to register). */
+static int run_with_peers(void)
+{
+	char why[512] = "", mod[600];
+	/* only whether the module is there: loading it here would register this process */
+	module_path(VS_BENCH_LTTNG_FILE, "VIOSCOPE_BENCH_LTTNG", mod, sizeof mod);
+	bool have = access(mod, R_OK) == 0;
+	bool lttng = have && vs_bench_lttng_start(why, sizeof why) == 0;
+	if (!have)
+		fprintf(stderr, "bench trace: no %s (built without liblttng-ust-dev?): LTTng-UST "
+				"peer left out\n", mod);
+	else if (!lttng)
+		fprintf(stderr, "bench trace: LTTng-UST peer left out: %s\n", why);
+	setenv("VIOSCOPE_BENCH_PEERS", lttng ? "lttng" : "fprintf", 1);
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		execv("/proc/self/exe", vs_cli_argv);
+		_exit(127);
+	}
+	int st = 1;
+	if (pid < 0 || waitpid(pid, &st, 0) != pid)
+		st = 1;
+	int rc = WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+	if (lttng)
+		vs_bench_lttng_stop();
+	return rc;
+}
+
 /* ---- command ----------------------------------------------------------------------------------- */
 static void usage(FILE *f)
 {
 	fputs("usage: vioscope bench trace [--json] [--rounds N] [--events N] [--quick]\n"
-	      "                            [--no-callgrind] [--no-sustained] [--rate MEPS]\n"
+	      "                            [--no-callgrind] [--no-sustained] [--rate MEPS] [--peers]\n"
 	      "ns per event (min/median/max over interleaved rounds, pinned) and instructions\n"
-	      "per event (callgrind) for each case, on one thread and on two; then the\n"
-	      "sustained rate while `vioscope trace record` streams to a file: paced at\n"
-	      "--rate million events/s (default 20), then as fast as possible.\n",
+	      "per event (callgrind) for each case, on one thread and on two; the so-* cases\n"
+	      "are the same sites in a shared library; then the sustained rate while\n"
+	      "`vioscope trace record` streams to a file: paced at --rate million events/s\n"
+	      "(default 20), then as fast as possible.\n"
+	      "--peers: also an LTTng-UST tracepoint with two integer fields (with a session\n"
+	      "daemon of its own, started and stopped here) and fprintf, in the same rounds,\n"
+	      "each shown as a ratio to binary-2-ints.\n",
 	      f);
 }
 
@@ -367,9 +489,10 @@ int cmd_bench_trace(int argc, char **argv)
 		{ "inner", required_argument, 0, 'I' },  { "help", no_argument, 0, 'h' },
 		{ "rate", required_argument, 0, 'R' },
 		{ "inner-sustained", required_argument, 0, 'U' },
+		{ "peers", no_argument, 0, 'P' },
 		{ 0, 0, 0, 0 }
 	};
-	bool json = false, callgrind = true, sust = true;
+	bool json = false, callgrind = true, sust = true, peers = false;
 	int rounds = 11;
 	uint64_t events = 2000000;
 	const char *inner = NULL;
@@ -403,6 +526,9 @@ int cmd_bench_trace(int argc, char **argv)
 		case 'S':
 			sust = false;
 			break;
+		case 'P':
+			peers = true;
+			break;
 		case 'I':
 			inner = optarg;
 			break;
@@ -425,6 +551,10 @@ int cmd_bench_trace(int argc, char **argv)
 			return 2;
 		}
 	}
+	if (peers && !getenv("VIOSCOPE_BENCH_PEERS"))
+		return run_with_peers();
+	if (getenv("VIOSCOPE_BENCH_PEERS") && !strcmp(getenv("VIOSCOPE_BENCH_PEERS"), "lttng"))
+		set_case("lttng-ust-2-ints", peer_lttng_loop(false));
 	if (!getenv("VIOSCOPE_TRACE_RING")) {
 		/* Rings of a few MiB, as a traced program would have. */
 		setenv("VIOSCOPE_TRACE_RING", "4M", 1);
@@ -434,6 +564,7 @@ int cmd_bench_trace(int argc, char **argv)
 		return 1;
 	}
 	vs_trace_set(VS_LEVEL_WARNING, 0xffffffffu);
+	load_so_loops(inner != NULL || inner_sustained || json);
 	char tmpl[] = "/tmp/vioscope-bench-XXXXXX";
 	const char *dir = mkdtemp(tmpl);
 	if (!dir) {
@@ -480,8 +611,10 @@ int cmd_bench_trace(int argc, char **argv)
 			rounds, (unsigned long long)events, vs_trace_flavour());
 	for (int r = 0; r < rounds; r++) {
 		for (size_t i = 0; i < NCASES; i++) {
+			if (!cases[i].fn)
+				continue;
 			/* Slow cases run fewer events: same statistics, less waiting. */
-			uint64_t n = cases[i].fn == loop_fprintf || cases[i].fn == vs_bench_loop_print
+			uint64_t n = cases[i].peer || cases[i].fn == vs_bench_loop_print
 					     ? events / 10 : events;
 			samples[(i * 2) * (size_t)rounds + (size_t)r] = measure(&cases[i], n, 1);
 			if (cases[i].two_threads)
@@ -501,6 +634,8 @@ int cmd_bench_trace(int argc, char **argv)
 	if (callgrind && !cg)
 		fprintf(stderr, "bench trace: valgrind not found: no instruction counts\n");
 	for (size_t i = 0; i < NCASES; i++) {
+		if (!cases[i].fn)
+			continue;
 		for (int t = 1; t <= (cases[i].two_threads ? 2 : 1); t++) {
 			double *s = &samples[(i * 2 + (size_t)(t - 1)) * (size_t)rounds];
 			qsort(s, (size_t)rounds, sizeof *s, cmp_double);
@@ -574,6 +709,7 @@ int cmd_bench_trace(int argc, char **argv)
 			    !strcmp(res[i].name, res[i + 1].name) && res[i + 1].med > 0)
 				printf("two-thread scaling %-22s %.2fx\n", res[i].name,
 				       2 * res[i].med / res[i + 1].med);
+		print_so_and_peers(res, nres, peers);
 	}
 	free(samples);
 out:

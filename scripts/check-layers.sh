@@ -13,12 +13,13 @@ declare -A allowed=(
 	[trace]="util proto" # proto: the decoder's names (notes.c), never the runtime
 	[virtio]="proto util"
 	[vhost]="virtio proto util"
-	[backend]="util"
+	[backend]="proto util"
 	[scsi]="backend proto util"
 	[target]="vhost virtio scsi backend proto util"
 	[initiator]="vhost virtio proto util"
+	[check]="initiator trace proto util"
 	[bench]="bench util trace"
-	[tools]="tools util trace"
+	[tools]="tools util trace check"
 )
 bad=0
 for dir in "${!allowed[@]}"; do

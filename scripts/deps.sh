@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Install what vioscope needs to build, test and benchmark, from Debian's archive.
 # Idempotent: installs only what is missing.  Usage: scripts/deps.sh [--guest]
-#   --guest  also what the QEMU guest test needs (qemu, busybox, sg3-utils, fio ...)
+#   --guest  also what the QEMU guest test needs (qemu, busybox, sg3-utils, fio, e2fsprogs ...)
 set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config clang libclang-rt-dev libcmocka-dev liburing-dev
-      valgrind binutils fio babeltrace2)
+      valgrind binutils fio liblttng-ust-dev lttng-tools procps babeltrace2)
 if [[ "${1:-}" == "--guest" ]]; then
-	pkgs+=(qemu-system-x86 qemu-utils busybox-static sg3-utils kmod cpio xz-utils lz4)
+	pkgs+=(qemu-system-x86 qemu-utils busybox-static sg3-utils kmod cpio xz-utils lz4 e2fsprogs)
 fi
 
 missing=()

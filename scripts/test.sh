@@ -4,7 +4,8 @@
 #      and examples/ built against it out of tree, run, recorded and decoded
 #   2. clang build, warnings are errors
 #   3. AddressSanitizer + UndefinedBehaviorSanitizer build (clang), all tests but the guest test
-#   4. libFuzzer targets (clang), each run briefly on its corpus
+#   4. ThreadSanitizer build (clang) of the hostile-guest race test only
+#   5. libFuzzer targets (clang), each run briefly on its corpus
 # Usage: scripts/test.sh [--quick]   (--quick: step 1 only, without the guest test)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,6 +41,13 @@ step "sanitizer build and tests (ASan + UBSan)"
 CC=clang scripts/build.sh build-asan -DVIOSCOPE_SANITIZE=ON
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	ctest --output-on-failure -j2 -LE guest)
+
+step "ThreadSanitizer: a guest racing the target (tests/hostile/test_race.c)"
+CC=clang cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVIOSCOPE_TSAN=ON \
+	-DVIOSCOPE_WERROR=ON >/dev/null
+cmake --build build-tsan -j"$(nproc)" --target test_hostile_race
+(cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+	ctest --output-on-failure -R '^hostile\.race$')
 
 step "fuzz targets (libFuzzer, a few seconds each)"
 CC=clang scripts/build.sh build-fuzz -DVIOSCOPE_FUZZ=ON

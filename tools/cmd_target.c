@@ -23,12 +23,20 @@ static void on_signal(int sig)
 	vs_target_wake(running); /* async-signal-safe: one eventfd write */
 }
 
+/* Why a frontend was dropped, a worker given up on: one line each on stderr. */
+static void log_line(void *arg, const char *line)
+{
+	(void)arg;
+	fprintf(stderr, "vioscope target: %s\n", line);
+}
+
 static void target_usage(FILE *f)
 {
 	fprintf(
 	    f,
 	    "usage: vioscope target --socket PATH --lun N:BACKEND [--lun N:BACKEND ...]\n"
 	    "                       [--queues N] [--block-size 512|4096] [--workers N] [--poll]\n"
+	    "                       [--worker-timeout SECONDS]\n"
 	    "\n"
 	    "A vhost-user-scsi device for QEMU's vhost-user-scsi-pci (one target, LUNs 0..%u).\n"
 	    "  --socket PATH        listen here (created owner-only); QEMU connects to it\n"
@@ -43,6 +51,8 @@ static void target_usage(FILE *f)
 	    "  --workers N          worker threads (default: one per queue, at most one per CPU)\n"
 	    "  --poll               workers busy-poll instead of sleeping (lower latency, full "
 	    "CPUs)\n"
+	    "  --worker-timeout S   longest a worker may take to hand a queue back (default 30);\n"
+	    "                       past it the target flushes and exits 1\n"
 	    "\n"
 	    "SIGINT/SIGTERM: finish in-flight requests, flush the files, exit 0.\n"
 	    "Traces: `vioscope trace enable PID verbose:io,queue` (this binary: %s flavour).\n",
@@ -101,12 +111,15 @@ static int cmd_target(int argc, char **argv)
 	    {"socket", required_argument, NULL, 's'},  {"lun", required_argument, NULL, 'l'},
 	    {"queues", required_argument, NULL, 'q'},  {"block-size", required_argument, NULL, 'b'},
 	    {"workers", required_argument, NULL, 'w'}, {"poll", no_argument, NULL, 'p'},
+	    {"worker-timeout", required_argument, NULL, 't'},
 	    {"help", no_argument, NULL, 'h'},	       {0},
 	};
 	static struct vs_target_lun luns[VS_TARGET_MAX_LUNS];
-	struct vs_target_config cfg = {.num_queues = 1, .block_size = 512, .luns = luns};
+	struct vs_target_config cfg = {
+	    .num_queues = 1, .block_size = 512, .luns = luns, .log = log_line};
 	struct sigaction sa;
 	char err[512];
+	double secs;
 	uint64_t v;
 	int c, rc;
 
@@ -149,6 +162,12 @@ static int cmd_target(int argc, char **argv)
 			break;
 		case 'p':
 			cfg.poll = true;
+			break;
+		case 't':
+			if (vs_cli_seconds("vioscope target", "worker-timeout", optarg, 0.1, 3600,
+					   &secs))
+				return 2;
+			cfg.worker_timeout_ms = (unsigned)(secs * 1000);
 			break;
 		case 'h':
 			target_usage(stdout);
@@ -214,6 +233,11 @@ static int cmd_target(int argc, char **argv)
 		sigprocmask(SIG_BLOCK, &block, NULL);
 		running = NULL;
 		int frc = vs_target_destroy(t);
+		if (frc == -ETIMEDOUT) {
+			fprintf(stderr, "vioscope target: a worker was given up on; the backends "
+					"were flushed\n");
+			return 1;
+		}
 		if (frc) {
 			fprintf(stderr, "vioscope target: flushing the backends failed: %s\n",
 				strerror(-frc));

@@ -4,8 +4,9 @@
  *
  * Input: a stream of chunks, each [fd byte][12-byte header][payload of header.size bytes].
  * The fd byte's low 4 bits give how many fds ride along (0..15; more than 8 is a framing
- * error); bit 7 picks their kind: a dup of a 1 MiB memfd (so memory tables can map and
- * rings can start) or /dev/null (which must be refused).  Every chunk is parsed; valid
+ * error); bits 6-7 pick their kind: bit 6 an eventfd (what kick, call and err fds must
+ * be), else bit 7 a dup of a 1 MiB memfd (so memory tables can map and rings can start),
+ * else /dev/null (which must be refused).  Every chunk is parsed; valid
  * ones go through vs_vhost_dev_handle(), invalid ones through _reject().  A dropped
  * "connection" resets the session, as the server does.  Started rings are touched end to
  * end, so a translation that escapes the mapping crashes; fd leaks trap.
@@ -16,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -43,10 +45,11 @@ static int fz_start(void *opaque, unsigned idx, const struct vs_vhost_vring *vr)
 	return idx == 3 ? -EIO : 0; /* one queue refuses to start: exercise that path */
 }
 
-static void fz_stop(void *opaque, unsigned idx, uint16_t *last)
+static int fz_stop(void *opaque, unsigned idx, uint16_t *last)
 {
 	(void)opaque;
 	*last = (uint16_t)(*last + idx);
+	return 0;
 }
 
 static void fz_mem(void *opaque, const struct vs_mem *mem)
@@ -93,7 +96,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		__builtin_trap();
 	while (size >= 1 + VS_VHOST_HDR_SIZE) {
 		unsigned nfds = data[0] & 0x0f;
-		bool use_mem = data[0] & 0x80;
+		bool use_mem = data[0] & 0x80, use_event = data[0] & 0x40;
 		uint32_t psize;
 		int fds[16];
 		size_t len;
@@ -104,7 +107,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		/* A chunk claiming more than is left is parsed truncated (and refused). */
 		len = size - VS_VHOST_HDR_SIZE < psize ? size : VS_VHOST_HDR_SIZE + psize;
 		for (unsigned i = 0; i < nfds; i++) {
-			fds[i] = use_mem ? dup(memfd) : open("/dev/null", O_RDWR | O_CLOEXEC);
+			fds[i] = use_event ? eventfd(0, EFD_CLOEXEC)
+				 : use_mem ? dup(memfd)
+					   : open("/dev/null", O_RDWR | O_CLOEXEC);
 			if (fds[i] < 0)
 				__builtin_trap();
 		}

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""Write the seed inputs of fuzz_vhost_msg into corpus_vhost_msg/.
+"""Write the seed inputs of fuzz_vhost_msg into fuzz/corpus/vhost_msg/.
 
-Chunk format: [fd byte: low 4 bits = fd count, bit 7 = memfd][request u32][flags u32]
+Chunk format: [fd byte: low 4 bits = fd count, bit 6 = eventfd, bit 7 = memfd][request u32][flags u32]
 [size u32][payload].  Native (little-endian x86) byte order, as vhost-user is."""
 import os
 import struct
 
 MEM = 0x80  # fds are dups of the fuzzer's 1 MiB memfd
+EVT = 0x40  # fds are fresh eventfds
 UVA = 0x7f0000000000
 
 
@@ -55,8 +56,10 @@ seeds = {
     "bad_size_need_reply": msg(2, b"abcd", flags=9),
     "set_config": msg(25, struct.pack("<III", 0, 4, 0) + b"\0" * 4, flags=9),
     "kick_with_fd": msg(12, u64(0), 1),
+    "kick_with_eventfd": qemu[:-len(msg(11, state(0, 0)))] + msg(12, u64(0), 1 | EVT) +
+    msg(13, u64(0), 1 | EVT),
 }
-here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus_vhost_msg")
+here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "corpus", "vhost_msg")
 os.makedirs(here, exist_ok=True)
 for name, data in seeds.items():
     with open(os.path.join(here, name), "wb") as f:

@@ -35,6 +35,9 @@ struct vs_ini_opts {
 	bool reconnect;        /* reconnect and rescan when the target comes back (a zeroed
 				  struct leaves it off: set it to get reconnection) */
 	unsigned timeout_ms;   /* TMF, scan command and reset drain timeout (default 10000) */
+	bool test_drop_flushes; /* test only: a FLUSH sends TEST UNIT READY instead and
+				   "succeeds" (a driver that loses flushes, for the crash-state
+				   checker to catch) */
 };
 
 struct vs_ini_lun {
@@ -116,6 +119,12 @@ int vs_ini_lun_reset(struct vs_ini *ini, unsigned lun);
 /* Rescan LUNs (REPORT LUNS, INQUIRY, READ CAPACITY 16).  TMFs and rescans wait for the
  * target: call them from an application thread, never from a done() callback. */
 int vs_ini_rescan(struct vs_ini *ini);
+
+/* Send the memory table again, describing the shared memory as nregions (1..8) regions
+ * split inside the data area, as a frontend does when guest memory changes.  Requests may
+ * be in flight: the target stops and restarts its rings around the change.  0, -EINVAL,
+ * -ENOTCONN, or the refusal (the connection is then reset). */
+int vs_ini_remap_memory(struct vs_ini *ini, unsigned nregions);
 
 /* The errno a virtio-scsi response code and SCSI status map to (io->result). */
 int vs_ini_result_errno(uint8_t response, uint8_t scsi_status);

@@ -36,6 +36,14 @@ struct vs_target_config {
 	bool poll;			  /* workers busy-poll rings and I/O instead of sleeping */
 	unsigned nluns;			  /* >= 1 */
 	const struct vs_target_lun *luns; /* nluns entries, distinct ids */
+	/* Longest a worker may take to hand a queue back (a stop waits for the queue's
+	 * in-flight I/O) or take one over; past it the target gives up: vs_target_run()
+	 * returns -ETIMEDOUT and vs_target_destroy() only flushes.  0: 30 s. */
+	unsigned worker_timeout_ms;
+	/* Lines for the operator: why a frontend's connection was dropped, a worker given up
+	 * on.  Called on the target's threads; NULL: traced only. */
+	void (*log)(void *arg, const char *line);
+	void *log_arg;
 };
 
 /* Counters, for tests and tools (approximate while running). */
@@ -55,14 +63,19 @@ int vs_target_create(struct vs_target **t, const struct vs_target_config *cfg, c
 		     size_t errlen);
 
 /* Serve frontends (one at a time, the next after a disconnect) until *stop becomes
- * non-zero; checked at once after vs_target_wake().  0, or -errno if the socket fails. */
+ * non-zero; checked at once after vs_target_wake().  A frontend that misbehaves (bad
+ * messages, fds that block, memory that vanishes) is dropped, with a log line saying why,
+ * and the next one is served.  0, or -errno if the socket fails, -ETIMEDOUT or -EIO when
+ * a worker stopped answering (see worker_timeout_ms): then only destroy is left. */
 int vs_target_run(struct vs_target *t, volatile sig_atomic_t *stop);
 
 /* Make vs_target_run() re-check *stop now.  Async-signal-safe. */
 void vs_target_wake(struct vs_target *t);
 
 /* Stop every queue (in-flight requests complete first), flush the backends (fdatasync for
- * files), stop the workers, close everything.  0, or the first flush error (-errno). */
+ * files), stop the workers, close everything.  0, or the first flush error (-errno).
+ * After a worker was lost: the flush only (-ETIMEDOUT, or its error); the rest is left to
+ * the process's exit. */
 int vs_target_destroy(struct vs_target *t);
 
 /* Make every completed write durable: 0 or the first error.  Call only while no

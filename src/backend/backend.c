@@ -28,33 +28,27 @@ const char *vs_bio_op_name(enum vs_bio_op op)
 	return (unsigned)op < sizeof(names) / sizeof(names[0]) ? names[op] : "bad-op";
 }
 
-/* The options every kind takes (test-only: delay=USEC, delay-every=N) go into be; args
- * without them into rest, for the kind to parse.  0, or -EINVAL with err set. */
+/* The options every kind takes (hooks.c: log-writes, and the test-only delay and faults) go
+ * into be; args without them into rest, for the kind to parse.  0, or -EINVAL with err set. */
 static int common_options(struct vs_backend *be, const char *args, char *rest, size_t restlen,
 			  char *err, size_t errlen)
 {
 	size_t used = 0;
 	bool first = true;
-	uint64_t v;
+	int rc;
 
-	be->delay_every = 1;
 	for (const char *p = args; p;) {
 		const char *comma = strchr(p, ',');
 		size_t len = comma ? (size_t)(comma - p) : strlen(p);
-		char field[64];
+		char field[4200];
 
-		snprintf(field, sizeof(field), "%.*s", (int)(len < 63 ? len : 63), p);
-		if (!first && !strncmp(field, "delay=", 6)) {
-			if (vs_parse_u64(field + 6, 1, 60000000, &v))
-				return vs_fail(err, errlen, -EINVAL,
-					       "%s: expected microseconds in 1..60000000", field);
-			be->delay_us = (uint32_t)v;
-		} else if (!first && !strncmp(field, "delay-every=", 12)) {
-			if (vs_parse_u64(field + 12, 1, UINT32_MAX, &v))
-				return vs_fail(err, errlen, -EINVAL,
-					       "%s: expected a whole number >= 1", field);
-			be->delay_every = (uint32_t)v;
-		} else {
+		if (len >= sizeof(field))
+			return vs_fail(err, errlen, -EINVAL, "backend spec field too long");
+		snprintf(field, sizeof(field), "%.*s", (int)len, p);
+		rc = first ? 0 : vs_be_hooks_parse(be, field, err, errlen);
+		if (rc < 0)
+			return rc;
+		if (!rc) {
 			if (used + len + 2 > restlen)
 				return vs_fail(err, errlen, -EINVAL, "backend spec too long");
 			used += (size_t)snprintf(rest + used, restlen - used, "%s%.*s",
@@ -63,9 +57,6 @@ static int common_options(struct vs_backend *be, const char *args, char *rest, s
 		first = false;
 		p = comma ? comma + 1 : NULL;
 	}
-	if (be->delay_us)
-		VS_WARNING(BACKEND, "test option delay: 1 bio in %u completes %u us late",
-			   be->delay_every, be->delay_us);
 	return 0;
 }
 
@@ -95,6 +86,7 @@ int vs_backend_open(struct vs_backend **out, const char *spec, char *err, size_t
 	be->mem_align = be->off_align = 1;
 	be->file.fd = be->file.fd_buffered = -1;
 	if ((rc = common_options(be, eq + 1, args, sizeof(args), err, errlen))) {
+		vs_be_hooks_close(be);
 		free(be);
 		return rc;
 	}
@@ -118,7 +110,10 @@ int vs_backend_open(struct vs_backend **out, const char *spec, char *err, size_t
 		VS_ERROR(BACKEND, "unknown backend kind in '%s'", spec);
 		rc = -EINVAL;
 	}
+	if (rc == 0 && (rc = vs_be_hooks_start(be, err, errlen)) < 0)
+		be->ops->close(be);
 	if (rc < 0) {
+		vs_be_hooks_close(be);
 		free(be);
 		return rc;
 	}
@@ -135,6 +130,7 @@ void vs_backend_close(struct vs_backend *be)
 		return;
 	VS_INFO(BACKEND, "closing %s backend (%llu bytes, %llu bounced bios)", be->ops->kind,
 		(unsigned long long)be->size, (unsigned long long)vs_backend_bounce_count(be));
+	vs_be_hooks_close(be);
 	be->ops->close(be);
 	free(be);
 }
@@ -217,15 +213,6 @@ static __attribute__((noinline)) int bio_check(const struct vs_backend *be,
 	return 0;
 }
 
-/* Test-only delay=USEC[,delay-every=N]: mark every Nth bio (io_ctx.c holds it back). */
-static __attribute__((noinline, cold)) void delay_pick(struct vs_backend *be, struct vs_bio *bio)
-{
-	uint64_t n = __atomic_add_fetch(&be->delay_seq, 1, __ATOMIC_RELAXED);
-
-	if (n % be->delay_every == 0)
-		bio->delay_us = be->delay_us;
-}
-
 int vs_backend_submit(struct vs_backend *be, struct vs_io_ctx *ctx, struct vs_bio *bio)
 {
 	const char *why = NULL;
@@ -243,8 +230,11 @@ int vs_backend_submit(struct vs_backend *be, struct vs_io_ctx *ctx, struct vs_bi
 	if (ctx->inflight >= ctx->depth)
 		return -EAGAIN;
 	bio->delay_us = 0;
-	if (__builtin_expect(be->delay_us != 0, 0))
-		delay_pick(be, bio);
+	bio->hooked = NULL;
+	if (__builtin_expect(be->hooks != NULL, 0) && vs_be_hooks_submit(be, ctx, bio)) {
+		ctx->inflight++; /* the hook completed it: done() runs at the next reap */
+		return 0;
+	}
 	if (bio->len == 0 && bio->op != VS_BIO_FLUSH) {
 		vs_io_ctx_defer(ctx, bio, 0); /* nothing to do, but done() still runs */
 		rc = 0;

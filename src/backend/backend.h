@@ -38,6 +38,7 @@ struct vs_bio {
 	struct vs_bio *next;     /* backend-private: completion list link */
 	int res;                 /* backend-private */
 	uint32_t delay_us;       /* backend-private: test-only completion delay (see below) */
+	struct vs_backend *hooked; /* backend-private: test options or the write log watch it */
 };
 
 struct vs_io_ctx;
@@ -63,10 +64,17 @@ int vs_io_ctx_set_polled(struct vs_io_ctx *ctx, bool polled);
 /* Open a backend from a spec: "file=PATH[,ro][,direct]", "ram=SIZE", "null=SIZE".
  * SIZE takes K/M/G/T suffixes (powers of 1024).  On error returns -errno and, when
  * err is not NULL, a message saying what was wrong (static or in errbuf).
+ * Options for any kind:
+ *   "log-writes=LOG"  record every completed write, discard and flush in LOG, in the
+ *                     dm-log-writes format (proto/logwrites_proto.h), for crash-state
+ *                     replay (`vioscope check flush`); LOG is started afresh
  * Test-only options, for any kind: "delay=USEC" holds every bio's completion back by USEC
  * microseconds (the data has moved; done() runs late), "delay-every=N" only every Nth
  * bio's.  They make requests stay in flight on purpose (TMF and reset tests) and a slow
- * stage show up where it belongs (trace analysis). */
+ * stage show up where it belongs (trace analysis).  Faults, each once, on the Kth write
+ * bio (counted from 1): "drop-write=K" acknowledges it without writing, "misdirect-write=K"
+ * writes it one 512-byte sector further on (back, at the end of the device),
+ * "stale-read=K" makes the first read that overlaps it return what it replaced. */
 int vs_backend_open(struct vs_backend **be, const char *spec, char *err, size_t errlen);
 void vs_backend_close(struct vs_backend *be);
 uint64_t vs_backend_size(const struct vs_backend *be);       /* bytes */

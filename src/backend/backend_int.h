@@ -18,6 +18,9 @@ struct vs_be_ops {
 	 * len > 0 for data ops).  Returns 0 once the bio is queued or deferred. */
 	int (*submit)(struct vs_backend *be, struct vs_io_ctx *ctx, struct vs_bio *bio);
 	void (*close)(struct vs_backend *be);
+	/* Copy len bytes at off into buf, synchronously: 0 or -errno.  Test options only
+	 * (stale-read keeps what a write is about to replace). */
+	int (*read_sync)(struct vs_backend *be, void *buf, uint64_t len, uint64_t off);
 };
 
 struct vs_backend {
@@ -28,9 +31,7 @@ struct vs_backend {
 	unsigned mem_align; /* O_DIRECT buffer address alignment; 1 when buffered */
 	unsigned off_align; /* O_DIRECT offset/length alignment; 1 when buffered */
 	uint64_t bounces;   /* bios not sent O_DIRECT as given (atomic, relaxed) */
-	uint32_t delay_us;  /* test-only: completion delay (0: none) ... */
-	uint32_t delay_every; /* ... for every Nth bio */
-	uint64_t delay_seq;   /* bios counted for delay_every (atomic, relaxed) */
+	struct vs_be_hooks *hooks; /* test options and the write log (hooks.c), or NULL */
 	union {
 		struct {
 			int fd;		 /* O_DIRECT when direct */
@@ -92,6 +93,31 @@ int vs_be_ram_open(struct vs_backend *be, uint64_t size, char *err, size_t errle
 int vs_be_null_open(struct vs_backend *be, uint64_t size, char *err, size_t errlen);
 
 const char *vs_bio_op_name(enum vs_bio_op op);
+
+/* ---- hooks.c: what the options every kind takes do ----
+ * The test options (delay, drop-write, misdirect-write, stale-read) and the write log
+ * (log-writes=PATH) all act here, on bios of a backend with be->hooks set: at submission
+ * (vs_be_hooks_submit) and when the bio completes, just before its done() runs
+ * (vs_be_hooks_done). */
+/* One "name=value" field of a backend spec: 1 taken, 0 not one of ours, -EINVAL (err set). */
+int vs_be_hooks_parse(struct vs_backend *be, const char *field, char *err, size_t errlen);
+/* After the backend opened: open the log, say what is armed.  0 or -errno (err set). */
+int vs_be_hooks_start(struct vs_backend *be, char *err, size_t errlen);
+/* A valid bio about to go to the backend: 0 go on, 1 the hook completed it (deferred). */
+int vs_be_hooks_submit(struct vs_backend *be, struct vs_io_ctx *ctx, struct vs_bio *bio);
+/* bio (bio->hooked) completed with res; runs before its done(). */
+void vs_be_hooks_done(struct vs_bio *bio, int res);
+void vs_be_hooks_close(struct vs_backend *be);
+
+/* ---- wlog.c: the write log, in dm-log-writes' format (proto/logwrites_proto.h) ---- */
+struct vs_wlog;
+int vs_wlog_open(struct vs_wlog **log, const char *path, char *err, size_t errlen);
+/* A flush is about to be submitted: it covers the writes completed so far. */
+void vs_wlog_flush_submitted(struct vs_wlog *log, const struct vs_bio *flush);
+/* A write, discard, write-zeroes or flush completed with res (< 0: not logged). */
+void vs_wlog_completed(struct vs_wlog *log, const struct vs_bio *bio, int res);
+/* Log what is left (unflushed writes, an end mark), close.  Entries logged are counted. */
+void vs_wlog_close(struct vs_wlog *log);
 
 static inline void vs_be_count_bounce(struct vs_backend *be)
 {

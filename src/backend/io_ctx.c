@@ -230,10 +230,22 @@ static __attribute__((noinline, cold)) bool delay_start(struct vs_io_ctx *ctx, s
 	return true;
 }
 
+/* A bio the backend's options watch (bio->hooked): a test-only delay holds it back (true:
+ * it comes back here when the delay ends); else the hooks see its completion. */
+static __attribute__((noinline, cold)) bool hooked_complete(struct vs_io_ctx *ctx,
+							    struct vs_bio *bio, int res)
+{
+	if (bio->delay_us && delay_start(ctx, bio, res))
+		return true;
+	vs_be_hooks_done(bio, res);
+	bio->hooked = NULL;
+	return false;
+}
+
 /* Run bio's done(): true, or false when a test-only delay holds it back for later. */
 static bool bio_complete(struct vs_io_ctx *ctx, struct vs_bio *bio, int res)
 {
-	if (__builtin_expect(bio->delay_us != 0, 0) && delay_start(ctx, bio, res))
+	if (__builtin_expect(bio->hooked != NULL, 0) && hooked_complete(ctx, bio, res))
 		return false;
 	ctx->inflight--;
 	VS_VERBOSE_HP(BACKEND, "complete %s off %llu len %llu res %d", vs_bio_op_name(bio->op),

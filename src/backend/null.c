@@ -24,10 +24,19 @@ static int null_submit(struct vs_backend *be, struct vs_io_ctx *ctx, struct vs_b
 	return 0;
 }
 
+static int null_read_sync(struct vs_backend *be, void *buf, uint64_t len, uint64_t off)
+{
+	(void)be;
+	(void)off;
+	memset(buf, 0, len);
+	return 0;
+}
+
 static const struct vs_be_ops null_ops = {
     .kind = "null",
     .submit = null_submit,
     .close = null_close,
+    .read_sync = null_read_sync,
 };
 
 int vs_be_null_open(struct vs_backend *be, uint64_t size, char *err, size_t errlen)

@@ -58,10 +58,17 @@ static int ram_submit(struct vs_backend *be, struct vs_io_ctx *ctx, struct vs_bi
 	return 0;
 }
 
+static int ram_read_sync(struct vs_backend *be, void *buf, uint64_t len, uint64_t off)
+{
+	memcpy(buf, (char *)be->ram.mem + off, len);
+	return 0;
+}
+
 static const struct vs_be_ops ram_ops = {
     .kind = "ram",
     .submit = ram_submit,
     .close = ram_close,
+    .read_sync = ram_read_sync,
 };
 
 int vs_be_ram_open(struct vs_backend *be, uint64_t size, char *err, size_t errlen)

@@ -492,6 +492,44 @@ struct vs_ini_queue *vs_ini_get_queue(struct vs_ini *ini, unsigned idx)
 	return idx < ini->nqueues ? &ini->q[idx] : NULL;
 }
 
+int vs_ini_remap_memory(struct vs_ini *ini, unsigned nregions)
+{
+	struct vs_vhost_mem_region reg[8];
+	int fds[8], rc;
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), start = 0, step;
+
+	if (!nregions || nregions > 8)
+		return -EINVAL;
+	/* Rings and slots stay in region 0; the data area is cut in page-aligned parts, so
+	 * buffers may straddle regions (the device must split them). */
+	step = (ini->size - ini->data_off) / nregions / page * page;
+	if (!step)
+		return -EINVAL; /* a data area too small to cut */
+	for (unsigned i = 0; i < nregions; i++) {
+		size_t end = i + 1 == nregions ? ini->size : ini->data_off + (i + 1) * step;
+
+		reg[i] = (struct vs_vhost_mem_region){.guest_phys_addr = start,
+						      .memory_size = end - start,
+						      .userspace_addr =
+							  (uint64_t)(uintptr_t)(ini->base + start),
+						      .mmap_offset = start};
+		fds[i] = ini->memfd;
+		start = end;
+	}
+	pthread_mutex_lock(&ini->conn_lock);
+	if (!atomic_load(&ini->connected)) {
+		rc = -ENOTCONN;
+	} else if ((rc = vs_vhost_drv_set_mem_table(&ini->vhost, reg, nregions, fds))) {
+		VS_ERROR(MEMORY, "remap: SET_MEM_TABLE with %u regions refused: %s", nregions,
+			 strerror(-rc));
+		ini_schedule_reset(ini, "memory table refused");
+	} else {
+		VS_INFO(MEMORY, "remap: memory table sent again as %u regions", nregions);
+	}
+	pthread_mutex_unlock(&ini->conn_lock);
+	return rc;
+}
+
 void vs_ini_get_limits(const struct vs_ini *ini, struct vs_ini_limits *out)
 {
 	out->queues = ini->nqueues;

@@ -335,6 +335,8 @@ int vs_ini_submit(struct vs_ini_queue *q, struct vs_ini_io *io)
 		return ini_submit(q, io, lun, (uint16_t)io->lun, cdb, flags,
 				  (uint64_t)io->nblocks * bs);
 	case VS_INI_FLUSH:
+		if (__builtin_expect(ini->opts.test_drop_flushes, 0))
+			break; /* TEST UNIT READY: the flush is lost on purpose */
 		cdb[0] = VS_SCSI_OP_SYNCHRONIZE_CACHE_16;
 		vs_put_be64(cdb + 2, io->lba);
 		vs_put_be32(cdb + 10, io->nblocks);

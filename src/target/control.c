@@ -14,7 +14,6 @@
  * send; the driver's event buffers stay in the ring (not popped) and kicks are ignored.
  */
 #include <errno.h>
-#include <limits.h>
 #include <string.h>
 
 #include "target/target_int.h"
@@ -69,6 +68,10 @@ static unsigned tmf_scan(struct vs_target *t, const struct tmf_match *m)
 
 static void tmf_wait_all(struct vs_target *t)
 {
+	if (t->manual) {
+		worker_manual_settle(t);
+		return;
+	}
 	pthread_mutex_lock(&t->tmf_lock);
 	while (t->tmf_pending)
 		pthread_cond_wait(&t->tmf_cond, &t->tmf_lock);
@@ -237,6 +240,8 @@ void tq_ctl_process(struct tq *q)
 {
 	if (!q->running || q->stopping || q->dead)
 		return;
-	/* No budget: every request is answered in this pass. */
-	vs_vq_dev_drain(&q->vq, UINT_MAX, q->polled, ctl_pop_one, q);
+	/* A budget as on the request queues: a guest that keeps this ring full must not
+	 * starve the commands that run between passes (a new call fd when it masks MSI-X). */
+	if (vs_vq_dev_drain(&q->vq, TQ_POP_BUDGET, q->polled, ctl_pop_one, q) == 1)
+		q->kicked = true; /* more next pass */
 }

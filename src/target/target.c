@@ -36,6 +36,34 @@ static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
 	return vs_fail(err, errlen, rc, "%s", buf);
 }
 
+/* ---- failures the operator must hear of ------------------------------------------------------ */
+void tq_log(struct vs_target *t, const char *fmt, ...)
+{
+	char line[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	VS_ERROR(VHOST, "%s", line);
+	if (t->log)
+		t->log(t->log_arg, line);
+}
+
+void tq_fail(struct vs_target *t, const char *fmt, ...)
+{
+	char why[384];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	VS_ERROR(VHOST, "the frontend's session must end: %s", why);
+	__atomic_store_n(&t->failed, 1, __ATOMIC_RELEASE);
+	if (t->vs)
+		vs_vhost_server_drop(t->vs, why); /* logged when it disconnects */
+}
+
 /* ---- vhost ops: all on the serving thread ---------------------------------------------------- */
 static int op_queue_start(void *opaque, unsigned idx, const struct vs_vhost_vring *vr)
 {
@@ -67,30 +95,33 @@ static int op_queue_start(void *opaque, unsigned idx, const struct vs_vhost_vrin
 				      : "request",
 		vr->size, vr->last_avail_idx, vr->kick_fd, vr->call_fd,
 		(unsigned long long)vr->features);
-	worker_cmd(q->w, WCMD_START, q, -1);
-	return 0;
+	return worker_cmd(q->w, WCMD_START, q, -1);
 }
 
-static void op_queue_stop(void *opaque, unsigned idx, uint16_t *last_avail_idx)
+static int op_queue_stop(void *opaque, unsigned idx, uint16_t *last_avail_idx)
 {
 	struct vs_target *t = opaque;
 	struct tq *q;
+	int rc;
 
 	if (idx >= VS_VIRTIO_SCSI_VQ_REQ0 + t->num_queues)
-		return;
+		return 0;
 	q = &t->q[idx];
-	worker_cmd(q->w, WCMD_STOP, q, -1);
+	if ((rc = worker_cmd(q->w, WCMD_STOP, q, -1)))
+		return rc;
 	*last_avail_idx = q->vq.last_avail_idx;
 	VS_INFO(QUEUE, "queue %u stop: last avail %u used %u", idx, q->vq.last_avail_idx,
 		q->vq.used_idx);
+	return 0;
 }
 
-static void op_call_fd_changed(void *opaque, unsigned idx, int call_fd)
+static int op_call_fd_changed(void *opaque, unsigned idx, int call_fd)
 {
 	struct vs_target *t = opaque;
 
-	if (idx < VS_VIRTIO_SCSI_VQ_REQ0 + t->num_queues)
-		worker_cmd(t->q[idx].w, WCMD_CALLFD, &t->q[idx], call_fd);
+	if (idx >= VS_VIRTIO_SCSI_VQ_REQ0 + t->num_queues)
+		return 0;
+	return worker_cmd(t->q[idx].w, WCMD_CALLFD, &t->q[idx], call_fd);
 }
 
 static void op_mem_changed(void *opaque, const struct vs_mem *mem)
@@ -109,22 +140,26 @@ static void op_connected(void *opaque)
 	struct vs_target *t = opaque;
 
 	__atomic_fetch_add(&t->connections, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&t->failed, 0, __ATOMIC_RELAXED);
 	VS_INFO(VHOST, "frontend connected (connection %llu)",
 		(unsigned long long)__atomic_load_n(&t->connections, __ATOMIC_RELAXED));
 }
 
-static void op_disconnected(void *opaque)
+static void op_disconnected(void *opaque, const char *why)
 {
 	struct vs_target *t = opaque;
 	int rc;
 
+	if (why)
+		tq_log(t, "connection %llu dropped: %s",
+		       (unsigned long long)__atomic_load_n(&t->connections, __ATOMIC_RELAXED), why);
 	/* Every queue is stopped (in-flight requests completed): make their writes durable
 	 * before anyone, such as a restarted QEMU, can ask for them again. */
 	rc = vs_target_flush(t);
 	VS_INFO(VHOST, "frontend disconnected; backends flushed: %s", rc ? strerror(-rc) : "ok");
 }
 
-static const struct vs_vhost_dev_ops target_ops = {
+const struct vs_vhost_dev_ops vs_target__ops = {
     .queue_start = op_queue_start,
     .queue_stop = op_queue_stop,
     .mem_changed = op_mem_changed,
@@ -148,18 +183,29 @@ static void flush_done(struct vs_bio *bio, int res)
 		fw->err = res;
 }
 
+/* Only writable files hold anything durable (RAM and null have nothing to flush). */
+static bool needs_flush(const struct vs_backend *be)
+{
+	return be && !vs_backend_read_only(be) && !strcmp(vs_backend_kind(be), "file");
+}
+
 int vs_target_flush(struct vs_target *t)
 {
 	struct vs_bio bios[VS_TARGET_MAX_LUNS];
 	struct flush_wait fw = {0};
 	struct vs_io_ctx *io;
+	unsigned n = 0;
 	int rc;
 
+	for (unsigned i = 0; i < VS_TARGET_MAX_LUNS; i++)
+		n += needs_flush(t->be[i]);
+	if (!n)
+		return 0;
 	rc = vs_io_ctx_create(&io, 16);
 	if (rc)
 		return rc;
 	for (unsigned i = 0; i < VS_TARGET_MAX_LUNS; i++) {
-		if (!t->be[i] || vs_backend_read_only(t->be[i]))
+		if (!needs_flush(t->be[i]))
 			continue;
 		bios[i] = (struct vs_bio){.op = VS_BIO_FLUSH, .done = flush_done, .priv = &fw};
 		/* Submit in small groups: the context holds 16. */
@@ -287,8 +333,9 @@ static void queues_init(struct vs_target *t)
 	}
 }
 
-int vs_target_create(struct vs_target **out, const struct vs_target_config *cfg, char *err,
-		     size_t errlen)
+/* Everything but the threads and the socket.  manual: a target without threads. */
+static int target_create(struct vs_target **out, const struct vs_target_config *cfg, bool manual,
+			 char *err, size_t errlen)
 {
 	struct vs_target *t;
 	int rc;
@@ -296,7 +343,7 @@ int vs_target_create(struct vs_target **out, const struct vs_target_config *cfg,
 	*out = NULL;
 	if (err && errlen)
 		*err = 0;
-	if (!cfg || !cfg->socket_path || !*cfg->socket_path)
+	if (!cfg || (!manual && (!cfg->socket_path || !*cfg->socket_path)))
 		return fail(err, errlen, -EINVAL, "no socket path");
 	if (cfg->num_queues > VS_TARGET_MAX_QUEUES)
 		return fail(err, errlen, -EINVAL, "%u request queues: at most %u", cfg->num_queues,
@@ -312,9 +359,13 @@ int vs_target_create(struct vs_target **out, const struct vs_target_config *cfg,
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return fail(err, errlen, -ENOMEM, "out of memory");
+	t->manual = manual;
 	t->num_queues = cfg->num_queues ? cfg->num_queues : 1;
 	t->block_size = cfg->block_size ? cfg->block_size : 512;
 	t->poll = cfg->poll;
+	t->worker_timeout_ms = cfg->worker_timeout_ms ? cfg->worker_timeout_ms : TQ_WORKER_TIMEOUT_MS;
+	t->log = cfg->log;
+	t->log_arg = cfg->log_arg;
 	t->nworkers = cfg->workers ? cfg->workers : t->num_queues < cpus() ? t->num_queues : cpus();
 	if (t->nworkers > t->num_queues)
 		t->nworkers = t->num_queues; /* more would idle */
@@ -333,8 +384,8 @@ int vs_target_create(struct vs_target **out, const struct vs_target_config *cfg,
 
 	VS_INFO(INIT,
 		"target: socket %s, %u request queues, %u workers (%s), block size %u, %u LUNs",
-		cfg->socket_path, t->num_queues, t->nworkers, t->poll ? "poll" : "event",
-		t->block_size, cfg->nluns);
+		manual ? "(none: manual)" : cfg->socket_path, t->num_queues, t->nworkers,
+		t->poll ? "poll" : "event", t->block_size, cfg->nluns);
 	if ((rc = vs_scsi_dev_create(&t->dev)))
 		goto fail;
 	if ((rc = luns_open(t, cfg, err, errlen)))
@@ -349,18 +400,6 @@ int vs_target_create(struct vs_target **out, const struct vs_target_config *cfg,
 			goto fail;
 		}
 	}
-	if ((rc = worker_start(&t->ctl)))
-		goto fail;
-	for (unsigned i = 0; i < t->nworkers; i++)
-		if ((rc = worker_start(&t->workers[i])))
-			goto fail;
-	t->vs = vs_vhost_server_create(cfg->socket_path, VS_VIRTIO_SCSI_VQ_REQ0 + t->num_queues,
-					vs_target_device_features(), &target_ops, t);
-	if (!t->vs) {
-		rc = -errno;
-		fail(err, errlen, rc, "cannot listen on %s: %s", cfg->socket_path, strerror(errno));
-		goto fail;
-	}
 	return 0;
 fail:
 	if (err && errlen && !*err)
@@ -370,10 +409,68 @@ fail:
 	return rc;
 }
 
+int vs_target_create(struct vs_target **out, const struct vs_target_config *cfg, char *err,
+		     size_t errlen)
+{
+	struct vs_target *t;
+	int rc = target_create(&t, cfg, false, err, errlen);
+
+	if (rc)
+		return rc;
+	if ((rc = worker_start(&t->ctl)))
+		goto fail;
+	for (unsigned i = 0; i < t->nworkers; i++)
+		if ((rc = worker_start(&t->workers[i])))
+			goto fail;
+	t->vs = vs_vhost_server_create(cfg->socket_path, VS_VIRTIO_SCSI_VQ_REQ0 + t->num_queues,
+					vs_target_device_features(), &vs_target__ops, t);
+	if (!t->vs) {
+		rc = -errno;
+		fail(err, errlen, rc, "cannot listen on %s: %s", cfg->socket_path,
+		     rc == -EEXIST	  ? "it exists and is not a socket"
+		     : rc == -EADDRINUSE ? "another process is listening on it"
+					 : strerror(-rc));
+		goto fail;
+	}
+	*out = t;
+	return 0;
+fail:
+	if (err && errlen && !*err)
+		snprintf(err, errlen, "%s", strerror(-rc));
+	vs_target_destroy(t);
+	return rc;
+}
+
+int vs_target__create_manual(struct vs_target **t, const struct vs_target_config *cfg)
+{
+	char err[256];
+	int rc = target_create(t, cfg, true, err, sizeof(err));
+
+	if (rc)
+		VS_ERROR(INIT, "manual target: %s", err);
+	return rc;
+}
+
+void vs_target__pump(struct vs_target *t, unsigned passes)
+{
+	for (unsigned i = 0; i < passes; i++) {
+		worker_pass(&t->ctl);
+		for (unsigned k = 0; k < t->nworkers; k++)
+			worker_pass(&t->workers[k]);
+	}
+}
+
+bool vs_target__failed(const struct vs_target *t)
+{
+	return __atomic_load_n(&t->failed, __ATOMIC_ACQUIRE);
+}
+
 int vs_target_run(struct vs_target *t, volatile sig_atomic_t *stop)
 {
 	int rc = vs_vhost_server_serve(t->vs, stop);
 
+	if (!rc && __atomic_load_n(&t->lost, __ATOMIC_ACQUIRE))
+		rc = -ETIMEDOUT;
 	if (rc)
 		VS_ERROR(VHOST, "serving stopped: %s", strerror(-rc));
 	return rc;
@@ -394,6 +491,14 @@ int vs_target_destroy(struct vs_target *t)
 	/* Stops every running queue first: in-flight requests complete into guest memory. */
 	vs_vhost_server_destroy(t->vs);
 	t->vs = NULL;
+	if (__atomic_load_n(&t->lost, __ATOMIC_ACQUIRE)) {
+		/* A worker that stopped answering may still run and use anything of ours: make
+		 * what completed durable, and leave the rest to the process's exit. */
+		rc = t->dev ? vs_target_flush(t) : 0;
+		VS_CRITICAL(INIT, "target abandoned (a worker was lost)%s",
+			    rc ? "; the flush failed too" : "");
+		return rc ? rc : -ETIMEDOUT;
+	}
 	for (unsigned i = 0; i < t->nworkers; i++)
 		if (t->workers[i].epfd >= 0 || t->workers[i].started)
 			worker_fini(&t->workers[i]);

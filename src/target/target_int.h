@@ -19,8 +19,12 @@
 #include "virtio/virtio.h"
 
 #define TQ_MAX	      (2 + VS_TARGET_MAX_QUEUES) /* control + event + request queues */
-#define TQ_POP_BUDGET 64   /* chains popped per queue per pass, so completions keep flowing */
+/* Chains popped per queue per pass, on every queue: completions and the vhost thread's
+ * commands (a new call fd, a stop) run between passes, however busy the guest keeps a ring. */
+#define TQ_POP_BUDGET 64
 #define TQ_IO_DEPTH   1024 /* io_uring entries per worker (a command uses at most 2 bios) */
+#define TQ_IO_DEPTH_MANUAL 64 /* ... in manual mode (the fuzzer: set-up cost per input) */
+#define TQ_WORKER_TIMEOUT_MS 30000 /* default: longest a worker may take over a command */
 
 enum tq_kind { TQ_CTRL, TQ_EVENT, TQ_REQ };
 
@@ -95,19 +99,30 @@ struct worker {
 
 	/* one command at a time from the vhost thread: */
 	pthread_mutex_t lock;
-	pthread_cond_t cond;
+	pthread_cond_t cond; /* CLOCK_MONOTONIC */
 	enum wcmd cmd;
 	struct tq *cmd_q;
 	int cmd_arg;
+	int cmd_rc;	 /* the command's result */
 	bool cmd_done;
 	int cmd_pending; /* atomic: a command waits (checked each pass) */
+	bool lost;	 /* a command timed out: never waited for again (vhost thread) */
 };
 
 struct vs_target {
 	unsigned num_queues; /* request queues */
 	unsigned nworkers;   /* request workers */
 	bool poll;
+	/* No threads: worker_cmd() runs commands on the caller's thread and the caller runs
+	 * the passes (vs_target__pump), so that a fuzzer drives the real device code
+	 * deterministically.  There is no server: failures are only recorded (failed). */
+	bool manual;
 	uint32_t block_size;
+	unsigned worker_timeout_ms;
+	void (*log)(void *arg, const char *line);
+	void *log_arg;
+	int failed; /* atomic: the session must end (manual mode reads it) */
+	bool lost;  /* a worker stopped answering: the target can only fail cleanly */
 	struct vs_scsi_dev *dev;
 	struct vs_backend *be[VS_TARGET_MAX_LUNS];
 	struct vs_vhost_server *vs; /* the vhost-user socket and device state */
@@ -137,14 +152,34 @@ static inline void wstat_inc(uint64_t *c)
 int worker_init(struct vs_target *t, struct worker *w, unsigned id, bool ctl, bool poll);
 int worker_start(struct worker *w);
 void worker_fini(struct worker *w);
-/* Run a command on w's thread and wait until it is done (vhost thread only). */
-void worker_cmd(struct worker *w, enum wcmd cmd, struct tq *q, int arg);
+/* Run a command on w's thread and wait until it is done (vhost thread only): its result,
+ * or -ETIMEDOUT when the worker did not finish it within the worker timeout (then the
+ * worker is lost for good: see worker.c). */
+int worker_cmd(struct worker *w, enum wcmd cmd, struct tq *q, int arg);
+/* One pass of w (worker_main's body; manual mode calls it directly). */
+void worker_pass(struct worker *w);
+/* Manual mode: run the request workers until no TMF waits for their requests. */
+void worker_manual_settle(struct vs_target *t);
 /* Publish q's filled used entries and signal the driver if it wants it (its trace names
  * the caller: a pass, a TMF-waited completion, a stop). */
 #define tq_notify(q) tq__notify(q, __func__)
 void tq__notify(struct tq *q, const char *caller);
 /* Tell the driver the ring is broken (err fd) and stop using it. */
 void tq_kill(struct tq *q, const char *why);
+
+/* target.c: end the frontend's session (any thread): the server drops it and logs why. */
+void tq_fail(struct vs_target *t, const char *fmt, ...) __attribute__((format(printf, 2, 3), cold));
+/* A line for the operator (the config's log hook), also traced as an ERROR. */
+void tq_log(struct vs_target *t, const char *fmt, ...) __attribute__((format(printf, 2, 3), cold));
+
+/* target.c: the vhost-user ops, and manual mode (struct vs_target's `manual`) for the
+ * stateful fuzzer, which drives a vs_vhost_dev with these ops itself. */
+extern const struct vs_vhost_dev_ops vs_target__ops;
+int vs_target__create_manual(struct vs_target **t, const struct vs_target_config *cfg);
+/* Run `passes` passes of the control thread's and every worker's work, in turn. */
+void vs_target__pump(struct vs_target *t, unsigned passes);
+/* A failure ended the session (tq_fail) since the last connected(). */
+bool vs_target__failed(const struct vs_target *t);
 
 /* request.c */
 void tq_req_process(struct tq *q);

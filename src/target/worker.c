@@ -9,9 +9,21 @@
  * The vhost thread hands queues over with one command at a time (worker_cmd), waiting
  * for it: START gives the worker a queue, STOP takes it back once its in-flight requests
  * have completed (they write into guest memory, which may go away after the stop).
+ *
+ * The frontend's fds are eventfds made non-blocking (src/vhost checks them).  Kick fds are
+ * watched edge-triggered and never read: every write to an eventfd wakes its watchers, so
+ * no read is needed to see the next kick, and a read is a wait a frontend could arrange
+ * (the same blocking eventfd as the kick of two queues: the first read empties it, the
+ * second blocks).  A call or err fd that refuses a write (a full counter: the frontend
+ * never reads it) ends the session.  A frontend may also make such an fd blocking again
+ * (the flag lives in the open file it shares with us) and fill it: then the write blocks,
+ * and worker_cmd() interrupts the worker with a signal after a second without an answer;
+ * the write fails with EINTR and that ends the session too.  A worker that still does not
+ * answer within the worker timeout is lost: the target fails cleanly (target.c).
  */
 #define _GNU_SOURCE /* pthread_setname_np */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +38,19 @@
 #define EV_IO	 1ull
 #define EV_QUEUE 2ull
 
-static void fd_drain(int fd)
+#define INTERRUPT_MS 1000 /* a command unanswered this long: interrupt the worker */
+
+/* Our own eventfds (non-blocking): a failed write means a signal is pending anyway. */
+static void own_signal(int fd)
+{
+	uint64_t one = 1;
+
+	if (write(fd, &one, sizeof(one)) < 0) {
+		/* full counter: pending anyway */
+	}
+}
+
+static void own_drain(int fd)
 {
 	uint64_t v;
 
@@ -35,18 +59,30 @@ static void fd_drain(int fd)
 	}
 }
 
-static void fd_signal(int fd)
+/* Signal one of the frontend's eventfds: 0 or -errno. */
+static inline int fe_signal(int fd)
 {
 	uint64_t one = 1;
 
-	if (write(fd, &one, sizeof(one)) < 0) {
-		/* only fails when the counter would overflow: a signal is pending anyway */
-	}
+	return write(fd, &one, sizeof(one)) == sizeof(one) ? 0 : -errno;
+}
+
+/* A call or err fd refused a write: it is not written again, and the session ends. */
+static __attribute__((noinline, cold)) void fe_signal_failed(struct tq *q, int *fd,
+							     const char *name, int rc)
+{
+	tq_fail(q->t, "queue %u: writing its %s fd failed: %s", q->idx, name,
+		rc == -EAGAIN ? "the eventfd's counter is full (the frontend never reads it)"
+		: rc == -EINTR
+		    ? "the write blocked (the frontend made the eventfd blocking and never reads it)"
+		    : strerror(-rc));
+	*fd = -1; /* the vhost layer closes it */
 }
 
 void tq__notify(struct tq *q, const char *caller)
 {
 	bool n;
+	int rc;
 
 	q->unsignalled = false;
 	vs_vq_dev_flush(&q->vq);
@@ -54,8 +90,10 @@ void tq__notify(struct tq *q, const char *caller)
 	VS_VERBOSE_HP(NOTIFY, "q %u used idx %u: %s (from %s)", q->idx, q->vq.used_idx,
 		      n ? (q->call_fd >= 0 ? "signal" : "signal (no call fd)") : "suppressed", caller);
 	if (n && q->call_fd >= 0) {
-		fd_signal(q->call_fd);
-		wstat_inc(&q->w->st.notifies);
+		if (__builtin_expect((rc = fe_signal(q->call_fd)) != 0, 0))
+			fe_signal_failed(q, &q->call_fd, "call", rc);
+		else
+			wstat_inc(&q->w->st.notifies);
 	} else if (n) {
 		q->missed_signal = true; /* given to the next call fd */
 	}
@@ -63,30 +101,43 @@ void tq__notify(struct tq *q, const char *caller)
 
 void tq_kill(struct tq *q, const char *why)
 {
+	int rc;
+
 	if (q->dead)
 		return;
 	q->dead = true;
 	VS_ERROR(QUEUE, "queue %u stopped: %s (last avail %u, %u requests in flight)", q->idx, why,
 		 q->vq.last_avail_idx, q->inflight);
-	if (q->err_fd >= 0)
-		fd_signal(q->err_fd); /* QEMU logs "vhost vring error" */
+	/* QEMU logs "vhost vring error" */
+	if (q->err_fd >= 0 && (rc = fe_signal(q->err_fd)))
+		fe_signal_failed(q, &q->err_fd, "err", rc);
+}
+
+/* The kick eventfd reports an error: its counter overflowed (only the kernel's own
+ * signalling can get it there, after a frontend wrote it nearly full). */
+static __attribute__((noinline, cold)) void kick_failed(struct worker *w, struct tq *q)
+{
+	epoll_ctl(w->epfd, EPOLL_CTL_DEL, q->kick_fd, NULL);
+	tq_fail(q->t, "queue %u: its kick eventfd reports an error (counter overflow)", q->idx);
 }
 
 /* ---- queue handoff (worker thread side) ----------------------------------------------------- */
-static void q_start(struct worker *w, struct tq *q)
+static int q_start(struct worker *w, struct tq *q)
 {
-	q->running = true;
 	q->stopping = q->dead = q->throttled = q->unsignalled = q->missed_signal = false;
 	q->inflight = 0;
 	q->polled = w->poll || q->kick_fd < 0;
 	if (q->kind != TQ_EVENT && !q->polled) {
-		struct epoll_event ev = {.events = EPOLLIN, .data.u64 = EV_QUEUE + q->idx};
+		/* Edge-triggered, never read: see the top of the file. */
+		struct epoll_event ev = {.events = EPOLLIN | EPOLLET, .data.u64 = EV_QUEUE + q->idx};
 		if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, q->kick_fd, &ev) < 0) {
-			VS_WARNING(QUEUE, "queue %u: cannot watch kick fd %d (%s): polling it",
-				   q->idx, q->kick_fd, strerror(errno));
-			q->polled = true;
+			int rc = -errno;
+			VS_ERROR(QUEUE, "queue %u: cannot watch kick fd %d: %s", q->idx,
+				 q->kick_fd, strerror(errno));
+			return rc;
 		}
 	}
+	q->running = true;
 	/* A polled ring wants no kicks; an evented one enables them in its first pass. */
 	if (q->kind != TQ_EVENT && q->polled)
 		vs_vq_dev_set_notification(&q->vq, false);
@@ -95,6 +146,7 @@ static void q_start(struct worker *w, struct tq *q)
 	VS_INFO(QUEUE, "queue %u running on %s %u (%s, size %u, avail %u, used %u)", q->idx,
 		w->ctl ? "control thread" : "worker", w->id, q->polled ? "polled" : "kicks",
 		q->vq.size, q->vq.last_avail_idx, q->vq.used_idx);
+	return 0;
 }
 
 static void q_stop_begin(struct worker *w, struct tq *q)
@@ -120,10 +172,11 @@ static void q_stop_end(struct worker *w, struct tq *q)
 		q->vq.used_idx);
 }
 
-static void cmd_finish(struct worker *w)
+static void cmd_finish(struct worker *w, int rc)
 {
 	pthread_mutex_lock(&w->lock);
 	w->cmd = WCMD_NONE;
+	w->cmd_rc = rc;
 	w->cmd_done = true;
 	pthread_cond_broadcast(&w->cond);
 	pthread_mutex_unlock(&w->lock);
@@ -134,11 +187,11 @@ static bool cmd_run(struct worker *w)
 {
 	enum wcmd cmd;
 	struct tq *q;
-	int arg;
+	int arg, rc = 0;
 
 	if (!__atomic_load_n(&w->cmd_pending, __ATOMIC_ACQUIRE))
 		return true;
-	fd_drain(w->cmd_fd);
+	own_drain(w->cmd_fd);
 	pthread_mutex_lock(&w->lock);
 	cmd = w->cmd;
 	q = w->cmd_q;
@@ -148,7 +201,7 @@ static bool cmd_run(struct worker *w)
 
 	switch (cmd) {
 	case WCMD_START:
-		q_start(w, q);
+		rc = q_start(w, q);
 		break;
 	case WCMD_STOP:
 		q_stop_begin(w, q);
@@ -166,37 +219,134 @@ static bool cmd_run(struct worker *w)
 		 * sent now (a spurious one is harmless, a lost one hangs the driver). */
 		if (q->missed_signal && arg >= 0) {
 			q->missed_signal = false;
-			fd_signal(arg);
+			if ((rc = fe_signal(arg)))
+				fe_signal_failed(q, &q->call_fd, "call", rc);
+			rc = 0;
 		}
 		break;
 	case WCMD_EXIT:
-		cmd_finish(w);
+		cmd_finish(w, 0);
 		return false;
 	case WCMD_NONE:
 		break;
 	}
-	cmd_finish(w);
+	cmd_finish(w, rc);
 	return true;
 }
 
-void worker_cmd(struct worker *w, enum wcmd cmd, struct tq *q, int arg)
+/* ---- commands (vhost thread side) ---------------------------------------------------------- */
+static void on_interrupt(int sig)
 {
+	(void)sig; /* only there to make a blocking system call fail with EINTR */
+}
+
+static pthread_once_t interrupt_once = PTHREAD_ONCE_INIT;
+static int interrupt_sig; /* 0: workers cannot be interrupted */
+
+/* A real-time signal nobody else handles; without SA_RESTART, so a blocked call fails. */
+static void interrupt_install(void)
+{
+	int sig = SIGRTMIN + 5;
+	struct sigaction sa = {.sa_handler = on_interrupt}, old;
+
+	sigemptyset(&sa.sa_mask);
+	if (sig > SIGRTMAX || sigaction(sig, NULL, &old) < 0 || old.sa_handler != SIG_DFL ||
+	    (old.sa_flags & SA_SIGINFO) || sigaction(sig, &sa, NULL) < 0) {
+		VS_WARNING(INIT, "no free signal to interrupt a blocked worker with: a worker "
+				 "blocked on a frontend's fd is only given up on");
+		return;
+	}
+	interrupt_sig = sig;
+}
+
+/* Manual mode: run the command here, then passes until it is done (a STOP waits for its
+ * in-flight requests, which complete within a few passes on RAM). */
+static int manual_cmd(struct worker *w)
+{
+	if (!cmd_run(w))
+		return 0; /* EXIT */
+	for (unsigned i = 0; i < 1000 && !w->cmd_done; i++)
+		worker_pass(w);
+	return w->cmd_done ? w->cmd_rc : -ETIMEDOUT;
+}
+
+static __attribute__((noinline, cold)) void worker_lost(struct worker *w, enum wcmd cmd,
+							 const struct tq *q)
+{
+	static const char *const names[] = {"none", "start", "stop", "call fd", "exit"};
+	char what[32] = "";
+
+	if (q)
+		snprintf(what, sizeof(what), " of queue %u", q->idx);
+	w->lost = true;
+	__atomic_store_n(&w->t->lost, true, __ATOMIC_RELEASE);
+	tq_log(w->t,
+	       "%s %u did not finish '%s'%s within %u ms (even when interrupted): it is given "
+	       "up on, and so is the target",
+	       w->ctl ? "the control thread" : "worker", w->id, names[cmd], what,
+	       w->t->worker_timeout_ms);
+}
+
+int worker_cmd(struct worker *w, enum wcmd cmd, struct tq *q, int arg)
+{
+	uint64_t start = vs_mono_ns(), limit = (uint64_t)w->t->worker_timeout_ms * 1000000;
+	bool done;
+	int rc;
+
+	if (w->lost)
+		return -ETIMEDOUT;
 	pthread_mutex_lock(&w->lock);
 	w->cmd = cmd;
 	w->cmd_q = q;
 	w->cmd_arg = arg;
+	w->cmd_rc = 0;
 	w->cmd_done = false;
 	__atomic_store_n(&w->cmd_pending, 1, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&w->lock);
-	fd_signal(w->cmd_fd);
+	if (w->t->manual)
+		return manual_cmd(w);
+	own_signal(w->cmd_fd);
 	pthread_mutex_lock(&w->lock);
-	while (!w->cmd_done)
-		pthread_cond_wait(&w->cond, &w->lock);
+	while (!w->cmd_done) {
+		uint64_t waited = vs_mono_ns() - start, ns;
+		struct timespec until;
+
+		if (waited >= limit)
+			break;
+		ns = limit - waited < INTERRUPT_MS * 1000000ull ? limit - waited
+							       : INTERRUPT_MS * 1000000ull;
+		clock_gettime(CLOCK_MONOTONIC, &until);
+		ns += (uint64_t)until.tv_nsec;
+		until.tv_sec += (time_t)(ns / 1000000000);
+		until.tv_nsec = (long)(ns % 1000000000);
+		if (pthread_cond_timedwait(&w->cond, &w->lock, &until) == ETIMEDOUT &&
+		    !w->cmd_done && interrupt_sig) {
+			/* Blocked on a frontend's fd?  Harmless if it is only busy. */
+			VS_WARNING(INIT, "%s %u: no answer yet, interrupting it",
+				   w->ctl ? "control thread" : "worker", w->id);
+			pthread_kill(w->thread, interrupt_sig);
+		}
+	}
+	done = w->cmd_done;
+	rc = w->cmd_rc;
 	pthread_mutex_unlock(&w->lock);
+	if (done)
+		return rc;
+	worker_lost(w, cmd, q);
+	return -ETIMEDOUT;
+}
+
+/* Manual mode: passes of every thread until no TMF waits (the control thread's TMF waits
+ * for requests the request workers complete). */
+void worker_manual_settle(struct vs_target *t)
+{
+	for (unsigned i = 0; i < 1000 && __atomic_load_n(&t->tmf_pending, __ATOMIC_ACQUIRE); i++)
+		for (unsigned k = 0; k < t->nworkers; k++)
+			worker_pass(&t->workers[k]);
 }
 
 /* ---- the loop ------------------------------------------------------------------------------- */
-static void worker_pass(struct worker *w)
+void worker_pass(struct worker *w)
 {
 	if (w->io && vs_io_ctx_inflight(w->io) && (!w->poll || vs_io_ctx_pending(w->io))) {
 		int rc = vs_io_ctx_reap(w->io, false);
@@ -225,7 +375,7 @@ static void worker_pass(struct worker *w)
 	if (w->stopping && !w->stopping->inflight) {
 		q_stop_end(w, w->stopping);
 		w->stopping = NULL;
-		cmd_finish(w);
+		cmd_finish(w, 0);
 	}
 }
 
@@ -266,7 +416,8 @@ static void *worker_main(void *arg)
 				uint64_t tag = ev[i].data.u64;
 				if (tag >= EV_QUEUE && tag - EV_QUEUE < TQ_MAX) {
 					struct tq *q = &w->t->q[tag - EV_QUEUE];
-					fd_drain(q->kick_fd);
+					if (__builtin_expect(ev[i].events & (EPOLLERR | EPOLLHUP), 0))
+						kick_failed(w, q);
 					q->kicked = true;
 				}
 			}
@@ -282,6 +433,7 @@ static void *worker_main(void *arg)
 int worker_init(struct vs_target *t, struct worker *w, unsigned id, bool ctl, bool poll)
 {
 	struct epoll_event ev = {.events = EPOLLIN};
+	pthread_condattr_t ca;
 	int rc;
 
 	memset(w, 0, sizeof(*w));
@@ -291,7 +443,10 @@ int worker_init(struct vs_target *t, struct worker *w, unsigned id, bool ctl, bo
 	w->poll = poll && !ctl;
 	w->epfd = w->cmd_fd = -1;
 	pthread_mutex_init(&w->lock, NULL);
-	pthread_cond_init(&w->cond, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&w->cond, &ca);
+	pthread_condattr_destroy(&ca);
 	w->cmd_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	w->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (w->cmd_fd < 0 || w->epfd < 0) {
@@ -306,7 +461,7 @@ int worker_init(struct vs_target *t, struct worker *w, unsigned id, bool ctl, bo
 		w->scratch = malloc(sizeof(*w->scratch));
 		return w->scratch ? 0 : -ENOMEM;
 	}
-	rc = vs_io_ctx_create(&w->io, TQ_IO_DEPTH);
+	rc = vs_io_ctx_create(&w->io, t->manual ? TQ_IO_DEPTH_MANUAL : TQ_IO_DEPTH);
 	if (rc) {
 		VS_ERROR(INIT, "worker %u: I/O context: %s", id, strerror(-rc));
 		return rc;
@@ -323,7 +478,10 @@ int worker_init(struct vs_target *t, struct worker *w, unsigned id, bool ctl, bo
 
 int worker_start(struct worker *w)
 {
-	int rc = pthread_create(&w->thread, NULL, worker_main, w);
+	int rc;
+
+	pthread_once(&interrupt_once, interrupt_install);
+	rc = pthread_create(&w->thread, NULL, worker_main, w);
 
 	if (rc) {
 		VS_ERROR(INIT, "worker %u: pthread_create: %s", w->id, strerror(rc));
@@ -336,7 +494,8 @@ int worker_start(struct worker *w)
 void worker_fini(struct worker *w)
 {
 	if (w->started) {
-		worker_cmd(w, WCMD_EXIT, NULL, -1);
+		if (worker_cmd(w, WCMD_EXIT, NULL, -1))
+			return; /* lost: it may still run, so it keeps everything it has */
 		pthread_join(w->thread, NULL);
 		w->started = false;
 	}

@@ -110,6 +110,19 @@ static inline uint64_t vs_mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* ---- random numbers -------------------------------------------------------------------- */
+/* xorshift64: fast, repeatable sequences (workloads, test choices), not for secrets.  The
+ * state must not be 0. */
+static inline uint64_t vs_xorshift64(uint64_t *state)
+{
+	uint64_t x = *state;
+
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	return *state = x;
+}
+
 /* ---- error reasons --------------------------------------------------------------------- */
 /* Write the reason for a failure into why[whylen] (nothing when why is NULL or whylen 0)
  * and return rc, so that `return vs_fail(why, whylen, -EINVAL, "...", ...);` reports and
@@ -164,5 +177,16 @@ void vs_cli_commands(const struct vs_cli_command **first, size_t *count);
 extern char **vs_cli_argv;
 /* This binary's path (empty if unknown): commands run it again, or its siblings. */
 void vs_self_exe(char *buf, size_t len);
+
+/* ---- child servers -------------------------------------------------------------------- */
+/* Start argv[0] (argv NULL-terminated) as a child that gets SIGTERM when the calling thread
+ * ends (PR_SET_PDEATHSIG follows the thread, not the process), stdout (and
+ * stderr unless show_stderr) to /dev/null, and wait up to timeout_ms for it to listen on
+ * the Unix socket sock (removed first).  0 with *pid, or -errno with why set. */
+int vs_spawn_server(char *const argv[], const char *sock, unsigned timeout_ms, bool show_stderr,
+		    int *pid, char *why, size_t whylen);
+/* Send sig to the child pid and reap it, SIGKILL after timeout_ms: its exit status (128 +
+ * signal when a signal ended it), -ETIMEDOUT when it had to be killed, or -errno. */
+int vs_child_stop(int pid, int sig, unsigned timeout_ms);
 
 #endif /* VS_UTIL_H */

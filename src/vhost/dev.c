@@ -4,8 +4,11 @@
  * no I/O of its own (server.c feeds it), so tests and the fuzzer drive it directly.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <vioscope/trace.h>
@@ -113,26 +116,38 @@ static int ring_start(struct vs_vhost_dev *d, unsigned idx, char *why, size_t wh
 
 	if (rc)
 		return rc;
-	if (d->ops.queue_start && (rc = d->ops.queue_start(d->opaque, idx, &vr)))
+	if (d->ops.queue_start && (rc = d->ops.queue_start(d->opaque, idx, &vr))) {
+		/* Timed out: the user cannot tell whether the ring runs now. */
+		if (rc == -ETIMEDOUT)
+			d->wedged = true;
 		return FAIL(rc, "queue_start refused ring %u: %s", idx, strerror(-rc));
+	}
 	v->running = true;
 	VS_INFO(VHOST, "queue %u started: size %u desc %p avail %p used %p base %u kick %d call %d",
 		idx, v->num, vr.desc, vr.avail, vr.used, v->last_avail_idx, v->kick_fd, v->call_fd);
 	return 0;
 }
 
-static void ring_stop(struct vs_vhost_dev *d, unsigned idx)
+/* 0, or -errno when the user could not stop the ring: then the device is wedged. */
+static int ring_stop(struct vs_vhost_dev *d, unsigned idx)
 {
 	struct vs_vhost_ring *v = &d->rings[idx];
 	uint16_t last = v->last_avail_idx;
+	int rc;
 
 	if (!v->running)
-		return;
-	if (d->ops.queue_stop)
-		d->ops.queue_stop(d->opaque, idx, &last);
+		return 0;
+	if (d->ops.queue_stop && (rc = d->ops.queue_stop(d->opaque, idx, &last))) {
+		d->wedged = true;
+		VS_CRITICAL(VHOST, "queue %u cannot be stopped (%s): guest memory and the ring's "
+				   "fds stay as they are",
+			    idx, strerror(-rc));
+		return rc;
+	}
 	v->running = false;
 	v->last_avail_idx = last;
 	VS_INFO(VHOST, "queue %u stopped at avail index %u", idx, last);
+	return 0;
 }
 
 /* Bring a ring's running state in line with the protocol state. */
@@ -143,15 +158,21 @@ static int ring_update(struct vs_vhost_dev *d, unsigned idx, char *why, size_t w
 
 	if (want && !v->running)
 		return ring_start(d, idx, why, whylen);
-	if (!want && v->running)
-		ring_stop(d, idx);
+	if (!want && v->running && ring_stop(d, idx))
+		return FAIL(-EIO, "ring %u could not be stopped", idx);
 	return 0;
 }
 
-void vs_vhost_rings_stop(struct vs_vhost_dev *d)
+int vs_vhost_rings_stop(struct vs_vhost_dev *d)
 {
-	for (unsigned i = 0; i < d->max_queues; i++)
-		ring_stop(d, i);
+	int first = 0;
+
+	for (unsigned i = 0; i < d->max_queues; i++) {
+		int rc = ring_stop(d, i);
+		if (rc && !first)
+			first = rc;
+	}
+	return first;
 }
 
 /* Update every ring; the first failure is reported, the others still get their turn. */
@@ -176,7 +197,8 @@ int vs_vhost_rings_update(struct vs_vhost_dev *d, char *why, size_t whylen)
 /* Back to the initial ring state: stopped, disabled, no fds (memory is kept). */
 static void rings_reset(struct vs_vhost_dev *d)
 {
-	vs_vhost_rings_stop(d);
+	if (vs_vhost_rings_stop(d) || d->wedged)
+		return; /* the fds may still be in use */
 	for (unsigned i = 0; i < d->max_queues; i++) {
 		struct vs_vhost_ring *v = &d->rings[i];
 		close_fd(&v->kick_fd);
@@ -212,6 +234,7 @@ struct vs_vhost_dev *vs_vhost_dev_new(unsigned max_queues, uint64_t device_featu
 		return NULL;
 	}
 	d->max_queues = max_queues;
+	d->fault.wake_fd = -1;
 	d->offered_features = device_features | (1ull << VS_VHOST_F_PROTOCOL_FEATURES);
 	if (ops)
 		d->ops = *ops;
@@ -233,6 +256,44 @@ void vs_vhost_dev_free(struct vs_vhost_dev *d)
 const struct vs_mem *vs_vhost_dev_mem(const struct vs_vhost_dev *d)
 {
 	return &d->mem;
+}
+
+void vs_vhost_dev_set_wake_fd(struct vs_vhost_dev *d, int fd)
+{
+	d->fault.wake_fd = fd;
+}
+
+bool vs_vhost_dev_fault(const struct vs_vhost_dev *d, char *why, size_t whylen)
+{
+	uintptr_t addr = __atomic_load_n(&d->fault.addr, __ATOMIC_ACQUIRE);
+
+	if (!addr)
+		return false;
+	for (unsigned i = 0; i < d->mem.nregions; i++) {
+		const struct vs_mem_region *r = &d->mem.regions[i];
+		uintptr_t host = (uintptr_t)r->host;
+		if (addr >= host && addr - host < r->size) {
+			snprintf(why, whylen,
+				 "guest memory vanished under the device: a fault at guest address "
+				 "%#llx (region %u, %#llx bytes in): the frontend shrank its memory file",
+				 (unsigned long long)(r->gpa + (addr - host)), i,
+				 (unsigned long long)(addr - host));
+			return true;
+		}
+	}
+	snprintf(why, whylen, "guest memory vanished under the device (a fault at %p)",
+		 (void *)addr);
+	return true;
+}
+
+bool vs_vhost_dev_wedged(const struct vs_vhost_dev *d)
+{
+	return d->wedged;
+}
+
+const char *vs_vhost_dev_last_error(const struct vs_vhost_dev *d)
+{
+	return d->last_error;
 }
 
 /* ---- handlers ----------------------------------------------------------------------------- */
@@ -322,7 +383,8 @@ static int get_vring_base_exec(struct vs_vhost_dev *d, const struct vs_vhost_vri
 
 	if (!v)
 		return -EINVAL;
-	ring_stop(d, s->index);
+	if (ring_stop(d, s->index))
+		return FAIL(-EIO, "ring %u could not be stopped", s->index);
 	v->started = false;
 	close_fd(&v->kick_fd); /* a restart brings a new SET_VRING_KICK */
 	reply->size = sizeof(reply->payload.state);
@@ -334,17 +396,69 @@ static int get_vring_base_exec(struct vs_vhost_dev *d, const struct vs_vhost_vri
 
 enum vring_fd { FD_KICK, FD_CALL, FD_ERR };
 
+/* What an fd that is not an eventfd is, for the refusal. */
+static const char *fd_kind(const struct stat *st, const char *link)
+{
+	switch (st->st_mode & S_IFMT) {
+	case S_IFIFO:
+		return "a pipe or FIFO";
+	case S_IFSOCK:
+		return "a socket";
+	case S_IFREG:
+		return "a regular file";
+	case S_IFCHR:
+		return "a character device";
+	case S_IFDIR:
+		return "a directory";
+	default:
+		return *link ? link : "not an eventfd";
+	}
+}
+
+/* Kick, call and err fds must be eventfds, as the kernel's vhost requires: a pipe nobody
+ * reads, a socket at end of file or a file can block or spin a worker.  An eventfd is made
+ * non-blocking here, so a full counter (a frontend that never reads its call fd) is an
+ * error the worker sees, not a wait.  That flag lives in the open file the frontend shares
+ * with us and it may clear it again: the target copes with that too (src/target/worker.c
+ * interrupts a worker blocked in a write). */
+static int ring_fd_check(int fd, unsigned idx, const char *name, char *why, size_t whylen)
+{
+	char path[64], link[64] = "";
+	struct stat st;
+	ssize_t n;
+	int fl;
+
+	if (fstat(fd, &st) < 0)
+		return FAIL(-errno, "queue %u %s fd: fstat: %s", idx, name, strerror(errno));
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	n = readlink(path, link, sizeof(link) - 1);
+	link[n > 0 ? n : 0] = 0;
+	/* /proc names it; without /proc, an anonymous inode (no file type) is the best we can
+	 * tell. */
+	if (n > 0 ? strcmp(link, "anon_inode:[eventfd]") != 0 : (st.st_mode & S_IFMT) != 0)
+		return FAIL(-EINVAL, "queue %u %s fd is %s, not an eventfd", idx, name,
+			    fd_kind(&st, link));
+	fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || (!(fl & O_NONBLOCK) && fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0))
+		return FAIL(-errno, "queue %u %s fd: cannot make it non-blocking: %s", idx, name,
+			    strerror(errno));
+	return 0;
+}
+
 static int set_vring_fd_exec(struct vs_vhost_dev *d, struct vs_vhost_msg *msg,
 			     enum vring_fd which, char *why, size_t whylen)
 {
 	static const char *const names[] = {"kick", "call", "err"};
 	unsigned idx = (unsigned)(msg->payload.u64 & VS_VHOST_VRING_IDX_MASK);
 	struct vs_vhost_ring *v = ring_get(d, idx, why, whylen);
-	int fd, old, *slot;
+	int fd, old, *slot, rc;
 	bool restart;
 
 	if (!v)
 		return -EINVAL;
+	if (!(msg->payload.u64 & VS_VHOST_VRING_NOFD) &&
+	    (rc = ring_fd_check(msg->fds[0], idx, names[which], why, whylen)))
+		return rc; /* the caller closes it */
 	fd = (msg->payload.u64 & VS_VHOST_VRING_NOFD) ? -1 : take_fd(msg, 0);
 	slot = which == FD_KICK ? &v->kick_fd : which == FD_CALL ? &v->call_fd : &v->err_fd;
 	old = *slot;
@@ -353,15 +467,22 @@ static int set_vring_fd_exec(struct vs_vhost_dev *d, struct vs_vhost_msg *msg,
 
 	if (which == FD_CALL && v->running && d->ops.call_fd_changed) {
 		/* Frequent at run time (guest masks/unmasks its interrupt): swap in place. */
-		d->ops.call_fd_changed(d->opaque, idx, fd);
+		if ((rc = d->ops.call_fd_changed(d->opaque, idx, fd))) {
+			/* The user may hold either fd now: keep both open, for good. */
+			d->wedged = true;
+			return FAIL(rc, "queue %u: the new call fd could not be handed over: %s",
+				    idx, strerror(-rc));
+		}
 		*slot = fd;
 		close_fd(&old);
 		return 0;
 	}
 	/* The worker holds the old fd: never close it under a running ring. */
 	restart = v->running;
-	if (restart)
-		ring_stop(d, idx);
+	if (restart && ring_stop(d, idx)) {
+		close_fd(&fd);
+		return FAIL(-EIO, "ring %u could not be stopped", idx);
+	}
 	*slot = fd;
 	close_fd(&old);
 	if (which == FD_KICK)
@@ -483,9 +604,16 @@ int vs_vhost_dev_handle(struct vs_vhost_dev *d, struct vs_vhost_msg *msg,
 	reply->request = msg->request;
 	reply->flags = VS_VHOST_VERSION | VS_VHOST_FLAG_REPLY;
 
+	if (d->wedged) {
+		VS_ERROR(VHOST, "%s refused: the device is wedged", vs_vhost_request_name(msg->request));
+		snprintf(d->last_error, sizeof(d->last_error), "the device is wedged");
+		vs_vhost_msg_close_fds(msg);
+		return -EIO;
+	}
 	/* Cheap, and makes this entry point safe on any input. */
 	if ((rc = vs_vhost_msg_validate(msg, why, sizeof(why)))) {
 		VS_ERROR(VHOST, "bad message %u{vhost_msg}: %s", msg->request, why);
+		snprintf(d->last_error, sizeof(d->last_error), "%s", why);
 		vs_vhost_msg_close_fds(msg);
 		return vs_vhost_dev_reject(d, msg, reply);
 	}
@@ -496,6 +624,7 @@ int vs_vhost_dev_handle(struct vs_vhost_dev *d, struct vs_vhost_msg *msg,
 		goto ok;
 
 	VS_ERROR(VHOST, "%u{vhost_msg} failed: %s (%d)", msg->request, why, rc);
+	snprintf(d->last_error, sizeof(d->last_error), "%s", *why ? why : strerror(-rc));
 	if (need_reply) {
 		reply_u64(reply, 1);
 		return 1;

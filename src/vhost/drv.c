@@ -189,9 +189,8 @@ int vs_vhost_drv_get_queue_num(struct vs_vhost_drv *f, uint64_t *num)
 	return get_u64(f, VS_VHOST_GET_QUEUE_NUM, num);
 }
 
-int vs_vhost_drv_set_mem_table(struct vs_vhost_drv *f,
-				 const struct vs_vhost_mem_region *regions, unsigned nregions,
-				 const int *fds)
+int vs_vhost_drv_set_mem_table(struct vs_vhost_drv *f, const struct vs_vhost_mem_region *regions,
+			       unsigned nregions, const int *fds)
 {
 	struct vs_vhost_msg m;
 
@@ -211,8 +210,8 @@ int vs_vhost_drv_set_vring_num(struct vs_vhost_drv *f, unsigned idx, unsigned nu
 	return set_state(f, VS_VHOST_SET_VRING_NUM, idx, num);
 }
 
-int vs_vhost_drv_set_vring_addr(struct vs_vhost_drv *f, unsigned idx, uint64_t desc,
-				  uint64_t avail, uint64_t used)
+int vs_vhost_drv_set_vring_addr(struct vs_vhost_drv *f, unsigned idx, uint64_t desc, uint64_t avail,
+				uint64_t used)
 {
 	struct vs_vhost_msg m;
 
@@ -267,6 +266,11 @@ int vs_vhost_drv_set_vring_kick(struct vs_vhost_drv *f, unsigned idx, int fd)
 int vs_vhost_drv_set_vring_call(struct vs_vhost_drv *f, unsigned idx, int fd)
 {
 	return set_vring_fd(f, VS_VHOST_SET_VRING_CALL, idx, fd);
+}
+
+int vs_vhost_drv_set_vring_err(struct vs_vhost_drv *f, unsigned idx, int fd)
+{
+	return set_vring_fd(f, VS_VHOST_SET_VRING_ERR, idx, fd);
 }
 
 int vs_vhost_drv_set_vring_enable(struct vs_vhost_drv *f, unsigned idx, bool enable)

@@ -4,10 +4,14 @@
  * region mapped) before anything changes, so a failure leaves the old map in force; the
  * swap itself happens with every ring stopped, so a worker never sees an unmapped region.
  */
+#define _GNU_SOURCE /* F_GET_SEALS */
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/magic.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <vioscope/trace.h>
@@ -16,13 +20,28 @@
 
 #define FAIL(code, ...) vs_fail(why, whylen, code, __VA_ARGS__)
 
-/* Map one region of fd.  The file must really hold [mmap_offset, mmap_offset + size):
- * touching a page past its end would raise SIGBUS in a worker, so check it here. */
-static int map_region(const struct vs_vhost_mem_region *r, int fd, struct vs_vhost_map *map,
-		      uint8_t **host, char *why, size_t whylen)
+/* The file systems guest memory may live on: memory ones.  On any other (FUSE, NFS, a
+ * disk), a page fault on guest memory can block a worker for as long as that file system
+ * wants, and a FUSE server run by the frontend's user wants forever. */
+static bool memory_fs(int fd, const char **name)
+{
+	struct statfs sf;
+
+	if (fstatfs(fd, &sf) < 0)
+		return false;
+	*name = sf.f_type == TMPFS_MAGIC ? "tmpfs" : sf.f_type == HUGETLBFS_MAGIC ? "hugetlbfs" : NULL;
+	return *name != NULL;
+}
+
+/* Map one region of fd.  The file must be a memory file that really holds
+ * [mmap_offset, mmap_offset + size) now; the guard covers it shrinking later. */
+static int map_region(struct vs_vhost_dev *d, const struct vs_vhost_mem_region *r, int fd,
+		      struct vs_vhost_map *map, uint8_t **host, char *why, size_t whylen)
 {
 	uint64_t align = (uint64_t)sysconf(_SC_PAGESIZE), start, lead;
+	const char *fs = NULL;
 	struct stat st;
+	int seals, rc;
 	void *p;
 
 	if (fstat(fd, &st) < 0)
@@ -30,6 +49,9 @@ static int map_region(const struct vs_vhost_mem_region *r, int fd, struct vs_vho
 	if (!S_ISREG(st.st_mode))
 		return FAIL(-EINVAL, "region fd is not a memory file (mode %#o)",
 			    (unsigned)st.st_mode);
+	if (!memory_fs(fd, &fs))
+		return FAIL(-EINVAL, "region fd is a file on a disk or network file system, not "
+				     "tmpfs or hugetlbfs (a memfd)");
 	/* validated: mmap_offset + memory_size does not wrap */
 	if ((uint64_t)st.st_size < r->mmap_offset + r->memory_size)
 		return FAIL(-EINVAL, "region needs %#llx bytes of its file, which has %#llx",
@@ -41,43 +63,65 @@ static int map_region(const struct vs_vhost_mem_region *r, int fd, struct vs_vho
 		align = (uint64_t)st.st_blksize;
 	start = r->mmap_offset & ~(align - 1);
 	lead = r->mmap_offset - start;
-	if (r->memory_size + lead > SIZE_MAX)
+	if (r->memory_size + lead > SIZE_MAX - align)
 		return FAIL(-EINVAL, "region too large to map");
 	p = mmap(NULL, (size_t)(r->memory_size + lead), PROT_READ | PROT_WRITE, MAP_SHARED, fd,
 		 (off_t)start);
 	if (p == MAP_FAILED)
-		return FAIL(-errno, "mmap of %#llx bytes at offset %#llx: %s",
+		return FAIL(-errno, "mmap of %#llx bytes at offset %#llx: %s%s",
 			    (unsigned long long)(r->memory_size + lead), (unsigned long long)start,
-			    strerror(errno));
+			    strerror(errno), errno == EACCES ? " (fd not open for writing)" : "");
 	map->base = p;
 	map->len = (size_t)(r->memory_size + lead);
+	/* The guard replaces whole pages: cover the mapping's last (huge) page entirely. */
+	map->guard = vs_vhost_guard_add(p, (map->len + align - 1) & ~(align - 1), align, &d->fault);
+	if (map->guard < 0) {
+		rc = map->guard;
+		munmap(p, map->len);
+		*map = (struct vs_vhost_map){.guard = -1};
+		return FAIL(rc, "cannot guard the mapping: %s", strerror(-rc));
+	}
+	seals = fcntl(fd, F_GET_SEALS);
+	VS_INFO(MEMORY, "region file on %s, %s", fs,
+		seals >= 0 && (seals & F_SEAL_SHRINK)
+		    ? "sealed against shrinking"
+		    : "not sealed against shrinking: a shrink fails the device, guarded");
 	*host = (uint8_t *)p + lead;
 	return 0;
 }
 
 static void unmap(struct vs_vhost_map *m)
 {
-	if (m->base)
-		munmap(m->base, m->len);
-	m->base = NULL;
-	m->len = 0;
+	if (!m->base)
+		return;
+	vs_vhost_guard_remove(m->guard);
+	munmap(m->base, m->len);
+	*m = (struct vs_vhost_map){.guard = -1};
 }
 
 void vs_vhost_mem_unmap_all(struct vs_vhost_dev *d)
 {
+	if (d->wedged)
+		return; /* a queue may still run on it: leave it mapped */
 	for (unsigned i = 0; i < VS_MEM_MAX_REGIONS; i++)
 		unmap(&d->maps[i]);
 	vs_mem_reset(&d->mem);
+	__atomic_store_n(&d->fault.addr, 0, __ATOMIC_RELAXED);
 }
 
 /* Install a new map: stop the running rings, swap, drop the old mappings listed in
  * `drop`, tell the user, restart.  A ring that no longer fits the map stays stopped and
- * the request fails. */
-static int commit(struct vs_vhost_dev *d, const struct vs_mem *nm,
-		  const struct vs_vhost_map *nmaps, struct vs_vhost_map *drop, unsigned ndrop,
-		  char *why, size_t whylen)
+ * the request fails.  nmaps[first_new..] are mappings made for this request: unmapped
+ * again if a ring cannot be stopped (then nothing changes). */
+static int commit(struct vs_vhost_dev *d, const struct vs_mem *nm, struct vs_vhost_map *nmaps,
+		  unsigned first_new, struct vs_vhost_map *drop, unsigned ndrop, char *why,
+		  size_t whylen)
 {
-	vs_vhost_rings_stop(d);
+	if (vs_vhost_rings_stop(d)) {
+		for (unsigned i = first_new; i < nm->nregions; i++)
+			unmap(&nmaps[i]);
+		return FAIL(-EIO, "a queue could not be stopped: the memory map stays");
+	}
 	for (unsigned i = 0; i < ndrop; i++)
 		unmap(&drop[i]);
 	d->mem = *nm;
@@ -96,16 +140,16 @@ static int commit(struct vs_vhost_dev *d, const struct vs_mem *nm,
 }
 
 /* Map r and append it to nm/nmaps; on failure nothing of it remains. */
-static int add_region(struct vs_mem *nm, struct vs_vhost_map *nmaps,
+static int add_region(struct vs_vhost_dev *d, struct vs_mem *nm, struct vs_vhost_map *nmaps,
 		      const struct vs_vhost_mem_region *r, int fd, char *why, size_t whylen)
 {
-	struct vs_vhost_map map = {0};
+	struct vs_vhost_map map = {.guard = -1};
 	uint8_t *host = NULL;
 	int rc;
 
 	if (nm->nregions >= VS_MEM_MAX_REGIONS)
 		return FAIL(-ENOSPC, "more than %u regions", VS_MEM_MAX_REGIONS);
-	if ((rc = map_region(r, fd, &map, &host, why, whylen)))
+	if ((rc = map_region(d, r, fd, &map, &host, why, whylen)))
 		return rc;
 	rc = vs_mem_add(nm, r->guest_phys_addr, r->memory_size, r->userspace_addr, host);
 	if (rc) {
@@ -134,7 +178,7 @@ int vs_vhost_set_mem_table_exec(struct vs_vhost_dev *d, struct vs_vhost_msg *msg
 			"SET_MEM_TABLE region %u: gpa %#llx size %#llx uva %#llx offset %#llx", i,
 			(unsigned long long)r->guest_phys_addr, (unsigned long long)r->memory_size,
 			(unsigned long long)r->userspace_addr, (unsigned long long)r->mmap_offset);
-		rc = add_region(&nm, nmaps, r, msg->fds[i], why, whylen);
+		rc = add_region(d, &nm, nmaps, r, msg->fds[i], why, whylen);
 	}
 	if (rc) {
 		for (unsigned i = 0; i < nm.nregions; i++)
@@ -142,7 +186,7 @@ int vs_vhost_set_mem_table_exec(struct vs_vhost_dev *d, struct vs_vhost_msg *msg
 		return rc;
 	}
 	/* The fds are closed by the caller: the mappings hold the memory. */
-	return commit(d, &nm, nmaps, d->maps, VS_MEM_MAX_REGIONS, why, whylen);
+	return commit(d, &nm, nmaps, 0, d->maps, VS_MEM_MAX_REGIONS, why, whylen);
 }
 
 int vs_vhost_add_mem_reg_exec(struct vs_vhost_dev *d, struct vs_vhost_msg *msg, char *why,
@@ -157,9 +201,9 @@ int vs_vhost_add_mem_reg_exec(struct vs_vhost_dev *d, struct vs_vhost_msg *msg, 
 		(unsigned long long)r->guest_phys_addr, (unsigned long long)r->memory_size,
 		(unsigned long long)r->userspace_addr, (unsigned long long)r->mmap_offset);
 	memcpy(nmaps, d->maps, sizeof(nmaps));
-	if ((rc = add_region(&nm, nmaps, r, msg->fds[0], why, whylen)))
+	if ((rc = add_region(d, &nm, nmaps, r, msg->fds[0], why, whylen)))
 		return rc;
-	return commit(d, &nm, nmaps, NULL, 0, why, whylen);
+	return commit(d, &nm, nmaps, nm.nregions - 1, NULL, 0, why, whylen);
 }
 
 int vs_vhost_rem_mem_reg_exec(struct vs_vhost_dev *d, struct vs_vhost_msg *msg, char *why,
@@ -196,5 +240,5 @@ int vs_vhost_rem_mem_reg_exec(struct vs_vhost_dev *d, struct vs_vhost_msg *msg, 
 	}
 	nm.nregions = n;
 	drop = d->maps[i];
-	return commit(d, &nm, nmaps, &drop, 1, why, whylen);
+	return commit(d, &nm, nmaps, nm.nregions, &drop, 1, why, whylen);
 }

@@ -43,21 +43,27 @@ struct vs_vhost_vring {
 
 /* Callbacks from the back-end into its user; all run on the serve() thread and any may
  * be NULL.  fds in a vs_vhost_vring stay owned by the layer and stay open until the
- * matching queue_stop() (or call_fd_changed()) has returned. */
+ * matching queue_stop() (or call_fd_changed()) has returned.  Kick, call and err fds are
+ * eventfds, non-blocking (the layer refuses anything else). */
 struct vs_vhost_dev_ops {
-	/* Start processing a ring.  0, or -errno (the ring stays stopped). */
+	/* Start processing a ring.  0, or -errno (the ring stays stopped); -ETIMEDOUT: the
+	 * user cannot tell whether it started, and the device is wedged (see queue_stop). */
 	int (*queue_start)(void *opaque, unsigned idx, const struct vs_vhost_vring *vr);
 	/* Quiesce a ring: on return nothing touches the ring, guest memory or its fds.
-	 * Report where consumption stopped in *last_avail_idx (preset to the start value). */
-	void (*queue_stop)(void *opaque, unsigned idx, uint16_t *last_avail_idx);
+	 * Report where consumption stopped in *last_avail_idx (preset to the start value).
+	 * -errno when the ring could not be stopped: the device is then wedged (its memory
+	 * stays mapped and its fds open for good, every later request fails). */
+	int (*queue_stop)(void *opaque, unsigned idx, uint16_t *last_avail_idx);
 	/* The memory map changed (called with every queue stopped). */
 	void (*mem_changed)(void *opaque, const struct vs_mem *mem);
 	/* A running ring's call fd is being replaced: switch to call_fd (-1: none) before
-	 * returning; the old fd is closed after.  NULL: the layer stops and restarts. */
-	void (*call_fd_changed)(void *opaque, unsigned idx, int call_fd);
+	 * returning 0; the old fd is closed after.  -errno: not switched (wedged, as above).
+	 * NULL: the layer stops and restarts the ring. */
+	int (*call_fd_changed)(void *opaque, unsigned idx, int call_fd);
 	void (*connected)(void *opaque);
-	/* The frontend went away; every queue has been stopped, memory unmapped. */
-	void (*disconnected)(void *opaque);
+	/* The frontend went away (why NULL) or was dropped (why says why); every queue has
+	 * been stopped, memory unmapped. */
+	void (*disconnected)(void *opaque, const char *why);
 };
 
 /* ---- the protocol state machine (dev.c, memtable.c): no I/O of its own ---- */
@@ -79,6 +85,9 @@ void vs_vhost_dev_free(struct vs_vhost_dev *d);
 int vs_vhost_dev_handle(struct vs_vhost_dev *d, struct vs_vhost_msg *msg,
 			struct vs_vhost_msg *reply);
 
+/* Why the last request vs_vhost_dev_handle() failed did (for the drop's log line). */
+const char *vs_vhost_dev_last_error(const struct vs_vhost_dev *d);
+
 /* Answer a request that failed validation (-EBADMSG from parse/recv): 1 with an error
  * *reply when NEED_REPLY was set, else -EBADMSG (drop the connection). */
 int vs_vhost_dev_reject(struct vs_vhost_dev *d, const struct vs_vhost_msg *msg,
@@ -89,6 +98,15 @@ void vs_vhost_dev_reset(struct vs_vhost_dev *d);
 
 /* The current guest memory map (for inspection; stable only on the serving thread). */
 const struct vs_mem *vs_vhost_dev_mem(const struct vs_vhost_dev *d);
+
+/* Guest memory is guarded (guard.c): a frontend that shrinks a memory file under a
+ * mapping gets the rest of that mapping replaced by zeros instead of killing us with
+ * SIGBUS.  True once that happened to this session's memory, with the reason in why: the
+ * session must end (vs_vhost_dev_reset).  fd (-1: none) is written when it happens. */
+bool vs_vhost_dev_fault(const struct vs_vhost_dev *d, char *why, size_t whylen);
+void vs_vhost_dev_set_wake_fd(struct vs_vhost_dev *d, int fd);
+/* A queue_stop() or call_fd_changed() failed: nothing more can be done with this device. */
+bool vs_vhost_dev_wedged(const struct vs_vhost_dev *d);
 
 /* ---- the server (server.c): a Unix socket, one frontend at a time ---- */
 struct vs_vhost_server;
@@ -104,11 +122,16 @@ struct vs_vhost_server *vs_vhost_server_create(const char *path, unsigned max_qu
  * non-zero (checked at least every 200 ms, at once after vs_vhost_server_wake()).  The
  * server owns the connection's life: connected() on accept; on a disconnect the device's
  * session state is torn down, disconnected() is called and the next frontend is accepted.
- * 0 when stopped, -errno if the listening socket fails. */
+ * 0 when stopped, -errno if the listening socket fails, -EIO when the device is wedged. */
 int vs_vhost_server_serve(struct vs_vhost_server *s, volatile sig_atomic_t *stop);
 
 /* Make serve() re-check *stop now.  Async-signal-safe, any thread. */
 void vs_vhost_server_wake(struct vs_vhost_server *s);
+
+/* Drop the current frontend (from any thread, e.g. a worker that found one of its fds
+ * misbehaving): serve() logs why, ends the session and accepts the next one.  The first
+ * reason of a session is kept; a request made while no frontend is connected is dropped. */
+void vs_vhost_server_drop(struct vs_vhost_server *s, const char *why);
 
 /* Stops queues, unmaps memory, closes fds and the socket (unlinking its path). */
 void vs_vhost_server_destroy(struct vs_vhost_server *s);

@@ -41,6 +41,8 @@ int vs_vhost_drv_get_vring_base(struct vs_vhost_drv *f, unsigned idx, uint16_t *
 /* fd < 0 sends the NOFD flag. */
 int vs_vhost_drv_set_vring_kick(struct vs_vhost_drv *f, unsigned idx, int fd);
 int vs_vhost_drv_set_vring_call(struct vs_vhost_drv *f, unsigned idx, int fd);
+/* The eventfd the device signals when the ring breaks (QEMU logs "vhost vring error"). */
+int vs_vhost_drv_set_vring_err(struct vs_vhost_drv *f, unsigned idx, int fd);
 int vs_vhost_drv_set_vring_enable(struct vs_vhost_drv *f, unsigned idx, bool enable);
 /* GET_CONFIG: len bytes of the device's config space into buf (needs PROTOCOL_F_CONFIG). */
 int vs_vhost_drv_get_config(struct vs_vhost_drv *f, void *buf, uint32_t len);

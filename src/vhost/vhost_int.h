@@ -26,6 +26,13 @@ struct vs_vhost_ring {
 struct vs_vhost_map {
 	void *base;
 	size_t len;
+	int guard; /* its slot in the guest memory guard (guard.c), or -1 */
+};
+
+/* A fault on guest memory, recorded by the SIGBUS handler (async-signal context). */
+struct vs_vhost_fault {
+	uintptr_t addr; /* the first faulting address, 0 while none (atomic) */
+	int wake_fd;	/* written after a fault (the server's wake-up eventfd), or -1 */
 };
 
 struct vs_vhost_dev {
@@ -41,10 +48,16 @@ struct vs_vhost_dev {
 	struct vs_mem mem;
 	struct vs_vhost_map maps[VS_MEM_MAX_REGIONS];
 	struct vs_vhost_ring *rings; /* max_queues */
+	struct vs_vhost_fault fault;
+	char last_error[VS_VHOST_WHY_LEN]; /* why the last request failed */
+
+	/* A queue_stop() or call_fd_changed() failed: a user thread may still touch guest
+	 * memory and the rings' fds, so they are never unmapped or closed again. */
+	bool wedged;
 };
 
 /* dev.c */
-void vs_vhost_rings_stop(struct vs_vhost_dev *d);
+int vs_vhost_rings_stop(struct vs_vhost_dev *d); /* 0, or the first queue_stop() failure */
 int vs_vhost_rings_update(struct vs_vhost_dev *d, char *why, size_t whylen);
 
 /* memtable.c: one handler per memory message; msg fds are closed by the caller. */
@@ -55,5 +68,10 @@ int vs_vhost_add_mem_reg_exec(struct vs_vhost_dev *d, struct vs_vhost_msg *msg, 
 int vs_vhost_rem_mem_reg_exec(struct vs_vhost_dev *d, struct vs_vhost_msg *msg, char *why,
 			      size_t whylen);
 void vs_vhost_mem_unmap_all(struct vs_vhost_dev *d);
+
+/* guard.c: register a mapping of guest memory (page: its page size); the slot, or -errno
+ * (then the mapping is not guarded and must not be used). */
+int vs_vhost_guard_add(void *base, size_t len, size_t page, struct vs_vhost_fault *fault);
+void vs_vhost_guard_remove(int slot);
 
 #endif /* VS_VHOST_INT_H */

@@ -2,10 +2,14 @@
 # The vioscope guest test. Runs INSIDE the guest (busybox sh) as /test.sh, started by /init
 # (init.sh).
 #
-# Finds the two disks of the virtio-scsi HBA under test (INQUIRY vendor $VIOSCOPE_VENDOR; LUN 0 is
-# the file-backed LUN, LUN 1 the RAM one), then on each LUN runs sg3-utils (INQUIRY, the VPD pages,
-# READ CAPACITY(16), REPORT LUNS, TEST UNIT READY) and fio with crc32c verification; on LUN 0 it
-# finally writes a known pattern at a known offset that the host checks in the image file.
+# Finds the three disks of the virtio-scsi HBA under test (INQUIRY vendor $VIOSCOPE_VENDOR; LUN 0 is
+# the file-backed LUN, LUN 1 the RAM one, LUN 2 the one whose writes the target logs), then on LUN 0
+# and 1 runs sg3-utils (INQUIRY, the VPD pages, READ CAPACITY(16), REPORT LUNS, TEST UNIT READY) and
+# fio with crc32c verification; on LUN 0 `vioscope check verify --device` (the same data check the
+# host runs through its own driver, here through Linux's), then a known pattern at a known offset
+# that the host checks in the image file; on LUN 2 (an ext4 file system the host made) a
+# metadata-heavy workload (create, write, fsync, rename, unlink) whose every crash state the host
+# then checks.
 #
 # Markers on the console, parsed by run.sh:
 #   VIOSCOPE-STEP: PASS <step> (<seconds>s)
@@ -29,6 +33,8 @@ PATTERN_MIB=1
 VPD_PAGES="0x00 0x80 0x83 0xb0 0xb1 0xb2"
 REPORT_LUNS=${VIOSCOPE_REPORT_LUNS:-all}
 QUEUES=${VIOSCOPE_QUEUES:-2}
+VERIFY_SECONDS=${VIOSCOPE_VERIFY_SECONDS:-5}
+EXT4_ROUNDS=${VIOSCOPE_EXT4_ROUNDS:-12}
 
 passed=0
 failed=0
@@ -97,6 +103,7 @@ t0=$(now)
 host=
 dev0=
 dev1=
+dev2=
 matched=
 n_matched=0
 for d in /sys/bus/scsi/devices/*:*:*:*; do
@@ -118,16 +125,17 @@ for d in /sys/bus/scsi/devices/*:*:*:*; do
 	case "$hctl" in
 	*:0) dev0=$d ;;
 	*:1) dev1=$d ;;
+	*:2) dev2=$d ;;
 	esac
 done
-if [ -z "$dev0" ] || [ -z "$dev1" ]; then
-	fail discover "no LUN 0 and LUN 1 disks with vendor '$VENDOR'" \
-		"(LUN 0: '${dev0##*/}', LUN 1: '${dev1##*/}')"
+if [ -z "$dev0" ] || [ -z "$dev1" ] || [ -z "$dev2" ]; then
+	fail discover "no LUN 0, 1 and 2 disks with vendor '$VENDOR'" \
+		"(LUN 0: '${dev0##*/}', LUN 1: '${dev1##*/}', LUN 2: '${dev2##*/}')"
 	finish
 fi
-# Exactly two: a target that also answers for other target ids or LUNs shows up here as extra disks.
-if [ "$n_matched" -ne 2 ]; then
-	fail discover "expected exactly 2 disks with vendor '$VENDOR', found:$matched"
+# Exactly three: a target that also answers for other target ids or LUNs shows up as extra disks.
+if [ "$n_matched" -ne 3 ]; then
+	fail discover "expected exactly 3 disks with vendor '$VENDOR', found:$matched"
 	finish
 fi
 proc_name=$(cat "/sys/class/scsi_host/host$host/proc_name" 2>/dev/null)
@@ -145,7 +153,7 @@ first_entry() {
 }
 sd_of() { first_entry "$1/block"; }
 sg_of() { first_entry "$1/scsi_generic"; }
-for d in "$dev0" "$dev1"; do
+for d in "$dev0" "$dev1" "$dev2"; do
 	if [ -z "$(sd_of "$d")" ] || [ -z "$(sg_of "$d")" ]; then
 		fail discover "${d##*/} has no block or sg device"
 		finish
@@ -153,6 +161,7 @@ for d in "$dev0" "$dev1"; do
 done
 echo "LUN 0: ${dev0##*/} /dev/$(sd_of "$dev0") /dev/$(sg_of "$dev0")"
 echo "LUN 1: ${dev1##*/} /dev/$(sd_of "$dev1") /dev/$(sg_of "$dev1")"
+echo "LUN 2: ${dev2##*/} /dev/$(sd_of "$dev2") /dev/$(sg_of "$dev2")"
 ncpu=$(grep -c '^processor' /proc/cpuinfo)
 # The virtio device under the SCSI host: .../virtioN/hostH.
 vdev=$(basename "$(dirname "$(readlink -f "/sys/class/scsi_host/host$host/device")")")
@@ -306,6 +315,63 @@ pattern_check() {
 	pass lun0.pattern
 }
 
+# `vioscope check verify --device`: self-describing blocks through this guest's own driver, every
+# queue (one thread per CPU's queue), several depths, then every sector read back.
+verify_check() {
+	sd=$1
+	t0=$(now)
+	echo "--- lun0.verify: vioscope check verify --device $sd --time $VERIFY_SECONDS"
+	if ! command -v vioscope >/dev/null; then
+		fail lun0.verify "no vioscope binary in the initramfs"
+		return
+	fi
+	vioscope check verify --device "$sd" --time "$VERIFY_SECONDS" --queues "$ncpu" >"$out" 2>&1
+	rc=$?
+	cat "$out"
+	if [ "$rc" -ne 0 ]; then
+		fail lun0.verify "vioscope check verify exited with status $rc"
+	elif ! grep -q '^PASS' "$out"; then
+		fail lun0.verify "no PASS line"
+	else
+		pass lun0.verify
+	fi
+}
+
+# ext4 on LUN 2 (made by the host), whose writes the target logs (log-writes=): a metadata-heavy
+# workload, so that the host can replay every crash state through e2fsck.  Each round creates
+# files, writes and fsyncs them, renames one across directories and unlinks another.
+ext4_check() {
+	sd=$1
+	t0=$(now)
+	echo "--- lun2.ext4: mount $sd, $EXT4_ROUNDS rounds of create/write/fsync/rename/unlink"
+	mkdir -p /mnt/t
+	if ! mount -t ext4 "$sd" /mnt/t >"$out" 2>&1; then
+		cat "$out"
+		dmesg | tail -n 20
+		fail lun2.ext4 "mount failed"
+		return
+	fi
+	ok=1
+	i=0
+	while [ "$i" -lt "$EXT4_ROUNDS" ] && [ "$ok" = 1 ]; do
+		mkdir -p "/mnt/t/d$i" &&
+			dd if=/dev/urandom of="/mnt/t/d$i/a" bs=4k count=$((i % 5 + 1)) 2>/dev/null &&
+			echo "round $i" >"/mnt/t/d$i/b" &&
+			sync "/mnt/t/d$i/a" "/mnt/t/d$i/b" &&
+			mv "/mnt/t/d$i/b" "/mnt/t/renamed$i" &&
+			sync -d "/mnt/t/renamed$i" &&
+			rm -f "/mnt/t/d$((i / 2))/a" &&
+			sync "/mnt/t" || ok=0
+		i=$((i + 1))
+	done
+	umount /mnt/t || ok=0
+	if [ "$ok" = 1 ]; then
+		pass lun2.ext4
+	else
+		fail lun2.ext4 "the workload failed in round $i"
+	fi
+}
+
 # Every request virtqueue of the HBA must have completed I/O (interrupts counted per queue).
 queue_check() {
 	t0=$(now)
@@ -333,9 +399,11 @@ for lun in 0 1; do
 	scsi_checks "lun$lun" "$sg" "$sd"
 	fio_checks "lun$lun" "$sd"
 	if [ "$lun" = 0 ]; then
+		verify_check "$sd"
 		pattern_check "$sd"
 	fi
 done
+ext4_check "/dev/$(sd_of "$dev2")"
 queue_check
 
 finish

@@ -18,6 +18,7 @@
 #   vioscope.fio_mib=N     MiB per fio pass (passed to /test.sh)
 #   vioscope.report_luns=all|lun0  which LUNs must answer REPORT LUNS (passed to /test.sh)
 #   vioscope.queues=N      request virtqueues expected in use (passed to /test.sh)
+#   vioscope.verify_s=N    seconds of `vioscope check verify --device` (passed to /test.sh)
 #   vioscope.mode=boot     only prove the kernel reaches /init (prepare.sh's boot check)
 
 PATH=/usr/sbin:/usr/bin:/sbin:/bin
@@ -53,6 +54,7 @@ VIOSCOPE_LUN_BYTES=
 VIOSCOPE_FIO_MIB=
 VIOSCOPE_REPORT_LUNS=
 VIOSCOPE_QUEUES=
+VIOSCOPE_VERIFY_SECONDS=
 read -r cmdline </proc/cmdline
 for word in $cmdline; do
 	case "$word" in
@@ -64,11 +66,12 @@ for word in $cmdline; do
 	vioscope.fio_mib=*) VIOSCOPE_FIO_MIB=${word#*=} ;;
 	vioscope.report_luns=*) VIOSCOPE_REPORT_LUNS=${word#*=} ;;
 	vioscope.queues=*) VIOSCOPE_QUEUES=${word#*=} ;;
+	vioscope.verify_s=*) VIOSCOPE_VERIFY_SECONDS=${word#*=} ;;
 	vioscope.mode=*) mode=${word#*=} ;;
 	esac
 done
 export VIOSCOPE_VENDOR VIOSCOPE_LUN_BYTES VIOSCOPE_FIO_MIB VIOSCOPE_REPORT_LUNS
-export VIOSCOPE_QUEUES
+export VIOSCOPE_QUEUES VIOSCOPE_VERIFY_SECONDS
 
 # Start on a fresh line: the firmware leaves the cursor after "Booting from ROM..".
 echo

@@ -25,10 +25,11 @@ die() {
 	exit 1
 }
 
-# Packages the host side and the initramfs need (the binaries are copied from the host).
-packages=(qemu-system-x86 qemu-utils busybox-static sg3-utils fio kmod cpio xz-utils)
+# Packages the host side and the initramfs need (the binaries are copied from the host; e2fsprogs
+# makes and checks LUN 2's file system on the host).
+packages=(qemu-system-x86 qemu-utils busybox-static sg3-utils fio kmod cpio xz-utils e2fsprogs)
 # Modules the guest loads; modprobe --show-depends expands them into insmod order.
-modules=(virtio_pci virtio_scsi sd_mod sg)
+modules=(virtio_pci virtio_scsi sd_mod sg crc32c_generic ext4)
 # Host binaries copied into the initramfs with their shared libraries.
 guest_bins=(fio sg_inq sg_vpd sg_readcap sg_luns sg_turs)
 

@@ -4,7 +4,7 @@
 #
 # usage: tests/guest/run.sh [--qemu-builtin] [BUILD_DIR]
 #   BUILD_DIR        build tree holding tools/vioscope (default: build); $VIOSCOPE_BIN overrides
-#   --qemu-builtin   no vioscope at all: QEMU's own virtio-scsi-pci + scsi-hd disks (proves the
+#   --qemu-builtin   no vioscope target: QEMU's own virtio-scsi-pci + scsi-hd disks (proves the
 #                    kernel, initramfs, guest test and marker parsing work on this machine)
 #
 # Exit status: 0 passed, 1 failed, 77 skipped (no vioscope binary).
@@ -18,6 +18,7 @@
 #   VIOSCOPE_GUEST_CACHE     kernel/initramfs cache (see prepare.sh)
 #   VIOSCOPE_GUEST_APPEND    extra kernel command line words (later vioscope.* words override)
 #   VIOSCOPE_QEMU            QEMU binary (default qemu-system-x86_64)
+#   VIOSCOPE_GUEST_SUBSETS   random subsets of unflushed writes per crash point (default 2)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -51,6 +52,7 @@ build_dir=${build_dir:-$repo/build}
 
 # Keep in sync with guest-test.sh.
 LUN_MIB=64
+LOG_LUN_MIB=32 # LUN 2: ext4 under the write log
 QUEUES=2
 PATTERN_SEEK_MIB=4
 PATTERN_MIB=1
@@ -116,6 +118,42 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/vioscope-guest.XXXXXX")
 img0=$work/lun0.img
 guest_log=$work/guest.log
 truncate -s "${LUN_MIB}M" "$img0"
+# LUN 2: an ext4 file system made here (mkfs is not crash-safe under a volatile write cache: its
+# writes are flushed only at its end, so the crash states worth checking start once it is made).
+# base2 stays as made: the base of LUN 2's write log; the LUN works on a copy.
+base2=$work/lun2.base
+img2=$work/lun2.img
+truncate -s "${LOG_LUN_MIB}M" "$base2"
+mke2fs -q -F -t ext4 -E lazy_itable_init=0,lazy_journal_init=0 "$base2" ||
+	die "mke2fs on $base2 failed"
+cp --sparse=always "$base2" "$img2"
+
+# The vioscope binary for `check verify --device` in the guest: the off flavour (no trace
+# file to place), with its libraries, as a second cpio archive the kernel unpacks after the
+# cached one (so a rebuilt binary costs no initramfs rebuild).
+guest_vioscope=${VIOSCOPE_GUEST_BIN:-$build_dir/tools/vioscope-off}
+initrd=$GUEST_INITRD
+if [[ -x "$guest_vioscope" ]]; then
+	extra=$work/extra
+	mkdir -p "$extra/usr/bin"
+	cp "$guest_vioscope" "$extra/usr/bin/vioscope"
+	while read -r lib; do
+		# Under /usr: the image's /lib and /lib64 are links into it (merged /usr), which a
+		# directory of the same name in this archive would shadow.
+		case "$lib" in
+		/lib/* | /lib64/*) lib=/usr$lib ;;
+		esac
+		mkdir -p "$extra$(dirname "$lib")"
+		cp -L "$lib" "$extra$lib"
+	done < <(ldd "$guest_vioscope" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }')
+	(cd "$extra" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc --quiet -R 0:0) \
+		>"$work/extra.cpio"
+	# First: the cached image is lz4 (legacy format), which reads to the end of its input.
+	cat "$work/extra.cpio" "$GUEST_INITRD" >"$work/initrd"
+	initrd=$work/initrd
+else
+	log "no $guest_vioscope: the guest's verify step will fail"
+fi
 
 # The 1 MiB pattern guest-test.sh writes at 4 MiB into LUN 0 (same awk program).
 make_pattern() {
@@ -131,6 +169,7 @@ if [[ $mode == vioscope ]]; then
 	sock=$work/vhost-user-scsi.sock
 	log "starting $vioscope_bin target"
 	"$vioscope_bin" target --socket "$sock" --lun "0:file=$img0" --lun "1:ram=${LUN_MIB}M" \
+		--lun "2:file=$img2,log-writes=$work/lun2.log" \
 		--queues "$QUEUES" >"$work/target.log" 2>&1 &
 	target_pid=$!
 	# QEMU is the socket client: the target must be listening before QEMU starts.
@@ -159,12 +198,14 @@ else
 		-drive "if=none,id=d0,file=$img0,format=raw"
 		-device "scsi-hd,bus=scsi0.0,drive=d0,scsi-id=0,lun=0,serial=vioscope-lun0"
 		-drive "if=none,id=d1,file=$img1,format=raw"
-		-device "scsi-hd,bus=scsi0.0,drive=d1,scsi-id=0,lun=1,serial=vioscope-lun1")
+		-device "scsi-hd,bus=scsi0.0,drive=d1,scsi-id=0,lun=1,serial=vioscope-lun1"
+		-drive "if=none,id=d2,file=$img2,format=raw"
+		-device "scsi-hd,bus=scsi0.0,drive=d2,scsi-id=0,lun=2,serial=vioscope-lun2")
 fi
 
 # --- the guest ----------------------------------------------------------------------------------
-append="console=ttyS0 quiet panic=-1 vioscope.vendor=$vendor vioscope.disks=2"
-append+=" vioscope.queues=$QUEUES"
+append="console=ttyS0 quiet panic=-1 vioscope.vendor=$vendor vioscope.disks=3"
+append+=" vioscope.queues=$QUEUES vioscope.verify_s=${VIOSCOPE_GUEST_VERIFY_S:-5}"
 append+=" vioscope.lun_bytes=$((LUN_MIB * 1048576)) vioscope.fio_mib=$fio_mib$append_extra"
 # The guest gives up first, so its log says why rather than the host killing it mid-step.
 append+=" vioscope.timeout=$((timeout_s > 120 ? timeout_s - 60 : timeout_s / 2))"
@@ -173,7 +214,7 @@ append+=${VIOSCOPE_GUEST_APPEND:+ $VIOSCOPE_GUEST_APPEND}
 # in a file.
 qemu_cmd=("$qemu" -accel tcg -m 1024 -smp 2 -nographic -no-reboot -monitor none -nic none
 	-serial "file:$guest_log"
-	-kernel "$GUEST_KERNEL" -initrd "$GUEST_INITRD" -append "$append"
+	-kernel "$GUEST_KERNEL" -initrd "$initrd" -append "$append"
 	-object "memory-backend-memfd,id=mem,size=1024M,share=on" -machine memory-backend=mem
 	"${qemu_dev[@]}")
 log "booting the guest ($mode mode, timeout ${timeout_s}s, kernel $GUEST_KVER)"
@@ -217,8 +258,9 @@ if grep -q '^VIOSCOPE-[A-Z]*: FAIL' "$clean"; then
 fi
 ((n_guest_pass == 1)) || problems+=("expected one 'VIOSCOPE-GUEST: PASS', saw $n_guest_pass")
 ((n_test_pass == 1)) || problems+=("expected one 'VIOSCOPE-TEST: PASS', saw $n_test_pass")
-# 2 LUNs x (inquiry, 6 VPD pages, readcap, luns, turs, 3 fio) + discover + pattern + queues.
-expect_steps=$((2 * 13 + 3))
+# 2 LUNs x (inquiry, 6 VPD pages, readcap, luns, turs, 3 fio) + discover + lun0.verify + pattern +
+# lun2.ext4 + queues.
+expect_steps=$((2 * 13 + 5))
 ((n_step_pass == expect_steps)) ||
 	problems+=("expected $expect_steps passed steps, saw $n_step_pass")
 
@@ -241,6 +283,26 @@ if [[ $mode == vioscope ]]; then
 	wait "$target_pid" || target_rc=$?
 	target_pid=
 	((target_rc == 0)) || problems+=("the target exited with status $target_rc (expected 0)")
+fi
+
+# Every crash state of LUN 2's ext4 must pass fsck (the journal replayed first, as a mount would).
+flush_summary=
+if [[ $mode == vioscope ]]; then
+	if [[ ! -s "$work/lun2.log" ]]; then
+		problems+=("LUN 2 left no write log")
+	else
+		t_flush=$(date +%s.%N)
+		log "checking every crash state of LUN 2 ($(du -h "$work/lun2.log" | cut -f1) of log)"
+		flush_rc=0
+		"$vioscope_bin" check flush --log "$work/lun2.log" --base "$base2" \
+			--fsck "$here/ext4-fsck.sh" --subsets "${VIOSCOPE_GUEST_SUBSETS:-2}" \
+			--workdir "$work" >"$work/flush.out" 2>&1 || flush_rc=$?
+		cat "$work/flush.out"
+		flush_summary=" crash states checked in $(awk -v a="$t_flush" -v b="$(date +%s.%N)" \
+			'BEGIN { printf "%.1f", b - a }') s;"
+		((flush_rc == 0)) ||
+			problems+=("check flush: a crash state of LUN 2 failed (exit $flush_rc, above)")
+	fi
 fi
 
 # The bytes the guest wrote through the whole stack must be in the host image.
@@ -276,5 +338,5 @@ if ((${#problems[@]})); then
 	log "FAIL ($mode mode)"
 	exit 1
 fi
-log "PASS ($mode mode): $n_step_pass guest steps, pattern found in the LUN 0 image"
+log "PASS ($mode mode): $n_step_pass guest steps,$flush_summary pattern found in the LUN 0 image"
 exit 0

@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
+#include "trace/tracetools.h"
 
 uint64_t now_ms(void)
 {
@@ -44,6 +45,17 @@ static void cleanup_dir(const char *dir)
 	rmdir(dir);
 }
 
+/* A killed process cannot remove its trace file (tracetools.h names it): do it for it. */
+static void forget_trace_file(pid_t pid)
+{
+	char p[512];
+
+	snprintf(p, sizeof(p), "%s/%s%d", vs_shm_dir(), VS_SHM_PREFIX, (int)pid);
+	unlink(p);
+	snprintf(p, sizeof(p), "%s/.vioscope-init-%d", vs_shm_dir(), (int)pid);
+	unlink(p);
+}
+
 static void cleanup_all(void)
 {
 	for (unsigned i = 0; i < 8; i++) {
@@ -52,6 +64,7 @@ static void cleanup_all(void)
 		if (live[i].pid > 0) {
 			kill(live[i].pid, SIGKILL);
 			waitpid(live[i].pid, NULL, 0);
+			forget_trace_file(live[i].pid);
 		}
 		cleanup_dir(live[i].dir);
 		live[i].dir[0] = 0;
@@ -153,10 +166,14 @@ int tgt_start(struct tgt *t)
 
 void tgt_kill(struct tgt *t, int sig)
 {
+	int status = 0;
+
 	if (t->pid <= 0)
 		return;
 	kill(t->pid, sig);
-	waitpid(t->pid, NULL, 0);
+	waitpid(t->pid, &status, 0);
+	if (WIFSIGNALED(status))
+		forget_trace_file(t->pid);
 	t->pid = -1;
 	live_pid(t);
 }

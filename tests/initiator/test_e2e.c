@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
+#include "../lwlog.h"
 
 struct fx {
 	struct tgt t;
@@ -204,23 +205,45 @@ static void test_queues_4(void **state)
 	fx_close(x);
 }
 
-/* A FUA write and SYNCHRONIZE CACHE succeed on a file LUN. */
+/* FUA and SYNCHRONIZE CACHE reach the device as such, on a file LUN whose writes the target
+ * logs (log-writes): the FUA write is logged as FUA as soon as it completes; a plain write
+ * is logged only once a flush made it durable, just before that FLUSH entry. */
 static void test_flush(void **state)
 {
-	struct fx *x = fx_open("FILE", NULL, 1, 512, NULL);
-	struct vs_ini_queue *q = vs_ini_get_queue(x->ini, 0);
-	uint8_t *w = vs_ini_alloc(x->ini, 4096, 4096);
+	char log[] = "/tmp/vs-e2e-log-XXXXXX", lun0[96];
+	int fd = mkstemp(log);
+	struct fx *x;
+	struct vs_ini_queue *q;
+	struct lw_test_entry e[8];
+	uint8_t *w;
 	static struct waiter wt;
 
 	(void)state;
-	pattern_fill(w, 4096, 5, 0);
+	assert_true(fd >= 0);
+	close(fd);
+	snprintf(lun0, sizeof(lun0), "FILE,log-writes=%s", log);
+	x = fx_open(lun0, NULL, 1, 512, NULL);
+	q = vs_ini_get_queue(x->ini, 0);
+	w = vs_ini_alloc(x->ini, 4096, 4096);
+	memset(w, 'F', 4096);
 	waiter_prep(&wt, VS_INI_WRITE, 0, 0, 8, w, 4096, 1);
 	wt.io.fua = true;
 	assert_int_equal(waiter_submit(q, &wt), 0);
 	waiter_wait(q, &wt);
 	assert_int_equal(wt.io.result, 0);
+	assert_int_equal(lw_test_read(log, e, 8), 1);
+	assert_true(e[0].flags == VS_LW_FUA && e[0].sector == 0 && e[0].nr_sectors == 8 &&
+		    e[0].first_byte == 'F');
+	memset(w, 'P', 4096);
+	assert_int_equal(io_sync(q, VS_INI_WRITE, 0, 64, 8, w, 4096, 1), 0);
+	assert_int_equal(lw_test_read(log, e, 8), 1); /* not durable yet */
 	assert_int_equal(io_sync(q, VS_INI_FLUSH, 0, 0, 0, NULL, 0, 0), 0);
+	assert_int_equal(lw_test_read(log, e, 8), 3);
+	assert_true(e[1].flags == 0 && e[1].sector == 64 && e[1].nr_sectors == 8 &&
+		    e[1].first_byte == 'P');
+	assert_true(e[2].flags == VS_LW_FLUSH);
 	fx_close(x);
+	unlink(log);
 }
 
 /* UNMAP of written blocks: they read back as zeros, the neighbours keep their data. */
@@ -383,20 +406,20 @@ static void test_limit_cmd_per_lun(void **state)
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_scan_luns),
-		cmocka_unit_test(test_read_only_lun),
-		cmocka_unit_test(test_data_512),
-		cmocka_unit_test(test_data_4096),
-		cmocka_unit_test(test_scatter_indirect),
-		cmocka_unit_test(test_queues_4),
-		cmocka_unit_test(test_flush),
-		cmocka_unit_test(test_unmap_zeros),
-		cmocka_unit_test(test_bad_target),
-		cmocka_unit_test(test_lba_out_of_range),
-		cmocka_unit_test(test_limit_max_sectors),
-		cmocka_unit_test(test_limit_seg_max),
-		cmocka_unit_test(test_ring_full_busy),
-		cmocka_unit_test(test_limit_cmd_per_lun),
+	    cmocka_unit_test(test_scan_luns),
+	    cmocka_unit_test(test_read_only_lun),
+	    cmocka_unit_test(test_data_512),
+	    cmocka_unit_test(test_data_4096),
+	    cmocka_unit_test(test_scatter_indirect),
+	    cmocka_unit_test(test_queues_4),
+	    cmocka_unit_test(test_flush),
+	    cmocka_unit_test(test_unmap_zeros),
+	    cmocka_unit_test(test_bad_target),
+	    cmocka_unit_test(test_lba_out_of_range),
+	    cmocka_unit_test(test_limit_max_sectors),
+	    cmocka_unit_test(test_limit_seg_max),
+	    cmocka_unit_test(test_ring_full_busy),
+	    cmocka_unit_test(test_limit_cmd_per_lun),
 	};
 
 	if (argc > 1)

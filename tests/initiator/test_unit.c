@@ -18,11 +18,11 @@ static void test_result_errno(void **state)
 		int err;
 	} map[] = {
 	    {VS_VIRTIO_SCSI_S_OK, 0x00, 0},
-	    {VS_VIRTIO_SCSI_S_OK, 0x04, 0},       /* CONDITION MET */
-	    {VS_VIRTIO_SCSI_S_OK, 0x02, -EIO},    /* CHECK CONDITION */
+	    {VS_VIRTIO_SCSI_S_OK, 0x04, 0},	  /* CONDITION MET */
+	    {VS_VIRTIO_SCSI_S_OK, 0x02, -EIO},	  /* CHECK CONDITION */
 	    {VS_VIRTIO_SCSI_S_OK, 0x08, -EAGAIN}, /* BUSY */
 	    {VS_VIRTIO_SCSI_S_OK, 0x28, -EAGAIN}, /* TASK SET FULL */
-	    {VS_VIRTIO_SCSI_S_OK, 0x18, -EIO},    /* RESERVATION CONFLICT */
+	    {VS_VIRTIO_SCSI_S_OK, 0x18, -EIO},	  /* RESERVATION CONFLICT */
 	    {VS_VIRTIO_SCSI_S_OVERRUN, 0, -EOVERFLOW},
 	    {VS_VIRTIO_SCSI_S_ABORTED, 0, -ECANCELED},
 	    {VS_VIRTIO_SCSI_S_BAD_TARGET, 0, -ENODEV},
@@ -119,10 +119,10 @@ static void test_open_no_target(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_result_errno),
-		cmocka_unit_test(test_map_response),
-		cmocka_unit_test(test_event_actions),
-		cmocka_unit_test(test_open_no_target),
+	    cmocka_unit_test(test_result_errno),
+	    cmocka_unit_test(test_map_response),
+	    cmocka_unit_test(test_event_actions),
+	    cmocka_unit_test(test_open_no_target),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

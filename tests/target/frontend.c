@@ -31,7 +31,12 @@ int tgt_start(struct tgt *g, unsigned queues)
 
 int tgt_start_poll(struct tgt *g, unsigned queues, bool poll)
 {
-	char err[256], spec[128];
+	return tgt_start_opts(g, queues, poll, "");
+}
+
+int tgt_start_opts(struct tgt *g, unsigned queues, bool poll, const char *lun0_opts)
+{
+	char err[256], spec[256];
 	struct vs_target_lun luns[2];
 	struct vs_target_config cfg = {
 	    .num_queues = queues, .nluns = 2, .luns = luns, .poll = poll};
@@ -47,7 +52,7 @@ int tgt_start_poll(struct tgt *g, unsigned queues, bool poll)
 	if (fd < 0 || ftruncate(fd, 1 << 20) < 0)
 		return -errno;
 	close(fd);
-	snprintf(spec, sizeof(spec), "file=%s", g->file);
+	snprintf(spec, sizeof(spec), "file=%s%s", g->file, lun0_opts);
 	luns[0] = (struct vs_target_lun){0, spec};
 	luns[1] = (struct vs_target_lun){1, "ram=1M"};
 	cfg.socket_path = g->sock;
@@ -74,7 +79,7 @@ int fe_init(struct fe *fe)
 {
 	memset(fe, 0, sizeof(*fe));
 	for (unsigned q = 0; q < FE_NQ; q++)
-		fe->kick[q] = fe->call[q] = -1;
+		fe->kick[q] = fe->call[q] = fe->err[q] = -1;
 	fe->memfd = memfd_create("guest", MFD_CLOEXEC);
 	if (fe->memfd < 0 || ftruncate(fe->memfd, (off_t)FE_MEM_SIZE) < 0)
 		return -errno;
@@ -115,13 +120,15 @@ static int ring_setup(struct fe *fe, unsigned q)
 	vq->qid = q;
 	fe->kick[q] = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	fe->call[q] = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (fe->kick[q] < 0 || fe->call[q] < 0)
+	fe->err[q] = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (fe->kick[q] < 0 || fe->call[q] < 0 || fe->err[q] < 0)
 		return -errno;
 	if ((rc = vs_vhost_drv_set_vring_num(&fe->f, q, FE_QSIZE)) ||
 	    (rc = vs_vhost_drv_set_vring_base(&fe->f, q, 0)) ||
 	    (rc = vs_vhost_drv_set_vring_addr(&fe->f, q, uva(fe, vq->desc), uva(fe, vq->avail),
-						uva(fe, vq->used))) ||
+					      uva(fe, vq->used))) ||
 	    (rc = vs_vhost_drv_set_vring_call(&fe->f, q, fe->call[q])) ||
+	    (rc = vs_vhost_drv_set_vring_err(&fe->f, q, fe->err[q])) ||
 	    (rc = vs_vhost_drv_set_vring_kick(&fe->f, q, fe->kick[q])))
 		return rc;
 	return 0;
@@ -176,7 +183,9 @@ void fe_disconnect(struct fe *fe)
 			close(fe->kick[q]);
 		if (fe->call[q] >= 0)
 			close(fe->call[q]);
-		fe->kick[q] = fe->call[q] = -1;
+		if (fe->err[q] >= 0)
+			close(fe->err[q]);
+		fe->kick[q] = fe->call[q] = fe->err[q] = -1;
 	}
 	fe->connected = false;
 }
@@ -218,7 +227,10 @@ int fe_post(struct fe *fe, unsigned q, const struct vs_vq_buf *bufs, unsigned n,
 		rc = vs_vq_drv_add(vq, bufs, n, head);
 	if (rc)
 		return rc;
-	if (vs_vq_drv_should_kick(vq) && write(fe->kick[q], &one, sizeof(one)) != sizeof(one))
+	if (fe->no_kick || !vs_vq_drv_should_kick(vq))
+		return 0;
+	fe->kicks[q]++;
+	if (write(fe->kick[q], &one, sizeof(one)) != sizeof(one))
 		return -errno;
 	return 0;
 }
@@ -274,8 +286,9 @@ int fe_tmf(struct fe *fe, uint32_t subtype, unsigned target, unsigned lun, uint6
 	   uint8_t *response)
 {
 	const uint64_t reqa = FE_SLOT + 0x800, respa = FE_SLOT + 0x900;
-	struct vs_virtio_scsi_ctrl_tmf_req req = {
-	    .type = vs_le32(VS_VIRTIO_SCSI_T_TMF), .subtype = vs_le32(subtype), .tag = vs_le64(tag)};
+	struct vs_virtio_scsi_ctrl_tmf_req req = {.type = vs_le32(VS_VIRTIO_SCSI_T_TMF),
+						  .subtype = vs_le32(subtype),
+						  .tag = vs_le64(tag)};
 	struct vs_vq_buf bufs[2] = {{reqa, sizeof(req), false}, {respa, 1, true}};
 	uint32_t len;
 	int rc;
@@ -309,6 +322,19 @@ int fx_setup(void **state)
 	struct fx *x = calloc(1, sizeof(*x));
 
 	if (!x || tgt_start(&x->g, 2) || fe_init(&x->fe) || fe_connect(&x->fe, x->g.sock)) {
+		fprintf(stderr, "fixture set-up failed\n");
+		return -1;
+	}
+	*state = x;
+	return 0;
+}
+
+int fx_setup_slow(void **state)
+{
+	struct fx *x = calloc(1, sizeof(*x));
+
+	if (!x || tgt_start_opts(&x->g, 2, false, ",delay=1000000") || fe_init(&x->fe) ||
+	    fe_connect(&x->fe, x->g.sock)) {
 		fprintf(stderr, "fixture set-up failed\n");
 		return -1;
 	}

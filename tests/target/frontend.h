@@ -34,7 +34,9 @@ struct fe {
 	struct vs_vhost_drv f;
 	uint64_t features; /* negotiated */
 	struct vs_vq_drv vq[FE_NQ];
-	int kick[FE_NQ], call[FE_NQ];
+	int kick[FE_NQ], call[FE_NQ], err[FE_NQ]; /* err: the device's "ring broken" signal */
+	unsigned kicks[FE_NQ];			  /* kicks fe_post sent */
+	bool no_kick; /* fe_post never kicks (a polling device must not need it) */
 	bool connected;
 	bool indirect; /* fe_run_chain uses an indirect table (at FE_TABLE) */
 };
@@ -51,6 +53,8 @@ struct tgt {
 
 int tgt_start(struct tgt *g, unsigned queues);
 int tgt_start_poll(struct tgt *g, unsigned queues, bool poll);
+/* lun0_opts: appended to LUN 0's backend spec (e.g. ",delay=200000": requests in flight). */
+int tgt_start_opts(struct tgt *g, unsigned queues, bool poll, const char *lun0_opts);
 void tgt_stop(struct tgt *g);
 
 /* Guest memory: mapped once, kept across connections. */
@@ -100,6 +104,8 @@ struct fx {
 	struct fe fe;
 };
 int fx_setup(void **state);
+/* The same with every bio of LUN 0 completing 1 s late: requests stay in flight. */
+int fx_setup_slow(void **state);
 int fx_teardown(void **state);
 
 /* Sense key / ASC of a CHECK CONDITION response, -1 if none. */

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -95,19 +96,29 @@ static void test_short_response(void **state)
 	inquiry_ok(x, REQ0);
 }
 
-/* A corrupt ring (avail entry naming head 500 of 128) stops that queue only: the other
- * request queue keeps serving. */
+/* A corrupt ring (avail entry naming head 500 of 128) stops that queue only: the target
+ * signals the queue's error eventfd (QEMU logs "vhost vring error"), takes nothing more from
+ * that ring, and the other request queue keeps serving. */
 static void test_broken_ring_isolated(void **state)
 {
 	struct fx *x = *state;
 	struct vs_vq_drv *vq = &x->fe.vq[REQ0];
-	uint16_t idx = vs_le16(vq->avail->idx);
-	uint64_t one = 1;
+	uint16_t idx = vs_le16(vq->avail->idx), used = vs_le16(vq->used->idx);
+	struct pollfd p = {.fd = x->fe.err[REQ0], .events = POLLIN};
+	uint64_t one = 1, v;
 
 	vq->avail->ring[idx % FE_QSIZE] = vs_le16(500);
 	__atomic_store_n(&vq->avail->idx, vs_le16((uint16_t)(idx + 1)), __ATOMIC_RELEASE);
 	assert_int_equal(write(x->fe.kick[REQ0], &one, sizeof(one)), sizeof(one));
+	assert_int_equal(poll(&p, 1, 20000), 1); /* signalled, within a deadline */
+	assert_int_equal(read(x->fe.err[REQ0], &v, sizeof(v)), sizeof(v));
+	assert_true(v >= 1);
 	inquiry_ok(x, REQ0 + 1);
+	/* Nothing was used on the broken ring (the bad entry was not "completed"). */
+	assert_int_equal(vs_le16(__atomic_load_n(&vq->used->idx, __ATOMIC_ACQUIRE)), used);
+	/* The other queue's ring is untouched by the error. */
+	p.fd = x->fe.err[REQ0 + 1];
+	assert_int_equal(poll(&p, 1, 0), 0);
 }
 
 int main(void)

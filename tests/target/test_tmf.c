@@ -34,7 +34,8 @@ static void test_lun_reset_unit_attention(void **state)
 	struct fx *x = *state;
 	uint8_t resp = 0xee;
 
-	assert_int_equal(fe_tmf(&x->fe, VS_VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET, 0, 1, 0, &resp), 0);
+	assert_int_equal(fe_tmf(&x->fe, VS_VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET, 0, 1, 0, &resp),
+			 0);
 	assert_int_equal(resp, VS_VIRTIO_SCSI_S_FUNCTION_COMPLETE);
 	assert_int_equal(tur(x, 1), 6);
 	assert_int_equal(tur(x, 1), 0);
@@ -89,9 +90,11 @@ static void test_tmf_bad_address(void **state)
 	struct fx *x = *state;
 	uint8_t resp = 0xee;
 
-	assert_int_equal(fe_tmf(&x->fe, VS_VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET, 0, 9, 0, &resp), 0);
+	assert_int_equal(fe_tmf(&x->fe, VS_VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET, 0, 9, 0, &resp),
+			 0);
 	assert_int_equal(resp, VS_VIRTIO_SCSI_S_INCORRECT_LUN);
-	assert_int_equal(fe_tmf(&x->fe, VS_VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET, 3, 0, 0, &resp), 0);
+	assert_int_equal(fe_tmf(&x->fe, VS_VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET, 3, 0, 0, &resp),
+			 0);
 	assert_int_equal(resp, VS_VIRTIO_SCSI_S_BAD_TARGET);
 }
 
@@ -101,7 +104,7 @@ static void test_an_query(void **state)
 	struct fx *x = *state;
 	const uint64_t reqa = FE_SLOT + 0x800, respa = FE_SLOT + 0x900;
 	struct vs_virtio_scsi_ctrl_an_req req = {.type = vs_le32(VS_VIRTIO_SCSI_T_AN_QUERY),
-					      .event_requested = vs_le32(0x7e)};
+						 .event_requested = vs_le32(0x7e)};
 	struct vs_virtio_scsi_ctrl_an_resp resp;
 	struct vs_vq_buf bufs[2] = {{reqa, sizeof(req), false}, {respa, sizeof(resp), true}};
 	uint32_t len;
@@ -115,9 +118,10 @@ static void test_an_query(void **state)
 	assert_int_equal(vs_le32(resp.event_actual), 0);
 }
 
-/* ABORT TASK SET while many large writes are queued: every request completes, each GOOD
- * or ABORTED, and every ABORTED one was already in the used ring when the TMF answered
- * (drivers poll their queues right after a TMF and then forget the commands). */
+/* ABORT TASK SET while many large writes are in flight (LUN 0's backend holds every bio
+ * 1 s): every request completes, each GOOD or ABORTED, at least one was aborted, and every
+ * ABORTED one was already in the used ring when the TMF answered (drivers poll their queues
+ * right after a TMF and then forget the commands). */
 #define NREQ   40  /* 3 descriptors each: fits the 128-entry ring */
 #define BLOCKS 256 /* 128 KiB each */
 static void test_abort_task_set_under_load(void **state)
@@ -141,6 +145,12 @@ static void test_abort_task_set_under_load(void **state)
 		memcpy(fe_host(&x->fe, s), &req, sizeof(req));
 		assert_int_equal(fe_post(&x->fe, REQ0, bufs, 3, &head), 0);
 	}
+	/* Some are in flight at the target once QUERY TASK SET says so (bounded). */
+	for (unsigned tries = 0; tmf != VS_VIRTIO_SCSI_S_FUNCTION_SUCCEEDED; tries++) {
+		assert_true(tries < 200);
+		assert_int_equal(fe_tmf(&x->fe, VS_VIRTIO_SCSI_T_TMF_QUERY_TASK_SET, 0, 0, 0, &tmf),
+				 0);
+	}
 	assert_int_equal(fe_tmf(&x->fe, VS_VIRTIO_SCSI_T_TMF_ABORT_TASK_SET, 0, 0, 0, &tmf), 0);
 	used_at_tmf = vs_le16(__atomic_load_n(&vq->used->idx, __ATOMIC_ACQUIRE));
 	assert_int_equal(tmf, VS_VIRTIO_SCSI_S_FUNCTION_COMPLETE);
@@ -163,6 +173,42 @@ static void test_abort_task_set_under_load(void **state)
 		}
 	}
 	print_message("%u of %u writes aborted\n", aborted, NREQ);
+	assert_true(aborted > 0);
+}
+
+/* ABORT TASK of one write in flight: QUERY TASK finds it (FUNCTION SUCCEEDED), the abort
+ * answers FUNCTION COMPLETE, and the write comes back ABORTED, already in the used ring. */
+static void test_abort_task_in_flight(void **state)
+{
+	struct fx *x = *state;
+	const uint64_t data = 0x300000, s = FE_SLOT + 0x10000, tag = 4242;
+	struct vs_vq_drv *vq = &x->fe.vq[REQ0];
+	struct vs_virtio_scsi_cmd_req req = {.tag = vs_le64(tag)};
+	struct vs_vq_buf bufs[3] = {
+	    {s, sizeof(req), false}, {data, 4096, false}, {s + 0x80, 108, true}};
+	struct vs_virtio_scsi_cmd_resp resp;
+	uint16_t head, used_head, used_at_tmf, used_before = vs_le16(vq->used->idx);
+	uint8_t r = 0xee;
+	uint32_t len;
+	unsigned tries = 0;
+
+	vs_vscsi_lun_encode(req.lun, 0, 0);
+	cdb_rw10(req.cdb, 0x2a, 8, 8);
+	memcpy(fe_host(&x->fe, s), &req, sizeof(req));
+	assert_int_equal(fe_post(&x->fe, REQ0, bufs, 3, &head), 0);
+	/* In flight at the target once QUERY TASK says so (bounded: 200 tries). */
+	do {
+		assert_int_equal(fe_tmf(&x->fe, VS_VIRTIO_SCSI_T_TMF_QUERY_TASK, 0, 0, tag, &r), 0);
+		assert_true(++tries < 200);
+	} while (r != VS_VIRTIO_SCSI_S_FUNCTION_SUCCEEDED);
+	assert_int_equal(fe_tmf(&x->fe, VS_VIRTIO_SCSI_T_TMF_ABORT_TASK, 0, 0, tag, &r), 0);
+	used_at_tmf = vs_le16(__atomic_load_n(&vq->used->idx, __ATOMIC_ACQUIRE));
+	assert_int_equal(r, VS_VIRTIO_SCSI_S_FUNCTION_COMPLETE);
+	assert_int_equal((uint16_t)(used_at_tmf - used_before), 1);
+	assert_int_equal(fe_wait_used(&x->fe, REQ0, &used_head, &len), 0);
+	assert_int_equal(used_head, head);
+	memcpy(&resp, fe_host(&x->fe, s + 0x80), sizeof(resp));
+	assert_int_equal(resp.response, VS_VIRTIO_SCSI_S_ABORTED);
 }
 
 int main(void)
@@ -175,7 +221,9 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_clear_aca_rejected, fx_setup, fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_tmf_bad_address, fx_setup, fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_an_query, fx_setup, fx_teardown),
-	    cmocka_unit_test_setup_teardown(test_abort_task_set_under_load, fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_abort_task_set_under_load, fx_setup_slow,
+					    fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_abort_task_in_flight, fx_setup_slow, fx_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -324,6 +324,39 @@ static void test_clash_within_an_object_reported_at_load(void **state)
 	free(out);
 }
 
+/* Scenario: one module whose translation units have different flavours (all and
+ * cold) but the same provider: no clash; the all unit's _HP site records, the cold
+ * unit's is compiled out, both cold sites record; `trace show` gives the object's
+ * flavours as cold+all. */
+static void test_flavours_mixed_within_an_object(void **state)
+{
+	struct th_tmpdir *td = *state;
+	const char *steps[] = { "load", "trace_obj_tiers.so", "call", "2", "sync", "unload", NULL };
+	struct synced s;
+	char pid[32], dir[PATH_MAX], want[PATH_MAX + 64];
+	start_synced(td, &s, "verbose:all", steps);
+	snprintf(pid, sizeof pid, "%d", (int)s.pid);
+	at_sync(&s);
+	assert_int_equal(th_cli(td, "show", pid, NULL), 0);
+	objects_dir(dir, sizeof dir);
+	snprintf(want, sizeof want, "cold+all         3 sites  %s/trace_obj_tiers.so\n", dir);
+	assert_true(th_file_contains(td->out, want));
+	let_go(&s);
+	close(s.ready);
+	close(s.go);
+	assert_int_equal(th_wait(s.pid), 0);
+	char *err = th_read_file(td->err, NULL);
+	assert_non_null(err);
+	assert_null(strstr(err, "declared with different flags"));
+	free(err);
+	char *out = dump_and_decode(td, s.pid);
+	assert_int_equal(count(out, " tiers.NET      module_emit: tiers a cold 1 load 1\n"), 1);
+	assert_int_equal(count(out, " VERB  tiers.DISK     module_emit: tiers a hot 1\n"), 1);
+	assert_int_equal(count(out, " tiers.NET      tiers_b: tiers b cold 1\n"), 1);
+	assert_int_equal(count(out, "tiers b hot"), 0);
+	free(out);
+}
+
 /* Scenario: a program with the runtime linked in statically (its entry points
  * exported) loads a library and a module that link libvioscope_trace.so: they all
  * use the program's runtime, so the process has one trace file with every event. */
@@ -359,6 +392,36 @@ static void test_second_runtime_refuses_clearly(void **state)
 	free(out);
 }
 
+/* Scenario: `trace record` attaches while the program and its library are the only
+ * objects; then the program loads a module, emits from it, unloads it and emits from
+ * its library again.  The capture holds the module's metadata, written after the
+ * recording started, and its events decode in order between the others. */
+static void test_record_across_load_and_unload(void **state)
+{
+	struct th_tmpdir *td = *state;
+	struct synced s;
+	struct vs_shm shm;
+	const char *steps[] = { "host", "1", "sync", "load", "trace_obj_plugin.so", "call", "2",
+				"unload", "liba", "1", NULL };
+	start_synced(td, &s, "verbose:all", steps);
+	at_sync(&s);
+	pid_t rec = th_start_recording(td, s.pid, td->cap, NULL, &shm);
+	vs_shm_close(&shm);
+	let_go(&s);
+	close(s.ready);
+	close(s.go);
+	assert_int_equal(th_wait(s.pid), 0);
+	assert_int_equal(th_wait(rec), 0); /* the recording ends with the process */
+	assert_int_equal(th_cli(td, "decode", td->cap, NULL), 0);
+	char *out = th_read_file(td->out, NULL);
+	assert_non_null(out);
+	assert_int_equal(count(out, " plug.NET       module_emit: plug net 0 load 1\n"), 1);
+	assert_int_equal(count(out, " plug.NET       module_emit: plug net 1 load 1\n"), 1);
+	assert_int_equal(count(out, " liba.NET       obj_a_emit: liba net 0\n"), 1);
+	assert_true(strstr(out, "plug net 1 load 1") < strstr(out, "liba net 0"));
+	free(out);
+}
+
 static int setup(void **state)
 {
 	return th_tmpdir_setup(state, "objects");
@@ -376,11 +439,13 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		OBJ_TEST(test_every_object_decodes),
 		OBJ_TEST(test_dlclose_then_load_again),
+		OBJ_TEST(test_record_across_load_and_unload),
 		OBJ_TEST(test_print_module_beside_binary_objects),
 		OBJ_TEST(test_flags_addressed_per_provider),
 		OBJ_TEST(test_spec_applies_to_providers_loaded_later),
 		OBJ_TEST(test_clash_between_objects_reported_at_load),
 		OBJ_TEST(test_clash_within_an_object_reported_at_load),
+		OBJ_TEST(test_flavours_mixed_within_an_object),
 		OBJ_TEST(test_static_program_shares_its_runtime),
 		OBJ_TEST(test_second_runtime_refuses_clearly),
 	};

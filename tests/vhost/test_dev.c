@@ -79,7 +79,7 @@ static int op_start(void *opaque, unsigned idx, const struct vs_vhost_vring *vr)
 	return 0;
 }
 
-static void op_stop(void *opaque, unsigned idx, uint16_t *last_avail_idx)
+static int op_stop(void *opaque, unsigned idx, uint16_t *last_avail_idx)
 {
 	struct rec *r = opaque;
 	pthread_mutex_lock(&r->lock);
@@ -87,6 +87,7 @@ static void op_stop(void *opaque, unsigned idx, uint16_t *last_avail_idx)
 		*last_avail_idx = r->stop_at[idx];
 	bump(r, &r->stops[idx]);
 	pthread_mutex_unlock(&r->lock);
+	return 0;
 }
 
 static void op_mem(void *opaque, const struct vs_mem *mem)
@@ -98,7 +99,7 @@ static void op_mem(void *opaque, const struct vs_mem *mem)
 	pthread_mutex_unlock(&r->lock);
 }
 
-static void op_call(void *opaque, unsigned idx, int fd)
+static int op_call(void *opaque, unsigned idx, int fd)
 {
 	struct rec *r = opaque;
 	pthread_mutex_lock(&r->lock);
@@ -106,6 +107,7 @@ static void op_call(void *opaque, unsigned idx, int fd)
 	r->new_call_ino[idx] = fstat(fd, &st) == 0 ? st.st_ino : 0;
 	bump(r, &r->call_changes);
 	pthread_mutex_unlock(&r->lock);
+	return 0;
 }
 
 static void op_conn(void *opaque)
@@ -116,8 +118,9 @@ static void op_conn(void *opaque)
 	pthread_mutex_unlock(&r->lock);
 }
 
-static void op_disc(void *opaque)
+static void op_disc(void *opaque, const char *why)
 {
+	(void)why;
 	struct rec *r = opaque;
 	pthread_mutex_lock(&r->lock);
 	bump(r, &r->disconnects);
