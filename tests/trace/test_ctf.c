@@ -25,7 +25,18 @@ static int setup(void **state)
 {
 	return th_tmpdir_setup(state, "ctf");
 }
-#define TMPDIR_TEST(f) cmocka_unit_test_setup_teardown(f, setup, th_tmpdir_teardown)
+/* The export and babeltrace2's output sit beside the directory (td->out + suffix):
+ * removed here too, whatever the test did. */
+static int teardown(void **state)
+{
+	struct th_tmpdir *td = *state;
+	char cmd[4 * sizeof td->out];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s.ctf' '%s.bt' '%s.bterr'", td->out, td->out, td->out);
+	if (system(cmd) != 0)
+		return -1;
+	return th_tmpdir_teardown(state);
+}
+#define TMPDIR_TEST(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 /* What one event must look like in babeltrace2's text: its thread, time, name and
  * field values in order (as babeltrace2 prints them). */
