@@ -45,10 +45,12 @@ static void trace_usage(FILE *f)
 	      "                               pass, or Ctrl-C\n"
 	      "  dump PID|SHMFILE -o FILE     take the last events (flight recorder) of a live or\n"
 	      "                               dead process\n"
-	      "  decode FILE [--json|--chrome] [--level L] [--flag F,...] [--thread TID]\n"
+	      "  decode FILE... [--json|--chrome] [--level L] [--flag F,...] [--thread TID]\n"
 	      "              [--from S] [--to S]\n"
 	      "                               print events; S = seconds from the first event;\n"
-	      "                               --chrome: trace-event JSON for ui.perfetto.dev\n"
+	      "                               --chrome: trace-event JSON for ui.perfetto.dev;\n"
+	      "                               driver and device captures together: each\n"
+	      "                               request's stages joined by flow arrows\n"
 	      "  decode FILE --ctf DIR        write a CTF 1.8 trace (babeltrace2, Trace Compass)\n"
 	      "  latency CAPTURE... [--json] [--by lun|queue|op] [--slow N]\n"
 	      "                               where requests spent their time: driver and\n"
@@ -418,8 +420,9 @@ static int trace_decode(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (optind != argc - 1) {
-		fprintf(stderr, "vioscope trace decode: usage: decode FILE [options]\n");
+	if (optind >= argc || (optind != argc - 1 && ctf_dir)) {
+		fprintf(stderr, "vioscope trace decode: usage: decode FILE... [options] (--ctf: "
+				"one FILE)\n");
 		return 2;
 	}
 	char why[512];
@@ -436,7 +439,8 @@ static int trace_decode(int argc, char **argv)
 		}
 		return 0;
 	}
-	if (vs_trace_decode(argv[optind], &o, stdout, why, sizeof why) < 0) {
+	if (vs_trace_decode_many((const char *const *)argv + optind, (unsigned)(argc - optind), &o,
+				 stdout, why, sizeof why) < 0) {
 		trace_error("decode", why);
 		return 1;
 	}

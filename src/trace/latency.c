@@ -34,35 +34,26 @@ static const struct {
 #define NSTAGE_SITES (sizeof stage_sites / sizeof stage_sites[0])
 
 /* The stages shown: intervals between two of a request's instants. */
-enum when { W_SUBMIT, W_KICK, W_POP, W_BSUB, W_BDONE, W_PUSH, W_POLL, W_DONE, W_COUNT };
 static const struct {
 	const char *name;
-	enum when from, to;
+	enum vs_lat_when from, to;
 	const char *what;
 } stages[] = {
-    {"submit>kick", W_SUBMIT, W_KICK, "driver: queued until the kick"},
-    {"kick>pop", W_KICK, W_POP, "notification and the device noticing"},
-    {"kick>poll", W_KICK, W_POLL, "driver's view of the device (no device capture)"},
-    {"pop>backend", W_POP, W_BSUB, "device: parse, SCSI, to the backend"},
-    {"backend", W_BSUB, W_BDONE, "backend submit to complete"},
-    {"backend>push", W_BDONE, W_PUSH, "device: response, used ring"},
-    {"push>poll", W_PUSH, W_POLL, "interrupt or poll: the driver noticing"},
-    {"poll>done", W_POLL, W_DONE, "driver: completion"},
-    {"device", W_POP, W_PUSH, "device total"},
-    {"total", W_SUBMIT, W_DONE, "driver total"},
+    {"submit>kick", VS_LAT_SUBMIT, VS_LAT_KICK, "driver: queued until the kick"},
+    {"kick>pop", VS_LAT_KICK, VS_LAT_POP, "notification and the device noticing"},
+    {"kick>poll", VS_LAT_KICK, VS_LAT_POLL, "driver's view of the device (no device capture)"},
+    {"pop>backend", VS_LAT_POP, VS_LAT_BSUB, "device: parse, SCSI, to the backend"},
+    {"backend", VS_LAT_BSUB, VS_LAT_BDONE, "backend submit to complete"},
+    {"backend>push", VS_LAT_BDONE, VS_LAT_PUSH, "device: response, used ring"},
+    {"push>poll", VS_LAT_PUSH, VS_LAT_POLL, "interrupt or poll: the driver noticing"},
+    {"poll>done", VS_LAT_POLL, VS_LAT_DONE, "driver: completion"},
+    {"device", VS_LAT_POP, VS_LAT_PUSH, "device total"},
+    {"total", VS_LAT_SUBMIT, VS_LAT_DONE, "driver total"},
 };
 #define NSTAGES (sizeof stages / sizeof stages[0])
 
-struct req {
-	uint64_t tag;
-	uint32_t q, lun, op;
-	uint64_t t[W_COUNT]; /* 0: not seen */
-	uint32_t tid_driver, tid_device;
-	bool closed;
-};
-
 struct side {
-	struct req *r;
+	struct vs_lat_req *r;
 	size_t n, cap;
 	size_t *open; /* indices of requests in flight (a few: the queue depths) */
 	size_t nopen, open_cap;
@@ -70,6 +61,7 @@ struct side {
 
 struct lat {
 	struct side drv, dev;
+	uint32_t pid;		/* of the capture being read */
 	uint64_t last_poll[64]; /* per driver thread slot: latest "used head" time */
 	uint32_t poll_tid[64];
 	int err;
@@ -89,11 +81,11 @@ static int push_idx(size_t **a, size_t *n, size_t *cap, size_t v)
 	return 0;
 }
 
-static struct req *new_req(struct side *s)
+static struct vs_lat_req *new_req(struct side *s)
 {
 	if (s->n == s->cap) {
 		size_t c = s->cap ? s->cap * 2 : 1024;
-		struct req *p = realloc(s->r, c * sizeof *p);
+		struct vs_lat_req *p = realloc(s->r, c * sizeof *p);
 		if (!p)
 			return NULL;
 		s->r = p;
@@ -101,16 +93,16 @@ static struct req *new_req(struct side *s)
 	}
 	if (push_idx(&s->open, &s->nopen, &s->open_cap, s->n) < 0)
 		return NULL;
-	struct req *r = &s->r[s->n++];
+	struct vs_lat_req *r = &s->r[s->n++];
 	memset(r, 0, sizeof *r);
 	return r;
 }
 
 /* The open request of this side with this tag, or NULL; CLOSE takes it off the list. */
-static struct req *find_open(struct side *s, uint64_t tag, bool close)
+static struct vs_lat_req *find_open(struct side *s, uint64_t tag, bool close)
 {
 	for (size_t i = s->nopen; i-- > 0;) {
-		struct req *r = &s->r[s->open[i]];
+		struct vs_lat_req *r = &s->r[s->open[i]];
 		if (r->tag != tag)
 			continue;
 		if (close) {
@@ -190,23 +182,24 @@ static int on_event(const struct vs_cap_event *ev, void *opaque)
 	     ? a[stage_sites[row].field]                                                           \
 	     : 0)
 	uint64_t tag = ARG(tag), t = ev->real_ns;
-	struct req *r;
+	struct vs_lat_req *r;
 	switch (e) {
 	case D_SUBMIT:
 		if (!(r = new_req(&l->drv)))
 			return -ENOMEM;
-		*r = (struct req){.tag = tag,
-				  .q = (uint32_t)ARG(q),
-				  .lun = (uint32_t)ARG(lun),
-				  .op = (uint32_t)ARG(op),
-				  .tid_driver = ev->tid};
-		r->t[W_SUBMIT] = t;
+		*r = (struct vs_lat_req){.tag = tag,
+					 .q = (uint32_t)ARG(q),
+					 .lun = (uint32_t)ARG(lun),
+					 .op = (uint32_t)ARG(op),
+					 .tid_driver = ev->tid,
+					 .pid_driver = l->pid};
+		r->t[VS_LAT_SUBMIT] = t;
 		break;
 	case D_KICK:
 		for (size_t i = 0; i < l->drv.nopen; i++) {
 			r = &l->drv.r[l->drv.open[i]];
-			if (r->q == ARG(q) && !r->t[W_KICK])
-				r->t[W_KICK] = t;
+			if (r->q == ARG(q) && !r->t[VS_LAT_KICK])
+				r->t[VS_LAT_KICK] = t;
 		}
 		break;
 	case D_POLL:
@@ -215,31 +208,32 @@ static int on_event(const struct vs_cap_event *ev, void *opaque)
 	case D_DONE:
 		if ((r = find_open(&l->drv, tag, true))) {
 			uint64_t *p = poll_slot(l, ev->tid);
-			r->t[W_POLL] = *p >= r->t[W_SUBMIT] ? *p : 0;
-			r->t[W_DONE] = t;
+			r->t[VS_LAT_POLL] = *p >= r->t[VS_LAT_SUBMIT] ? *p : 0;
+			r->t[VS_LAT_DONE] = t;
 		}
 		break;
 	case T_POP:
 		if (!(r = new_req(&l->dev)))
 			return -ENOMEM;
-		*r = (struct req){.tag = tag,
-				  .q = (uint32_t)ARG(q),
-				  .lun = (uint32_t)((ARG(lun) & 0x3f) << 8 | ARG(lun_lo)),
-				  .op = (uint32_t)ARG(op),
-				  .tid_device = ev->tid};
-		r->t[W_POP] = t;
+		*r = (struct vs_lat_req){.tag = tag,
+					 .q = (uint32_t)ARG(q),
+					 .lun = (uint32_t)((ARG(lun) & 0x3f) << 8 | ARG(lun_lo)),
+					 .op = (uint32_t)ARG(op),
+					 .tid_device = ev->tid,
+					 .pid_device = l->pid};
+		r->t[VS_LAT_POP] = t;
 		break;
 	case B_SUBMIT:
-		if ((r = find_open(&l->dev, tag, false)) && !r->t[W_BSUB])
-			r->t[W_BSUB] = t;
+		if ((r = find_open(&l->dev, tag, false)) && !r->t[VS_LAT_BSUB])
+			r->t[VS_LAT_BSUB] = t;
 		break;
 	case B_DONE:
 		if ((r = find_open(&l->dev, tag, false)))
-			r->t[W_BDONE] = t; /* the last bio's */
+			r->t[VS_LAT_BDONE] = t; /* the last bio's */
 		break;
 	case T_DONE:
 		if ((r = find_open(&l->dev, tag, true)))
-			r->t[W_PUSH] = t;
+			r->t[VS_LAT_PUSH] = t;
 		break;
 	case EV_NONE:
 		break;
@@ -251,10 +245,10 @@ static int on_event(const struct vs_cap_event *ev, void *opaque)
 /* ---- joining the sides ------------------------------------------------------------------ */
 static int by_tag_then_pop(const void *x, const void *y)
 {
-	const struct req *a = x, *b = y;
+	const struct vs_lat_req *a = x, *b = y;
 	if (a->tag != b->tag)
 		return a->tag < b->tag ? -1 : 1;
-	return (a->t[W_POP] > b->t[W_POP]) - (a->t[W_POP] < b->t[W_POP]);
+	return (a->t[VS_LAT_POP] > b->t[VS_LAT_POP]) - (a->t[VS_LAT_POP] < b->t[VS_LAT_POP]);
 }
 
 /* Each driver request takes the device's timeline of the same tag popped while it was
@@ -267,7 +261,7 @@ static void join(struct lat *l, bool *have_drv, bool *have_dev)
 		return;
 	qsort(l->dev.r, l->dev.n, sizeof *l->dev.r, by_tag_then_pop);
 	for (size_t i = 0; i < l->drv.n; i++) {
-		struct req *d = &l->drv.r[i];
+		struct vs_lat_req *d = &l->drv.r[i];
 		size_t lo = 0, hi = l->dev.n;
 		while (lo < hi) {
 			size_t mid = (lo + hi) / 2;
@@ -277,13 +271,14 @@ static void join(struct lat *l, bool *have_drv, bool *have_dev)
 				hi = mid;
 		}
 		for (size_t k = lo; k < l->dev.n && l->dev.r[k].tag == d->tag; k++) {
-			const struct req *v = &l->dev.r[k];
-			if (v->t[W_POP] < d->t[W_SUBMIT] ||
-			    (d->t[W_DONE] && v->t[W_POP] > d->t[W_DONE]))
+			const struct vs_lat_req *v = &l->dev.r[k];
+			if (v->t[VS_LAT_POP] < d->t[VS_LAT_SUBMIT] ||
+			    (d->t[VS_LAT_DONE] && v->t[VS_LAT_POP] > d->t[VS_LAT_DONE]))
 				continue;
-			for (int w = W_POP; w <= W_PUSH; w++)
+			for (int w = VS_LAT_POP; w <= VS_LAT_PUSH; w++)
 				d->t[w] = v->t[w];
 			d->tid_device = v->tid_device;
+			d->pid_device = v->pid_device;
 			break;
 		}
 	}
@@ -307,9 +302,9 @@ static uint64_t pct(const uint64_t *v, size_t n, double p)
  * device's stages. */
 static bool both_sides;
 
-static bool stage_value(const struct req *r, unsigned s, uint64_t *ns)
+static bool stage_value(const struct vs_lat_req *r, unsigned s, uint64_t *ns)
 {
-	if (both_sides && stages[s].from == W_KICK && stages[s].to == W_POLL)
+	if (both_sides && stages[s].from == VS_LAT_KICK && stages[s].to == VS_LAT_POLL)
 		return false;
 	uint64_t a = r->t[stages[s].from], b = r->t[stages[s].to];
 	if (!a || !b || b < a)
@@ -324,7 +319,7 @@ struct summary {
 };
 
 /* Stage s over the requests of `rs` whose group key is `key` (all when by < 0). */
-static int summarise(const struct req *rs, size_t n, unsigned s, int by, uint32_t key,
+static int summarise(const struct vs_lat_req *rs, size_t n, unsigned s, int by, uint32_t key,
 		     struct summary *out)
 {
 	uint64_t *v = malloc((n ? n : 1) * sizeof *v);
@@ -332,7 +327,7 @@ static int summarise(const struct req *rs, size_t n, unsigned s, int by, uint32_
 	if (!v)
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
-		const struct req *r = &rs[i];
+		const struct vs_lat_req *r = &rs[i];
 		uint32_t g = by == 0 ? r->lun : by == 1 ? r->q : r->op;
 		if (by >= 0 && g != key)
 			continue;
@@ -372,8 +367,8 @@ static void group_label(char *out, size_t len, int by, uint32_t key)
 		snprintf(out, len, "op %#x", key);
 }
 
-static void print_table(FILE *out, const struct req *rs, size_t n, int by, uint32_t key, bool json,
-			bool *first_json)
+static void print_table(FILE *out, const struct vs_lat_req *rs, size_t n, int by, uint32_t key,
+			bool json, bool *first_json)
 {
 	char label[64] = "all";
 	if (by >= 0)
@@ -408,7 +403,7 @@ static void print_table(FILE *out, const struct req *rs, size_t n, int by, uint3
 #define AROUND_PER_THREAD 12
 #define AROUND_MAX	  (2 * AROUND_PER_THREAD)
 struct slow {
-	const struct req *r;
+	const struct vs_lat_req *r;
 	uint64_t from, to;
 	char *lines[AROUND_MAX];
 	unsigned nlines, ndriver, ndevice;
@@ -444,10 +439,10 @@ static int on_around(const struct vs_cap_event *ev, void *opaque)
 	return 0;
 }
 
-static uint64_t request_span(const struct req *r, uint64_t *from)
+static uint64_t request_span(const struct vs_lat_req *r, uint64_t *from)
 {
 	uint64_t lo = UINT64_MAX, hi = 0;
-	for (int w = 0; w < W_COUNT; w++)
+	for (int w = 0; w < VS_LAT_COUNT; w++)
 		if (r->t[w]) {
 			lo = r->t[w] < lo ? r->t[w] : lo;
 			hi = r->t[w] > hi ? r->t[w] : hi;
@@ -458,15 +453,16 @@ static uint64_t request_span(const struct req *r, uint64_t *from)
 
 static int by_span_desc(const void *x, const void *y)
 {
-	uint64_t fa, fb, a = request_span(*(const struct req *const *)x, &fa),
-			 b = request_span(*(const struct req *const *)y, &fb);
+	uint64_t fa, fb, a = request_span(*(const struct vs_lat_req *const *)x, &fa),
+			 b = request_span(*(const struct vs_lat_req *const *)y, &fb);
 	return (a < b) - (a > b);
 }
 
-static int print_slow(FILE *out, const char *const *paths, unsigned npaths, const struct req *rs,
-		      size_t n, unsigned want, bool json, char *why, size_t whylen)
+static int print_slow(FILE *out, const char *const *paths, unsigned npaths,
+		      const struct vs_lat_req *rs, size_t n, unsigned want, bool json, char *why,
+		      size_t whylen)
 {
-	const struct req **order = malloc((n ? n : 1) * sizeof *order);
+	const struct vs_lat_req **order = malloc((n ? n : 1) * sizeof *order);
 	if (!order)
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++)
@@ -490,7 +486,7 @@ static int print_slow(FILE *out, const char *const *paths, unsigned npaths, cons
 		}
 	}
 	for (unsigned i = 0; i < k && rc == 0; i++) {
-		const struct req *r = sl[i].r;
+		const struct vs_lat_req *r = sl[i].r;
 		char label[64];
 		group_label(label, sizeof label, 2, r->op);
 		if (json)
@@ -534,13 +530,14 @@ static int print_slow(FILE *out, const char *const *paths, unsigned npaths, cons
 }
 
 /* ---- the command ------------------------------------------------------------------------- */
-int vs_trace_latency(const char *const *paths, unsigned npaths, const struct vs_latency_opts *o,
-		     FILE *out, char *why, size_t whylen)
+int vs_latency_collect(const char *const *paths, unsigned npaths, struct vs_lat_set *set, char *why,
+		       size_t whylen)
 {
 	struct lat l = {0};
 	int rc = 0;
 	bool have_drv, have_dev;
 
+	memset(set, 0, sizeof *set);
 	for (unsigned p = 0; p < npaths && rc == 0; p++) {
 		struct vs_capture *c;
 		rc = vs_capture_open(&c, paths[p], why, whylen);
@@ -548,24 +545,52 @@ int vs_trace_latency(const char *const *paths, unsigned npaths, const struct vs_
 			break;
 		/* each capture is one process: what it leaves open does not carry over */
 		l.drv.nopen = l.dev.nopen = 0;
+		l.pid = vs_capture_pid(c);
 		rc = vs_capture_walk(c, on_event, &l, why, whylen);
 		vs_capture_close(c);
 	}
 	if (rc == -ENOMEM)
 		snprintf(why, whylen, "out of memory");
-	if (rc < 0)
-		goto out;
+	free(l.drv.open);
+	free(l.dev.open);
+	if (rc < 0) {
+		free(l.drv.r);
+		free(l.dev.r);
+		return rc;
+	}
 	join(&l, &have_drv, &have_dev);
-	both_sides = have_drv && have_dev;
-	const struct side *rep = have_drv ? &l.drv : &l.dev;
-	if (!rep->n) {
+	set->driver = have_drv;
+	set->device = have_dev;
+	/* the driver's requests carry the device's timeline where joined */
+	struct side *rep = have_drv ? &l.drv : &l.dev;
+	set->r = rep->r;
+	set->n = rep->n;
+	free(have_drv ? l.dev.r : l.drv.r);
+	if (!set->n) {
 		snprintf(why, whylen,
 			 "no request events in %s (record with VIOSCOPE_TRACE="
 			 "verbose:all in the all flavour)",
 			 npaths == 1 ? paths[0] : "these captures");
-		rc = -ENOENT;
-		goto out;
+		free(set->r);
+		set->r = NULL;
+		return -ENOENT;
 	}
+	return 0;
+}
+
+int vs_trace_latency(const char *const *paths, unsigned npaths, const struct vs_latency_opts *o,
+		     FILE *out, char *why, size_t whylen)
+{
+	struct vs_lat_set set;
+	int rc = vs_latency_collect(paths, npaths, &set, why, whylen);
+	if (rc < 0)
+		return rc;
+	bool have_drv = set.driver, have_dev = set.device;
+	both_sides = have_drv && have_dev;
+	const struct {
+		const struct vs_lat_req *r;
+		size_t n;
+	} rep_ = {set.r, set.n}, *rep = &rep_;
 	bool first = true;
 	if (o->json)
 		fprintf(out, "{\"sides\":\"%s\",\"requests\":%zu,\"stages\":[\n",
@@ -588,7 +613,7 @@ int vs_trace_latency(const char *const *paths, unsigned npaths, const struct vs_
 			uint32_t next = UINT32_MAX;
 			bool found = false;
 			for (size_t i = 0; i < rep->n; i++) {
-				const struct req *r = &rep->r[i];
+				const struct vs_lat_req *r = &rep->r[i];
 				uint32_t g = o->by == 0 ? r->lun : o->by == 1 ? r->q : r->op;
 				if ((!any || g > prev) && g <= next) {
 					next = g;
@@ -608,10 +633,6 @@ int vs_trace_latency(const char *const *paths, unsigned npaths, const struct vs_
 		rc = print_slow(out, paths, npaths, rep->r, rep->n, o->slow, o->json, why, whylen);
 	if (o->json)
 		fputs("\n]}\n", out);
-out:
-	free(l.drv.r);
-	free(l.drv.open);
-	free(l.dev.r);
-	free(l.dev.open);
+	free(set.r);
 	return rc;
 }

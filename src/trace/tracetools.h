@@ -417,11 +417,38 @@ struct vs_decode_opts {
 /* Decode a capture to `out`.  Returns 0, or -errno with `why` (bad file, bad filter). */
 int vs_trace_decode(const char *path, const struct vs_decode_opts *o, FILE *out, char *why,
 		    size_t whylen);
+/* Several captures in one output (text and JSON: one after the other).  Chrome output
+ * puts them on one time line, each capture a process, and draws each request's stages
+ * as slices, joined by flow arrows driver -> device -> driver where both sides are there
+ * (the stage events of `trace latency`). */
+int vs_trace_decode_many(const char *const *paths, unsigned n, const struct vs_decode_opts *o,
+			 FILE *out, char *why, size_t whylen);
 
 /* Export a capture as a CTF 1.8 trace into DIR (made if absent; files in it are never
  * replaced): `metadata` and one stream file per thread (ctf.c, docs/CAPTURE-FORMAT.md).
  * Returns 0, or -errno with `why`. */
 int vs_trace_export_ctf(const char *path, const char *dir, char *why, size_t whylen);
+
+/* One request's instants (wall-clock ns, 0: not seen), as `trace latency` joins them
+ * from the driver's and the device's captures by tag (latency.c). */
+enum vs_lat_when {
+	VS_LAT_SUBMIT, VS_LAT_KICK, VS_LAT_POP, VS_LAT_BSUB, VS_LAT_BDONE, VS_LAT_PUSH,
+	VS_LAT_POLL, VS_LAT_DONE, VS_LAT_COUNT
+};
+struct vs_lat_req {
+	uint64_t tag;
+	uint32_t q, lun, op;
+	uint64_t t[VS_LAT_COUNT];
+	uint32_t pid_driver, tid_driver, pid_device, tid_device;
+	bool closed;
+};
+struct vs_lat_set {
+	struct vs_lat_req *r; /* malloc'd: the driver's requests (joined), else the device's */
+	size_t n;
+	bool driver, device; /* which sides the captures held */
+};
+int vs_latency_collect(const char *const *paths, unsigned npaths, struct vs_lat_set *set,
+		       char *why, size_t whylen);
 
 /* `trace latency`: join driver and device captures by request tag into per-request
  * timelines and print per-stage count/p50/p90/p99/p99.9/max (latency.c). */
