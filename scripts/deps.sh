@@ -5,7 +5,7 @@
 set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config clang libclang-rt-dev libcmocka-dev liburing-dev
-      valgrind binutils fio liblttng-ust-dev lttng-tools procps babeltrace2 python3)
+      valgrind binutils fio liblttng-ust-dev lttng-tools procps babeltrace2 python3 libxml2-utils)
 if [[ "${1:-}" == "--guest" ]]; then
 	pkgs+=(qemu-system-x86 qemu-utils busybox-static sg3-utils kmod cpio xz-utils lz4 e2fsprogs)
 fi

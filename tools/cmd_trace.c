@@ -52,7 +52,7 @@ static void trace_usage(FILE *f)
 	      "                               driver and device captures together: each\n"
 	      "                               request's stages joined by flow arrows\n"
 	      "  decode FILE --ctf DIR        write a CTF 1.8 trace (babeltrace2, Trace Compass)\n"
-	      "  latency CAPTURE... [--json] [--by lun|queue|op] [--slow N]\n"
+	      "  latency CAPTURE... [--json] [--by lun|queue|op] [--slow N] [--svg FILE]\n"
 	      "                               where requests spent their time: driver and\n"
 	      "                               device captures joined by tag, per stage\n"
 	      "  clean [--dry-run]            remove trace files of dead processes\n",

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* `vioscope trace latency CAPTURE... [--json] [--by lun|queue|op] [--slow N]`. */
+/* `vioscope trace latency CAPTURE... [--json] [--by lun|queue|op] [--slow N] [--svg FILE]`. */
 #define _GNU_SOURCE
 #include <getopt.h>
 #include <stdio.h>
@@ -11,11 +11,10 @@
 
 int trace_latency(int argc, char **argv)
 {
-	static const struct option opts[] = {{"json", no_argument, 0, 'j'},
-					     {"by", required_argument, 0, 'b'},
-					     {"slow", required_argument, 0, 's'},
-					     {"help", no_argument, 0, 'h'},
-					     {0, 0, 0, 0}};
+	static const struct option opts[] = {
+	    {"json", no_argument, 0, 'j'},	 {"by", required_argument, 0, 'b'},
+	    {"slow", required_argument, 0, 's'}, {"svg", required_argument, 0, 'S'},
+	    {"help", no_argument, 0, 'h'},	 {0, 0, 0, 0}};
 	struct vs_latency_opts o = {.by = -1};
 	uint64_t v;
 	int c;
@@ -38,6 +37,9 @@ int trace_latency(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'S':
+			o.svg = optarg;
+			break;
 		case 's':
 			if (vs_cli_uint("vioscope trace latency", "slow", optarg, 1, 1000, &v))
 				return 2;
@@ -46,7 +48,7 @@ int trace_latency(int argc, char **argv)
 		case 'h':
 			printf(
 			    "usage: vioscope trace latency CAPTURE... [--json] [--by lun|queue|op] "
-			    "[--slow N]\n"
+			    "[--slow N] [--svg FILE]\n"
 			    "Joins driver (initiator) and device (target) captures by request tag\n"
 			    "and prints per stage count, p50, p90, p99, p99.9 and max.\n");
 			return 0;

@@ -313,6 +313,20 @@ static bool stage_value(const struct vs_lat_req *r, unsigned s, uint64_t *ns)
 	return true;
 }
 
+const char *vs_latency_stage(unsigned s)
+{
+	return s < NSTAGES ? stages[s].name : NULL;
+}
+
+size_t vs_latency_values(const struct vs_lat_set *set, unsigned s, uint64_t *out)
+{
+	size_t k = 0;
+	both_sides = set->driver && set->device;
+	for (size_t i = 0; i < set->n; i++)
+		k += stage_value(&set->r[i], s, &out[k]);
+	return k;
+}
+
 struct summary {
 	size_t count;
 	uint64_t p50, p90, p99, p999, max;
@@ -629,7 +643,9 @@ int vs_trace_latency(const char *const *paths, unsigned npaths, const struct vs_
 	}
 	if (o->json)
 		fputs("\n],\"slow\":[\n", out);
-	if (o->slow)
+	if (o->svg && rc == 0)
+		rc = vs_latency_svg(&set, o->svg, why, whylen);
+	if (o->slow && rc == 0)
 		rc = print_slow(out, paths, npaths, rep->r, rep->n, o->slow, o->json, why, whylen);
 	if (o->json)
 		fputs("\n]}\n", out);

@@ -456,7 +456,15 @@ struct vs_latency_opts {
 	bool json;
 	int by;        /* -1: all together, 0: per LUN, 1: per queue, 2: per opcode */
 	unsigned slow; /* show the N slowest requests and their threads' events */
+	const char *svg; /* also draw the stage distributions into this SVG file */
 };
+/* Stage s's name ("backend"), NULL past the last; a stage's values (ns) of the
+ * requests that have it, into out (room for set->n); returns how many. */
+const char *vs_latency_stage(unsigned s);
+size_t vs_latency_values(const struct vs_lat_set *set, unsigned s, uint64_t *out);
+/* The stage distributions as a standalone SVG (latency_svg.c): one row per stage, a
+ * log-scale time axis, a histogram and the p50/p90/p99/p99.9/max marks. */
+int vs_latency_svg(const struct vs_lat_set *set, const char *path, char *why, size_t whylen);
 int vs_trace_latency(const char *const *paths, unsigned npaths, const struct vs_latency_opts *o,
 		     FILE *out, char *why, size_t whylen);
 
