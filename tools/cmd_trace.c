@@ -55,6 +55,9 @@ static void trace_usage(FILE *f)
 	      "  latency CAPTURE... [--json] [--by lun|queue|op] [--slow N] [--svg FILE]\n"
 	      "                               where requests spent their time: driver and\n"
 	      "                               device captures joined by tag, per stage\n"
+	      "  live PID [--level L] [--flag F,...]\n"
+	      "                               print its events as they happen (sets level and\n"
+	      "                               flags first); until Ctrl-C or it exits\n"
 	      "  clean [--dry-run]            remove trace files of dead processes\n",
 	      f);
 }
@@ -447,6 +450,57 @@ static int trace_decode(int argc, char **argv)
 	return 0;
 }
 
+/* `trace live PID [--level L] [--flag F,...]`: the level and flags are set on the
+ * process (as `trace enable` would) and the level also filters what is shown. */
+static int trace_live(int argc, char **argv)
+{
+	static const struct option opts[] = { { "level", required_argument, 0, 'l' },
+					      { "flag", required_argument, 0, 'f' },
+					      { "help", no_argument, 0, 'h' },
+					      { 0, 0, 0, 0 } };
+	const char *level = NULL, *flags = NULL;
+	int c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "l:f:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'l':
+			level = optarg;
+			break;
+		case 'f':
+			flags = optarg;
+			break;
+		case 'h':
+			trace_usage(stdout);
+			return 0;
+		default:
+			return 2;
+		}
+	}
+	if (optind != argc - 1) {
+		fprintf(stderr, "vioscope trace live: usage: live PID [--level L] [--flag F,...]\n");
+		return 2;
+	}
+	char spec[512], why[512];
+	struct vs_live_opts o = { .stop = &stop_requested };
+	if (level || flags) {
+		snprintf(spec, sizeof spec, "%s%s%s", level ? level : "verbose", flags ? ":" : "",
+			 flags ? flags : "");
+		o.enable_spec = spec;
+		if (vs_spec_eval(spec, NULL, 0, false, &o.max_level, NULL, why, sizeof why) < 0) {
+			fprintf(stderr, "vioscope trace live: %s: %s\n", spec, why);
+			return 2;
+		}
+	}
+	struct sigaction sa = { .sa_handler = on_signal };
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	if (vs_trace_live(argv[optind], &o, stdout, why, sizeof why) < 0) {
+		trace_error("live", why);
+		return 1;
+	}
+	return 0;
+}
+
 static int cmd_trace(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -472,6 +526,8 @@ static int cmd_trace(int argc, char **argv)
 		return trace_clean(argc, argv);
 	if (!strcmp(sub, "latency"))
 		return trace_latency(argc, argv);
+	if (!strcmp(sub, "live"))
+		return trace_live(argc, argv);
 	if (!strcmp(sub, "-h") || !strcmp(sub, "--help")) {
 		trace_usage(stdout);
 		return 0;

@@ -468,6 +468,15 @@ int vs_latency_svg(const struct vs_lat_set *set, const char *path, char *why, si
 int vs_trace_latency(const char *const *paths, unsigned npaths, const struct vs_latency_opts *o,
 		     FILE *out, char *why, size_t whylen);
 
+/* `trace live`: a process's events printed as they happen (live.c). */
+struct vs_live_opts {
+	const char *enable_spec;     /* set on the process first (LEVEL:FLAG,...), or NULL */
+	unsigned max_level;          /* 0: all */
+	volatile sig_atomic_t *stop; /* set (Ctrl-C) to end; it also ends when the process does */
+};
+int vs_trace_live(const char *target, const struct vs_live_opts *o, FILE *out, char *why,
+		  size_t whylen);
+
 /* ---- the runtime's own entry points, for tools and benchmarks in this repository ---- */
 /* Send the print backend's output to a file (benchmarks). */
 VS__API int vs__print_to(const char *path);
