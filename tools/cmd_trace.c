@@ -22,6 +22,14 @@ static void on_signal(int sig)
 	stop_requested = 1;
 }
 
+/* Ctrl-C and SIGTERM end a command that follows a process (record, live) cleanly. */
+static void stop_on_signals(void)
+{
+	struct sigaction sa = { .sa_handler = on_signal };
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+}
+
 /* An error from the trace layer: it may quote a file's contents (a flag name, say),
  * so it is escaped like the decoder's text. */
 static void trace_error(const char *sub, const char *why)
@@ -341,9 +349,7 @@ static int trace_record_or_dump(int argc, char **argv, bool record)
 	struct vs_dump_stats st;
 	int rc;
 	if (record) {
-		struct sigaction sa = { .sa_handler = on_signal };
-		sigaction(SIGINT, &sa, NULL);
-		sigaction(SIGTERM, &sa, NULL);
+		stop_on_signals();
 		struct vs_record_opts ro = { .duration_s = duration, .stop = &stop_requested,
 					     .enable_spec = spec };
 		rc = vs_trace_record(argv[optind], out, &ro, &st, why, sizeof why);
@@ -491,9 +497,7 @@ static int trace_live(int argc, char **argv)
 			return 2;
 		}
 	}
-	struct sigaction sa = { .sa_handler = on_signal };
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
+	stop_on_signals();
 	if (vs_trace_live(argv[optind], &o, stdout, why, sizeof why) < 0) {
 		trace_error("live", why);
 		return 1;
