@@ -81,8 +81,9 @@ int demo_storage(const char *bindir, const char *out)
 	if (run(cmd) < 0)
 		printf("   (trace latency failed)\n");
 	printf("\nCaptures are in %s.  Try:\n  %s/vioscope trace decode %s/target-*.vst --flag tmf,"
-	       "vhost --level info\n  %s/vioscope trace decode %s/initiator-*.vst --chrome > "
-	       "trace.json   # ui.perfetto.dev\n  %s/vioscope trace latency %s/*.vst --slow 3\n",
-	       out, bindir, out, bindir, out, bindir, out);
+	       "vhost --level info\n  %s/vioscope trace decode --chrome %s/initiator-*.vst "
+	       "%s/target-*.vst > trace.json   # ui.perfetto.dev: requests as flows\n"
+	       "  %s/vioscope trace latency %s/*.vst --slow 3 --svg stages.svg\n",
+	       out, bindir, out, bindir, out, out, bindir, out);
 	return rc;
 }
