@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 declare -A allowed=(
 	[util]=""
 	[proto]=""
-	[trace]="util"
+	[trace]="util proto" # proto: the decoder's names (notes.c), never the runtime
 	[virtio]="proto util"
 	[vhost]="virtio proto util"
 	[backend]="proto util"

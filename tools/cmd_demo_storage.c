@@ -150,10 +150,18 @@ static int demo_run(const char *bindir, const char *out, const struct demo_opts 
 			printf("\n-- %s: no capture\n", sides[i][1]);
 		globfree(&g);
 	}
+	/* Where the recorded run's requests spent their time, both sides joined. */
+	printf("\n-- where the requests spent their time: `vioscope trace latency`\n");
+	snprintf(cmd, sizeof cmd,
+		 "'%s/vioscope' trace latency '%s'/initiator-*.vst '%s'/target-*.vst | sed 's/^/   /'",
+		 bindir, out, out);
+	if (run(cmd) < 0)
+		printf("   (trace latency failed)\n");
 	printf("\nCaptures are in %s.  Try:\n  %s/vioscope trace decode %s/target-*.vst --flag tmf,"
-	       "vhost --level info\n  %s/vioscope trace decode %s/initiator-*.vst --chrome > "
-	       "trace.json   # ui.perfetto.dev\n",
-	       out, bindir, out, bindir, out);
+	       "vhost --level info\n  %s/vioscope trace decode --chrome %s/initiator-*.vst "
+	       "%s/target-*.vst > trace.json   # ui.perfetto.dev: requests as flows\n"
+	       "  %s/vioscope trace latency %s/*.vst --slow 3 --svg stages.svg\n",
+	       out, bindir, out, bindir, out, out, bindir, out);
 	return rc;
 }
 

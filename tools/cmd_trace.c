@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "tools/commands.h"
 #include "trace/tracetools.h"
 #include "util/util.h"
 
@@ -19,6 +20,14 @@ static void on_signal(int sig)
 {
 	(void)sig;
 	stop_requested = 1;
+}
+
+/* Ctrl-C and SIGTERM end a command that follows a process (record, live) cleanly. */
+static void stop_on_signals(void)
+{
+	struct sigaction sa = { .sa_handler = on_signal };
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
 }
 
 /* An error from the trace layer: it may quote a file's contents (a flag name, say),
@@ -44,10 +53,19 @@ static void trace_usage(FILE *f)
 	      "                               pass, or Ctrl-C\n"
 	      "  dump PID|SHMFILE -o FILE     take the last events (flight recorder) of a live or\n"
 	      "                               dead process\n"
-	      "  decode FILE [--json|--chrome] [--level L] [--flag F,...] [--thread TID]\n"
+	      "  decode FILE... [--json|--chrome] [--level L] [--flag F,...] [--thread TID]\n"
 	      "              [--from S] [--to S]\n"
 	      "                               print events; S = seconds from the first event;\n"
-	      "                               --chrome: trace-event JSON for ui.perfetto.dev\n"
+	      "                               --chrome: trace-event JSON for ui.perfetto.dev;\n"
+	      "                               driver and device captures together: each\n"
+	      "                               request's stages joined by flow arrows\n"
+	      "  decode FILE --ctf DIR        write a CTF 1.8 trace (babeltrace2, Trace Compass)\n"
+	      "  latency CAPTURE... [--json] [--by lun|queue|op] [--slow N] [--svg FILE]\n"
+	      "                               where requests spent their time: driver and\n"
+	      "                               device captures joined by tag, per stage\n"
+	      "  live PID [--level L] [--flag F,...]\n"
+	      "                               print its events as they happen (sets level and\n"
+	      "                               flags first); until Ctrl-C or it exits\n"
 	      "  clean [--dry-run]            remove trace files of dead processes\n",
 	      f);
 }
@@ -331,9 +349,7 @@ static int trace_record_or_dump(int argc, char **argv, bool record)
 	struct vs_dump_stats st;
 	int rc;
 	if (record) {
-		struct sigaction sa = { .sa_handler = on_signal };
-		sigaction(SIGINT, &sa, NULL);
-		sigaction(SIGTERM, &sa, NULL);
+		stop_on_signals();
 		struct vs_record_opts ro = { .duration_s = duration, .stop = &stop_requested,
 					     .enable_spec = spec };
 		rc = vs_trace_record(argv[optind], out, &ro, &st, why, sizeof why);
@@ -354,6 +370,7 @@ static int trace_decode(int argc, char **argv)
 {
 	static const struct option opts[] = { { "json", no_argument, 0, 'j' },
 					      { "chrome", no_argument, 0, 'c' },
+					      { "ctf", required_argument, 0, 'C' },
 					      { "level", required_argument, 0, 'l' },
 					      { "flag", required_argument, 0, 'f' },
 					      { "thread", required_argument, 0, 't' },
@@ -362,6 +379,7 @@ static int trace_decode(int argc, char **argv)
 					      { "help", no_argument, 0, 'h' },
 					      { 0, 0, 0, 0 } };
 	struct vs_decode_opts o = { .to_s = -1 };
+	const char *ctf_dir = NULL;
 	int c;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "jl:f:t:h", opts, NULL)) != -1) {
@@ -373,6 +391,9 @@ static int trace_decode(int argc, char **argv)
 			break;
 		case 'c':
 			o.chrome = true;
+			break;
+		case 'C':
+			ctf_dir = optarg;
 			break;
 		case 'l':
 			if (vs_spec_eval(optarg, NULL, 0, true, &o.max_level, NULL, why, sizeof why) < 0 ||
@@ -408,13 +429,77 @@ static int trace_decode(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (optind != argc - 1) {
-		fprintf(stderr, "vioscope trace decode: usage: decode FILE [options]\n");
+	if (optind >= argc || (optind != argc - 1 && ctf_dir)) {
+		fprintf(stderr, "vioscope trace decode: usage: decode FILE... [options] (--ctf: "
+				"one FILE)\n");
 		return 2;
 	}
 	char why[512];
-	if (vs_trace_decode(argv[optind], &o, stdout, why, sizeof why) < 0) {
+	if (ctf_dir) {
+		if (o.json || o.chrome || o.max_level || o.flag_spec || o.tid || o.from_s > 0 ||
+		    o.to_s >= 0) {
+			fprintf(stderr, "vioscope trace decode: --ctf exports every event; it takes "
+					"no other option\n");
+			return 2;
+		}
+		if (vs_trace_export_ctf(argv[optind], ctf_dir, why, sizeof why) < 0) {
+			trace_error("decode", why);
+			return 1;
+		}
+		return 0;
+	}
+	if (vs_trace_decode_many((const char *const *)argv + optind, (unsigned)(argc - optind), &o,
+				 stdout, why, sizeof why) < 0) {
 		trace_error("decode", why);
+		return 1;
+	}
+	return 0;
+}
+
+/* `trace live PID [--level L] [--flag F,...]`: the level and flags are set on the
+ * process (as `trace enable` would) and the level also filters what is shown. */
+static int trace_live(int argc, char **argv)
+{
+	static const struct option opts[] = { { "level", required_argument, 0, 'l' },
+					      { "flag", required_argument, 0, 'f' },
+					      { "help", no_argument, 0, 'h' },
+					      { 0, 0, 0, 0 } };
+	const char *level = NULL, *flags = NULL;
+	int c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "l:f:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'l':
+			level = optarg;
+			break;
+		case 'f':
+			flags = optarg;
+			break;
+		case 'h':
+			trace_usage(stdout);
+			return 0;
+		default:
+			return 2;
+		}
+	}
+	if (optind != argc - 1) {
+		fprintf(stderr, "vioscope trace live: usage: live PID [--level L] [--flag F,...]\n");
+		return 2;
+	}
+	char spec[512], why[512];
+	struct vs_live_opts o = { .stop = &stop_requested };
+	if (level || flags) {
+		snprintf(spec, sizeof spec, "%s%s%s", level ? level : "verbose", flags ? ":" : "",
+			 flags ? flags : "");
+		o.enable_spec = spec;
+		if (vs_spec_eval(spec, NULL, 0, false, &o.max_level, NULL, why, sizeof why) < 0) {
+			fprintf(stderr, "vioscope trace live: %s: %s\n", spec, why);
+			return 2;
+		}
+	}
+	stop_on_signals();
+	if (vs_trace_live(argv[optind], &o, stdout, why, sizeof why) < 0) {
+		trace_error("live", why);
 		return 1;
 	}
 	return 0;
@@ -443,6 +528,10 @@ static int cmd_trace(int argc, char **argv)
 		return trace_decode(argc, argv);
 	if (!strcmp(sub, "clean"))
 		return trace_clean(argc, argv);
+	if (!strcmp(sub, "latency"))
+		return trace_latency(argc, argv);
+	if (!strcmp(sub, "live"))
+		return trace_live(argc, argv);
 	if (!strcmp(sub, "-h") || !strcmp(sub, "--help")) {
 		trace_usage(stdout);
 		return 0;
@@ -452,5 +541,5 @@ static int cmd_trace(int argc, char **argv)
 	return 2;
 }
 
-VS_CLI_COMMAND(trace, 1, "trace", cmd_trace,
-	       "list, show, enable, record, dump, decode and clean traces");
+VS_CLI_INSPECT_COMMAND(trace, 1, "trace", cmd_trace,
+		       "list, show, enable, record, dump, decode and clean traces");

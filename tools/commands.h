@@ -13,5 +13,7 @@ struct demo_opts {
 	const char *svg;  /* also draw the table here, or NULL */
 };
 int demo_storage(const char *bindir, const char *out, const struct demo_opts *o);
+/* `vioscope trace latency` (tools/cmd_trace_latency.c). */
+int trace_latency(int argc, char **argv);
 
 #endif

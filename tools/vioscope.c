@@ -7,7 +7,13 @@
 
 #include <vioscope/trace.h>
 
+#include "trace/tracetools.h"
 #include "util/util.h"
+
+/* This process's trace file is made only for commands that do something worth
+ * tracing: `vioscope trace ...`, help and bad command lines read or print and leave
+ * no file behind, so `trace list` never shows the tool looking at it. */
+const int vs__file_on_demand = 1;
 
 static int by_order(const void *a, const void *b)
 {
@@ -55,8 +61,11 @@ int main(int argc, char **argv)
 	}
 	vs_cli_commands(&cmds, &n);
 	for (size_t i = 0; i < n; i++)
-		if (!strcmp(argv[1], cmds[i].name))
+		if (!strcmp(argv[1], cmds[i].name)) {
+			if (!cmds[i].inspects)
+				vs__file_start(); /* it says why if it cannot */
 			return cmds[i].fn(argc - 1, argv + 1);
+		}
 	fprintf(stderr, "vioscope: unknown command '%s'\n\n", argv[1]);
 	usage(stderr);
 	return 2;

@@ -55,14 +55,14 @@ static int tmf_exec(struct vs_ini *ini, uint32_t subtype, const uint8_t lun[8], 
 	memcpy(req.lun, lun, 8);
 	memcpy(ini->base + ini->tmf_gpa, &req, sizeof(req));
 	*resp = 0xff;
-	VS_INFO(TMF, "%s lun %02x%02x tag %#llx: sending", vs_virtio_scsi_tmf_name(subtype), lun[2], lun[3],
+	VS_INFO(TMF, "%u{tmf} lun %02x%02x tag %#llx: sending", subtype, lun[2], lun[3],
 		(unsigned long long)tag);
 	pthread_mutex_lock(&ini->ctl_lock);
 	rc = vs_vq_drv_add(&ini->ctl.vq, b, 2, &head);
 	kick = !rc && vs_vq_drv_should_kick(&ini->ctl.vq);
 	pthread_mutex_unlock(&ini->ctl_lock);
 	if (rc) {
-		VS_ERROR(TMF, "%s: control ring refused the request: %s", vs_virtio_scsi_tmf_name(subtype),
+		VS_ERROR(TMF, "%u{tmf}: control ring refused the request: %s", subtype,
 			 strerror(-rc));
 		return rc == -ENOSPC ? -EBUSY : rc;
 	}
@@ -75,12 +75,12 @@ static int tmf_exec(struct vs_ini *ini, uint32_t subtype, const uint8_t lun[8], 
 		if (rc != -EAGAIN)
 			break;
 		if ((rc = ini_wait_fd(ini, ini->ctl.call_fd, 100000)) < 0) {
-			VS_ERROR(TMF, "%s: the target went away", vs_virtio_scsi_tmf_name(subtype));
+			VS_ERROR(TMF, "%u{tmf}: the target went away", subtype);
 			return rc;
 		}
 		if (vs_mono_ns() > deadline) {
 			/* The response buffer is still the device's: reset it to take it back. */
-			VS_ERROR(TMF, "%s: no answer in %u ms", vs_virtio_scsi_tmf_name(subtype),
+			VS_ERROR(TMF, "%u{tmf}: no answer in %u ms", subtype,
 				 ini->opts.timeout_ms);
 			ini_schedule_reset(ini, "task management timed out");
 			return -ETIMEDOUT;
@@ -91,12 +91,12 @@ static int tmf_exec(struct vs_ini *ini, uint32_t subtype, const uint8_t lun[8], 
 		return -EIO;
 	}
 	if (len < 1) {
-		VS_ERROR(TMF, "%s: empty response", vs_virtio_scsi_tmf_name(subtype));
+		VS_ERROR(TMF, "%u{tmf}: empty response", subtype);
 		return -EPROTO;
 	}
 	rc = tmf_errno(*(volatile uint8_t *)resp);
-	VS_INFO(TMF, "%s lun %02x%02x tag %#llx: response %u (%d)", vs_virtio_scsi_tmf_name(subtype), lun[2],
-		lun[3], (unsigned long long)tag, *resp, rc);
+	VS_INFO(TMF, "%u{tmf} lun %02x%02x tag %#llx: response %u{vscsi_response} (%d)", subtype,
+		lun[2], lun[3], (unsigned long long)tag, *resp, rc);
 	return rc;
 }
 

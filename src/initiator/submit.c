@@ -209,7 +209,7 @@ unlock:
 		return rc;
 	}
 	/* Only locals from here: the request may already be complete and reused. */
-	VS_VERBOSE_HP(IO, "q %u tag %#llx lun %u op %#x lba %llu blocks %u bytes %llu segs %u%s",
+	VS_VERBOSE_HP(IO, "q %u tag %#llx lun %u op %#x{scsi_op} lba %llu blocks %u bytes %llu segs %u%s",
 		      q->v.idx, (unsigned long long)tag, lun_idx, cdb[0], (unsigned long long)lba,
 		      nblocks, (unsigned long long)total, ndata, kick ? " kick" : "");
 	if (kick)

@@ -136,6 +136,15 @@ static inline void vs_put_be24(uint8_t *p, uint32_t v)
 { p[0] = (uint8_t)(v >> 16); p[1] = (uint8_t)(v >> 8); p[2] = (uint8_t)v; }
 /* clang-format on */
 
+/* ---- CDB ---- */
+/* A CDB's length by its operation code's group (SPC-4 4.2.5.1): 6, 10, 12 or 16 bytes;
+ * 0 for the groups whose length is not given by the code (variable, vendor). */
+static inline size_t vs_scsi_cdb_len(uint8_t op)
+{
+	static const uint8_t by_group[8] = { 6, 10, 10, 0, 16, 12, 0, 0 };
+	return by_group[op >> 5];
+}
+
 /* ---- sense data ---- */
 /* The sense key of fixed-format (70h/71h) or descriptor-format (72h/73h) sense; 0
  * (NO SENSE) when too short or of another format.  Inline: drivers test it per command. */

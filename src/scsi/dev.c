@@ -212,8 +212,8 @@ static int lun_exec(struct vs_scsi_lun *lun, struct vs_scsi_cmd *cmd)
 
 	/* SAM-5 5.14: a pending unit attention goes to the first other command. */
 	if (op != VS_SCSI_OP_INQUIRY && op != VS_SCSI_OP_REQUEST_SENSE && vs_scsi_ua_take(lun, &asc)) {
-		VS_INFO(SCSI, "lun %u: reporting unit attention %#x/%#x to op %#x", lun->id,
-			asc >> 8, asc & 0xff, op);
+		VS_INFO(SCSI, "lun %u: reporting unit attention %#x{asc} to op %#x{scsi_op}", lun->id, asc,
+			op);
 		vs_scsi_sense(cmd, VS_SENSE_UNIT_ATTENTION, asc);
 		return VS_SCSI_DONE;
 	}
@@ -239,10 +239,17 @@ static int no_lun_exec(unsigned id, struct vs_scsi_cmd *cmd)
 					   : vs_scsi_request_sense(NULL, cmd);
 	if (cmd->status != VS_SCSI_GOOD)
 		return VS_SCSI_DONE;
-	VS_WARNING(SCSI, "tag %#llx op %#x (%s) to lun %u: no such lun",
-		   (unsigned long long)cmd->tag, op, vs_scsi_op_name(op), id);
+	VS_WARNING(SCSI, "tag %#llx op %#x{scsi_op} to lun %u: no such lun",
+		   (unsigned long long)cmd->tag, op, id);
 	vs_scsi_sense(cmd, VS_SENSE_ILLEGAL_REQUEST, VS_ASC_LUN_NOT_SUPPORTED);
 	return VS_SCSI_DONE;
+}
+
+/* Bytes of the CDB worth recording: its group's length, or all of it. */
+static inline size_t cdb_shown(const struct vs_scsi_cmd *cmd)
+{
+	size_t n = vs_scsi_cdb_len(cmd->cdb[0]);
+	return n && n < cmd->cdb_len ? n : cmd->cdb_len;
 }
 
 static bool iov_len_ok(const struct iovec *iov, int cnt, size_t len)
@@ -280,8 +287,9 @@ int vs_scsi_exec(struct vs_scsi_dev *dev, unsigned id, struct vs_scsi_cmd *cmd,
 	lun = id < VS_SCSI_MAX_LUNS ? dev->luns[id] : NULL;
 	cmd->st.lun = lun;
 	cmd->st.ctx = ctx;
-	VS_VERBOSE_HP(SCSI, "tag %#llx lun %u op %#x (%s) in %zu out %zu",
-		      (unsigned long long)cmd->tag, id, cmd->cdb[0], vs_scsi_op_name(cmd->cdb[0]),
+	/* The CDB as its opcode's group sizes it: the decoder names the command. */
+	VS_VERBOSE_HP(SCSI, "tag %#llx lun %u cdb %s{cdb} in %zu out %zu",
+		      (unsigned long long)cmd->tag, id, VS_BYTES(cmd->cdb, cdb_shown(cmd)),
 		      cmd->in_len, cmd->out_len);
 
 	if (cmd->cdb[0] == VS_SCSI_OP_REPORT_LUNS)

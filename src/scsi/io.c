@@ -29,6 +29,8 @@ static void io_bio_done(struct vs_bio *bio, int res)
 	struct vs_scsi_cmd_state *st = &cmd->st;
 	int rc;
 
+	/* the backend stage's end (trace latency) */
+	VS_VERBOSE_HP(SCSI, "tag %#llx: bio done, res %d", (unsigned long long)cmd->tag, res);
 	st->inflight--;
 	if (res < 0 && !st->err)
 		st->err = res;
@@ -64,6 +66,9 @@ static void io_issue(struct vs_scsi_cmd *cmd)
 			st->err = rc;
 			break;
 		}
+		/* the backend stage's start (trace latency), once per bio */
+		VS_VERBOSE_HP(SCSI, "tag %#llx: bio %u submitted", (unsigned long long)cmd->tag,
+			      st->next);
 		st->next++;
 		st->inflight++;
 	}

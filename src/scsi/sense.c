@@ -48,42 +48,47 @@ static uint8_t cmd_op(const struct vs_scsi_cmd *cmd)
 	return cmd->cdb_len ? cmd->cdb[0] : 0xff;
 }
 
+/* The sense data as built, for a site to record whole: the decoder names key and
+ * ASC/ASCQ ("ILLEGAL REQUEST: LOGICAL BLOCK ADDRESS OUT OF RANGE"). */
+static struct vs_bytes sense_bytes(const struct vs_scsi_cmd *cmd)
+{
+	return VS_BYTES(cmd->sense, cmd->sense_len);
+}
+
 void vs_scsi__reject(struct vs_scsi_cmd *cmd, uint8_t key, uint16_t asc, const char *why,
 		     const char *caller)
 {
-	VS_WARNING(SCSI, "tag %#llx op %#x (%s) rejected by %s: %s (%s, asc %#x/%#x)",
-		   (unsigned long long)cmd->tag, cmd_op(cmd), vs_scsi_op_name(cmd_op(cmd)), caller,
-		   why, vs_scsi_sense_key_name(key), asc >> 8, asc & 0xff);
 	vs_scsi_sense(cmd, key, asc);
+	VS_WARNING(SCSI, "tag %#llx op %#x{scsi_op} rejected by %s: %s: %s{sense}",
+		   (unsigned long long)cmd->tag, cmd_op(cmd), caller, why, sense_bytes(cmd));
 }
 
 void vs_scsi__bad_cdb(struct vs_scsi_cmd *cmd, uint16_t byte, int bit, const char *why,
 		      const char *caller)
 {
-	VS_WARNING(SCSI, "tag %#llx op %#x (%s): invalid field in CDB byte %u bit %d: %s (%s)",
-		   (unsigned long long)cmd->tag, cmd_op(cmd), vs_scsi_op_name(cmd_op(cmd)), byte,
-		   bit, why, caller);
 	vs_scsi_sense_field(cmd, VS_SENSE_ILLEGAL_REQUEST, VS_ASC_INVALID_FIELD_IN_CDB, true, byte,
 			    bit);
+	VS_WARNING(SCSI, "tag %#llx op %#x{scsi_op}: CDB byte %u bit %d: %s (%s): %s{sense}",
+		   (unsigned long long)cmd->tag, cmd_op(cmd), byte, bit, why, caller,
+		   sense_bytes(cmd));
 }
 
 void vs_scsi__bad_param(struct vs_scsi_cmd *cmd, uint16_t byte, int bit, const char *why,
 			const char *caller)
 {
-	VS_WARNING(SCSI, "tag %#llx op %#x (%s): invalid field in parameter list byte %u: %s (%s)",
-		   (unsigned long long)cmd->tag, cmd_op(cmd), vs_scsi_op_name(cmd_op(cmd)), byte,
-		   why, caller);
 	vs_scsi_sense_field(cmd, VS_SENSE_ILLEGAL_REQUEST, VS_ASC_INVALID_FIELD_IN_PARAM, false,
 			    byte, bit);
+	VS_WARNING(SCSI, "tag %#llx op %#x{scsi_op}: parameter list byte %u: %s (%s): %s{sense}",
+		   (unsigned long long)cmd->tag, cmd_op(cmd), byte, why, caller, sense_bytes(cmd));
 }
 
 void vs_scsi__lba_out_of_range(struct vs_scsi_cmd *cmd, uint64_t lba, uint64_t n,
 			       const char *caller)
 {
-	VS_WARNING(SCSI, "tag %#llx op %#x (%s): lba %llu + %llu blocks beyond the end (%s)",
-		   (unsigned long long)cmd->tag, cmd_op(cmd), vs_scsi_op_name(cmd_op(cmd)),
-		   (unsigned long long)lba, (unsigned long long)n, caller);
 	vs_scsi_sense(cmd, VS_SENSE_ILLEGAL_REQUEST, VS_ASC_LBA_OUT_OF_RANGE);
+	VS_WARNING(SCSI, "tag %#llx op %#x{scsi_op}: lba %llu + %llu blocks (%s): %s{sense}",
+		   (unsigned long long)cmd->tag, cmd_op(cmd), (unsigned long long)lba,
+		   (unsigned long long)n, caller, sense_bytes(cmd));
 }
 
 void vs_scsi_sense_errno(struct vs_scsi_cmd *cmd, int err, enum vs_scsi_io_kind kind)
@@ -118,7 +123,7 @@ void vs_scsi_sense_errno(struct vs_scsi_cmd *cmd, int err, enum vs_scsi_io_kind 
 			      rd ? VS_ASC_UNRECOVERED_READ_ERROR : VS_ASC_WRITE_ERROR);
 		break;
 	}
-	VS_ERROR(SCSI, "tag %#llx op %#x (%s): backend %s error %d: %s",
-		 (unsigned long long)cmd->tag, cmd_op(cmd), vs_scsi_op_name(cmd_op(cmd)),
-		 rd ? "read" : "write", err, strerror(-err));
+	VS_ERROR(SCSI, "tag %#llx op %#x{scsi_op}: backend %s error %d (%s): %s{sense}",
+		 (unsigned long long)cmd->tag, cmd_op(cmd), rd ? "read" : "write", err,
+		 strerror(-err), sense_bytes(cmd));
 }

@@ -87,13 +87,13 @@ static uint8_t tmf_exec(struct vs_target *t, const struct vs_virtio_scsi_ctrl_tm
 	unsigned target, found;
 
 	if (vs_vscsi_lun_decode(req->lun, &target, &m.lun) || target != 0) {
-		VS_WARNING(TMF, "%s: no such target (lun field %02x %02x %02x %02x)",
-			   vs_virtio_scsi_tmf_name(subtype), req->lun[0], req->lun[1], req->lun[2], req->lun[3]);
+		VS_WARNING(TMF, "%u{tmf}: no such target (lun field %02x %02x %02x %02x)",
+			   subtype, req->lun[0], req->lun[1], req->lun[2], req->lun[3]);
 		return VS_VIRTIO_SCSI_S_BAD_TARGET;
 	}
 	lun = vs_scsi_dev_lun(t->dev, m.lun);
 	if (!lun && subtype != VS_VIRTIO_SCSI_T_TMF_I_T_NEXUS_RESET) {
-		VS_WARNING(TMF, "%s: no LUN %u", vs_virtio_scsi_tmf_name(subtype), m.lun);
+		VS_WARNING(TMF, "%u{tmf}: no LUN %u", subtype, m.lun);
 		return VS_VIRTIO_SCSI_S_INCORRECT_LUN;
 	}
 	switch (subtype) {
@@ -110,7 +110,7 @@ static uint8_t tmf_exec(struct vs_target *t, const struct vs_virtio_scsi_ctrl_tm
 		m.mark = VS_VIRTIO_SCSI_S_ABORTED;
 		found = tmf_scan(t, &m);
 		tmf_wait_all(t);
-		VS_INFO(TMF, "%s lun %u: %u requests aborted", vs_virtio_scsi_tmf_name(subtype), m.lun, found);
+		VS_INFO(TMF, "%u{tmf} lun %u: %u requests aborted", subtype, m.lun, found);
 		return VS_VIRTIO_SCSI_S_FUNCTION_COMPLETE;
 	case VS_VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET:
 		/* The unit attention first: a command arriving during the wait sees it. */
@@ -133,12 +133,12 @@ static uint8_t tmf_exec(struct vs_target *t, const struct vs_virtio_scsi_ctrl_tm
 		/* fall through */
 	case VS_VIRTIO_SCSI_T_TMF_QUERY_TASK_SET:
 		found = tmf_scan(t, &m);
-		VS_INFO(TMF, "%s lun %u tag %#llx: %u in flight", vs_virtio_scsi_tmf_name(subtype), m.lun,
+		VS_INFO(TMF, "%u{tmf} lun %u tag %#llx: %u in flight", subtype, m.lun,
 			(unsigned long long)m.tag, found);
 		return found ? VS_VIRTIO_SCSI_S_FUNCTION_SUCCEEDED : VS_VIRTIO_SCSI_S_FUNCTION_COMPLETE;
 	case VS_VIRTIO_SCSI_T_TMF_CLEAR_ACA: /* no ACA is ever established (NACA is refused) */
 	default:
-		VS_WARNING(TMF, "%s (%u) lun %u: rejected", vs_virtio_scsi_tmf_name(subtype), subtype, m.lun);
+		VS_WARNING(TMF, "%u{tmf} lun %u: rejected", subtype, m.lun);
 		return VS_VIRTIO_SCSI_S_FUNCTION_REJECTED;
 	}
 }
@@ -171,13 +171,13 @@ static uint32_t ctl_one(struct tq *q, struct vs_vq_elem *e)
 				 (unsigned long long)e->in_len);
 			goto fail;
 		}
-		VS_INFO(TMF, "TMF %s (%u) lun %02x %02x %02x %02x tag %#llx",
-			vs_virtio_scsi_tmf_name(vs_le32(req.tmf.subtype)), vs_le32(req.tmf.subtype),
+		VS_INFO(TMF, "TMF %u{tmf} lun %02x %02x %02x %02x tag %#llx", vs_le32(req.tmf.subtype),
 			req.tmf.lun[0], req.tmf.lun[1], req.tmf.lun[2], req.tmf.lun[3],
 			(unsigned long long)vs_le64(req.tmf.tag));
 		resp = tmf_exec(q->t, &req.tmf);
 		wstat_inc(&q->w->st.tmfs);
-		VS_INFO(TMF, "TMF %s: response %u", vs_virtio_scsi_tmf_name(vs_le32(req.tmf.subtype)), resp);
+		VS_INFO(TMF, "TMF %u{tmf}: response %u{vscsi_response}", vs_le32(req.tmf.subtype),
+			resp);
 		return (uint32_t)vs_iov_from_buf(e->in, e->in_num, 0, &resp, sizeof(resp));
 	case VS_VIRTIO_SCSI_T_AN_QUERY:
 	case VS_VIRTIO_SCSI_T_AN_SUBSCRIBE: {

@@ -99,7 +99,7 @@ static void req_reject(struct tq *q, struct vs_vq_elem *e, uint8_t response, con
 
 	wstat_inc(&q->w->st.bad_requests);
 	if (e->in_len >= RESP_HDR) {
-		VS_WARNING(QUEUE, "queue %u head %u: %s: response %u", q->idx, e->head, why,
+		VS_WARNING(QUEUE, "queue %u head %u: %s: response %u{vscsi_response}", q->idx, e->head, why,
 			   response);
 		req_push(q, e, &resp, 0);
 	} else {
@@ -194,7 +194,7 @@ static bool req_prepare(struct tq *q, struct treq *r)
 	}
 	vs_iov_to_buf(e->out, e->out_num, 0, &r->hdr, REQ_HDR);
 	r->tag = vs_le64(r->hdr.tag);
-	VS_VERBOSE_HP(IO, "q %u head %u tag %#llx lun %02x%02x op %#x: out %llu in %llu", q->idx,
+	VS_VERBOSE_HP(IO, "q %u head %u tag %#llx lun %02x%02x op %#x{scsi_op}: out %llu in %llu", q->idx,
 		      e->head, (unsigned long long)r->tag, r->hdr.lun[2], r->hdr.lun[3],
 		      r->hdr.cdb[0], (unsigned long long)e->out_len, (unsigned long long)e->in_len);
 	if (vs_vscsi_lun_decode(r->hdr.lun, &target, &r->lun) || target != 0) {
@@ -239,8 +239,6 @@ static void req_start(struct tq *q, struct treq *r)
 	}
 	q->inflight++;
 	req_track(q, r);
-	VS_VERBOSE_HP(IO, "q %u tag %#llx lun %u: dispatch", q->idx, (unsigned long long)r->tag,
-		      r->lun);
 	rc = vs_scsi_exec(q->t->dev, r->lun, &r->cmd, q->w->io);
 	if (rc < 0) {
 		/* Our own bug (a malformed cmd), never the guest's: answer and go on. */

@@ -633,6 +633,11 @@ const struct vs_meta *vs_capture_meta(const struct vs_capture *c)
 	return &c->meta;
 }
 
+const struct vs_cap_clock *vs_capture_clock(const struct vs_capture *c)
+{
+	return &c->clock;
+}
+
 static uint64_t to_real(const struct vs_capture *c, uint64_t ts)
 {
 	const struct vs_cap_clock *k = &c->clock;

@@ -128,8 +128,97 @@ static int next_arg(struct args *a, struct val *v)
 	return -1;
 }
 
+/* The length of a note "{name}" at f (name: lower-case letters, digits, '_'), or 0. */
+static size_t note_len(const char *f)
+{
+	size_t n = 1;
+	if (f[0] != '{')
+		return 0;
+	while ((f[n] >= 'a' && f[n] <= 'z') || (f[n] >= '0' && f[n] <= '9') || f[n] == '_')
+		n++;
+	return n > 1 && f[n] == '}' && n <= VS_NOTE_NAME_MAX ? n + 1 : 0;
+}
+
+static const struct vs_note *find_note(const struct vs_note *notes, size_t nnotes, const char *f,
+				       size_t n)
+{
+	for (size_t i = 0; i < nnotes; i++)
+		if (strlen(notes[i].name) == n - 2 && !memcmp(notes[i].name, f + 1, n - 2))
+			return &notes[i];
+	return NULL;
+}
+
+/* The conversion just emitted (from `mark` on) named by its note, when the note is
+ * known and says something about this value; otherwise the conversion stays. */
+static void apply_note(struct out *o, size_t mark, const struct vs_note *note,
+		       const struct val *v)
+{
+	char text[VS_NOTE_TEXT_MAX];
+	size_t n = 0;
+	if (!note)
+		return;
+	if ((v->kind == A_INT || v->kind == A_UINT) && note->int_name) {
+		const char *name = note->int_name(v->u);
+		if (name)
+			n = (size_t)snprintf(text, sizeof text, "%s", name);
+	} else if (v->kind == A_BYTES && v->s && note->bytes_text) {
+		n = note->bytes_text(text, sizeof text, (const uint8_t *)v->s, v->slen);
+	}
+	if (!n)
+		return;
+	if (n >= sizeof text)
+		n = sizeof text - 1;
+	o->len = mark < o->len ? mark : o->len;
+	if (o->cap)
+		o->p[o->len] = '\0';
+	emit(o, text, n);
+}
+
+size_t vs_format_drop_notes(char *out, size_t outlen, const char *fmt)
+{
+	size_t n = 0;
+	bool after_conversion = false;
+	if (!outlen)
+		return 0;
+	for (const char *f = fmt; *f && n + 1 < outlen;) {
+		size_t skip = after_conversion ? note_len(f) : 0;
+		if (skip) {
+			f += skip;
+			after_conversion = false;
+			continue;
+		}
+		after_conversion = false;
+		if (f[0] == '%' && f[1] == '%') {
+			out[n++] = *f++;
+			if (n + 1 < outlen)
+				out[n++] = *f++;
+			continue;
+		}
+		if (f[0] == '%') {
+			/* copy the conversion up to its conversion character */
+			out[n++] = *f++;
+			while (*f && n + 1 < outlen && strchr("-+ #0'*.0123456789hljztqL", *f))
+				out[n++] = *f++;
+			if (*f && n + 1 < outlen)
+				out[n++] = *f++;
+			after_conversion = true;
+			continue;
+		}
+		out[n++] = *f++;
+	}
+	out[n] = '\0';
+	return n;
+}
+
 int vs_format_message(char *buf, size_t buflen, const struct vs_meta_site *site,
 		      const uint8_t *args, size_t len)
+{
+	return vs_format_message_noted(buf, buflen, site, args, len, NULL, 0);
+}
+
+int vs_format_message_noted(char *buf, size_t buflen, const struct vs_meta_site *site,
+			    const uint8_t *args, size_t len, const struct vs_note *notes,
+			    size_t nnotes)
 {
 	struct out o = { buf, 0, buflen };
 	struct args a = { site, args, len, 0, 0 };
@@ -146,6 +235,7 @@ int vs_format_message(char *buf, size_t buflen, const struct vs_meta_site *site,
 		}
 		emit(&o, f, (size_t)(pct - f));
 		f = pct + 1;
+		size_t mark = o.len; /* where this conversion's text begins */
 		if (*f == '%') {
 			emit(&o, "%", 1);
 			f++;
@@ -156,7 +246,7 @@ int vs_format_message(char *buf, size_t buflen, const struct vs_meta_site *site,
 		size_t sl = 1;
 		while (*f && strchr("-+ #0'", *f) && sl < 16)
 			spec[sl++] = *f++;
-		struct val v;
+		struct val v = { .kind = -1 }; /* the conversion's value, for its note */
 		int width = -1, prec = -1;
 		if (*f == '*') {
 			f++;
@@ -330,6 +420,12 @@ int vs_format_message(char *buf, size_t buflen, const struct vs_meta_site *site,
 				emit(&o, &conv, 1);
 			emit(&o, "?>", 2);
 			break;
+		}
+		/* "{name}" right after a conversion: a decode-time name for its value. */
+		size_t nl = note_len(f);
+		if (nl) {
+			apply_note(&o, mark, find_note(notes, nnotes, f, nl), &v);
+			f += nl;
 		}
 		continue;
 bad:

@@ -57,7 +57,7 @@ static struct {
 	uint32_t next_index;
 	uint32_t next_site; /* ids start at 1 */
 	struct vs_buf meta; /* every record so far: a forked child writes them into its file */
-	bool forked;	    /* a child of fork() that has no file of its own yet */
+	bool forked;	    /* no file of its own yet: a child of fork(), or on demand */
 	struct vs_trace_control fork_ctl[VS_RT_PROVIDER_SLOTS];
 	uint32_t fork_level[VS_RT_PROVIDER_SLOTS], fork_mask[VS_RT_PROVIDER_SLOTS];
 } reg = { .lock = PTHREAD_MUTEX_INITIALIZER, .next_site = 1 };
@@ -415,7 +415,11 @@ static void register_object(struct vs_object *obj)
 	char *path = object_path(obj, &base, &is_main);
 
 	read_spec();
-	if (!vs_rt.hdr && !reg.forked) {
+	if (!vs_rt.hdr && !reg.forked && vs_rt_file_deferred()) {
+		/* No file until the program asks for one: sites test private control
+		 * words meanwhile, as in a forked child (vs__file_start). */
+		reg.forked = true;
+	} else if (!vs_rt.hdr && !reg.forked) {
 		int rc = vs_rt_file_create();
 		if (rc == -EEXIST)
 			fprintf(stderr,

@@ -406,6 +406,21 @@ int vs_rt_file_create(void)
 	return 0;
 }
 
+bool vs_rt_file_deferred(void)
+{
+	if (!&vs__file_on_demand || !vs__file_on_demand)
+		return false;
+	/* what the file will have room for, so that what registers meanwhile fits */
+	vs_rt.meta_capacity = meta_from_env();
+	vs_rt.provider_slots = VS_RT_PROVIDER_SLOTS;
+	return true;
+}
+
+int vs__file_start(void)
+{
+	return vs_rt.hdr || vs_reg_child_file() ? 0 : -ENOENT;
+}
+
 /* The child of fork() must not write into its parent's rings.  Only async-signal-
  * safe work here: drop the parent's mapping (sites test a private copy of their
  * control words meanwhile); the child makes its own file at its first event (most
@@ -772,10 +787,15 @@ void vs__print(const struct vs_site *site, const struct vs_caller *caller, const
 	vs_format_prefix(prefix, sizeof prefix, realtime_ns(), (uint32_t)gettid_(), site->level,
 			 site->provider->name, vs_reg_flag_name(site->provider, site->flag),
 			 caller ? caller->func : NULL, site->func);
+	/* Notes ({scsi_op}) are for decoders: printf would show them as text. */
+	char plain[1024];
+	const char *shown = fmt;
+	if (strchr(fmt, '{') && vs_format_drop_notes(plain, sizeof plain, fmt) < sizeof plain - 1)
+		shown = plain;
 	pthread_mutex_lock(&rt.print_lock);
 	fputs(prefix, rt.print_file);
 	va_start(ap, fmt);
-	vfprintf(rt.print_file, fmt, ap);
+	vfprintf(rt.print_file, shown, ap);
 	va_end(ap);
 	fputc('\n', rt.print_file);
 	pthread_mutex_unlock(&rt.print_lock);

@@ -40,13 +40,18 @@ extern struct vs_rt_file vs_rt VS__PRIVATE;
 /* runtime.c: make and publish the file (idempotent); 0, or -errno (then no tracing).
  * Called by the registry, under its lock. */
 VS__PRIVATE int vs_rt_file_create(void);
+/* runtime.c: should registration leave the file for later (vs__file_on_demand)?  If
+ * so, the file's geometry (metadata room, provider slots) is fixed now, so that what
+ * registers meanwhile fits. */
+VS__PRIVATE bool vs_rt_file_deferred(void);
 /* The process has begun exit(): the file is marked and (unless kept) unlinked. */
 VS__PRIVATE bool vs_rt_exiting(void);
 /* The program itself has registered: make sure the exit handler runs before the
  * objects' destructors. */
 VS__PRIVATE void vs_rt_exit_hook_late(void);
 
-/* registry.c: a forked child makes its own file at its first event: this re-creates
+/* registry.c: a forked child makes its own file at its first event (and a program
+ * that makes it on demand, at vs__file_start()): this re-creates
  * its providers' slots (with the settings it inherited) and the metadata there.
  * Returns false when the child could not make one. */
 VS__PRIVATE bool vs_reg_child_file(void);

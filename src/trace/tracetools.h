@@ -316,6 +316,8 @@ int vs_capture_open(struct vs_capture **c, const char *path, char *why, size_t w
 void vs_capture_close(struct vs_capture *c);
 const struct vs_meta *vs_capture_meta(const struct vs_capture *c);
 uint32_t vs_capture_pid(const struct vs_capture *c);
+/* Its CLOCK section (checked at open). */
+const struct vs_cap_clock *vs_capture_clock(const struct vs_capture *c);
 /* Visit every event in time order (threads merged).  A callback returning non-zero
  * stops the walk and is returned.  Malformed records: -EINVAL with `why`. */
 typedef int (*vs_event_fn)(const struct vs_cap_event *ev, void *opaque);
@@ -328,6 +330,34 @@ uint64_t vs_capture_work(const struct vs_capture *c);
  * the bytes don't match the site's argument types (text then shows where). */
 int vs_format_message(char *out, size_t outlen, const struct vs_meta_site *site, const uint8_t *args,
 		      size_t len);
+/* Decode-time names ("notes", docs/TRACING.md section 5): a site's format may follow a
+ * conversion with {name} ("op %#x{scsi_op}", "sense %s{sense}" of a VS_BYTES).  printf
+ * sees it as text, so -Wformat checks the site as ever; the event stays as small as the
+ * value.  A decoder that knows the note shows the value's name instead of the
+ * conversion; one that does not (or a value the note has no name for) shows the
+ * conversion and drops the note. */
+#define VS_NOTE_NAME_MAX 32  /* "{" name "}" */
+#define VS_NOTE_TEXT_MAX 640 /* a note's text, at most */
+struct vs_note {
+	const char *name; /* "scsi_op" */
+	/* An integer's name, or NULL when it has none (then the number is shown). */
+	const char *(*int_name)(uint64_t v);
+	/* A byte array's text into out (NUL-terminated, outlen bytes at most); its length,
+	 * or 0 when the bytes say nothing (then the hex is shown). */
+	size_t (*bytes_text)(char *out, size_t outlen, const uint8_t *p, size_t n);
+};
+/* vs_format_message with the notes a decoder knows (NULL, 0: none). */
+int vs_format_message_noted(char *out, size_t outlen, const struct vs_meta_site *site,
+			    const uint8_t *args, size_t len, const struct vs_note *notes,
+			    size_t nnotes);
+/* The format without its notes, for printf (the print backend); returns the length. */
+size_t vs_format_drop_notes(char *out, size_t outlen, const char *fmt);
+/* vioscope's own notes: SCSI, virtio-scsi and vhost-user names from src/proto
+ * (notes.c): scsi_op, scsi_status, sense_key, asc (ASC << 8 | ASCQ), sense and cdb
+ * (byte arrays), tmf, vscsi_response, vhost_msg. */
+extern const struct vs_note vs_proto_notes[];
+extern const size_t vs_proto_nnotes;
+
 /* Text for a terminal: control characters (C0, DEL, C1) and bytes that are not UTF-8
  * become \xNN (one per byte); everything else, well-formed UTF-8 included, is kept.
  * vs_escape_text writes at most outlen - 1 bytes and a NUL, cut before a character;
@@ -387,9 +417,77 @@ struct vs_decode_opts {
 /* Decode a capture to `out`.  Returns 0, or -errno with `why` (bad file, bad filter). */
 int vs_trace_decode(const char *path, const struct vs_decode_opts *o, FILE *out, char *why,
 		    size_t whylen);
+/* Several captures in one output (text and JSON: one after the other).  Chrome output
+ * puts them on one time line, each capture a process, and draws each request's stages
+ * as slices, joined by flow arrows driver -> device -> driver where both sides are there
+ * (the stage events of `trace latency`). */
+int vs_trace_decode_many(const char *const *paths, unsigned n, const struct vs_decode_opts *o,
+			 FILE *out, char *why, size_t whylen);
+
+/* Export a capture as a CTF 1.8 trace into DIR (made if absent; files in it are never
+ * replaced): `metadata` and one stream file per thread (ctf.c, docs/CAPTURE-FORMAT.md).
+ * Returns 0, or -errno with `why`. */
+int vs_trace_export_ctf(const char *path, const char *dir, char *why, size_t whylen);
+
+/* One request's instants (wall-clock ns, 0: not seen), as `trace latency` joins them
+ * from the driver's and the device's captures by tag (latency.c). */
+enum vs_lat_when {
+	VS_LAT_SUBMIT, VS_LAT_KICK, VS_LAT_POP, VS_LAT_BSUB, VS_LAT_BDONE, VS_LAT_PUSH,
+	VS_LAT_POLL, VS_LAT_DONE, VS_LAT_COUNT
+};
+struct vs_lat_req {
+	uint64_t tag;
+	uint32_t q, lun, op;
+	uint64_t t[VS_LAT_COUNT];
+	uint32_t pid_driver, tid_driver, pid_device, tid_device;
+	bool closed;
+};
+struct vs_lat_set {
+	struct vs_lat_req *r; /* malloc'd: the driver's requests (joined), else the device's */
+	size_t n;
+	bool driver, device; /* which sides the captures held */
+};
+int vs_latency_collect(const char *const *paths, unsigned npaths, struct vs_lat_set *set,
+		       char *why, size_t whylen);
+
+/* `trace latency`: join driver and device captures by request tag into per-request
+ * timelines and print per-stage count/p50/p90/p99/p99.9/max (latency.c). */
+struct vs_latency_opts {
+	bool json;
+	int by;        /* -1: all together, 0: per LUN, 1: per queue, 2: per opcode */
+	unsigned slow; /* show the N slowest requests and their threads' events */
+	const char *svg; /* also draw the stage distributions into this SVG file */
+};
+/* Stage s's name ("backend"), NULL past the last; a stage's values (ns) of the
+ * requests that have it, into out (room for set->n); returns how many. */
+const char *vs_latency_stage(unsigned s);
+size_t vs_latency_values(const struct vs_lat_set *set, unsigned s, uint64_t *out);
+/* The stage distributions as a standalone SVG (latency_svg.c): one row per stage, a
+ * log-scale time axis, a histogram and the p50/p90/p99/p99.9/max marks. */
+int vs_latency_svg(const struct vs_lat_set *set, const char *path, char *why, size_t whylen);
+int vs_trace_latency(const char *const *paths, unsigned npaths, const struct vs_latency_opts *o,
+		     FILE *out, char *why, size_t whylen);
+
+/* `trace live`: a process's events printed as they happen (live.c). */
+struct vs_live_opts {
+	const char *enable_spec;     /* set on the process first (LEVEL:FLAG,...), or NULL */
+	unsigned max_level;          /* 0: all */
+	volatile sig_atomic_t *stop; /* set (Ctrl-C) to end; it also ends when the process does */
+};
+int vs_trace_live(const char *target, const struct vs_live_opts *o, FILE *out, char *why,
+		  size_t whylen);
 
 /* ---- the runtime's own entry points, for tools and benchmarks in this repository ---- */
 /* Send the print backend's output to a file (benchmarks). */
 VS__API int vs__print_to(const char *path);
+/* A program that defines this as non-zero gets its trace file only when it calls
+ * vs__file_start(): its objects register at load as usual (their sites, the settings
+ * of $VIOSCOPE_TRACE), but no file is made and events go nowhere until then.  The
+ * vioscope tool does, so that its commands that only read other processes' traces
+ * neither make a file nor list themselves as traced processes.  Weak: most programs
+ * leave it undefined. */
+extern VS__API const int vs__file_on_demand __attribute__((weak));
+/* Make the trace file now (a no-op if it exists): 0, or -errno (no tracing then). */
+VS__API int vs__file_start(void);
 
 #endif /* VS_TRACETOOLS_H */

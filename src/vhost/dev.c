@@ -555,7 +555,7 @@ static int dispatch(struct vs_vhost_dev *d, struct vs_vhost_msg *msg,
 		return 0;
 	case VS_VHOST_RESET_OWNER: /* deprecated; the spec allows "disable all rings" */
 	case VS_VHOST_RESET_DEVICE:
-		VS_INFO(VHOST, "%s: all rings reset", vs_vhost_request_name(msg->request));
+		VS_INFO(VHOST, "%u{vhost_msg}: all rings reset", msg->request);
 		rings_reset(d);
 		if (msg->request == VS_VHOST_RESET_DEVICE)
 			d->features = 0;
@@ -612,20 +612,18 @@ int vs_vhost_dev_handle(struct vs_vhost_dev *d, struct vs_vhost_msg *msg,
 	}
 	/* Cheap, and makes this entry point safe on any input. */
 	if ((rc = vs_vhost_msg_validate(msg, why, sizeof(why)))) {
-		VS_ERROR(VHOST, "bad message %s (%u): %s", vs_vhost_request_name(msg->request),
-			 msg->request, why);
+		VS_ERROR(VHOST, "bad message %u{vhost_msg}: %s", msg->request, why);
 		snprintf(d->last_error, sizeof(d->last_error), "%s", why);
 		vs_vhost_msg_close_fds(msg);
 		return vs_vhost_dev_reject(d, msg, reply);
 	}
-	VS_VERBOSE(VHOST, "msg %s (%u) size %u", vs_vhost_request_name(msg->request), msg->request,
-		   msg->size);
+	VS_VERBOSE(VHOST, "msg %u{vhost_msg} size %u", msg->request, msg->size);
 	rc = dispatch(d, msg, reply, why, sizeof(why));
 	vs_vhost_msg_close_fds(msg); /* whatever a handler did not keep */
 	if (rc == 0)
 		goto ok;
 
-	VS_ERROR(VHOST, "%s failed: %s (%d)", vs_vhost_request_name(msg->request), why, rc);
+	VS_ERROR(VHOST, "%u{vhost_msg} failed: %s (%d)", msg->request, why, rc);
 	snprintf(d->last_error, sizeof(d->last_error), "%s", *why ? why : strerror(-rc));
 	if (need_reply) {
 		reply_u64(reply, 1);

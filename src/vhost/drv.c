@@ -37,14 +37,12 @@ static int recv_reply(struct vs_vhost_drv *f, uint32_t request, uint32_t size,
 	int rc = vs_vhost_msg_recv_reply(f->sock, reply, why, sizeof(why));
 
 	if (rc) {
-		VS_ERROR(VHOST, "driver: no reply to %s: %s (%d)", vs_vhost_request_name(request),
-			 why, rc);
+		VS_ERROR(VHOST, "driver: no reply to %u{vhost_msg}: %s (%d)", request, why, rc);
 		return rc;
 	}
 	if (reply->request != request || reply->size != size) {
-		VS_ERROR(VHOST, "driver: reply %s size %u to %s, expected size %u",
-			 vs_vhost_request_name(reply->request), reply->size,
-			 vs_vhost_request_name(request), size);
+		VS_ERROR(VHOST, "driver: reply %u{vhost_msg} size %u to %u{vhost_msg}, expected size %u",
+			 reply->request, reply->size, request, size);
 		return -EPROTO;
 	}
 	return 0;
@@ -54,11 +52,9 @@ static int send_msg(struct vs_vhost_drv *f, const struct vs_vhost_msg *m)
 {
 	int rc;
 
-	VS_VERBOSE(VHOST, "driver: msg %s (%u) size %u", vs_vhost_request_name(m->request),
-		   m->request, m->size);
+	VS_VERBOSE(VHOST, "driver: msg %u{vhost_msg} size %u", m->request, m->size);
 	if ((rc = vs_vhost_msg_send(f->sock, m)))
-		VS_ERROR(VHOST, "driver: sending %s failed: %s", vs_vhost_request_name(m->request),
-			 strerror(-rc));
+		VS_ERROR(VHOST, "driver: sending %u{vhost_msg} failed: %s", m->request, strerror(-rc));
 	return rc;
 }
 
@@ -78,8 +74,8 @@ static int request(struct vs_vhost_drv *f, struct vs_vhost_msg *m)
 	if ((rc = recv_reply(f, m->request, sizeof(uint64_t), &reply)))
 		return rc;
 	if (reply.payload.u64) {
-		VS_ERROR(VHOST, "driver: device failed %s (status %llu)",
-			 vs_vhost_request_name(m->request), (unsigned long long)reply.payload.u64);
+		VS_ERROR(VHOST, "driver: device failed %u{vhost_msg} (status %llu)", m->request,
+			 (unsigned long long)reply.payload.u64);
 		return -EIO;
 	}
 	return 0;

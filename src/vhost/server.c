@@ -341,8 +341,8 @@ static int serve_one(struct vs_vhost_server *srv, char *why, size_t whylen)
 	if (rc == -ECONNRESET)
 		return rc;
 	if (rc == -EBADMSG) {
-		VS_ERROR(VHOST, "bad message %s (%u) size %u: %s",
-			 vs_vhost_request_name(msg.request), msg.request, msg.size, codec);
+		VS_ERROR(VHOST, "bad message %u{vhost_msg} size %u: %s", msg.request, msg.size,
+			 codec);
 		snprintf(why, whylen, "bad message %s (%u): %s", vs_vhost_request_name(msg.request),
 			 msg.request, codec);
 		rc = vs_vhost_dev_reject(srv->dev, &msg, &reply);
@@ -360,8 +360,7 @@ static int serve_one(struct vs_vhost_server *srv, char *why, size_t whylen)
 		return rc;
 	rc = vs_vhost_msg_send(srv->conn_fd, &reply);
 	if (rc) {
-		VS_ERROR(VHOST, "reply to %s failed: %s", vs_vhost_request_name(reply.request),
-			 strerror(-rc));
+		VS_ERROR(VHOST, "reply to %u{vhost_msg} failed: %s", reply.request, strerror(-rc));
 		snprintf(why, whylen, "reply to %s failed: %s", vs_vhost_request_name(reply.request),
 			 strerror(-rc));
 	}

@@ -321,6 +321,111 @@ static void test_flight_three_threads_counts_add_up(void **state)
 	}
 }
 
+/* ---- `vioscope trace live` ---------------------------------------------------------- */
+struct live_view {
+	pid_t pid;
+	char out[700];
+};
+
+static void live_start(struct th_tmpdir *td, struct live_view *v, pid_t target)
+{
+	char pid[32];
+	snprintf(pid, sizeof pid, "%d", (int)target);
+	snprintf(v->out, sizeof v->out, "%s.live", td->out);
+	const char *argv[] = { VIOSCOPE_CLI, "trace", "live", pid, NULL };
+	const char *env[] = { td->env_dir, NULL };
+	v->pid = th_spawn(argv, env, NULL, v->out, td->err);
+	assert_true(v->pid > 0);
+}
+
+static bool live_shows_ticks(void *opaque)
+{
+	struct live_view *v = opaque;
+	size_t len;
+	char *text = th_read_file(v->out, &len);
+	bool yes = text && strstr(text, " tick ");
+	free(text);
+	return yes;
+}
+
+static bool live_exited(void *opaque)
+{
+	struct live_view *v = opaque;
+	int st;
+	pid_t r = waitpid(v->pid, &st, WNOHANG);
+	if (r == v->pid)
+		v->pid = WIFEXITED(st) ? -WEXITSTATUS(st) - 1 : -1000; /* -1: exit 0 */
+	return r == v->pid || v->pid < 0;
+}
+
+/* The tick numbers `trace live` printed: the first and last, and whether every one in
+ * between is there, once, in order, with no loss marker. */
+static void live_ticks(const char *path, uint32_t *first, uint32_t *last, bool *contiguous)
+{
+	size_t len;
+	char *text = th_read_file(path, &len);
+	assert_non_null(text);
+	bool any = false;
+	*contiguous = !strstr(text, "*****");
+	for (char *save = NULL, *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		const char *t = strstr(l, "run_tick: tick ");
+		if (!t)
+			continue;
+		uint32_t n = (uint32_t)strtoul(t + 15, NULL, 10);
+		if (any && n != *last + 1)
+			*contiguous = false;
+		if (!any)
+			*first = n;
+		*last = n;
+		any = true;
+	}
+	assert_true(any);
+	free(text);
+}
+
+/* Scenario: a process ticks every millisecond (verbose:test); `trace live PID` shows
+ * its ticks as they happen, every one of them in order with no loss marker, and ends
+ * by itself (exit 0) when the process exits, with the last ticks shown. */
+static void test_live_view_follows_until_the_process_exits(void **state)
+{
+	struct th_tmpdir *td = *state;
+	struct ticker t;
+	struct live_view v;
+	ticker_start(td, &t, "verbose:test");
+	live_start(td, &v, t.pid);
+	assert_true(th_wait_until(live_shows_ticks, &v, 30000));
+	uint32_t now = tick_count(&t);
+	wait_ticks(&t, now, 300);
+	ticker_quit(&t);
+	assert_true(th_wait_until(live_exited, &v, 30000));
+	assert_int_equal(v.pid, -1); /* exit status 0 */
+	uint32_t first, last;
+	bool contiguous;
+	live_ticks(v.out, &first, &last, &contiguous);
+	assert_true(contiguous);
+	assert_true(last >= now + 300 - 1);
+	unlink(v.out);
+}
+
+/* Scenario: Ctrl-C (SIGINT) ends `trace live` cleanly (exit 0) while the process goes
+ * on ticking. */
+static void test_live_view_stops_on_sigint(void **state)
+{
+	struct th_tmpdir *td = *state;
+	struct ticker t;
+	struct live_view v;
+	ticker_start(td, &t, "verbose:test");
+	live_start(td, &v, t.pid);
+	assert_true(th_wait_until(live_shows_ticks, &v, 30000));
+	assert_int_equal(kill(v.pid, SIGINT), 0);
+	assert_true(th_wait_until(live_exited, &v, 30000));
+	assert_int_equal(v.pid, -1);
+	uint32_t before = tick_count(&t);
+	wait_ticks(&t, before, 10); /* the process did not notice */
+	ticker_quit(&t);
+	unlink(v.out);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -328,6 +433,8 @@ int main(void)
 		TMPDIR_TEST(test_record_enables_and_stops_on_sigint),
 		TMPDIR_TEST(test_sigkill_flight_record_recovered_then_cleaned),
 		TMPDIR_TEST(test_flight_three_threads_counts_add_up),
+		TMPDIR_TEST(test_live_view_follows_until_the_process_exits),
+		TMPDIR_TEST(test_live_view_stops_on_sigint),
 	};
 	return cmocka_run_group_tests_name("trace.live", tests, NULL, NULL);
 }

@@ -221,6 +221,7 @@ static void wl_kinds(void)
 	VS_VERBOSE(GENERAL, "<-- exit rc=%lld", -22ll);
 	VS_INFO_HP(IO, "hot %u", 5u);
 	wl_helper(1 VS_CALLER_ARG);
+	VS_INFO(TEST, "ldbl %Lg", (long double)2.5);
 }
 
 /* ---- fork ---------------------------------------------------------------------------- */

@@ -1,0 +1,654 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * `vioscope trace latency`: where each request spent its time.  The driver's and the
+ * device's captures (same host clock, same request tag) are read into one timeline
+ * per request from the stage events our sites record (the table below), joined by
+ * tag, and summarised per stage: count, p50, p90, p99, p99.9, max.  With one side's
+ * captures only, that side's stages.  docs/TRACING.md ("Where requests spend their
+ * time") explains the stages.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trace/tracetools.h"
+
+/* ---- the stage events: which site says what -------------------------------------------- */
+enum stage_ev { EV_NONE, D_SUBMIT, D_KICK, D_POLL, D_DONE, T_POP, B_SUBMIT, B_DONE, T_DONE };
+static const struct {
+	enum stage_ev ev;
+	const char *provider, *fmt_prefix;
+	int q, tag, lun, lun_lo, op; /* argument indices, -1: none (lun_lo: lun as 2 bytes) */
+} stage_sites[] = {
+    {D_SUBMIT, "initiator", "q %u tag %#llx lun %u op %#x", 0, 1, 2, -1, 3},
+    {D_KICK, "initiator", "q %u kick", 0, -1, -1, -1, -1},
+    {D_POLL, "virtio", "driver vq %u used head", -1, -1, -1, -1, -1},
+    {D_DONE, "initiator", "q %u tag %#llx done:", 0, 1, -1, -1, -1},
+    {T_POP, "target", "q %u head %u tag %#llx lun %02x%02x op", 0, 2, 3, 4, 5},
+    {B_SUBMIT, "scsi", "tag %#llx: bio %u submitted", -1, 0, -1, -1, -1},
+    {B_DONE, "scsi", "tag %#llx: bio done", -1, 0, -1, -1, -1},
+    {T_DONE, "target", "q %u tag %#llx lun %u op %#x done:", 0, 1, -1, -1, -1},
+};
+#define NSTAGE_SITES (sizeof stage_sites / sizeof stage_sites[0])
+
+/* The stages shown: intervals between two of a request's instants. */
+static const struct {
+	const char *name;
+	enum vs_lat_when from, to;
+	const char *what;
+} stages[] = {
+    {"submit>kick", VS_LAT_SUBMIT, VS_LAT_KICK, "driver: queued until the kick"},
+    {"kick>pop", VS_LAT_KICK, VS_LAT_POP, "notification and the device noticing"},
+    {"kick>poll", VS_LAT_KICK, VS_LAT_POLL, "driver's view of the device (no device capture)"},
+    {"pop>backend", VS_LAT_POP, VS_LAT_BSUB, "device: parse, SCSI, to the backend"},
+    {"backend", VS_LAT_BSUB, VS_LAT_BDONE, "backend submit to complete"},
+    {"backend>push", VS_LAT_BDONE, VS_LAT_PUSH, "device: response, used ring"},
+    {"push>poll", VS_LAT_PUSH, VS_LAT_POLL, "interrupt or poll: the driver noticing"},
+    {"poll>done", VS_LAT_POLL, VS_LAT_DONE, "driver: completion"},
+    {"device", VS_LAT_POP, VS_LAT_PUSH, "device total"},
+    {"total", VS_LAT_SUBMIT, VS_LAT_DONE, "driver total"},
+};
+#define NSTAGES (sizeof stages / sizeof stages[0])
+
+struct side {
+	struct vs_lat_req *r;
+	size_t n, cap;
+	size_t *open; /* indices of requests in flight (a few: the queue depths) */
+	size_t nopen, open_cap;
+};
+
+struct lat {
+	struct side drv, dev;
+	uint32_t pid;		/* of the capture being read */
+	uint64_t last_poll[64]; /* per driver thread slot: latest "used head" time */
+	uint32_t poll_tid[64];
+	int err;
+};
+
+static int push_idx(size_t **a, size_t *n, size_t *cap, size_t v)
+{
+	if (*n == *cap) {
+		size_t c = *cap ? *cap * 2 : 64;
+		size_t *p = realloc(*a, c * sizeof *p);
+		if (!p)
+			return -ENOMEM;
+		*a = p;
+		*cap = c;
+	}
+	(*a)[(*n)++] = v;
+	return 0;
+}
+
+static struct vs_lat_req *new_req(struct side *s)
+{
+	if (s->n == s->cap) {
+		size_t c = s->cap ? s->cap * 2 : 1024;
+		struct vs_lat_req *p = realloc(s->r, c * sizeof *p);
+		if (!p)
+			return NULL;
+		s->r = p;
+		s->cap = c;
+	}
+	if (push_idx(&s->open, &s->nopen, &s->open_cap, s->n) < 0)
+		return NULL;
+	struct vs_lat_req *r = &s->r[s->n++];
+	memset(r, 0, sizeof *r);
+	return r;
+}
+
+/* The open request of this side with this tag, or NULL; CLOSE takes it off the list. */
+static struct vs_lat_req *find_open(struct side *s, uint64_t tag, bool close)
+{
+	for (size_t i = s->nopen; i-- > 0;) {
+		struct vs_lat_req *r = &s->r[s->open[i]];
+		if (r->tag != tag)
+			continue;
+		if (close) {
+			s->open[i] = s->open[--s->nopen];
+			r->closed = true;
+		}
+		return r;
+	}
+	return NULL;
+}
+
+/* Integer arguments of an event, by the site's types (strings and bytes skipped). */
+static unsigned int_args(const struct vs_cap_event *ev, uint64_t *v, unsigned max)
+{
+	size_t off = 0;
+	unsigned n = 0;
+	for (unsigned a = 0; a < ev->site->nargs && n < max; a++) {
+		uint8_t t = ev->site->types[a];
+		size_t size = t == VS_ARG_I32 || t == VS_ARG_U32 ? 4 : 8;
+		v[n] = 0;
+		if (t == VS_ARG_STR || t == VS_ARG_BYTES) {
+			uint16_t l = 0;
+			if (ev->args_len - off < 2)
+				return n;
+			memcpy(&l, ev->args + off, 2);
+			off += 2 + (l == VS_TRACE_STR_NULL ? 0 : (l & (uint16_t)~VS_TRACE_STR_CUT));
+			n++;
+			continue;
+		}
+		if (ev->args_len - off < size)
+			return n;
+		if (size == 4) {
+			uint32_t x;
+			memcpy(&x, ev->args + off, 4);
+			v[n] = x;
+		} else {
+			memcpy(&v[n], ev->args + off, 8);
+		}
+		off += size;
+		n++;
+	}
+	return n;
+}
+
+static enum stage_ev classify(const struct vs_meta_site *s, int *row)
+{
+	for (unsigned i = 0; i < NSTAGE_SITES; i++)
+		if (!strcmp(s->provider, stage_sites[i].provider) &&
+		    !strncmp(s->fmt, stage_sites[i].fmt_prefix,
+			     strlen(stage_sites[i].fmt_prefix))) {
+			*row = (int)i;
+			return stage_sites[i].ev;
+		}
+	return EV_NONE;
+}
+
+static uint64_t *poll_slot(struct lat *l, uint32_t tid)
+{
+	unsigned h = tid % 64;
+	l->poll_tid[h] = tid;
+	return &l->last_poll[h];
+}
+
+static int on_event(const struct vs_cap_event *ev, void *opaque)
+{
+	struct lat *l = opaque;
+	int row;
+	if (!ev->site)
+		return 0;
+	enum stage_ev e = classify(ev->site, &row);
+	if (e == EV_NONE)
+		return 0;
+	uint64_t a[VS_TRACE_MAX_ARGS] = {0};
+	unsigned n = int_args(ev, a, VS_TRACE_MAX_ARGS);
+#define ARG(field)                                                                                 \
+	(stage_sites[row].field >= 0 && (unsigned)stage_sites[row].field < n                       \
+	     ? a[stage_sites[row].field]                                                           \
+	     : 0)
+	uint64_t tag = ARG(tag), t = ev->real_ns;
+	struct vs_lat_req *r;
+	switch (e) {
+	case D_SUBMIT:
+		if (!(r = new_req(&l->drv)))
+			return -ENOMEM;
+		*r = (struct vs_lat_req){.tag = tag,
+					 .q = (uint32_t)ARG(q),
+					 .lun = (uint32_t)ARG(lun),
+					 .op = (uint32_t)ARG(op),
+					 .tid_driver = ev->tid,
+					 .pid_driver = l->pid};
+		r->t[VS_LAT_SUBMIT] = t;
+		break;
+	case D_KICK:
+		for (size_t i = 0; i < l->drv.nopen; i++) {
+			r = &l->drv.r[l->drv.open[i]];
+			if (r->q == ARG(q) && !r->t[VS_LAT_KICK])
+				r->t[VS_LAT_KICK] = t;
+		}
+		break;
+	case D_POLL:
+		*poll_slot(l, ev->tid) = t;
+		break;
+	case D_DONE:
+		if ((r = find_open(&l->drv, tag, true))) {
+			uint64_t *p = poll_slot(l, ev->tid);
+			r->t[VS_LAT_POLL] = *p >= r->t[VS_LAT_SUBMIT] ? *p : 0;
+			r->t[VS_LAT_DONE] = t;
+		}
+		break;
+	case T_POP:
+		if (!(r = new_req(&l->dev)))
+			return -ENOMEM;
+		*r = (struct vs_lat_req){.tag = tag,
+					 .q = (uint32_t)ARG(q),
+					 .lun = (uint32_t)((ARG(lun) & 0x3f) << 8 | ARG(lun_lo)),
+					 .op = (uint32_t)ARG(op),
+					 .tid_device = ev->tid,
+					 .pid_device = l->pid};
+		r->t[VS_LAT_POP] = t;
+		break;
+	case B_SUBMIT:
+		if ((r = find_open(&l->dev, tag, false)) && !r->t[VS_LAT_BSUB])
+			r->t[VS_LAT_BSUB] = t;
+		break;
+	case B_DONE:
+		if ((r = find_open(&l->dev, tag, false)))
+			r->t[VS_LAT_BDONE] = t; /* the last bio's */
+		break;
+	case T_DONE:
+		if ((r = find_open(&l->dev, tag, true)))
+			r->t[VS_LAT_PUSH] = t;
+		break;
+	case EV_NONE:
+		break;
+	}
+#undef ARG
+	return 0;
+}
+
+/* ---- joining the sides ------------------------------------------------------------------ */
+static int by_tag_then_pop(const void *x, const void *y)
+{
+	const struct vs_lat_req *a = x, *b = y;
+	if (a->tag != b->tag)
+		return a->tag < b->tag ? -1 : 1;
+	return (a->t[VS_LAT_POP] > b->t[VS_LAT_POP]) - (a->t[VS_LAT_POP] < b->t[VS_LAT_POP]);
+}
+
+/* Each driver request takes the device's timeline of the same tag popped while it was
+ * outstanding.  Returns the requests to report: joined driver requests, or one side. */
+static void join(struct lat *l, bool *have_drv, bool *have_dev)
+{
+	*have_drv = l->drv.n > 0;
+	*have_dev = l->dev.n > 0;
+	if (!*have_drv || !*have_dev)
+		return;
+	qsort(l->dev.r, l->dev.n, sizeof *l->dev.r, by_tag_then_pop);
+	for (size_t i = 0; i < l->drv.n; i++) {
+		struct vs_lat_req *d = &l->drv.r[i];
+		size_t lo = 0, hi = l->dev.n;
+		while (lo < hi) {
+			size_t mid = (lo + hi) / 2;
+			if (l->dev.r[mid].tag < d->tag)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		for (size_t k = lo; k < l->dev.n && l->dev.r[k].tag == d->tag; k++) {
+			const struct vs_lat_req *v = &l->dev.r[k];
+			if (v->t[VS_LAT_POP] < d->t[VS_LAT_SUBMIT] ||
+			    (d->t[VS_LAT_DONE] && v->t[VS_LAT_POP] > d->t[VS_LAT_DONE]))
+				continue;
+			for (int w = VS_LAT_POP; w <= VS_LAT_PUSH; w++)
+				d->t[w] = v->t[w];
+			d->tid_device = v->tid_device;
+			d->pid_device = v->pid_device;
+			break;
+		}
+	}
+}
+
+/* ---- statistics -------------------------------------------------------------------------- */
+static int cmp_u64(const void *x, const void *y)
+{
+	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+	return (a > b) - (a < b);
+}
+
+/* Nearest rank: the smallest value with at least p of the values at or below it. */
+static uint64_t pct(const uint64_t *v, size_t n, double p)
+{
+	size_t k = (size_t)(p * (double)n + 0.999999);
+	return v[k ? (k > n ? n - 1 : k - 1) : 0];
+}
+
+/* With both sides, the driver's view of the device (kick>poll) is split into the
+ * device's stages. */
+static bool both_sides;
+
+static bool stage_value(const struct vs_lat_req *r, unsigned s, uint64_t *ns)
+{
+	if (both_sides && stages[s].from == VS_LAT_KICK && stages[s].to == VS_LAT_POLL)
+		return false;
+	uint64_t a = r->t[stages[s].from], b = r->t[stages[s].to];
+	if (!a || !b || b < a)
+		return false;
+	*ns = b - a;
+	return true;
+}
+
+const char *vs_latency_stage(unsigned s)
+{
+	return s < NSTAGES ? stages[s].name : NULL;
+}
+
+size_t vs_latency_values(const struct vs_lat_set *set, unsigned s, uint64_t *out)
+{
+	size_t k = 0;
+	both_sides = set->driver && set->device;
+	for (size_t i = 0; i < set->n; i++)
+		k += stage_value(&set->r[i], s, &out[k]);
+	return k;
+}
+
+struct summary {
+	size_t count;
+	uint64_t p50, p90, p99, p999, max;
+};
+
+/* Stage s over the requests of `rs` whose group key is `key` (all when by < 0). */
+static int summarise(const struct vs_lat_req *rs, size_t n, unsigned s, int by, uint32_t key,
+		     struct summary *out)
+{
+	uint64_t *v = malloc((n ? n : 1) * sizeof *v);
+	size_t k = 0;
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		const struct vs_lat_req *r = &rs[i];
+		uint32_t g = by == 0 ? r->lun : by == 1 ? r->q : r->op;
+		if (by >= 0 && g != key)
+			continue;
+		if (stage_value(r, s, &v[k]))
+			k++;
+	}
+	memset(out, 0, sizeof *out);
+	out->count = k;
+	if (k) {
+		qsort(v, k, sizeof *v, cmp_u64);
+		*out = (struct summary){
+		    k, pct(v, k, .5), pct(v, k, .9), pct(v, k, .99), pct(v, k, .999), v[k - 1]};
+	}
+	free(v);
+	return 0;
+}
+
+/* ---- output ------------------------------------------------------------------------------- */
+static const char *op_name(uint32_t op)
+{
+	for (size_t i = 0; i < vs_proto_nnotes; i++)
+		if (!strcmp(vs_proto_notes[i].name, "scsi_op"))
+			return vs_proto_notes[i].int_name(op);
+	return NULL;
+}
+
+static void group_label(char *out, size_t len, int by, uint32_t key)
+{
+	const char *name = by == 2 ? op_name(key) : NULL;
+	if (by == 0)
+		snprintf(out, len, "lun %u", key);
+	else if (by == 1)
+		snprintf(out, len, "queue %u", key);
+	else if (name)
+		snprintf(out, len, "op %s", name);
+	else
+		snprintf(out, len, "op %#x", key);
+}
+
+static void print_table(FILE *out, const struct vs_lat_req *rs, size_t n, int by, uint32_t key,
+			bool json, bool *first_json)
+{
+	char label[64] = "all";
+	if (by >= 0)
+		group_label(label, sizeof label, by, key);
+	if (!json)
+		fprintf(out, "%s%s (µs):\n%-14s %8s %10s %10s %10s %10s %10s\n",
+			by >= 0 ? "\n" : "", label, "stage", "count", "p50", "p90", "p99", "p99.9",
+			"max");
+	for (unsigned s = 0; s < NSTAGES; s++) {
+		struct summary m;
+		if (summarise(rs, n, s, by, key, &m) < 0 || !m.count)
+			continue;
+		if (json) {
+			fprintf(
+			    out,
+			    "%s{\"group\":\"%s\",\"stage\":\"%s\",\"count\":%zu,\"p50_ns\":%llu,"
+			    "\"p90_ns\":%llu,\"p99_ns\":%llu,\"p99_9_ns\":%llu,\"max_ns\":%llu}",
+			    *first_json ? "" : ",\n", label, stages[s].name, m.count,
+			    (unsigned long long)m.p50, (unsigned long long)m.p90,
+			    (unsigned long long)m.p99, (unsigned long long)m.p999,
+			    (unsigned long long)m.max);
+			*first_json = false;
+			continue;
+		}
+		fprintf(out, "%-14s %8zu %10.1f %10.1f %10.1f %10.1f %10.1f   %s\n", stages[s].name,
+			m.count, m.p50 / 1e3, m.p90 / 1e3, m.p99 / 1e3, m.p999 / 1e3, m.max / 1e3,
+			stages[s].what);
+	}
+}
+
+/* ---- the slowest requests, and what their threads did meanwhile --------------------------- */
+#define AROUND_PER_THREAD 12
+#define AROUND_MAX	  (2 * AROUND_PER_THREAD)
+struct slow {
+	const struct vs_lat_req *r;
+	uint64_t from, to;
+	char *lines[AROUND_MAX];
+	unsigned nlines, ndriver, ndevice;
+};
+struct around {
+	struct slow *s;
+	unsigned n;
+};
+
+static int on_around(const struct vs_cap_event *ev, void *opaque)
+{
+	struct around *a = opaque;
+	for (unsigned i = 0; i < a->n; i++) {
+		struct slow *s = &a->s[i];
+		bool drv = ev->tid == s->r->tid_driver;
+		unsigned *quota = drv ? &s->ndriver : &s->ndevice;
+		if (ev->real_ns < s->from || ev->real_ns > s->to ||
+		    (!drv && ev->tid != s->r->tid_device) || *quota == AROUND_PER_THREAD)
+			continue;
+		++*quota;
+		char msg[1024], line[1200];
+		if (ev->site)
+			vs_format_message_noted(msg, sizeof msg, ev->site, ev->args, ev->args_len,
+						vs_proto_notes, vs_proto_nnotes);
+		else
+			snprintf(msg, sizeof msg, "***** %llu events %s",
+				 (unsigned long long)ev->lost,
+				 ev->lost_what ? ev->lost_what : "lost");
+		snprintf(line, sizeof line, "+%9.1f µs  %-6u %s: %s", (ev->real_ns - s->from) / 1e3,
+			 ev->tid, ev->site ? ev->site->func : "-", msg);
+		s->lines[s->nlines++] = strdup(line);
+	}
+	return 0;
+}
+
+static uint64_t request_span(const struct vs_lat_req *r, uint64_t *from)
+{
+	uint64_t lo = UINT64_MAX, hi = 0;
+	for (int w = 0; w < VS_LAT_COUNT; w++)
+		if (r->t[w]) {
+			lo = r->t[w] < lo ? r->t[w] : lo;
+			hi = r->t[w] > hi ? r->t[w] : hi;
+		}
+	*from = lo;
+	return hi >= lo ? hi - lo : 0;
+}
+
+static int by_span_desc(const void *x, const void *y)
+{
+	uint64_t fa, fb, a = request_span(*(const struct vs_lat_req *const *)x, &fa),
+			 b = request_span(*(const struct vs_lat_req *const *)y, &fb);
+	return (a < b) - (a > b);
+}
+
+static int print_slow(FILE *out, const char *const *paths, unsigned npaths,
+		      const struct vs_lat_req *rs, size_t n, unsigned want, bool json, char *why,
+		      size_t whylen)
+{
+	const struct vs_lat_req **order = malloc((n ? n : 1) * sizeof *order);
+	if (!order)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		order[i] = &rs[i];
+	qsort(order, n, sizeof *order, by_span_desc);
+	unsigned k = want < n ? want : (unsigned)n;
+	struct slow *sl = calloc(k ? k : 1, sizeof *sl);
+	int rc = sl ? 0 : -ENOMEM;
+	for (unsigned i = 0; i < k && sl; i++) {
+		sl[i].r = order[i];
+		uint64_t span = request_span(order[i], &sl[i].from);
+		sl[i].to = sl[i].from + span;
+	}
+	struct around a = {sl, k};
+	for (unsigned p = 0; p < npaths && rc == 0 && k; p++) {
+		struct vs_capture *c;
+		rc = vs_capture_open(&c, paths[p], why, whylen);
+		if (rc == 0) {
+			rc = vs_capture_walk(c, on_around, &a, why, whylen);
+			vs_capture_close(c);
+		}
+	}
+	for (unsigned i = 0; i < k && rc == 0; i++) {
+		const struct vs_lat_req *r = sl[i].r;
+		char label[64];
+		group_label(label, sizeof label, 2, r->op);
+		if (json)
+			fprintf(out, "%s{\"tag\":%llu,\"queue\":%u,\"lun\":%u,\"op\":%u",
+				i ? ",\n" : "", (unsigned long long)r->tag, r->q, r->lun, r->op);
+		else
+			fprintf(out, "\n#%u tag %#llx queue %u lun %u %s:", i + 1,
+				(unsigned long long)r->tag, r->q, r->lun, label);
+		for (unsigned s = 0; s < NSTAGES; s++) {
+			uint64_t ns;
+			if (!stage_value(r, s, &ns))
+				continue;
+			if (json)
+				fprintf(out, ",\"%s_ns\":%llu", stages[s].name,
+					(unsigned long long)ns);
+			else
+				fprintf(out, " %s %.1f", stages[s].name, ns / 1e3);
+		}
+		if (json) {
+			fputs(",\"events\":[", out);
+			for (unsigned j = 0; j < sl[i].nlines; j++) {
+				fputs(j ? "," : "", out);
+				vs_fputs_json(sl[i].lines[j], out);
+			}
+			fputs("]}", out);
+			continue;
+		}
+		fputs(" (µs)\n", out);
+		for (unsigned j = 0; j < sl[i].nlines; j++) {
+			fputs("    ", out);
+			vs_fputs_text(sl[i].lines[j], out);
+			fputc('\n', out);
+		}
+	}
+	for (unsigned i = 0; sl && i < k; i++)
+		for (unsigned j = 0; j < sl[i].nlines; j++)
+			free(sl[i].lines[j]);
+	free(sl);
+	free(order);
+	return rc;
+}
+
+/* ---- the command ------------------------------------------------------------------------- */
+int vs_latency_collect(const char *const *paths, unsigned npaths, struct vs_lat_set *set, char *why,
+		       size_t whylen)
+{
+	struct lat l = {0};
+	int rc = 0;
+	bool have_drv, have_dev;
+
+	memset(set, 0, sizeof *set);
+	for (unsigned p = 0; p < npaths && rc == 0; p++) {
+		struct vs_capture *c;
+		rc = vs_capture_open(&c, paths[p], why, whylen);
+		if (rc < 0)
+			break;
+		/* each capture is one process: what it leaves open does not carry over */
+		l.drv.nopen = l.dev.nopen = 0;
+		l.pid = vs_capture_pid(c);
+		rc = vs_capture_walk(c, on_event, &l, why, whylen);
+		vs_capture_close(c);
+	}
+	if (rc == -ENOMEM)
+		snprintf(why, whylen, "out of memory");
+	free(l.drv.open);
+	free(l.dev.open);
+	if (rc < 0) {
+		free(l.drv.r);
+		free(l.dev.r);
+		return rc;
+	}
+	join(&l, &have_drv, &have_dev);
+	set->driver = have_drv;
+	set->device = have_dev;
+	/* the driver's requests carry the device's timeline where joined */
+	struct side *rep = have_drv ? &l.drv : &l.dev;
+	set->r = rep->r;
+	set->n = rep->n;
+	free(have_drv ? l.dev.r : l.drv.r);
+	if (!set->n) {
+		snprintf(why, whylen,
+			 "no request events in %s (record with VIOSCOPE_TRACE="
+			 "verbose:all in the all flavour)",
+			 npaths == 1 ? paths[0] : "these captures");
+		free(set->r);
+		set->r = NULL;
+		return -ENOENT;
+	}
+	return 0;
+}
+
+int vs_trace_latency(const char *const *paths, unsigned npaths, const struct vs_latency_opts *o,
+		     FILE *out, char *why, size_t whylen)
+{
+	struct vs_lat_set set;
+	int rc = vs_latency_collect(paths, npaths, &set, why, whylen);
+	if (rc < 0)
+		return rc;
+	bool have_drv = set.driver, have_dev = set.device;
+	both_sides = have_drv && have_dev;
+	const struct {
+		const struct vs_lat_req *r;
+		size_t n;
+	} rep_ = {set.r, set.n}, *rep = &rep_;
+	bool first = true;
+	if (o->json)
+		fprintf(out, "{\"sides\":\"%s\",\"requests\":%zu,\"stages\":[\n",
+			have_drv && have_dev ? "both"
+			: have_drv	     ? "driver"
+					     : "device",
+			rep->n);
+	else
+		fprintf(out, "%zu requests (%s)\n", rep->n,
+			have_drv && have_dev ? "driver and device joined by tag"
+			: have_drv	     ? "driver side only"
+					     : "device side only");
+	if (o->by < 0) {
+		print_table(out, rep->r, rep->n, -1, 0, o->json, &first);
+	} else {
+		/* groups in order of their key */
+		uint32_t prev = 0;
+		bool any = false;
+		for (;;) {
+			uint32_t next = UINT32_MAX;
+			bool found = false;
+			for (size_t i = 0; i < rep->n; i++) {
+				const struct vs_lat_req *r = &rep->r[i];
+				uint32_t g = o->by == 0 ? r->lun : o->by == 1 ? r->q : r->op;
+				if ((!any || g > prev) && g <= next) {
+					next = g;
+					found = true;
+				}
+			}
+			if (!found)
+				break;
+			print_table(out, rep->r, rep->n, o->by, next, o->json, &first);
+			prev = next;
+			any = true;
+		}
+	}
+	if (o->json)
+		fputs("\n],\"slow\":[\n", out);
+	if (o->svg && rc == 0)
+		rc = vs_latency_svg(&set, o->svg, why, whylen);
+	if (o->slow && rc == 0)
+		rc = print_slow(out, paths, npaths, rep->r, rep->n, o->slow, o->json, why, whylen);
+	if (o->json)
+		fputs("\n]}\n", out);
+	free(set.r);
+	return rc;
+}

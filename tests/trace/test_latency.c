@@ -1,0 +1,211 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * `vioscope trace latency` on a real run: `vioscope-all bench` drives the target
+ * through the user-space initiator, both recorded (verbose:all), against a null LUN
+ * whose test-only option holds one bio in 4 back by 50 ms (delay=50000,
+ * delay-every=4, src/backend).  One request at a time (q1t1), so nothing queues
+ * behind a held-back bio.  The delay must show in the backend stage and in the
+ * slowest requests, and in no other stage.
+ */
+#define _GNU_SOURCE
+#include <glob.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "driver.h"
+
+#define DELAY_NS 50000000ull
+
+static char dir[512], initiator_cap[700], target_cap[700], out[700], err[700];
+
+/* One recorded run for every test (it takes a second). */
+static int record_run(void **state)
+{
+	(void)state;
+	if (th_mkdtemp(dir, sizeof dir, "latency") < 0)
+		return -1;
+	snprintf(out, sizeof out, "%s/out.txt", dir);
+	snprintf(err, sizeof err, "%s/err.txt", dir);
+	char env_dir[600];
+	snprintf(env_dir, sizeof env_dir, "VIOSCOPE_TRACE_DIR=%s", dir);
+	const char *env[] = {env_dir, "VIOSCOPE_TRACE=verbose:all", "VIOSCOPE_TRACE_RING=8M", NULL};
+	const char *argv[] = {
+	    VIOSCOPE_ALL, "bench",	"--target", "null=64M,delay=50000,delay-every=4",
+	    "--profile",  "rnd4k-q1t1", "--time",   "1",
+	    "--record",	  dir,		NULL};
+	if (th_run(argv, env, out, err) != 0) {
+		fprintf(stderr, "bench failed; its output is in %s\n", dir);
+		return -1;
+	}
+	glob_t g;
+	char pattern[600];
+	snprintf(pattern, sizeof pattern, "%s/initiator-*.vst", dir);
+	if (glob(pattern, 0, NULL, &g) || g.gl_pathc != 1)
+		return -1;
+	snprintf(initiator_cap, sizeof initiator_cap, "%s", g.gl_pathv[0]);
+	globfree(&g);
+	snprintf(pattern, sizeof pattern, "%s/target-*.vst", dir);
+	if (glob(pattern, 0, NULL, &g) || g.gl_pathc != 1)
+		return -1;
+	snprintf(target_cap, sizeof target_cap, "%s", g.gl_pathv[0]);
+	globfree(&g);
+	return 0;
+}
+
+static int remove_run(void **state)
+{
+	(void)state;
+	th_rmtree(dir);
+	return 0;
+}
+
+/* `vioscope trace latency ARGS...` with stdout to `out`: must exit 0. */
+static char *latency(const char *a1, const char *a2, const char *a3, const char *a4, const char *a5)
+{
+	const char *argv[] = {VIOSCOPE_CLI, "trace", "latency", a1, a2, a3, a4, a5, NULL};
+	assert_int_equal(th_run(argv, NULL, out, err), 0);
+	size_t len;
+	char *text = th_read_file(out, &len);
+	assert_non_null(text);
+	return text;
+}
+
+/* A stage's figure from --json output, or -1 when the stage is not there. */
+static long long figure(const char *json, const char *stage, const char *key)
+{
+	char needle[128];
+	snprintf(needle, sizeof needle, "\"stage\":\"%s\",", stage);
+	const char *p = strstr(json, needle);
+	if (!p)
+		return -1;
+	const char *end = strchr(p, '}');
+	snprintf(needle, sizeof needle, "\"%s\":", key);
+	const char *k = strstr(p, needle);
+	assert_true(k && k < end);
+	return strtoll(k + strlen(needle), NULL, 10);
+}
+
+/* Scenario: both sides joined.  The backend stage holds the delay (its p99 and max at
+ * least 50 ms, its median far below); every other stage stays below it. */
+static void test_delay_shows_in_backend_stage_only(void **state)
+{
+	(void)state;
+	char *json = latency("--json", initiator_cap, target_cap, NULL, NULL);
+	assert_non_null(strstr(json, "\"sides\":\"both\""));
+	assert_true(figure(json, "backend", "count") >= 8);
+	assert_true(figure(json, "backend", "max_ns") >= (long long)DELAY_NS);
+	assert_true(figure(json, "backend", "p99_ns") >= (long long)DELAY_NS);
+	assert_true(figure(json, "backend", "p50_ns") < (long long)DELAY_NS / 10);
+	static const char *const others[] = {"submit>kick",  "kick>pop",  "pop>backend",
+					     "backend>push", "push>poll", "poll>done"};
+	for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+		long long max = figure(json, others[i], "max_ns");
+		if (max >= (long long)DELAY_NS)
+			fail_msg("stage %s has max %lld ns: the delay leaked into it", others[i],
+				 max);
+	}
+	/* the totals include it */
+	assert_true(figure(json, "total", "max_ns") >= (long long)DELAY_NS);
+	assert_int_equal(figure(json, "kick>poll", "count"), -1); /* split by the device's */
+	free(json);
+}
+
+/* Scenario: --slow 3: the three slowest requests are held-back ones, their backend
+ * stage at least 50 ms, each with the events of its threads meanwhile. */
+static void test_slow_requests_are_the_delayed_ones(void **state)
+{
+	(void)state;
+	char *json = latency("--json", "--slow", "3", initiator_cap, target_cap);
+	const char *slow = strstr(json, "\"slow\":[");
+	assert_non_null(slow);
+	unsigned n = 0;
+	for (const char *p = slow; (p = strstr(p, "\"backend_ns\":")); p++, n++)
+		assert_true(strtoull(p + 13, NULL, 10) >= DELAY_NS);
+	assert_int_equal(n, 3);
+	/* what else the threads did: at least the request's own stage events */
+	assert_non_null(strstr(slow, "bio done, res 0"));
+	free(json);
+
+	char *text = latency("--slow", "1", initiator_cap, target_cap, NULL);
+	assert_non_null(strstr(text, "\n#1 tag "));
+	const char *b = strstr(strstr(text, "\n#1 tag "), " backend ");
+	assert_non_null(b);
+	assert_true(strtod(b + 9, NULL) >= DELAY_NS / 1e3); /* µs */
+	free(text);
+}
+
+/* Scenario: one side only shows that side's stages. */
+static void test_one_side_shows_its_stages(void **state)
+{
+	(void)state;
+	char *drv = latency("--json", initiator_cap, NULL, NULL, NULL);
+	assert_non_null(strstr(drv, "\"sides\":\"driver\""));
+	assert_true(figure(drv, "kick>poll", "max_ns") >= (long long)DELAY_NS);
+	assert_int_equal(figure(drv, "backend", "count"), -1);
+	assert_int_equal(figure(drv, "pop>backend", "count"), -1);
+	free(drv);
+	char *dev = latency("--json", target_cap, NULL, NULL, NULL);
+	assert_non_null(strstr(dev, "\"sides\":\"device\""));
+	assert_true(figure(dev, "backend", "max_ns") >= (long long)DELAY_NS);
+	assert_int_equal(figure(dev, "total", "count"), -1);
+	assert_int_equal(figure(dev, "submit>kick", "count"), -1);
+	free(dev);
+}
+
+/* Scenario: --by op: a table per opcode, READ(16) among them, named. */
+static void test_by_op_names_the_groups(void **state)
+{
+	(void)state;
+	char *text = latency("--by", "op", initiator_cap, target_cap, NULL);
+	assert_non_null(strstr(text, "\nop READ(16) (µs):\n"));
+	free(text);
+}
+
+/* Scenario: --svg draws the stage distributions: a well-formed standalone SVG
+ * (xmllint), one row per stage with its name, and the tables still printed. */
+static void test_svg_is_well_formed_with_a_row_per_stage(void **state)
+{
+	(void)state;
+	char svg[700];
+	snprintf(svg, sizeof svg, "%s/stages.svg", dir);
+	char *text = latency("--svg", svg, initiator_cap, target_cap, NULL);
+	assert_non_null(strstr(text, "\nbackend "));
+	free(text);
+	if (access("/usr/bin/xmllint", X_OK) == 0) {
+		const char *argv[] = {"/usr/bin/xmllint", "--noout", svg, NULL};
+		assert_int_equal(th_run(argv, NULL, out, err), 0);
+	} else {
+		fprintf(stderr,
+			"xmllint not installed (scripts/deps.sh): well-formedness not checked\n");
+	}
+	size_t len;
+	char *doc = th_read_file(svg, &len);
+	assert_non_null(doc);
+	assert_non_null(strstr(doc, "<svg xmlns=\"http://www.w3.org/2000/svg\""));
+	static const char *const rows[] = {">submit>kick<", ">kick>pop<",     ">pop>backend<",
+					   ">backend<",	    ">backend>push<", ">push>poll<",
+					   ">poll>done<",   ">device<",	      ">total<"};
+	for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+		if (!strstr(doc, rows[i]))
+			fail_msg("no row %s in the SVG", rows[i]);
+	free(doc);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_delay_shows_in_backend_stage_only),
+	    cmocka_unit_test(test_slow_requests_are_the_delayed_ones),
+	    cmocka_unit_test(test_one_side_shows_its_stages),
+	    cmocka_unit_test(test_by_op_names_the_groups),
+	    cmocka_unit_test(test_svg_is_well_formed_with_a_row_per_stage),
+	};
+	return cmocka_run_group_tests(tests, record_run, remove_run);
+}
