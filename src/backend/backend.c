@@ -297,8 +297,6 @@ int vs_backend_submit(struct vs_backend *be, struct vs_io_ctx *ctx, struct vs_bi
 	const char *why = NULL;
 	int rc;
 
-	VS_VERBOSE_HP(BACKEND, "submit %s off %llu len %llu fua %d", vs_bio_op_name(bio->op),
-		      (unsigned long long)bio->offset, (unsigned long long)bio->len, bio->fua);
 	rc = bio_check(be, bio, &why);
 	if (rc < 0) {
 		VS_WARNING(BACKEND, "%s bio %s off %llu len %llu rejected: %s", be->ops->kind,

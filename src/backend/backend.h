@@ -25,6 +25,8 @@ enum vs_bio_op {
 	VS_BIO_DISCARD,      /* deallocate; reads of the range then return zeros */
 	VS_BIO_WRITE_ZEROES, /* like DISCARD but the range must read as zeros */
 };
+/* "read", "write", ...: for messages and trace events. */
+const char *vs_bio_op_name(enum vs_bio_op op);
 
 struct vs_bio;
 typedef void (*vs_bio_done_fn)(struct vs_bio *bio, int res); /* res: 0 or -errno */

@@ -133,7 +133,6 @@ int vs_be_rbd_open(struct vs_backend *be, const char *args, char *err, size_t er
 /* The size changed (a backend's own thread): store it, tell the watcher. */
 void vs_backend_size_changed(struct vs_backend *be, uint64_t new_size);
 
-const char *vs_bio_op_name(enum vs_bio_op op);
 
 /* A spec's options one by one: *cursor is at the comma before the next one (NULL: none
  * left).  Sets *opt and *olen (not NUL-terminated) and moves *cursor on. */

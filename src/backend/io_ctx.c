@@ -299,8 +299,6 @@ static bool bio_complete(struct vs_io_ctx *ctx, struct vs_bio *bio, int res)
 	if (__builtin_expect(bio->hooked != NULL, 0) && hooked_complete(ctx, bio, res))
 		return false;
 	ctx->inflight--;
-	VS_VERBOSE_HP(BACKEND, "complete %s off %llu len %llu res %d", vs_bio_op_name(bio->op),
-		      (unsigned long long)bio->offset, (unsigned long long)bio->len, res);
 	if (res < 0)
 		VS_WARNING(BACKEND, "%s off %llu len %llu failed: %s", vs_bio_op_name(bio->op),
 			   (unsigned long long)bio->offset, (unsigned long long)bio->len,

@@ -29,8 +29,11 @@ static void io_bio_done(struct vs_bio *bio, int res)
 	struct vs_scsi_cmd_state *st = &cmd->st;
 	int rc;
 
-	/* the backend stage's end (trace latency) */
-	VS_VERBOSE_HP(SCSI, "tag %#llx: bio done, res %d", (unsigned long long)cmd->tag, res);
+	/* The backend stage's end (trace latency); the backend layer has no site of its own
+	 * here: this one says what it would, with the tag. */
+	VS_VERBOSE_HP(SCSI, "tag %#llx: bio done, res %d: %s off %llu len %llu",
+		      (unsigned long long)cmd->tag, res, vs_bio_op_name(bio->op),
+		      (unsigned long long)bio->offset, (unsigned long long)bio->len);
 	st->inflight--;
 	if (res < 0 && !st->err)
 		st->err = res;
@@ -66,9 +69,13 @@ static void io_issue(struct vs_scsi_cmd *cmd)
 			st->err = rc;
 			break;
 		}
-		/* the backend stage's start (trace latency), once per bio */
-		VS_VERBOSE_HP(SCSI, "tag %#llx: bio %u submitted", (unsigned long long)cmd->tag,
-			      st->next);
+		/* The backend stage's start (trace latency), once per bio; as for its end,
+		 * the backend layer has no site of its own. */
+		const struct vs_bio *bio = &st->bio[st->next];
+		VS_VERBOSE_HP(SCSI, "tag %#llx: bio %u submitted: %s off %llu len %llu fua %d",
+			      (unsigned long long)cmd->tag, st->next, vs_bio_op_name(bio->op),
+			      (unsigned long long)bio->offset, (unsigned long long)bio->len,
+			      bio->fua);
 		st->next++;
 		st->inflight++;
 	}

@@ -263,8 +263,8 @@ static void test_capture_rewritten_while_decoding(void **state)
 		if (rc == 0) {
 			ok++;
 		} else {
-			assert_int_equal(rc, -EINVAL);
-			assert_non_null(strstr(why, td->cap));
+			if (rc != -EINVAL || !strstr(why, td->cap))
+				fail_msg("decode %d: %d (%s)", i, rc, why);
 			refused++;
 		}
 	}
