@@ -306,10 +306,10 @@ static inline __attribute__((always_inline)) const void *vs__opaque(const void *
  * the compiler threads that branch into the scan's short exits: there the record
  * needs no test of the pointer, of the bound or of a long copy. */
 #define VS__SHORT_MAX 32
-struct vs__var {
+struct vs__var { /* three words: clang keeps them apart then, and folds is_short */
 	size_t keep;
-	uint32_t word;
-	_Bool is_short;
+	size_t word;
+	size_t is_short;
 };
 static inline __attribute__((always_inline)) size_t vs__clip(size_t n, size_t max)
 {
@@ -317,8 +317,7 @@ static inline __attribute__((always_inline)) size_t vs__clip(size_t n, size_t ma
 }
 static inline __attribute__((always_inline)) struct vs__var vs__var_of(size_t n, size_t max)
 {
-	return (struct vs__var){ vs__clip(n, max),
-				 (uint32_t)(vs__clip(n, max) | (n > max ? VS_TRACE_STR_CUT : 0)),
+	return (struct vs__var){ vs__clip(n, max), vs__clip(n, max) | (n > max ? VS_TRACE_STR_CUT : 0),
 				 n <= VS__SHORT_MAX };
 }
 static const struct vs__var vs__var_null __attribute__((unused)) = { 0, VS_TRACE_STR_NULL, 0 };
