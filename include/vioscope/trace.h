@@ -298,12 +298,44 @@ static inline __attribute__((always_inline)) const void *vs__opaque(const void *
 	__asm__("" : "+r"(p));
 	return p;
 }
-/* Length of a string argument, up to VS_TRACE_STR_MAX + 1 (one more means "cut").
+/* How a string or byte array is recorded: the bytes kept, the u16 length word (the
+ * length, with VS_TRACE_STR_CUT when cut; VS_TRACE_STR_NULL for NULL), and whether
+ * it is short: not NULL, not cut, at most VS__SHORT_MAX bytes, so two overlapping
+ * moves copy it.  Each way out of the scan below sets all three as constants or
+ * known ranges, so the event (VS__EMIT) branches once on "every argument short" and
+ * the compiler threads that branch into the scan's short exits: there the record
+ * needs no test of the pointer, of the bound or of a long copy. */
+#define VS__SHORT_MAX 32
+struct vs__var { /* three words: clang keeps them apart then, and folds is_short */
+	size_t keep;
+	size_t word;
+	size_t is_short;
+};
+static inline __attribute__((always_inline)) size_t vs__clip(size_t n, size_t max)
+{
+	return n > max ? max : n;
+}
+static inline __attribute__((always_inline)) struct vs__var vs__var_of(size_t n, size_t max)
+{
+	return (struct vs__var){ vs__clip(n, max), vs__clip(n, max) | (n > max ? VS_TRACE_STR_CUT : 0),
+				 n <= VS__SHORT_MAX };
+}
+static const struct vs__var vs__var_null __attribute__((unused)) = { 0, VS_TRACE_STR_NULL, 0 };
+/* A string the scan found within its two blocks: at most 31 bytes, so never cut. */
+_Static_assert(VS_TRACE_STR_MAX >= 31 && VS__SHORT_MAX >= 31, "a scanned string is short");
+static inline __attribute__((always_inline)) struct vs__var vs__var_scanned(unsigned n)
+{
+	return (struct vs__var){ n, n, 1 };
+}
+
+/* A string argument, its length up to VS_TRACE_STR_MAX + 1 (one more means "cut").
  * The first two aligned 16-byte blocks are scanned inline, as the C library's strnlen
  * scans: an aligned load never crosses into the next page, so it cannot fault past the
- * end of the string, and the bytes it reads there are never used.  The loads are asm
- * so that AddressSanitizer does not take them for overflows; Valgrind accepts them
- * (aligned partial loads).  Longer strings go on with strnlen. */
+ * end of the string, and the bytes it reads there are never used; the second block is
+ * read only when the string goes on into it.  The loads are asm so that
+ * AddressSanitizer does not take them for overflows; Valgrind accepts them (aligned
+ * partial loads).  A string found there is at most 31 bytes long, which the compiler
+ * sees on those two ways out: no cut to check.  Longer strings go on with strnlen. */
 #if defined(__x86_64__) && defined(__SSE2__)
 static inline __attribute__((always_inline)) unsigned vs__zero_bytes(const char *block)
 {
@@ -311,46 +343,47 @@ static inline __attribute__((always_inline)) unsigned vs__zero_bytes(const char 
 	__asm__("movdqa %1, %0" : "=x"(v) : "m"(*(const __m128i *)block));
 	return (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_setzero_si128()));
 }
-static inline __attribute__((always_inline)) size_t vs__strlen(const char *s)
+static inline __attribute__((always_inline)) struct vs__var vs__var_str(const char *s)
 {
-	if (!s)
-		return 0;
+	if (__builtin_expect(!s, 0))
+		return vs__var_null;
 	const char *a = (const char *)((uintptr_t)s & ~(uintptr_t)15);
 	const unsigned off = (unsigned)(uintptr_t)s & 15;
 	unsigned m = vs__zero_bytes(a) >> off;
 	if (__builtin_expect(m != 0, 1))
-		return (unsigned)__builtin_ctz(m);
+		return vs__var_scanned((unsigned)__builtin_ctz(m));
 	m = vs__zero_bytes(a + 16);
 	if (__builtin_expect(m != 0, 1))
-		return 16 - off + (unsigned)__builtin_ctz(m);
-	return 32 - off + strnlen(a + 32, VS_TRACE_STR_MAX + 1 - (32 - off));
+		return vs__var_scanned(16 - off + (unsigned)__builtin_ctz(m));
+	return vs__var_of(32 - off + strnlen(a + 32, VS_TRACE_STR_MAX + 1 - (32 - off)),
+			  VS_TRACE_STR_MAX);
 }
 #else
-static inline __attribute__((always_inline)) size_t vs__strlen(const char *s)
+static inline __attribute__((always_inline)) struct vs__var vs__var_str(const char *s)
 {
-	return s ? strnlen(s, VS_TRACE_STR_MAX + 1) : 0;
+	return s ? vs__var_of(strnlen(s, VS_TRACE_STR_MAX + 1), VS_TRACE_STR_MAX) : vs__var_null;
 }
 #endif
-/* Bytes of a string or byte array kept in the record, and whether it was cut. */
-static inline __attribute__((always_inline)) size_t vs__clip(size_t n, size_t max)
+static inline __attribute__((always_inline)) struct vs__var vs__var_bytes(struct vs_bytes b)
 {
-	return n > max ? max : n;
+	return b.ptr ? vs__var_of(b.len, VS_TRACE_BYTES_MAX) : vs__var_null;
 }
-/* The variable part of an argument: a string's or a byte array's length, else 0. */
-static inline __attribute__((always_inline)) size_t vs__byteslen(struct vs_bytes b)
-{
-	return b.ptr ? b.len : 0;
-}
-#define VS__VARLEN(x) (vs__strlen(VS__AS_STR(x)) + vs__byteslen(VS__AS_BYTES(x)))
-#define VS__VARMAX(x) _Generic((x), struct vs_bytes: VS_TRACE_BYTES_MAX, default: VS_TRACE_STR_MAX)
+/* The recorded form of any argument: none for a fixed-size one. */
+#define VS__VAR(x)                                                                                 \
+	_Generic((x), char *: vs__var_str(VS__AS_STR(x)), const char *: vs__var_str(VS__AS_STR(x)), \
+		struct vs_bytes: vs__var_bytes(VS__AS_BYTES(x)), default: (struct vs__var){ 0, 0, 1 })
 
-/* Copies n (at most a few hundred) bytes with fixed-size moves, reading no byte outside
- * [s, s + n): shorter than a call to memcpy for the lengths traces carry. */
-static inline __attribute__((always_inline)) void vs__copy(uint8_t *d, const uint8_t *s, size_t n)
+/* Copies a string's or byte array's kept bytes, reading no byte outside [s, s + n):
+ * a short one (up to VS__SHORT_MAX bytes) with two overlapping moves of 16, 8, 4 or
+ * 1 byte(s), shorter than a call to memcpy; a longer one with memcpy. */
+static inline __attribute__((always_inline)) void vs__copy(uint8_t *d, const uint8_t *s,
+							   struct vs__var v)
 {
-	if (n >= 16) {
-		for (size_t i = 0; i + 16 < n; i += 16)
-			memcpy(d + i, s + i, 16);
+	const size_t n = v.keep;
+	if (!v.is_short && n > VS__SHORT_MAX) {
+		memcpy(d, s, n);
+	} else if (n >= 16) {
+		memcpy(d, s, 16);
 		memcpy(d + n - 16, s + n - 16, 16);
 	} else if (n >= 8) {
 		memcpy(d, s, 8);
@@ -369,7 +402,7 @@ static inline __attribute__((always_inline)) void vs__copy(uint8_t *d, const uin
  * pick a function designator and the call converts the argument implicitly. */
 #define VS__PUT_FN(name, ctype, nbytes)                                                            \
 	static inline __attribute__((always_inline)) void vs__put_##name(uint8_t **p, ctype v,     \
-									   size_t n)               \
+									   struct vs__var n)       \
 	{                                                                                          \
 		(void)n;                                                                           \
 		memcpy(*p, &v, nbytes);                                                            \
@@ -381,33 +414,32 @@ VS__PUT_FN(i64, int64_t, 8)
 VS__PUT_FN(u64, uint64_t, 8)
 VS__PUT_FN(f64, double, 8)
 #undef VS__PUT_FN
-static inline __attribute__((always_inline)) void vs__put_ptr(uint8_t **p, const volatile void *v, size_t n)
+static inline __attribute__((always_inline)) void vs__put_ptr(uint8_t **p, const volatile void *v,
+							      struct vs__var n)
 {
 	uint64_t u = (uint64_t)(uintptr_t)v;
 	(void)n;
 	memcpy(*p, &u, 8);
 	*p += 8;
 }
-/* Strings and byte arrays: u16 length (VS_TRACE_STR_CUT set when cut, VS_TRACE_STR_NULL
- * for NULL) then the bytes, no NUL. */
-static inline __attribute__((always_inline)) void vs__put_var(uint8_t **p, const void *s, size_t n,
-							      size_t max)
+/* Strings and byte arrays: u16 length word (struct vs__var) then the bytes, no NUL. */
+static inline __attribute__((always_inline)) void vs__put_var(uint8_t **p, const void *s,
+							      struct vs__var v)
 {
-	uint16_t len = s ? (uint16_t)(vs__clip(n, max) | (n > max ? VS_TRACE_STR_CUT : 0))
-			 : (uint16_t)VS_TRACE_STR_NULL;
-	memcpy(*p, &len, 2);
-	n = s ? vs__clip(n, max) : 0;
-	vs__copy(*p + 2, (const uint8_t *)s, n);
-	*p += 2 + n;
+	uint16_t word = (uint16_t)(v.is_short ? v.keep : v.word); /* the same then */
+	memcpy(*p, &word, 2);
+	vs__copy(*p + 2, (const uint8_t *)s, v);
+	*p += 2 + v.keep;
 }
-static inline __attribute__((always_inline)) void vs__put_str(uint8_t **p, const char *s, size_t n)
+static inline __attribute__((always_inline)) void vs__put_str(uint8_t **p, const char *s,
+							      struct vs__var v)
 {
-	vs__put_var(p, s, n, VS_TRACE_STR_MAX);
+	vs__put_var(p, s, v);
 }
 static inline __attribute__((always_inline)) void vs__put_bytes(uint8_t **p, struct vs_bytes b,
-								size_t n)
+								struct vs__var v)
 {
-	vs__put_var(p, vs__opaque(b.ptr), n, VS_TRACE_BYTES_MAX);
+	vs__put_var(p, vs__opaque(b.ptr), v);
 }
 
 #define VS__PUT(p, x, n)                                                                           \
@@ -467,10 +499,9 @@ VS__API const char *vs__hex(char *out, struct vs_bytes b);
 		const char *: (const char *)vs__opaque(VS__AS_STR(x)), default: (x))
 #define VS__TMP(a, i)  __auto_type VS__CAT(vs__a, i) = VS__LAUNDER(a);
 #define VS__TYPE(a, i) VS__ARG_TYPE(a),
-#define VS__VLEN(a, i) size_t VS__CAT(vs__n, i) = VS__VARLEN(VS__CAT(vs__a, i));
-#define VS__SIZE(a, i)                                                                             \
-	+VS__ARG_FIXED_SIZE(VS__CAT(vs__a, i)) +                                                   \
-		vs__clip(VS__CAT(vs__n, i), VS__VARMAX(VS__CAT(vs__a, i)))
+#define VS__VLEN(a, i) struct vs__var VS__CAT(vs__n, i) = VS__VAR(VS__CAT(vs__a, i));
+#define VS__SIZE(a, i) +VS__ARG_FIXED_SIZE(VS__CAT(vs__a, i)) + VS__CAT(vs__n, i).keep
+#define VS__SHORT(a, i) &&VS__CAT(vs__n, i).is_short
 #define VS__STORE(a, i) VS__PUT(&vs__p, VS__CAT(vs__a, i), VS__CAT(vs__n, i));
 #define VS__CHECK(a, i) , VS__CHECK_ARG(a)
 #define VS__HEXBUF(a, i) char VS__CAT(vs__hb, i)[VS__HEXBUF_SIZE(VS__CAT(vs__a, i))];
@@ -505,6 +536,42 @@ VS__API const char *vs__hex(char *out, struct vs_bytes b);
 #define VS__FIRST_(f, ...) f
 #define VS__ENABLED(c, lvl, flg) (__builtin_expect((c)->enabled[(lvl)] & (1u << VS_FLAG_##flg), 0))
 
+/* One record of the binary backend: size, reserve, header, arguments, publish (after
+ * VS__VLEN, inside VS__EMIT). */
+#define VS__RECORD(...)                                                                            \
+	do {                                                                                       \
+		size_t vs__len = ((sizeof(struct vs_event_header)                                  \
+			VS__EACH(VS__SIZE, __VA_ARGS__) + 7) & ~(size_t)7);                        \
+		uint64_t vs__ts = vs__now(vs__cw); /* first: overlaps the TSC's latency */         \
+		struct vs_ring_writer *vs__w = vs__tls_writer;                                     \
+		uint64_t vs__head = vs__w->head;                                                   \
+		uint8_t *vs__rec;                                                                  \
+		if (__builtin_expect(vs__head + vs__len <= vs__w->fast_end, 1)) {                  \
+			vs__rec = vs__w->data + (vs__head & vs__w->mask);                          \
+		} else {                                                                           \
+			vs__rec = vs__reserve_slow(vs__w, (uint32_t)vs__len);                      \
+			/* it may have switched writers (first event, drop) */                     \
+			vs__w = vs__tls_writer;                                                    \
+			vs__head = vs__w->head;                                                    \
+		}                                                                                  \
+		/* The header (struct vs_event_header) field by field: the size and                \
+		 * caller form one word, a constant for most sites. */                             \
+		uint32_t vs__site_id = vs__site.id;                                                \
+		uint32_t vs__size_caller = (uint32_t)vs__len |                                     \
+			(uint32_t)(vs__caller_id                                                   \
+				? (uint16_t)(vs__caller_id - vs__callers_start + 1)                \
+				: 0) << 16;                                                        \
+		memcpy(vs__rec, &vs__ts, 8);                                                       \
+		memcpy(vs__rec + 8, &vs__site_id, 4);                                              \
+		memcpy(vs__rec + 12, &vs__size_caller, 4);                                         \
+		uint8_t *vs__p __attribute__((unused)) =                                           \
+			vs__rec + sizeof(struct vs_event_header);                                  \
+		VS__EACH(VS__STORE, __VA_ARGS__)                                                   \
+		vs__w->head = vs__head + vs__len;                                                  \
+		vs__w->count++;                                                                    \
+		__atomic_store_n(vs__w->pub, vs__head + vs__len, __ATOMIC_RELEASE);                \
+	} while (0)
+
 #if VS_TRACE_PRINT
 #define VS__EMIT(lvl, flg, is_hot, ...)                                                            \
 	do {                                                                                       \
@@ -529,36 +596,12 @@ VS__API const char *vs__hex(char *out, struct vs_bytes b);
 			VS__EACH(VS__TMP, __VA_ARGS__)                                             \
 			VS__SITE_DEF(lvl, flg, is_hot, __VA_ARGS__);                               \
 			VS__EACH(VS__VLEN, __VA_ARGS__)                                            \
-			uint32_t vs__len = (uint32_t)((sizeof(struct vs_event_header)              \
-				VS__EACH(VS__SIZE, __VA_ARGS__) + 7) & ~(size_t)7);                \
-			uint64_t vs__ts = vs__now(vs__cw); /* first: overlaps the TSC's latency */  \
-			struct vs_ring_writer *vs__w = vs__tls_writer;                             \
-			uint64_t vs__head = vs__w->head;                                           \
-			uint8_t *vs__rec;                                                          \
-			if (__builtin_expect(vs__head + vs__len <= vs__w->fast_end, 1)) {          \
-				vs__rec = vs__w->data + (vs__head & vs__w->mask);                  \
-			} else {                                                                   \
-				vs__rec = vs__reserve_slow(vs__w, vs__len);                        \
-				/* it may have switched writers (first event, drop) */             \
-				vs__w = vs__tls_writer;                                            \
-				vs__head = vs__w->head;                                            \
-			}                                                                          \
-			/* The header (struct vs_event_header) field by field: the size and \
-			 * caller form one word, a constant for most sites. */                \
-			uint32_t vs__site_id = vs__site.id;                                        \
-			uint32_t vs__size_caller = vs__len |                                       \
-				(uint32_t)(vs__caller_id                                           \
-					? (uint16_t)(vs__caller_id - vs__callers_start + 1)        \
-					: 0) << 16;                                                \
-			memcpy(vs__rec, &vs__ts, 8);                                               \
-			memcpy(vs__rec + 8, &vs__site_id, 4);                                      \
-			memcpy(vs__rec + 12, &vs__size_caller, 4);                                 \
-			uint8_t *vs__p __attribute__((unused)) =                                   \
-				vs__rec + sizeof(struct vs_event_header);                          \
-			VS__EACH(VS__STORE, __VA_ARGS__)                                           \
-			vs__w->head = vs__head + vs__len;                                          \
-			vs__w->count++;                                                            \
-			__atomic_store_n(vs__w->pub, vs__head + vs__len, __ATOMIC_RELEASE);        \
+			/* Twice the same record: the first for arguments all short, which \
+			 * the compiler then knows, the second for the rest (VS__SHORT_MAX). */ \
+			if (__builtin_expect(1 VS__EACH(VS__SHORT, __VA_ARGS__), 1))               \
+				VS__RECORD(__VA_ARGS__);                                           \
+			else                                                                       \
+				VS__RECORD(__VA_ARGS__);                                           \
 		}                                                                                  \
 	} while (0)
 #endif

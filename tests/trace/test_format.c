@@ -279,8 +279,10 @@ static void emit_strings_and_more(void)
 }
 
 /* The string's length is scanned 16 aligned bytes at a time (include/vioscope/
- * trace.h vs__strlen): every length around the block and cut boundaries, at every
- * alignment, and strings that end right before an unmapped page. */
+ * trace.h vs__var_str): every length around the block and cut boundaries, at every
+ * alignment, and strings that end right before an unmapped page.  An event whose
+ * strings are all short takes one record path, any other event the other
+ * (VS__SHORT_MAX): pairs of a short and a longer string, or NULL, take the second. */
 static void emit_strings_every_length(void)
 {
 	char *buf = malloc(VS_TRACE_STR_MAX + 64);
@@ -294,6 +296,11 @@ static void emit_strings_every_length(void)
 			expect_fmt("len %u [%s]", len, s);
 		else
 			expect_fmt("len %u [%.*s[...]]", len, VS_TRACE_STR_MAX, s);
+		VS_INFO(TEST, "pair [%s] [%s] [%s]", "short", s, null_str);
+		if (len <= VS_TRACE_STR_MAX)
+			expect_fmt("pair [%s] [%s] [%s]", "short", s, "(null)");
+		else
+			expect_fmt("pair [%s] [%.*s[...]] [%s]", "short", VS_TRACE_STR_MAX, s, "(null)");
 	}
 	free(buf);
 	long page = sysconf(_SC_PAGESIZE);
@@ -319,8 +326,8 @@ static void emit_byte_arrays(void)
 	char hex[2 * sizeof b + 16];
 	for (unsigned i = 0; i < sizeof b; i++)
 		b[i] = (uint8_t)(i * 7 + 1);
-	const size_t lens[] = { 0, 1, 5, 15, 16, 17, 64, VS_TRACE_BYTES_MAX, VS_TRACE_BYTES_MAX + 1,
-				300 };
+	const size_t lens[] = { 0, 1, 5, 15, 16, 17, 31, 32, 33, 64, VS_TRACE_BYTES_MAX,
+				VS_TRACE_BYTES_MAX + 1, 300 };
 	for (unsigned k = 0; k < sizeof lens / sizeof lens[0]; k++) {
 		size_t n = lens[k], kept = n > VS_TRACE_BYTES_MAX ? VS_TRACE_BYTES_MAX : n;
 		VS_INFO(TEST, "bytes %zu [%s] after %d", n, VS_BYTES(b + k, n), -3);
