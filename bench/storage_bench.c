@@ -29,10 +29,10 @@
 
 #define MAX_PROFILES 16
 
-static const char *const default_profiles[] = { "seq1m-q8t1", "seq1m-q1t1", "rnd4k-q32t16",
-						 "rnd4k-q1t1" };
+static const char *const default_profiles[] = {"seq1m-q8t1", "seq1m-q1t1", "rnd4k-q32t16",
+					       "rnd4k-q1t1"};
 /* The seed driver's table: a sequential and a random column (--profile twice overrides). */
-static const char *flavour_profiles[2] = { "seq1m-q8t1", "rnd4k-q32t16" };
+static const char *flavour_profiles[2] = {"seq1m-q8t1", "rnd4k-q32t16"};
 
 static void usage(FILE *f)
 {
@@ -78,14 +78,22 @@ static pid_t start_recorder(const char *exe, int pid, const char *dir, const cha
 	return r;
 }
 
-static uint64_t stop_recorder(pid_t r, const char *dir, const char *what, int pid)
+/* Stop a recorder and add what its capture says was lost to *lost; -1 (said why) when
+ * it left no capture, so that "nothing lost" is never said of a recording not made. */
+static int stop_recorder(pid_t r, const char *dir, const char *what, int pid, uint64_t *lost_out)
 {
 	char out[PATH_MAX], cmd[2 * PATH_MAX + 64];
+	struct stat sb;
 	int st;
 	kill(r, SIGINT);
 	waitpid(r, &st, 0);
-	/* Count what was lost from the capture itself: the decoder reports every loss. */
 	snprintf(out, sizeof out, "%s/%s-%d.vst", dir, what, pid);
+	if (stat(out, &sb) < 0 || sb.st_size == 0) {
+		fprintf(stderr, "bench: recording the %s (pid %d) made no capture %s\n", what, pid,
+			out);
+		return -1;
+	}
+	/* Count what was lost from the capture itself: the decoder reports every loss. */
 	char self[PATH_MAX];
 	vs_self_exe(self, sizeof self);
 	snprintf(cmd, sizeof cmd, "'%s' trace decode --json '%s' | grep '\"type\":\"loss\"'", self,
@@ -97,7 +105,8 @@ static uint64_t stop_recorder(pid_t r, const char *dir, const char *what, int pi
 		lost += (uint64_t)bench_json_number(line, "count", 0);
 	if (f)
 		pclose(f);
-	return lost;
+	*lost_out += lost;
+	return 0;
 }
 
 static int run_profiles(struct bench_opts *o, char **profiles, int nprof, bool fio,
@@ -109,6 +118,10 @@ static int run_profiles(struct bench_opts *o, char **profiles, int nprof, bool f
 	pid_t rec_self = -1, rec_target = -1;
 
 	vs_self_exe(exe, sizeof exe);
+	if (record_dir && mkdir(record_dir, 0700) < 0 && errno != EEXIST) {
+		fprintf(stderr, "bench: --record %s: %s\n", record_dir, strerror(errno));
+		return 1;
+	}
 	if (!o->socket) {
 		if (!o->target_spec) {
 			if (bench_default_image(spec, sizeof spec, why, sizeof why) < 0) {
@@ -159,10 +172,13 @@ static int run_profiles(struct bench_opts *o, char **profiles, int nprof, bool f
 		nres++;
 	}
 	uint64_t lost = 0;
-	if (rec_self > 0)
-		lost += stop_recorder(rec_self, record_dir, "initiator", getpid());
-	if (rec_target > 0)
-		lost += stop_recorder(rec_target, record_dir, "target", tpid);
+	bool rec_failed = false;
+	if (rec_self > 0 && stop_recorder(rec_self, record_dir, "initiator", getpid(), &lost) < 0)
+		rec_failed = true;
+	if (rec_target > 0 && stop_recorder(rec_target, record_dir, "target", tpid, &lost) < 0)
+		rec_failed = true;
+	if (rec_failed)
+		rc = 1;
 	if (tpid > 0 && bench_target_stop(tpid) < 0) {
 		fprintf(stderr, "bench: the target did not exit cleanly\n");
 		rc = 1;
@@ -177,7 +193,8 @@ static int run_profiles(struct bench_opts *o, char **profiles, int nprof, bool f
 	for (int i = 0; fio && fio_spec && i < nprof && rc == 0; i++) {
 		struct bench_profile p;
 		bench_profile_parse(profiles[i], &p, why, sizeof why);
-		if (bench_run_fio(o->target_spec, &p, o->write, o->seconds, &res[nres], why, sizeof why) < 0) {
+		if (bench_run_fio(o->target_spec, &p, o->write, o->seconds, &res[nres], why,
+				  sizeof why) < 0) {
 			fprintf(stderr, "bench: fio: %s\n", why);
 			rc = 1;
 			break;
@@ -188,8 +205,8 @@ static int run_profiles(struct bench_opts *o, char **profiles, int nprof, bool f
 		nres++;
 	}
 	if (o->json) {
-		printf("{\"flavour\": \"%s\", \"trace_lost\": %llu, \"results\": [", vs_trace_flavour(),
-		       (unsigned long long)lost);
+		printf("{\"flavour\": \"%s\", \"trace_lost\": %llu, \"results\": [",
+		       vs_trace_flavour(), (unsigned long long)lost);
 		for (int i = 0; i < nres; i++) {
 			printf(i ? ",\n  " : "\n  ");
 			bench_result_json(stdout, &res[i]);
@@ -197,7 +214,7 @@ static int run_profiles(struct bench_opts *o, char **profiles, int nprof, bool f
 		printf("\n]}\n");
 	} else if (record_dir && lost) {
 		printf("trace events lost while recording: %llu\n", (unsigned long long)lost);
-	} else if (record_dir) {
+	} else if (record_dir && !rec_failed) {
 		printf("no trace event lost while recording\n");
 	}
 	return rc;
@@ -206,17 +223,17 @@ static int run_profiles(struct bench_opts *o, char **profiles, int nprof, bool f
 /* ---- --flavours: the seed driver's table ---------------------------------------------------- */
 struct flavour_run {
 	const char *label;
-	const char *binary;  /* next to this one */
-	const char *trace;   /* VIOSCOPE_TRACE for the run */
+	const char *binary; /* next to this one */
+	const char *trace;  /* VIOSCOPE_TRACE for the run */
 	bool record;
 };
 
 static const struct flavour_run flavour_runs[] = {
-	{ "off", "vioscope-off", NULL, false },
-	{ "cold", "vioscope", NULL, false },
-	{ "all (hot off)", "vioscope-all", "info:all", false },
-	{ "cold-print", "vioscope-cold-print", NULL, false },
-	{ "all (hot on, recorded)", "vioscope-all", "verbose:all", true },
+    {"off", "vioscope-off", NULL, false},
+    {"cold", "vioscope", NULL, false},
+    {"all (hot off)", "vioscope-all", "info:all", false},
+    {"cold-print", "vioscope-cold-print", NULL, false},
+    {"all (hot on, recorded)", "vioscope-all", "verbose:all", true},
 };
 #define NFLAVOURS (sizeof flavour_runs / sizeof flavour_runs[0])
 
@@ -225,7 +242,8 @@ static int run_child(const char *bin, const struct flavour_run *f, const char *t
 {
 	char cmd[4096], t[32];
 	snprintf(t, sizeof t, "%.2f", seconds);
-	int n = snprintf(cmd, sizeof cmd, "%s%s%s VIOSCOPE_TRACE_FILE='%s/print.log' '%s' bench "
+	int n = snprintf(cmd, sizeof cmd,
+			 "%s%s%s VIOSCOPE_TRACE_FILE='%s/print.log' '%s' bench "
 			 "--json --no-progress --time %s --target '%s'",
 			 f->trace ? "VIOSCOPE_TRACE=" : "", f->trace ? f->trace : "",
 			 f->trace ? "" : "", dir, bin, t, target);
@@ -234,7 +252,8 @@ static int run_child(const char *bin, const struct flavour_run *f, const char *t
 	if (poll)
 		n += snprintf(cmd + n, sizeof cmd - (size_t)n, " --poll");
 	for (size_t i = 0; i < sizeof flavour_profiles / sizeof flavour_profiles[0]; i++)
-		n += snprintf(cmd + n, sizeof cmd - (size_t)n, " --profile %s", flavour_profiles[i]);
+		n +=
+		    snprintf(cmd + n, sizeof cmd - (size_t)n, " --profile %s", flavour_profiles[i]);
 	FILE *p = popen(cmd, "r");
 	if (!p)
 		return -errno;
@@ -318,14 +337,15 @@ static int run_flavours(struct bench_opts *o, int rounds, bool json, const char 
 	/* Per flavour, column and round; ran: the flavour's run of that round succeeded. */
 	static double v[NFLAVOURS][BENCH_NCOLS][BENCH_MAX_ROUNDS];
 	static bool ran[NFLAVOURS][BENCH_MAX_ROUNDS];
-	uint64_t lost[NFLAVOURS] = { 0 };
+	uint64_t lost[NFLAVOURS] = {0};
 	int rc = 0;
 	if (rounds > BENCH_MAX_ROUNDS)
 		rounds = BENCH_MAX_ROUNDS;
 	memset(ran, 0, sizeof ran);
 	if (!json)
-		fprintf(stderr, "bench --flavours: %d rounds x %zu flavours x %zu profiles x %.1f s "
-				"on %s (interleaved: each round runs every flavour once)\n",
+		fprintf(stderr,
+			"bench --flavours: %d rounds x %zu flavours x %zu profiles x %.1f s "
+			"on %s (interleaved: each round runs every flavour once)\n",
 			rounds, NFLAVOURS, np, o->seconds, o->target_spec);
 	for (int r = 0; r < rounds; r++) {
 		/* Each round starts one flavour further on, so no flavour always runs
@@ -349,12 +369,15 @@ static int run_flavours(struct bench_opts *o, int rounds, bool json, const char 
 			}
 			for (size_t i = 0; i < np; i++) {
 				char key[64];
-				snprintf(key, sizeof key, "\"profile\": \"%s\"", flavour_profiles[i]);
+				snprintf(key, sizeof key, "\"profile\": \"%s\"",
+					 flavour_profiles[i]);
 				const char *at = strstr(out, key);
 				v[f][i][r] = at ? bench_json_number(at, "mib_s", 0) : 0;
 				if (i == 1) {
-					v[f][BENCH_COL_IOPS][r] = at ? bench_json_number(at, "iops", 0) : 0;
-					v[f][BENCH_COL_US][r] = at ? bench_json_number(at, "mean_us", 0) : 0;
+					v[f][BENCH_COL_IOPS][r] =
+					    at ? bench_json_number(at, "iops", 0) : 0;
+					v[f][BENCH_COL_US][r] =
+					    at ? bench_json_number(at, "mean_us", 0) : 0;
 				}
 			}
 			ran[f][r] = true;
@@ -370,7 +393,8 @@ static int run_flavours(struct bench_opts *o, int rounds, bool json, const char 
 	for (size_t i = 0; i < np && have_fio; i++) {
 		struct bench_profile p;
 		bench_profile_parse(flavour_profiles[i], &p, why, sizeof why);
-		if (bench_run_fio(o->target_spec, &p, false, o->seconds, &fio[i], why, sizeof why) < 0) {
+		if (bench_run_fio(o->target_spec, &p, false, o->seconds, &fio[i], why, sizeof why) <
+		    0) {
 			fprintf(stderr, "bench: fio: %s\n", why);
 			have_fio = false;
 		}
@@ -399,21 +423,28 @@ static int cmd_bench(int argc, char **argv)
 {
 	if (argc >= 2 && !strcmp(argv[1], "trace"))
 		return cmd_bench_trace(argc - 1, argv + 1);
-	static const struct option opts[] = {
-		{ "socket", required_argument, 0, 's' },   { "target", required_argument, 0, 't' },
-		{ "profile", required_argument, 0, 'p' },  { "rw", required_argument, 0, 'w' },
-		{ "time", required_argument, 0, 'T' },     { "queues", required_argument, 0, 'q' },
-		{ "interrupt", no_argument, 0, 'i' },      { "json", no_argument, 0, 'j' },
-		{ "no-progress", no_argument, 0, 'P' },    { "fio", no_argument, 0, 'f' },
-		{ "flavours", no_argument, 0, 'F' },       { "rounds", required_argument, 0, 'r' },
-		{ "record", required_argument, 0, 'R' },   { "help", no_argument, 0, 'h' },
-		{ "poll", no_argument, 0, 'o' },           { "svg", required_argument, 0, 'S' },
-		{ "adaptive-poll", required_argument, 0, 'a' }, { "idle", required_argument, 0, 'I' },
-		{ 0, 0, 0, 0 }
-	};
+	static const struct option opts[] = {{"socket", required_argument, 0, 's'},
+					     {"target", required_argument, 0, 't'},
+					     {"profile", required_argument, 0, 'p'},
+					     {"rw", required_argument, 0, 'w'},
+					     {"time", required_argument, 0, 'T'},
+					     {"queues", required_argument, 0, 'q'},
+					     {"interrupt", no_argument, 0, 'i'},
+					     {"json", no_argument, 0, 'j'},
+					     {"no-progress", no_argument, 0, 'P'},
+					     {"fio", no_argument, 0, 'f'},
+					     {"flavours", no_argument, 0, 'F'},
+					     {"rounds", required_argument, 0, 'r'},
+					     {"record", required_argument, 0, 'R'},
+					     {"help", no_argument, 0, 'h'},
+					     {"poll", no_argument, 0, 'o'},
+					     {"svg", required_argument, 0, 'S'},
+					     {"adaptive-poll", required_argument, 0, 'a'},
+					     {"idle", required_argument, 0, 'I'},
+					     {0, 0, 0, 0}};
 	/* Progress redraws one line: only on a terminal. */
-	struct bench_opts o = { .seconds = 5, .progress = isatty(STDERR_FILENO),
-				.adaptive_poll_us = -1 };
+	struct bench_opts o = {
+	    .seconds = 5, .progress = isatty(STDERR_FILENO), .adaptive_poll_us = -1};
 	char *profiles[MAX_PROFILES];
 	int nprof = 0, rounds = BENCH_MIN_ROUNDS, c;
 	bool fio = false, flavours = false;
@@ -430,8 +461,10 @@ static int cmd_bench(int argc, char **argv)
 		case 't':
 			if (strncmp(optarg, "file=", 5) && strncmp(optarg, "ram=", 4) &&
 			    strncmp(optarg, "null=", 5) && strncmp(optarg, "rbd=", 4)) {
-				fprintf(stderr, "bench: --target %s: expected file=IMG, ram=SIZE, "
-						"null=SIZE or rbd=POOL/IMAGE\n", optarg);
+				fprintf(stderr,
+					"bench: --target %s: expected file=IMG, ram=SIZE, "
+					"null=SIZE or rbd=POOL/IMAGE\n",
+					optarg);
 				return 2;
 			}
 			o.target_spec = optarg;
@@ -537,8 +570,9 @@ static int cmd_bench(int argc, char **argv)
 			flavour_profiles[0] = profiles[0];
 			flavour_profiles[1] = profiles[1];
 		} else if (nprof) {
-			fprintf(stderr, "bench --flavours: give two --profile (the table's columns) "
-					"or none (seq1m-q8t1, rnd4k-q32t16)\n");
+			fprintf(stderr,
+				"bench --flavours: give two --profile (the table's columns) "
+				"or none (seq1m-q8t1, rnd4k-q32t16)\n");
 			return 2;
 		}
 		return run_flavours(&o, rounds, o.json, svg);
