@@ -147,10 +147,16 @@ void vs_scsi_complete(struct vs_scsi_cmd *cmd)
 	free(st->iovs);
 	st->buf = NULL;
 	st->iovs = NULL;
-	VS_VERBOSE_HP(
-	    SCSI, "tag %#llx op %#x done: status %#x key %#x asc %#x/%#x resid in %zu out %zu",
-	    (unsigned long long)cmd->tag, cmd->cdb[0], cmd->status,
-	    cmd->sense_len ? cmd->sense[2] & 0x0f : 0, cmd->sense_len ? cmd->sense[12] : 0,
-	    cmd->sense_len ? cmd->sense[13] : 0, cmd->in_residual, cmd->out_residual);
+	/* GOOD needs no event here: the transport's completion event says it (one per
+	 * stage); a CHECK CONDITION's sense is said here, where it is known. */
+	if (__builtin_expect(cmd->status != 0, 0)) {
+		VS_VERBOSE_HP(
+		    SCSI,
+		    "tag %#llx op %#x{scsi_op} done: status %#x{scsi_status} sense %s{sense} "
+		    "resid in %zu out %zu",
+		    (unsigned long long)cmd->tag, cmd->cdb[0], cmd->status,
+		    VS_BYTES(cmd->sense, cmd->sense_len < 18 ? cmd->sense_len : 18),
+		    cmd->in_residual, cmd->out_residual);
+	}
 	cmd->done(cmd);
 }

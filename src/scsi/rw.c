@@ -65,8 +65,6 @@ int vs_scsi_rw(struct vs_scsi_lun *lun, struct vs_scsi_cmd *cmd)
 		}
 		fua = cdb[1] & 0x08; /* DPO (0x10) is a cache hint: ignored */
 	}
-	VS_VERBOSE_HP(SCSI, "tag %#llx %s lba %llu blocks %u fua %d", (unsigned long long)cmd->tag,
-		      write ? "write" : "read", (unsigned long long)lba, n, fua);
 	if (n > lun->max_xfer_blocks) {
 		vs_scsi_bad_cdb(cmd, len_at, -1, "transfer length above the maximum");
 		return VS_SCSI_DONE;

@@ -224,9 +224,6 @@ int vs_vq_dev_pop(struct vs_vq_dev *vq, const struct vs_mem *mem, struct vs_vq_e
 		elem->out_len = elem->in_len = 0;
 		return rc;
 	}
-	VS_VERBOSE_HP(QUEUE, "vq %u pop head %u out %u/%llu in %u/%llu", vq->qid, head,
-		      elem->out_num, (unsigned long long)elem->out_len, elem->in_num,
-		      (unsigned long long)elem->in_len);
 	return 0;
 }
 
@@ -248,9 +245,8 @@ static inline bool vq_fill(struct vs_vq_dev *vq, uint16_t head, uint32_t len)
 
 void vs_vq_dev_fill(struct vs_vq_dev *vq, uint16_t head, uint32_t len)
 {
-	if (vq_fill(vq, head, len))
-		VS_VERBOSE_HP(QUEUE, "vq %u fill head %u len %u used %u", vq->qid, head, len,
-			      vq->used_idx);
+	/* No event of its own: the layer above says what it answered (one per stage). */
+	vq_fill(vq, head, len);
 }
 
 void vs_vq_dev_flush(struct vs_vq_dev *vq)
@@ -283,7 +279,6 @@ bool vs_vq_dev_should_notify(struct vs_vq_dev *vq)
 		vq->signalled_used = now;
 		vq->signalled_used_valid = true;
 	}
-	VS_VERBOSE_HP(NOTIFY, "vq %u should notify: %d (used %u)", vq->qid, notify, vq->used_idx);
 	return notify;
 }
 

@@ -152,8 +152,6 @@ int vs_vq_drv_add_indirect(struct vs_vq_drv *vq, const struct vs_vq_buf *bufs, u
 	/* Release: the device that sees the new idx sees the descriptors and the entry. */
 	ring_write_release(&vq->avail->idx, vs_le16(vq->avail_idx));
 	*head = h;
-	VS_VERBOSE_HP(QUEUE, "driver vq %u add head %u bufs %u%s in %llu avail %u", vq->qid, h, n,
-		      table ? " indirect" : "", (unsigned long long)in_bytes, vq->avail_idx);
 	return 0;
 }
 
@@ -171,7 +169,6 @@ bool vs_vq_drv_should_kick(struct vs_vq_drv *vq)
 		kick = vs_vring_need_event(vs_le16(ring_read(vq_avail_event(vq))), now, old);
 	else
 		kick = !(vs_le16(ring_read(&vq->used->flags)) & VS_VRING_USED_F_NO_NOTIFY);
-	VS_VERBOSE_HP(NOTIFY, "driver vq %u should kick: %d (avail %u)", vq->qid, kick, now);
 	return kick;
 }
 
@@ -185,7 +182,7 @@ bool vs_vq_drv_has_used(struct vs_vq_drv *vq)
 enum used_fault { USED_RUNAWAY, USED_BAD_ID, USED_BAD_LEN };
 
 static __attribute__((noinline, cold)) int used_bad(struct vs_vq_drv *vq, enum used_fault f,
-						     uint16_t idx, uint32_t id, uint32_t len)
+						    uint16_t idx, uint32_t id, uint32_t len)
 {
 	switch (f) {
 	case USED_RUNAWAY:
