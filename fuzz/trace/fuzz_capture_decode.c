@@ -26,8 +26,8 @@ static int on_event(const struct vs_cap_event *ev, void *opaque)
 	if (ev->site) {
 		vs_format_message(msg, sizeof msg, ev->site, ev->args, ev->args_len);
 		vs_format_prefix(prefix, sizeof prefix, ev->real_ns, ev->tid, ev->site->level,
-				 ev->site->flag_name, ev->caller ? ev->caller->func : NULL,
-				 ev->site->func);
+				 ev->site->provider, ev->site->flag_name,
+				 ev->caller ? ev->caller->func : NULL, ev->site->func);
 	}
 	(*n)++;
 	return 0;

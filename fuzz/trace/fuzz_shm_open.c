@@ -5,8 +5,8 @@
  * private directory and given to
  *   1. `vioscope trace dump` (vs_trace_dump), whose capture is then decoded;
  *   2. vs_shm_open, after which the file is rewritten under the mapping, as a hostile
- *      owner would: its last 48 input bytes go over the header's geometry (meta
- *      offset and size, rings offset, ring count, ring size, data offset); then every
+ *      owner would: its last 72 input bytes go over the header's geometry (providers,
+ *      metadata, rings offset, ring count, ring size, data offset); then every
  *      ring is copied from its tail and from position 0, into buffers of exactly the
  *      ring size the open checked, and a capture is written from the copies and
  *      decoded.
@@ -60,13 +60,12 @@ static void decode_capture(void)
 	vs_trace_decode(cap_path, &o, devnull, why, sizeof why);
 }
 
-/* The geometry fields, in header order: meta_offset, meta_size, rings_offset,
- * ring_count + pad, ring_size, data_offset. */
-#define FLIP_BYTES 48
-_Static_assert(offsetof(struct vs_shm_header, data_offset) + 8 -
-			       offsetof(struct vs_shm_header, meta_offset) ==
-		       FLIP_BYTES,
-	       "geometry fields are contiguous");
+/* The geometry fields, in header order: providers_offset, provider_slots, nproviders,
+ * meta_offset, meta_capacity, meta_used, rings_offset, ring_count + pad, ring_size,
+ * data_offset (72 bytes in trace file version 2). */
+#define FLIP_FIRST offsetof(struct vs_shm_header, providers_offset)
+#define FLIP_BYTES (offsetof(struct vs_shm_header, data_offset) + 8 - FLIP_FIRST)
+_Static_assert(FLIP_BYTES == 72, "the geometry fields are these, contiguous");
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -86,7 +85,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (vs_shm_open(&s, shm_path, why, sizeof why) < 0)
 		return 0;
 	if (size >= sizeof(struct vs_shm_header) + FLIP_BYTES)
-		memcpy((uint8_t *)s.hdr + offsetof(struct vs_shm_header, meta_offset),
+		memcpy((uint8_t *)s.hdr + FLIP_FIRST,
 		       data + size - FLIP_BYTES, FLIP_BYTES);
 	struct vs_capw w;
 	uint8_t *buf = malloc(s.snap.ring_size);

@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "proto/virtio_scsi_proto.h"
 #include "virtio/virtio.h"
 
 #define MEM_MAX (64u << 10)
