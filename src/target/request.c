@@ -140,6 +140,14 @@ static void req_done(struct vs_scsi_cmd *cmd)
 	}
 	if (r->in_split >= 0)
 		r->elem.in[r->in_split] = r->in_saved; /* the response header lives there too */
+	/* Recorded before the push: once the used entry is out, a polling driver may see it
+	 * at once, and `trace latency` wants the device's push before the driver's poll. */
+	VS_VERBOSE_HP(IO,
+		      "q %u tag %#llx lun %u op %#x done: response %u status %#x sense %u "
+		      "data-in %zu resid %u latency %llu ns",
+		      q->idx, (unsigned long long)r->tag, r->lun, r->hdr.cdb[0], resp.response,
+		      resp.status, vs_le32(resp.sense_len), data, vs_le32(resp.resid),
+		      (unsigned long long)(tq_clock() - r->t_start));
 	req_push(q, &r->elem, &resp, data);
 	q->inflight--;
 	if (q->throttled) {
@@ -147,12 +155,6 @@ static void req_done(struct vs_scsi_cmd *cmd)
 		q->kicked = true;
 	}
 	wstat_inc(&q->w->st.requests);
-	VS_VERBOSE_HP(IO,
-		      "q %u tag %#llx lun %u op %#x done: response %u status %#x sense %u "
-		      "data-in %zu resid %u latency %llu ns",
-		      q->idx, (unsigned long long)r->tag, r->lun, r->hdr.cdb[0], resp.response,
-		      resp.status, vs_le32(resp.sense_len), data, vs_le32(resp.resid),
-		      (unsigned long long)(tq_clock() - r->t_start));
 	req_put(q, r);
 	if (wake) {
 		/* The driver polls its request queues when the TMF completes (Linux does):

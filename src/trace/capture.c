@@ -39,15 +39,8 @@ static void w_section(struct vs_capw *w, uint32_t type, const void *a, size_t al
 
 void vs_clock_now(const struct vs_shm_header *h, uint64_t *ts, uint64_t *mono, uint64_t *real)
 {
-	struct timespec m, r;
 	/* The traced process and we read the same invariant TSC. */
-	*ts = h->clock_is_tsc ? vs__rdtsc() : 0;
-	clock_gettime(CLOCK_MONOTONIC, &m);
-	clock_gettime(CLOCK_REALTIME, &r);
-	*mono = (uint64_t)m.tv_sec * 1000000000ull + (uint64_t)m.tv_nsec;
-	*real = (uint64_t)r.tv_sec * 1000000000ull + (uint64_t)r.tv_nsec;
-	if (!h->clock_is_tsc)
-		*ts = *mono;
+	vs_clock_sample(h->clock_is_tsc, ts, mono, real);
 }
 
 /* The header fields come from the snapshot vs_shm_open took (s->snap), the metadata

@@ -16,13 +16,14 @@
 #include "trace/tracetools.h"
 
 /* ---- the stage events: which site says what -------------------------------------------- */
-enum stage_ev { EV_NONE, D_SUBMIT, D_KICK, D_POLL, D_DONE, T_POP, B_SUBMIT, B_DONE, T_DONE };
+enum stage_ev { EV_NONE, D_SUBMIT, D_WITHDRAWN, D_KICK, D_POLL, D_DONE, T_POP, B_SUBMIT, B_DONE, T_DONE };
 static const struct {
 	enum stage_ev ev;
 	const char *provider, *fmt_prefix;
 	int q, tag, lun, lun_lo, op; /* argument indices, -1: none (lun_lo: lun as 2 bytes) */
 } stage_sites[] = {
     {D_SUBMIT, "initiator", "q %u tag %#llx lun %u op %#x", 0, 1, 2, -1, 3},
+    {D_WITHDRAWN, "initiator", "q %u tag %#llx: withdrawn", 0, 1, -1, -1, -1},
     {D_KICK, "initiator", "q %u kick", 0, -1, -1, -1, -1},
     {D_POLL, "virtio", "driver vq %u used head", -1, -1, -1, -1, -1},
     {D_DONE, "initiator", "q %u tag %#llx done:", 0, 1, -1, -1, -1},
@@ -40,7 +41,7 @@ static const struct {
 	const char *what;
 } stages[] = {
     {"submit>kick", VS_LAT_SUBMIT, VS_LAT_KICK, "driver: queued until the kick"},
-    {"kick>pop", VS_LAT_KICK, VS_LAT_POP, "notification and the device noticing"},
+    {"kick>pop", VS_LAT_KICK, VS_LAT_POP, "notification (or none needed) and the device noticing"},
     {"kick>poll", VS_LAT_KICK, VS_LAT_POLL, "driver's view of the device (no device capture)"},
     {"pop>backend", VS_LAT_POP, VS_LAT_BSUB, "device: parse, SCSI, to the backend"},
     {"backend", VS_LAT_BSUB, VS_LAT_BDONE, "backend submit to complete"},
@@ -195,6 +196,10 @@ static int on_event(const struct vs_cap_event *ev, void *opaque)
 					 .pid_driver = l->pid};
 		r->t[VS_LAT_SUBMIT] = t;
 		break;
+	case D_WITHDRAWN: /* recorded as submitted, then the ring refused it */
+		if ((r = find_open(&l->drv, tag, true)))
+			r->withdrawn = true;
+		break;
 	case D_KICK:
 		for (size_t i = 0; i < l->drv.nopen; i++) {
 			r = &l->drv.r[l->drv.open[i]];
@@ -210,6 +215,10 @@ static int on_event(const struct vs_cap_event *ev, void *opaque)
 			uint64_t *p = poll_slot(l, ev->tid);
 			r->t[VS_LAT_POLL] = *p >= r->t[VS_LAT_SUBMIT] ? *p : 0;
 			r->t[VS_LAT_DONE] = t;
+			/* A kick after the driver took the used entry (the completion callback
+			 * submitting the next request) was not this request's. */
+			if (r->t[VS_LAT_POLL] && r->t[VS_LAT_KICK] > r->t[VS_LAT_POLL])
+				r->t[VS_LAT_KICK] = 0;
 		}
 		break;
 	case T_POP:
@@ -251,17 +260,39 @@ static int by_tag_then_pop(const void *x, const void *y)
 	return (a->t[VS_LAT_POP] > b->t[VS_LAT_POP]) - (a->t[VS_LAT_POP] < b->t[VS_LAT_POP]);
 }
 
-/* Each driver request takes the device's timeline of the same tag popped while it was
- * outstanding.  Returns the requests to report: joined driver requests, or one side. */
-static void join(struct lat *l, bool *have_drv, bool *have_dev)
+static int by_tag_then_submit(const void *x, const void *y, void *reqs)
+{
+	const struct vs_lat_req *a = (struct vs_lat_req *)reqs + *(const size_t *)x,
+				*b = (struct vs_lat_req *)reqs + *(const size_t *)y;
+	if (a->tag != b->tag)
+		return a->tag < b->tag ? -1 : 1;
+	return (a->t[VS_LAT_SUBMIT] > b->t[VS_LAT_SUBMIT]) -
+	       (a->t[VS_LAT_SUBMIT] < b->t[VS_LAT_SUBMIT]);
+}
+
+/* Each driver request takes the device's timeline of the same tag popped after the
+ * previous driver request of that tag completed and before this one did.  Not "after
+ * this one's submit": the driver records its submit event after publishing the request,
+ * and a polling device may pop it first.  A tag repeats when the driver's slots start
+ * over (a reconnect), hence the window.  Returns the requests to report: joined driver
+ * requests, or one side. */
+static int join(struct lat *l, bool *have_drv, bool *have_dev)
 {
 	*have_drv = l->drv.n > 0;
 	*have_dev = l->dev.n > 0;
 	if (!*have_drv || !*have_dev)
-		return;
+		return 0;
+	size_t *order = malloc(l->drv.n * sizeof *order);
+	if (!order)
+		return -ENOMEM;
+	for (size_t i = 0; i < l->drv.n; i++)
+		order[i] = i;
+	qsort_r(order, l->drv.n, sizeof *order, by_tag_then_submit, l->drv.r);
 	qsort(l->dev.r, l->dev.n, sizeof *l->dev.r, by_tag_then_pop);
 	for (size_t i = 0; i < l->drv.n; i++) {
-		struct vs_lat_req *d = &l->drv.r[i];
+		struct vs_lat_req *d = &l->drv.r[order[i]];
+		const struct vs_lat_req *prev = i ? &l->drv.r[order[i - 1]] : NULL;
+		uint64_t after = prev && prev->tag == d->tag ? prev->t[VS_LAT_DONE] : 0;
 		size_t lo = 0, hi = l->dev.n;
 		while (lo < hi) {
 			size_t mid = (lo + hi) / 2;
@@ -272,16 +303,22 @@ static void join(struct lat *l, bool *have_drv, bool *have_dev)
 		}
 		for (size_t k = lo; k < l->dev.n && l->dev.r[k].tag == d->tag; k++) {
 			const struct vs_lat_req *v = &l->dev.r[k];
-			if (v->t[VS_LAT_POP] < d->t[VS_LAT_SUBMIT] ||
+			if (v->t[VS_LAT_POP] <= after ||
 			    (d->t[VS_LAT_DONE] && v->t[VS_LAT_POP] > d->t[VS_LAT_DONE]))
 				continue;
 			for (int w = VS_LAT_POP; w <= VS_LAT_PUSH; w++)
 				d->t[w] = v->t[w];
+			/* The device took it before any kick: it was polling, the kick that
+			 * followed was for later requests. */
+			if (d->t[VS_LAT_KICK] > d->t[VS_LAT_POP])
+				d->t[VS_LAT_KICK] = 0;
 			d->tid_device = v->tid_device;
 			d->pid_device = v->pid_device;
 			break;
 		}
 	}
+	free(order);
+	return 0;
 }
 
 /* ---- statistics -------------------------------------------------------------------------- */
@@ -307,7 +344,19 @@ static bool stage_value(const struct vs_lat_req *r, unsigned s, uint64_t *ns)
 	if (both_sides && stages[s].from == VS_LAT_KICK && stages[s].to == VS_LAT_POLL)
 		return false;
 	uint64_t a = r->t[stages[s].from], b = r->t[stages[s].to];
-	if (!a || !b || b < a)
+	/* A request published while the device was still busy or polling needs no kick
+	 * (notifications suppressed): the device could see it from its submit, so the
+	 * stages from the kick start there; submit>kick has no value for it. */
+	bool from_kick = stages[s].from == VS_LAT_KICK && stages[s].to != VS_LAT_KICK;
+	if (!a && from_kick)
+		a = r->t[VS_LAT_SUBMIT];
+	if (!a || !b)
+		return false;
+	/* The driver records its submit and its kick after publishing the request; a
+	 * polling device may pop it first.  It waited for nothing: 0. */
+	if (b < a && from_kick)
+		b = a;
+	if (b < a)
 		return false;
 	*ns = b - a;
 	return true;
@@ -572,7 +621,17 @@ int vs_latency_collect(const char *const *paths, unsigned npaths, struct vs_lat_
 		free(l.dev.r);
 		return rc;
 	}
-	join(&l, &have_drv, &have_dev);
+	size_t kept = 0;
+	for (size_t i = 0; i < l.drv.n; i++)
+		if (!l.drv.r[i].withdrawn)
+			l.drv.r[kept++] = l.drv.r[i];
+	l.drv.n = kept;
+	if (join(&l, &have_drv, &have_dev) < 0) {
+		snprintf(why, whylen, "out of memory");
+		free(l.drv.r);
+		free(l.dev.r);
+		return -ENOMEM;
+	}
 	set->driver = have_drv;
 	set->device = have_dev;
 	/* the driver's requests carry the device's timeline where joined */

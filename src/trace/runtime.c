@@ -358,9 +358,7 @@ int vs_rt_file_create(void)
 	h->exe[n] = '\0';
 	vs_rt.clock_mono = !tsc_usable();
 	h->clock_is_tsc = !vs_rt.clock_mono;
-	h->clk_ts0 = vs_rt.clock_mono ? vs__clock_ns() : vs__rdtsc();
-	h->clk_mono0 = vs__clock_ns();
-	h->clk_real0 = realtime_ns();
+	vs_clock_sample(!vs_rt.clock_mono, &h->clk_ts0, &h->clk_mono0, &h->clk_real0);
 	h->providers_offset = provs_off;
 	h->provider_slots = VS_RT_PROVIDER_SLOTS;
 	h->meta_offset = meta_off;

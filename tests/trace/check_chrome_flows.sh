@@ -18,7 +18,7 @@ import json, sys
 doc = json.load(open(sys.argv[1]))            # valid JSON, or this fails
 ev = doc["traceEvents"]
 assert isinstance(ev, list) and ev, "no traceEvents"
-SKEW_US = 1.0
+SKEW_US = 0.1
 flows, names, pids = {}, set(), set()
 for e in ev:
     assert e["ph"] in ("i", "X", "s", "t", "f"), e
@@ -38,9 +38,9 @@ assert len(flows) >= 10, "only %d flows" % len(flows)
 for fid, f in flows.items():
     phs = "".join(x["ph"] for x in f)
     assert phs[0] == "s" and phs[-1] == "f" and set(phs[1:-1]) == {"t"}, (fid, phs)
-    # In time order; across the two processes within SKEW_US, since each side stamps
-    # with its own CPU's TSC (seen: a driver completion 8 ns before the device's "done",
-    # which is recorded after the used entry is written, on another CPU).
+    # In time order.  Both sides record before they publish, so only the two processes'
+    # clock calibrations separate them: allow 100 ns across processes (their residual
+    # is typically 20 ns, docs/TRACING.md).
     assert all(a["ts"] <= b["ts"] + (SKEW_US if a["pid"] != b["pid"] else 0)
                for a, b in zip(f, f[1:])), (fid, f)
     assert f[-1].get("bp") == "e", f[-1]
