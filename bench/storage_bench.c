@@ -25,6 +25,7 @@
 #include "bench/storage.h"
 #include "bench/table.h"
 #include "bench/trace_bench.h"
+#include "trace/tracetools.h"
 #include "util/util.h"
 
 #define MAX_PROFILES 16
@@ -59,7 +60,38 @@ static void usage(FILE *f)
 	      f);
 }
 
-/* Start recorders for pid (and its target) when --record is given. */
+/* Wait (5 s at most) until recorder r streams pid's trace: its pid in the trace file's
+ * header, which it sets once it has attached.  False (said why) if it exited or is late. */
+static bool wait_attached(pid_t r, int pid, const char *what)
+{
+	char p[32], why[256] = "";
+	snprintf(p, sizeof p, "%d", pid);
+	uint64_t deadline = vs_mono_ns() + 5000000000ull;
+	while (vs_mono_ns() < deadline) {
+		int st;
+		if (waitpid(r, &st, WNOHANG) == r) {
+			fprintf(stderr, "bench: the recorder of the %s (pid %d) exited at start\n",
+				what, pid);
+			return false;
+		}
+		struct vs_shm s;
+		if (vs_shm_open(&s, p, why, sizeof why) == 0) {
+			bool on = __atomic_load_n(&s.hdr->recorder_pid, __ATOMIC_RELAXED) == r;
+			vs_shm_close(&s);
+			if (on)
+				return true;
+		}
+		usleep(1000); /* polling a condition, with the deadline above */
+	}
+	fprintf(stderr, "bench: the recorder of the %s (pid %d) did not attach in 5 s%s%s\n",
+		what, pid, *why ? ": " : "", why);
+	kill(r, SIGTERM);
+	waitpid(r, NULL, 0);
+	return false;
+}
+
+/* Start recorders for pid (and its target) when --record is given: the recorder's pid
+ * once it streams, or -1 (said why). */
 static pid_t start_recorder(const char *exe, int pid, const char *dir, const char *what)
 {
 	char out[PATH_MAX], p[32];
@@ -74,8 +106,7 @@ static pid_t start_recorder(const char *exe, int pid, const char *dir, const cha
 		execl(exe, exe, "trace", "record", p, "-o", out, (char *)NULL);
 		_exit(127);
 	}
-	usleep(200000); /* it attaches within a few ms */
-	return r;
+	return wait_attached(r, pid, what) ? r : -1;
 }
 
 /* Stop a recorder and add what its capture says was lost to *lost; -1 (said why) when
@@ -158,7 +189,9 @@ static int run_profiles(struct bench_opts *o, char **profiles, int nprof, bool f
 			o->target_spec ? o->target_spec : "", o->seconds);
 		bench_result_print_header(stdout);
 	}
-	for (int i = 0; i < nprof; i++) {
+	if (record_dir && (rec_self < 0 || (tpid > 0 && rec_target < 0)))
+		rc = 1; /* said why; no run whose recording would be incomplete */
+	for (int i = 0; i < nprof && rc == 0; i++) {
 		struct bench_profile p;
 		bench_profile_parse(profiles[i], &p, why, sizeof why);
 		why[0] = '\0';
