@@ -65,8 +65,9 @@ struct thread_ring {
 	struct {
 		uint64_t boundary, pos, count;
 	} cp[16];
-	uint64_t tail_pos;   /* where we last put the tail ... */
-	uint64_t tail_count; /* ... and the event count there (valid iff tail_pos == tail) */
+	uint64_t tail_pos;   /* where we last put the tail (a record boundary) ... */
+	uint64_t tail_count; /* ... and the event count there (valid iff tail_pos == tail;
+				UINT64_MAX: not known) */
 	unsigned slot;
 	unsigned drops_since_check;
 };
@@ -589,6 +590,29 @@ static int checkpoint_at_or_after(const struct thread_ring *tr, uint64_t pos)
  * of the ring past what is needed, counting the events overwritten.  Only when the
  * tail was last moved by someone else (a recorder) are records walked one by one,
  * up to the next checkpoint. */
+/* Where a walk that counts overwritten events may start, given a tail we did not set.
+ * A recorder only moves the tail forward, onto a record boundary; a tail behind the last
+ * one we set, or inside a record, was written by something else (another local user can
+ * write the file), and walking from it would count events twice or count garbage.  So
+ * when the last tail we set is still in the ring, walk from it: the tail is trusted if
+ * the walk lands on it, else the walk starts from ours (nothing was consumed).  When ours
+ * has been overwritten since (a recorder took many laps), the tail cannot be checked and
+ * is taken as it is. */
+static uint64_t trusted_start(const struct thread_ring *tr, uint64_t tail, uint64_t head)
+{
+	uint64_t from = tr->tail_pos;
+	if (from == UINT64_MAX || from > head || head - from > tr->size || tail > head)
+		return tail;
+	if (tail <= from)
+		return from;
+	uint64_t t = from;
+	while (t < tail) {
+		bool is_event;
+		t += record_span(tr, t, &is_event);
+	}
+	return t == tail ? tail : from;
+}
+
 static void overwrite_oldest(struct thread_ring *tr, uint64_t need_tail)
 {
 	uint64_t tail = __atomic_load_n(&tr->shm->tail, __ATOMIC_ACQUIRE);
@@ -598,12 +622,12 @@ static void overwrite_oldest(struct thread_ring *tr, uint64_t need_tail)
 	if (target > head)
 		target = head;
 	int c = checkpoint_at_or_after(tr, target);
-	if (c >= 0 && tail == tr->tail_pos) {
+	if (c >= 0 && tail == tr->tail_pos && tr->tail_count != UINT64_MAX) {
 		t = tr->cp[c].pos;
 		lost = tr->cp[c].count - tr->tail_count;
 		count_at_t = tr->cp[c].count;
 	} else {
-		t = tail;
+		t = trusted_start(tr, tail, head);
 		lost = 0;
 		for (;;) {
 			int at = checkpoint_at_or_after(tr, t);
@@ -625,23 +649,29 @@ static void overwrite_oldest(struct thread_ring *tr, uint64_t need_tail)
 	if (!__atomic_compare_exchange_n(&tr->shm->tail, &tail, t, false, __ATOMIC_ACQ_REL,
 					 __ATOMIC_ACQUIRE))
 		return;
-	tr->tail_pos = count_at_t == UINT64_MAX ? UINT64_MAX : t;
+	tr->tail_pos = t;
 	tr->tail_count = count_at_t;
 	__atomic_store_n(&tr->shm->overwritten, tr->shm->overwritten + lost, __ATOMIC_RELAXED);
 }
 
 /* A tail past the head, or more than a ring behind it, was written by something that
  * is neither this thread nor a working recorder (a recorder can only hand back what we
- * wrote).  Put it back on a record boundary we know, the oldest checkpoint still in the
- * ring (the head if there is none): the events from there on are intact, since only we
- * write the ring.  Events before it are no longer readable, and not counted as
- * overwritten: how many there were is not known. */
+ * wrote).  Put it back where we last put it, if that is still in the ring (the events
+ * before it are counted already; going further back would count them again), else on
+ * the oldest checkpoint still in the ring (the head if there is none): the events from
+ * there on are intact, since only we write the ring.  Events before it are no longer
+ * readable, and not counted as overwritten: how many there were is not known. */
 static __attribute__((noinline, cold)) void repair_tail(struct thread_ring *tr, uint64_t bad)
 {
-	uint64_t head = tr->w.head;
-	int c = checkpoint_at_or_after(tr, head > tr->size ? head - tr->size : 0);
-	uint64_t t = c >= 0 ? tr->cp[c].pos : head;
-	uint64_t count = c >= 0 ? tr->cp[c].count : tr->w.count;
+	uint64_t head = tr->w.head, t, count;
+	if (tr->tail_pos <= head && head - tr->tail_pos <= tr->size) {
+		t = tr->tail_pos;
+		count = tr->tail_count;
+	} else {
+		int c = checkpoint_at_or_after(tr, head > tr->size ? head - tr->size : 0);
+		t = c >= 0 ? tr->cp[c].pos : head;
+		count = c >= 0 ? tr->cp[c].count : tr->w.count;
+	}
 	if (!__atomic_compare_exchange_n(&tr->shm->tail, &bad, t, false, __ATOMIC_ACQ_REL,
 					 __ATOMIC_ACQUIRE))
 		return; /* changed again meanwhile: the caller looks again */
