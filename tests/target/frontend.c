@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The test harness: see frontend.h. */
 #define _GNU_SOURCE /* memfd_create */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -350,6 +351,52 @@ int fx_teardown(void **state)
 	tgt_stop(&x->g);
 	free(x);
 	return 0;
+}
+
+/* True when thread tid is a request worker that is not blocked in epoll_wait. */
+static bool worker_awake(const char *tid)
+{
+	char path[320], comm[32] = "", wchan[64] = "";
+	snprintf(path, sizeof path, "/proc/self/task/%s/comm", tid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return false; /* exited */
+	if (!fgets(comm, sizeof comm, f))
+		comm[0] = '\0';
+	fclose(f);
+	if (strncmp(comm, "vs-worker-", 10))
+		return false;
+	snprintf(path, sizeof path, "/proc/self/task/%s/wchan", tid);
+	if (!(f = fopen(path, "r")))
+		return false;
+	if (!fgets(wchan, sizeof wchan, f))
+		wchan[0] = '\0';
+	fclose(f);
+	return strcmp(wchan, "do_epoll_wait") && strcmp(wchan, "ep_poll");
+}
+
+int fe_wait_workers_asleep(unsigned timeout_ms)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	uint64_t deadline = (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000 + timeout_ms;
+	for (;;) {
+		DIR *d = opendir("/proc/self/task");
+		struct dirent *e;
+		bool awake = false;
+		if (!d)
+			return -errno;
+		while ((e = readdir(d)) && !awake)
+			if (e->d_name[0] != '.')
+				awake = worker_awake(e->d_name);
+		closedir(d);
+		if (!awake)
+			return 0;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if ((uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000 >= deadline)
+			return -ETIMEDOUT;
+		poll(NULL, 0, 1); /* polling a condition, with the deadline above */
+	}
 }
 
 int resp_sense_key(const struct vs_virtio_scsi_cmd_resp *r)

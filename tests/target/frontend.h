@@ -112,6 +112,11 @@ int fx_teardown(void **state);
 int resp_sense_key(const struct vs_virtio_scsi_cmd_resp *r);
 int resp_asc(const struct vs_virtio_scsi_cmd_resp *r);
 
+/* Wait (timeout_ms at most) until every request worker thread of this process
+ * (vs-worker-N) is blocked in epoll_wait: asleep, its rings' notifications armed, looking
+ * at no ring until something wakes it.  0, or -ETIMEDOUT. */
+int fe_wait_workers_asleep(unsigned timeout_ms);
+
 /* CDB builders. */
 void cdb_rw10(uint8_t cdb[10], uint8_t op, uint32_t lba, uint16_t blocks);
 

@@ -73,7 +73,9 @@ static void test_poll_rw_reconnect(void **state)
 }
 
 /* The control: without --poll, a request nobody kicks for stays in the ring (bounded look,
- * 500 ms), and the kick then gets it served.  So the test above tells polling apart. */
+ * 500 ms), and the kick then gets it served.  So the test above tells polling apart.
+ * The request is posted once the workers sleep: a worker still in its adaptive poll
+ * would rightly take it without a kick. */
 static void test_event_mode_needs_kick(void **state)
 {
 	struct fx *x = *state;
@@ -91,6 +93,7 @@ static void test_event_mode_needs_kick(void **state)
 	memcpy(req.cdb, cdb, sizeof(cdb));
 	memcpy(fe_host(&x->fe, h), &req, sizeof(req));
 	x->fe.no_kick = true;
+	assert_int_equal(fe_wait_workers_asleep(10000), 0);
 	assert_int_equal(fe_post(&x->fe, VS_VIRTIO_SCSI_VQ_REQ0, bufs, 2, &head), 0);
 	assert_int_equal(poll(&p, 1, 500), 0);
 	assert_int_equal(vs_le16(__atomic_load_n(&vq->used->idx, __ATOMIC_ACQUIRE)), used);
