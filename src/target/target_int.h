@@ -3,6 +3,7 @@
 #ifndef VS_TARGET_INT_H
 #define VS_TARGET_INT_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -218,6 +219,16 @@ void worker_manual_settle(struct vs_target *t);
 void tq__notify(struct tq *q, const char *caller);
 /* Tell the driver the ring is broken (err fd) and stop using it. */
 void tq_kill(struct tq *q, const char *why);
+/* Pop the next chain of a control or event ring (vs_vq_dev_pop's result); a broken ring
+ * (-EIO) is killed. */
+static inline int tq_pop(struct tq *q, struct vs_vq_elem *e)
+{
+	int rc = vs_vq_dev_pop(&q->vq, q->mem, e);
+
+	if (rc == -EIO)
+		tq_kill(q, q->vq.broken_reason ? q->vq.broken_reason : "broken ring");
+	return rc;
+}
 
 /* target.c: err (when not NULL) gets the formatted reason, traced too; returns rc. */
 int tq_err(char *err, size_t errlen, int rc, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
