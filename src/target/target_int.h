@@ -171,11 +171,11 @@ struct vs_target {
 	 * thread into the event queue's buffers */
 	pthread_mutex_t ev_lock;
 	struct tq_event ev[TQ_EVENTS_MAX]; /* a ring: ev_head, ev_count */
-	unsigned ev_head, ev_count;	  /* ev_count also read relaxed by the control thread */
-	bool ev_missed;			  /* overflowed: the next event delivered says so */
-	bool ev_live;			  /* a frontend is connected: events are kept */
-	int ev_fd;			  /* eventfd: wakes the control thread */
-	uint64_t ev_sent, ev_dropped;	  /* under ev_lock */
+	unsigned ev_head, ev_count;	   /* ev_count also read relaxed by the control thread */
+	bool ev_missed;			   /* overflowed: the next event delivered says so */
+	bool ev_live;			   /* a frontend is connected: events are kept */
+	int ev_fd;			   /* eventfd: wakes the control thread */
+	uint64_t ev_sent, ev_dropped;	   /* under ev_lock */
 	struct vs_vhost_server *vs; /* the vhost-user socket and device state */
 	struct worker *workers; /* nworkers */
 	struct worker ctl;
@@ -231,7 +231,8 @@ static inline int tq_pop(struct tq *q, struct vs_vq_elem *e)
 }
 
 /* target.c: err (when not NULL) gets the formatted reason, traced too; returns rc. */
-int tq_err(char *err, size_t errlen, int rc, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+int tq_err(char *err, size_t errlen, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 /* Flush each of the n backends (NULL or nothing durable: skipped): 0 or the first error. */
 int tq_flush_backends(struct vs_backend *const *be, unsigned n);
 
