@@ -422,7 +422,8 @@ static void test_churn_under_io(void **state)
 static void test_no_frontend(void **state)
 {
 	struct fx *x = *state;
-	uint64_t dropped;
+	uint64_t dropped, after;
+	unsigned waiting;
 	char err[256];
 	int asc;
 
@@ -441,10 +442,12 @@ static void test_no_frontend(void **state)
 	}
 	assert_int_equal(add(x, 4, "ram=1M", err, sizeof(err)), 0);
 	assert_int_equal(vs_target_lun_resize(x->g.t, 4, 2 << 20, err, sizeof(err)), 0);
-	pthread_mutex_lock(&x->g.t->ev_lock);
-	assert_int_equal(x->g.t->ev_dropped, dropped + 2);
-	assert_int_equal(x->g.t->ev_count, 0);
+	pthread_mutex_lock(&x->g.t->ev_lock); /* read under the lock, asserted outside it */
+	after = x->g.t->ev_dropped;
+	waiting = x->g.t->ev_count;
 	pthread_mutex_unlock(&x->g.t->ev_lock);
+	assert_int_equal(after, dropped + 2);
+	assert_int_equal(waiting, 0);
 	assert_int_equal(fe_connect(&x->fe, x->g.sock), 0);
 	assert_true(reported(x, 4));
 	assert_int_equal(tur(x, 4, &asc), 6);
