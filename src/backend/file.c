@@ -182,7 +182,8 @@ static int file_resize(struct vs_backend *be, uint64_t new_size, char *err, size
 	if (new_size > INT64_MAX || ftruncate(be->file.fd, (off_t)new_size) < 0) {
 		int rc = new_size > INT64_MAX ? -EFBIG : -errno;
 
-		vs_fail(err, errlen, rc, "ftruncate to %llu bytes", (unsigned long long)new_size);
+		vs_fail(err, errlen, rc, "ftruncate to %llu bytes: %s", (unsigned long long)new_size,
+			strerror(-rc));
 		return rc;
 	}
 	return 0;

@@ -87,7 +87,7 @@ static int ram_resize(struct vs_backend *be, uint64_t new_size, char *err, size_
 	if (mprotect((char *)be->ram.mem + from, new_size - from, PROT_READ | PROT_WRITE) < 0) {
 		int rc = -errno;
 
-		vs_fail(err, errlen, rc, "mprotect");
+		vs_fail(err, errlen, rc, "cannot grow the mapping: %s", strerror(-rc));
 		return rc;
 	}
 	return 0;
