@@ -108,8 +108,9 @@ bool vs_backend_durable(const struct vs_backend *be);
  * ("rbd:POOL/IMAGE-ID"), or "" when the backend has none of its own (the caller then
  * names it, e.g. by its file's real path). */
 const char *vs_backend_identity(const struct vs_backend *be);
-/* The backend's size changed to new_size bytes.  Runs on a thread of the backend's own,
- * never inside a vs_backend_* call of the caller's. */
+/* The backend's size changed to new_size bytes.  Runs on a thread of the backend's own
+ * (an RBD image resized by its owner), or inside vs_backend_resize() on its caller's;
+ * never inside another vs_backend_* call. */
 typedef void (*vs_backend_size_fn)(void *arg, uint64_t old_size, uint64_t new_size);
 /* Be told when the size changes (one watcher per backend: -EBUSY if another watches).
  * Backends whose size cannot change never call it. */
@@ -117,6 +118,13 @@ int vs_backend_watch_size(struct vs_backend *be, vs_backend_size_fn fn, void *ar
 /* Stop watching (arg as given to vs_backend_watch_size); once it returns, fn is not
  * running and will not run again. */
 void vs_backend_unwatch_size(struct vs_backend *be, void *arg);
+/* Grow or shrink the storage to new_size bytes while it is in use (bios in flight finish
+ * against the old or the new size), then tell the size watcher (on the caller's thread).
+ * file: ftruncate (regular files only); ram: grows (up to max(64 GiB, the size it was
+ * opened with): the address range reserved at open).  0, or -errno with err set:
+ * -ENOTSUP (null, rbd, a block device, ram shrinking, read-only), -ENOSPC (ram beyond
+ * its reservation), the system call's error. */
+int vs_backend_resize(struct vs_backend *be, uint64_t new_size, char *err, size_t errlen);
 /* Built with the rbd backend (librbd was found when vioscope was built). */
 bool vs_backend_have_rbd(void);
 /* Alignment O_DIRECT needs for buffers, offsets and lengths (1 when buffered). */
