@@ -233,24 +233,31 @@ struct churn {
 	struct vs_target *tg;
 	int rc;
 	char err[256];
+	unsigned cycles;
+	unsigned io_rounds; /* atomic: the I/O thread's rounds so far */
 	int done;
 };
 
+/* At least 30 adds and removes, and on until the I/O thread has done 30 rounds, so that
+ * the two overlap however the threads are scheduled (60 s at most). */
 static void *churn_main(void *arg)
 {
 	struct churn *c = arg;
 	struct vs_target_lun l = {5, "ram=1M"};
+	uint64_t end = now_ms() + 60000;
 
-	for (unsigned i = 0; i < 30 && !c->rc; i++) {
+	while ((c->cycles < 30 || __atomic_load_n(&c->io_rounds, __ATOMIC_ACQUIRE) < 30) &&
+	       !c->rc && now_ms() < end) {
 		if ((c->rc = vs_target_lun_add(c->tg, &l, c->err, sizeof(c->err))))
 			break;
 		c->rc = vs_target_lun_remove(c->tg, 5, c->err, sizeof(c->err));
+		c->cycles++;
 	}
 	__atomic_store_n(&c->done, 1, __ATOMIC_RELEASE);
 	return NULL;
 }
 
-/* 30 adds and removes of another LUN while this thread writes and verifies LUN 0: no I/O
+/* Adds and removes of another LUN while this thread writes and verifies LUN 0: no I/O
  * error, every byte as written; the initiator ends with the table the target has. */
 static void test_churn_under_io(void **state)
 {
@@ -266,11 +273,13 @@ static void test_churn_under_io(void **state)
 	while (!__atomic_load_n(&c.done, __ATOMIC_ACQUIRE) && now_ms() < end) {
 		write_read(x, 0, (rounds % 64) * 128, rounds);
 		rounds++;
+		__atomic_store_n(&c.io_rounds, rounds, __ATOMIC_RELEASE);
 	}
 	assert_int_equal(pthread_join(thr, NULL), 0);
 	if (c.rc)
 		fail_msg("add/remove: %d %s", c.rc, c.err);
-	assert_true(rounds > 0);
+	assert_true(rounds >= 30);
+	assert_true(c.cycles >= 30);
 	/* The last event (a removal) leads to a table with LUN 0 alone. */
 	while (vs_ini_lun_count(x->ini) != 1 || lun_index(x, 5, &info) >= 0) {
 		if (now_ms() > end)

@@ -377,25 +377,32 @@ struct churn {
 	struct vs_target *t;
 	int rc; /* the first failure, reported to the test thread */
 	char err[256];
-	volatile int done;
+	unsigned cycles;
+	unsigned io_rounds; /* atomic: the I/O thread's rounds so far */
+	int done;
 };
 
+/* At least 100 adds and removes of LUN 2, and on until the I/O thread has done 30
+ * rounds, so that the two overlap however the threads are scheduled (60 s at most). */
 static void *churn_main(void *arg)
 {
 	struct churn *c = arg;
 	struct vs_target_lun l = {2, "ram=4M"};
+	uint64_t deadline = vs_mono_ns() + 60000000000ull;
 
-	for (unsigned i = 0; i < 100 && !c->rc; i++) {
+	while ((c->cycles < 100 || __atomic_load_n(&c->io_rounds, __ATOMIC_ACQUIRE) < 30) &&
+	       !c->rc && vs_mono_ns() < deadline) {
 		if ((c->rc = vs_target_lun_add(c->t, &l, c->err, sizeof(c->err))))
 			break;
 		c->rc = vs_target_lun_remove(c->t, 2, c->err, sizeof(c->err));
+		c->cycles++;
 	}
 	__atomic_store_n(&c->done, 1, __ATOMIC_RELEASE);
 	return NULL;
 }
 
-/* 100 adds and removes of LUN 2 on another thread while this one writes and reads back
- * LUN 1: every command GOOD, every byte as written; every change succeeded. */
+/* Adds and removes of LUN 2 on another thread while this one writes and reads back LUN 1:
+ * every command GOOD, every byte as written; every change succeeded. */
 static void test_churn_under_io(void **state)
 {
 	struct fx *x = *state;
@@ -408,12 +415,13 @@ static void test_churn_under_io(void **state)
 	while (!__atomic_load_n(&c.done, __ATOMIC_ACQUIRE) && vs_mono_ns() < deadline) {
 		write_read(x, 1, (rounds % 256) * 8, (uint8_t)rounds);
 		rounds++;
+		__atomic_store_n(&c.io_rounds, rounds, __ATOMIC_RELEASE);
 	}
 	assert_int_equal(pthread_join(thr, NULL), 0);
 	if (c.rc)
 		fail_msg("add/remove failed: %d %s", c.rc, c.err);
-	assert_true(__atomic_load_n(&c.done, __ATOMIC_ACQUIRE));
-	assert_true(rounds > 0);
+	assert_true(c.cycles >= 100);
+	assert_true(rounds >= 30);
 }
 
 /* With no frontend connected, changes still work; their events are dropped (counted), and
