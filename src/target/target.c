@@ -391,8 +391,10 @@ static int target_create(struct vs_target **out, const struct vs_target_config *
 		t->nworkers = t->num_queues; /* more would idle */
 	pthread_mutex_init(&t->tmf_lock, NULL);
 	pthread_cond_init(&t->tmf_cond, NULL);
+	ts_init(t);
 	t->workers = calloc(t->nworkers, sizeof(*t->workers));
 	if (!t->workers) {
+		ts_fini(t);
 		free(t);
 		return fail(err, errlen, -ENOMEM, "out of memory");
 	}
@@ -535,6 +537,7 @@ int vs_target_destroy(struct vs_target *t)
 		vs_backend_close(t->be[i]);
 	pthread_mutex_destroy(&t->tmf_lock);
 	pthread_cond_destroy(&t->tmf_cond);
+	ts_fini(t);
 	free(t->workers);
 	VS_INFO(INIT, "target stopped%s", rc ? " (flush failed)" : "");
 	free(t);
