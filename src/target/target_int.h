@@ -36,11 +36,11 @@ struct tq;
  * over the workers.  Latency histograms are log-linear over clock ticks: values below
  * 2^TS_SUB_BITS ticks exactly, above that 2^TS_SUB_BITS sub-buckets per power of two, so a
  * bucket spans at most 1/32 of the values in it; from 2^(TS_MAX_EXP+1) ticks on (about
- * 45 minutes at 3 GHz) one last bucket. */
+ * 48 minutes at 3 GHz) one last bucket, the overflow. */
 #define TS_SUB_BITS 5
 #define TS_SUB	    (1u << TS_SUB_BITS)
 #define TS_MAX_EXP  42
-#define TS_BUCKETS  ((TS_MAX_EXP - TS_SUB_BITS + 2) * TS_SUB)
+#define TS_BUCKETS  ((TS_MAX_EXP - TS_SUB_BITS + 2) * TS_SUB + 1) /* + the overflow one */
 
 #ifndef VS_STATS /* -DVIOSCOPE_STATS=OFF: compiled out, to measure what they cost */
 #define VS_STATS 1
