@@ -120,26 +120,28 @@ static inline void ts_req_start(struct tq *q, struct treq *r)
 		ls = q->w->ts[r->lun];
 		if (__builtin_expect(!ls, 0))
 			ls = ts_lun_make(q->w, r->lun); /* once per worker and LUN */
-		if (ls)
-			ts_add(&ls->popped, 1);
+		if (ls) {
+			ts_write_begin(ls);
+			ts_add(&ls->c.popped, 1);
+			ts_write_end(ls);
+		}
 	}
 	r->ls = ls;
 	ts_add(&q->ts.popped, 1);
 }
 
-static __attribute__((noinline, cold)) void ts_sense(struct ts_lun *ls, const struct vs_scsi_cmd *cmd)
+static __attribute__((noinline, cold)) void ts_sense(struct ts_lun *ls,
+						     const struct vs_scsi_cmd *cmd)
 {
 	/* Fixed format (70h/71h): key in byte 2; descriptor format (72h/73h): byte 1. */
 	bool desc = (cmd->sense[0] & 0x7e) == 0x72;
 
 	if (cmd->sense_len > (desc ? 1 : 2))
-		ts_add(&ls->sense[cmd->sense[desc ? 1 : 2] & 0x0f], 1);
+		ts_add(&ls->c.sense[cmd->sense[desc ? 1 : 2] & 0x0f], 1);
 }
 
-/* The request's response is about to be pushed.  The completion counts are stored with
- * release after everything else: a reader that sees them sees the rest (and the pop). */
-static inline void ts_req_end(struct tq *q, struct treq *r, uint8_t response, size_t in,
-			      size_t out)
+/* The request's response is about to be pushed. */
+static inline void ts_req_end(struct tq *q, struct treq *r, uint8_t response, size_t in, size_t out)
 {
 	struct ts_lun *ls = r->ls;
 	unsigned k = r->ts_kind;
@@ -149,18 +151,22 @@ static inline void ts_req_end(struct tq *q, struct treq *r, uint8_t response, si
 	ts_add(&q->ts.requests, 1);
 	ts_add(&q->ts.bytes, in + out);
 	if (ls) {
+		uint64_t lat = k <= TS_WRITE ? ts_now(q->t) - r->t_pop : 0;
+
+		ts_write_begin(ls);
 		if (k <= TS_WRITE) {
-			ts_add(&ls->hist[k][ts_bucket(ts_now(q->t) - r->t_pop)], 1);
+			ts_add(&ls->hist[k][ts_bucket(lat)], 1);
 			if (k == TS_READ)
-				ts_add(&ls->read_bytes, in);
+				ts_add(&ls->c.read_bytes, in);
 			else
-				ts_add(&ls->write_bytes, out);
+				ts_add(&ls->c.write_bytes, out);
 		}
 		if (response != VS_VIRTIO_SCSI_S_OK)
-			ts_add(&ls->failures, 1);
+			ts_add(&ls->c.failures, 1);
 		else if (r->cmd.status == VS_SCSI_CHECK_CONDITION)
 			ts_sense(ls, &r->cmd);
-		__atomic_store_n(&ls->kind[k], ls->kind[k] + 1, __ATOMIC_RELEASE);
+		ts_add(&ls->c.kind[k], 1);
+		ts_write_end(ls);
 	}
 	__atomic_store_n(&q->ts.pushed, q->ts.pushed + 1, __ATOMIC_RELEASE);
 }

@@ -10,10 +10,12 @@
  * converted to ns only by the reader, else CLOCK_MONOTONIC.
  *
  * Clearing (a LUN added at run time) never touches the workers' blocks: it snapshots their
- * sum as the LUN's baseline, which readers subtract.  Every counter only grows, so a
- * snapshot taken while a worker writes is at most what any later read sees.
+ * sum as the LUN's baseline, which readers subtract.  Every counter only grows and each
+ * worker's counts are taken whole (a sequence count), so a baseline is at most what any
+ * later read sees, and consistent with it.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -23,8 +25,8 @@
 
 #include "target/target_int.h"
 
-#define TS_WORDS (sizeof(struct ts_lun) / sizeof(uint64_t))
-_Static_assert(sizeof(struct ts_lun) % sizeof(uint64_t) == 0, "struct ts_lun: only uint64_t");
+#define TS_WORDS (sizeof(struct ts_counts) / sizeof(uint64_t))
+_Static_assert(sizeof(struct ts_counts) % sizeof(uint64_t) == 0, "struct ts_counts: only uint64_t");
 
 /* ---- the clock ---------------------------------------------------------------------------- */
 static struct {
@@ -163,24 +165,43 @@ struct ts_lun *ts_lun_make(struct worker *w, unsigned lun)
 	return ls;
 }
 
-/* The sum over the workers of LUN id's blocks (sum zeroed by the caller); false when no
- * worker has served it yet.  The words are loaded in order, so the completions (kind[])
- * before popped: in flight = popped - completions never goes below 0. */
-static bool lun_sum(struct vs_target *t, unsigned id, uint64_t *sum)
+/* Add a worker's counts to sum, as of one moment: the seqlock's read side (retried while
+ * the worker was writing them; it writes a few words per request, so it finishes soon). */
+static void counts_add(const struct ts_lun *ls, uint64_t *sum)
 {
-	bool any = false;
+	const uint64_t *w = (const uint64_t *)&ls->c;
+	uint64_t copy[TS_WORDS];
 
+	for (unsigned tries = 0;; tries++) {
+		uint64_t s0 = __atomic_load_n(&ls->seq, __ATOMIC_ACQUIRE), s1;
+
+		for (size_t k = 0; k < TS_WORDS; k++)
+			copy[k] = __atomic_load_n(&w[k], __ATOMIC_RELAXED);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		s1 = __atomic_load_n(&ls->seq, __ATOMIC_RELAXED);
+		if (!(s0 & 1) && s0 == s1)
+			break;
+		if (tries > 100)
+			sched_yield(); /* the worker was preempted while writing */
+	}
+	for (size_t k = 0; k < TS_WORDS; k++)
+		sum[k] += copy[k];
+}
+
+/* The sum over the workers of LUN id's blocks, into sum (zeroed by the caller). */
+static void lun_sum(struct vs_target *t, unsigned id, struct ts_lun *sum)
+{
 	for (unsigned i = 0; i < t->nworkers; i++) {
 		const struct ts_lun *ls = __atomic_load_n(&t->workers[i].ts[id], __ATOMIC_ACQUIRE);
-		const uint64_t *w = (const uint64_t *)ls;
 
 		if (!ls)
 			continue;
-		any = true;
-		for (size_t k = 0; k < TS_WORDS; k++)
-			sum[k] += __atomic_load_n(&w[k], __ATOMIC_ACQUIRE);
+		counts_add(ls, (uint64_t *)&sum->c);
+		for (unsigned d = 0; d < 2; d++)
+			for (unsigned b = 0; b < TS_BUCKETS; b++)
+				sum->hist[d][b] +=
+				    __atomic_load_n(&ls->hist[d][b], __ATOMIC_RELAXED);
 	}
-	return any;
 }
 
 void tgt_stats_lun_clear(struct vs_target *t, unsigned id)
@@ -201,7 +222,7 @@ void tgt_stats_lun_clear(struct vs_target *t, unsigned id)
 		t->ts_base[id] = base;
 	}
 	memset(base, 0, sizeof(*base));
-	lun_sum(t, id, (uint64_t *)base);
+	lun_sum(t, id, base);
 	pthread_mutex_unlock(&t->ts_lock);
 }
 
@@ -219,34 +240,44 @@ static uint64_t ticks_ns(const struct vs_target *t, uint64_t ticks)
 	return ns >= 18446744073709551615.0 ? UINT64_MAX : (uint64_t)ns;
 }
 
+static void sub_clamped(uint64_t *a, const uint64_t *b, size_t n)
+{
+	for (size_t k = 0; k < n; k++)
+		a[k] = a[k] > b[k] ? a[k] - b[k] : 0;
+}
+
 /* Under ts_lock; sum: scratch. */
 static void lun_read(struct vs_target *t, unsigned id, struct ts_lun *sum,
 		     struct vs_target_lun_stats *out)
 {
-	uint64_t *s = (uint64_t *)sum, completed = 0;
-	const uint64_t *base = (const uint64_t *)t->ts_base[id];
+	const struct ts_lun *base = t->ts_base[id];
+	struct ts_counts *c = &sum->c;
+	uint64_t completed = 0;
 
 	memset(sum, 0, sizeof(*sum));
 	memset(out, 0, sizeof(*out));
 	out->id = id;
-	lun_sum(t, id, s);
+	lun_sum(t, id, sum);
 	/* Not cleared: what is in flight now, whatever the baseline. */
 	for (unsigned k = 0; k < TS_KINDS; k++)
-		completed += sum->kind[k];
-	out->in_flight = sum->popped > completed ? sum->popped - completed : 0;
-	if (base)
-		for (size_t k = 0; k < TS_WORDS; k++)
-			s[k] = s[k] > base[k] ? s[k] - base[k] : 0;
+		completed += c->kind[k];
+	out->in_flight = c->popped > completed ? c->popped - completed : 0;
+	if (base) {
+		/* Each worker's counts only grow, and the baseline took them whole: no count
+		 * goes below it.  A histogram read while a request was being counted may. */
+		sub_clamped((uint64_t *)c, (const uint64_t *)&base->c, TS_WORDS);
+		sub_clamped(&sum->hist[0][0], &base->hist[0][0], 2 * TS_BUCKETS);
+	}
 
-	out->reads = sum->kind[TS_READ];
-	out->writes = sum->kind[TS_WRITE];
-	out->flushes = sum->kind[TS_FLUSH];
-	out->unmaps = sum->kind[TS_UNMAP];
-	out->others = sum->kind[TS_OTHER];
-	out->read_bytes = sum->read_bytes;
-	out->write_bytes = sum->write_bytes;
-	memcpy(out->sense_keys, sum->sense, sizeof(out->sense_keys));
-	out->failures = sum->failures;
+	out->reads = c->kind[TS_READ];
+	out->writes = c->kind[TS_WRITE];
+	out->flushes = c->kind[TS_FLUSH];
+	out->unmaps = c->kind[TS_UNMAP];
+	out->others = c->kind[TS_OTHER];
+	out->read_bytes = c->read_bytes;
+	out->write_bytes = c->write_bytes;
+	memcpy(out->sense_keys, c->sense, sizeof(out->sense_keys));
+	out->failures = c->failures;
 	out->read_p50_ns = ticks_ns(t, ts_percentile(sum->hist[TS_READ], 0.50));
 	out->read_p99_ns = ticks_ns(t, ts_percentile(sum->hist[TS_READ], 0.99));
 	out->read_p999_ns = ticks_ns(t, ts_percentile(sum->hist[TS_READ], 0.999));
@@ -281,8 +312,13 @@ unsigned vs_target_queue_stats(struct vs_target *t, struct vs_target_queue_stats
 {
 	for (unsigned i = 0; i < t->num_queues && i < max; i++) {
 		const struct ts_queue *qs = &t->q[VS_VIRTIO_SCSI_VQ_REQ0 + i].ts;
-		uint64_t pushed = __atomic_load_n(&qs->pushed, __ATOMIC_ACQUIRE);
-		uint64_t popped = __atomic_load_n(&qs->popped, __ATOMIC_ACQUIRE);
+		uint64_t pushed, popped;
+
+		/* pushed unchanged around the load of popped: both as of that load. */
+		do {
+			pushed = __atomic_load_n(&qs->pushed, __ATOMIC_ACQUIRE);
+			popped = __atomic_load_n(&qs->popped, __ATOMIC_ACQUIRE);
+		} while (__atomic_load_n(&qs->pushed, __ATOMIC_ACQUIRE) != pushed);
 
 		out[i] = (struct vs_target_queue_stats){
 		    .queue = i,

@@ -48,20 +48,40 @@ struct tq;
 
 enum ts_kind { TS_READ, TS_WRITE, TS_FLUSH, TS_UNMAP, TS_OTHER, TS_KINDS };
 
-/* One worker's counts for one LUN, allocated by the worker the first time it serves the
- * LUN and kept until the target is destroyed.  Only uint64_t words: the reader sums and
- * subtracts them as an array.  popped is last: the reader loads the completions before it
- * (see ts_lun_in_flight). */
-struct ts_lun {
+/* One worker's counts for one LUN.  Only uint64_t words: the reader sums and subtracts
+ * them as an array. */
+struct ts_counts {
 	uint64_t kind[TS_KINDS];	  /* completed, by enum ts_kind */
 	uint64_t read_bytes, write_bytes; /* data moved by reads and writes */
 	uint64_t sense[16];		  /* CHECK CONDITION, by sense key */
 	uint64_t failures;		  /* virtio response other than OK */
-	uint64_t hist[2][TS_BUCKETS];	  /* latency ticks of reads [0] and writes [1] */
 	uint64_t popped;
 };
 
-/* A request queue's counts (its owner writes them; the control queue counts notifies). */
+/* Allocated by the worker the first time it serves the LUN, kept until the target is
+ * destroyed.  The counts change under a sequence count (odd while the worker writes), so
+ * that a reader takes them whole, as of one moment: in flight (popped - completed) and
+ * bytes against commands stay exact however long the reader is preempted.  The
+ * histograms are read as they are. */
+struct ts_lun {
+	uint64_t seq;
+	struct ts_counts c;
+	uint64_t hist[2][TS_BUCKETS]; /* latency ticks of reads [0] and writes [1] */
+};
+
+static inline void ts_write_begin(struct ts_lun *ls)
+{
+	__atomic_store_n(&ls->seq, ls->seq + 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE); /* x86: a compiler barrier */
+}
+
+static inline void ts_write_end(struct ts_lun *ls)
+{
+	__atomic_store_n(&ls->seq, ls->seq + 1, __ATOMIC_RELEASE);
+}
+
+/* A request queue's counts (its owner writes them; the control queue counts notifies).
+ * In flight = popped - pushed: the reader reads pushed around popped (stats.c). */
 struct ts_queue {
 	uint64_t requests; /* commands answered (also those to a missing target) */
 	uint64_t bytes;	   /* data moved, either direction */
@@ -104,7 +124,7 @@ struct treq {
 	uint8_t abort_resp;		/* 0, or VS_VIRTIO_SCSI_S_ABORTED/RESET (under q->lock) */
 	bool tmf_wait;			/* a TMF waits for this one (under q->lock) */
 	uint64_t t_start;		/* arrival time, ns (all flavour only) */
-	uint64_t t_pop;			/* arrival time, stats clock ticks (ts_now) */
+	uint64_t t_pop;			/* arrival time, stats clock ticks (reads, writes) */
 	struct ts_lun *ls;		/* the worker's stats of this LUN, or NULL */
 	uint8_t ts_kind;		/* enum ts_kind */
 	size_t data_in_len;		/* writable bytes after the response header */
@@ -225,7 +245,7 @@ struct vs_target {
 	uint64_t connections;
 
 	/* statistics: the clock, and what a LUN's counters read as zero (stats.c) */
-	bool ts_tsc;		/* ticks are TSC cycles (else CLOCK_MONOTONIC ns) */
+	bool ts_tsc; /* ticks are TSC cycles (else CLOCK_MONOTONIC ns) */
 	double ts_ns_per_tick;
 	pthread_mutex_t ts_lock; /* ts_base, and readers against clears */
 	struct ts_lun *ts_base[VS_TARGET_MAX_LUNS];
