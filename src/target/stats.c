@@ -166,7 +166,8 @@ struct ts_lun *ts_lun_make(struct worker *w, unsigned lun)
 }
 
 /* Add a worker's counts to sum, as of one moment: the seqlock's read side (retried while
- * the worker was writing them; it writes a few words per request, so it finishes soon). */
+ * the worker was writing them; it writes a few words per request, so it finishes soon).
+ * popped is the last word loaded (see struct ts_lun). */
 static void counts_add(const struct ts_lun *ls, uint64_t *sum)
 {
 	const uint64_t *w = (const uint64_t *)&ls->c;
@@ -311,21 +312,14 @@ unsigned vs_target_lun_stats(struct vs_target *t, struct vs_target_lun_stats *ou
 unsigned vs_target_queue_stats(struct vs_target *t, struct vs_target_queue_stats *out, unsigned max)
 {
 	for (unsigned i = 0; i < t->num_queues && i < max; i++) {
-		const struct ts_queue *qs = &t->q[VS_VIRTIO_SCSI_VQ_REQ0 + i].ts;
-		uint64_t pushed, popped;
-
-		/* pushed unchanged around the load of popped: both as of that load. */
-		do {
-			pushed = __atomic_load_n(&qs->pushed, __ATOMIC_ACQUIRE);
-			popped = __atomic_load_n(&qs->popped, __ATOMIC_ACQUIRE);
-		} while (__atomic_load_n(&qs->pushed, __ATOMIC_ACQUIRE) != pushed);
+		const struct tq *q = &t->q[VS_VIRTIO_SCSI_VQ_REQ0 + i];
 
 		out[i] = (struct vs_target_queue_stats){
 		    .queue = i,
-		    .requests = __atomic_load_n(&qs->requests, __ATOMIC_ACQUIRE),
-		    .bytes = __atomic_load_n(&qs->bytes, __ATOMIC_ACQUIRE),
-		    .in_flight = popped > pushed ? popped - pushed : 0,
-		    .notifies = __atomic_load_n(&qs->notifies, __ATOMIC_ACQUIRE),
+		    .requests = __atomic_load_n(&q->ts.requests, __ATOMIC_RELAXED),
+		    .bytes = __atomic_load_n(&q->ts.bytes, __ATOMIC_RELAXED),
+		    .in_flight = __atomic_load_n(&q->inflight, __ATOMIC_RELAXED),
+		    .notifies = __atomic_load_n(&q->ts.notifies, __ATOMIC_RELAXED),
 		};
 	}
 	return t->num_queues;
