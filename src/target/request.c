@@ -141,7 +141,8 @@ static __attribute__((noinline, cold)) void ts_sense(struct ts_lun *ls,
 }
 
 /* The request's response is about to be pushed. */
-static inline __attribute__((always_inline)) void ts_req_end(struct tq *q, struct treq *r, uint8_t response, size_t in, size_t out)
+static inline __attribute__((always_inline)) void ts_req_end(struct tq *q, struct treq *r,
+							     uint8_t response, size_t in, size_t out)
 {
 	struct ts_lun *ls = r->ls;
 	unsigned k = r->ts_kind;
