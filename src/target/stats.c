@@ -85,11 +85,16 @@ void ts_init(struct vs_target *t)
 	pthread_mutex_init(&t->ts_lock, NULL);
 }
 
+void ts_worker_fini(struct worker *w)
+{
+	for (unsigned id = 0; id < VS_TARGET_MAX_LUNS; id++) {
+		free(w->ts[id]);
+		w->ts[id] = NULL;
+	}
+}
+
 void ts_fini(struct vs_target *t)
 {
-	for (unsigned i = 0; t->workers && i < t->nworkers; i++)
-		for (unsigned id = 0; id < VS_TARGET_MAX_LUNS; id++)
-			free(t->workers[i].ts[id]);
 	for (unsigned id = 0; id < VS_TARGET_MAX_LUNS; id++)
 		free(t->ts_base[id]);
 	pthread_mutex_destroy(&t->ts_lock);

@@ -311,6 +311,8 @@ bool vs_target__failed(const struct vs_target *t);
 /* stats.c */
 void ts_init(struct vs_target *t);
 void ts_fini(struct vs_target *t);
+/* The worker's LUN blocks (worker_fini: no reader may run any more). */
+void ts_worker_fini(struct worker *w);
 /* Make LUN id's counters read as zero from now on (a LUN added at run time); any thread,
  * while workers count: they never see it. */
 void tgt_stats_lun_clear(struct vs_target *t, unsigned id);

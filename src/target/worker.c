@@ -633,6 +633,7 @@ void worker_fini(struct worker *w)
 	if (w->cmd_fd >= 0)
 		close(w->cmd_fd);
 	free(w->scratch);
+	ts_worker_fini(w);
 	pthread_mutex_destroy(&w->lock);
 	pthread_cond_destroy(&w->cond);
 	memset(w, 0, sizeof(*w));
