@@ -101,11 +101,12 @@ int tq_lun_open(struct vs_target *t, const struct vs_target_lun *l, char *err, s
 		rc = tq_err(err, errlen, -ENOMEM, "LUN %u: out of memory", l->id);
 		goto fail;
 	}
-	t->be[l->id] = be;
+	/* atomic: the statistics' readers look at be[] without luns_lock */
+	__atomic_store_n(&t->be[l->id], be, __ATOMIC_RELEASE);
 	if ((rc = vs_scsi_dev_attach(t->dev, l->id, lun))) {
 		free(t->spec[l->id]);
 		t->spec[l->id] = NULL;
-		t->be[l->id] = NULL;
+		__atomic_store_n(&t->be[l->id], NULL, __ATOMIC_RELEASE);
 		rc = tq_err(err, errlen, rc, "LUN %u: attach: %s", l->id, strerror(-rc));
 		goto fail;
 	}
@@ -135,9 +136,7 @@ int vs_target_lun_add(struct vs_target *t, const struct vs_target_lun *l, char *
 			: tq_err(err, errlen, -EEXIST, "LUN %u exists (%s)", l->id, t->spec[l->id]);
 		goto out;
 	}
-	/* issue 14: counters of an added LUN start at 0.  The lead wires this call when the
-	 * stats branch (which defines it) is merged:
-	 * tgt_stats_lun_clear(t, l->id); */
+	tgt_stats_lun_clear(t, l->id); /* the statistics of an added LUN start at 0 */
 	if ((rc = tq_lun_open(t, l, err, errlen)))
 		goto out;
 	VS_INFO(EVENT, "LUN %u added at run time: %s", l->id, l->spec);
@@ -222,7 +221,7 @@ int vs_target_lun_remove(struct vs_target *t, unsigned id, char *err, size_t err
 	if ((rc = tq_flush_backends(&be, 1)))
 		tq_err(err, errlen, rc, "LUN %u removed, but its final flush failed", id);
 	vs_backend_close(be);
-	t->be[id] = NULL;
+	__atomic_store_n(&t->be[id], NULL, __ATOMIC_RELEASE);
 	VS_INFO(EVENT, "LUN %u removed at run time (was %s)", id, t->spec[id]);
 	free(t->spec[id]);
 	t->spec[id] = NULL;

@@ -94,8 +94,11 @@ void tq__notify(struct tq *q, const char *caller)
 	if (n && q->call_fd >= 0) {
 		if (__builtin_expect((rc = fe_signal(q->call_fd)) != 0, 0))
 			fe_signal_failed(q, &q->call_fd, "call", rc);
-		else
+		else {
 			wstat_inc(&q->w->st.notifies);
+			if (VS_STATS)
+				ts_add(&q->ts.notifies, 1);
+		}
 	} else if (n) {
 		q->missed_signal = true; /* given to the next call fd */
 	}
@@ -127,7 +130,7 @@ static __attribute__((noinline, cold)) void kick_failed(struct worker *w, struct
 static int q_start(struct worker *w, struct tq *q)
 {
 	q->stopping = q->dead = q->throttled = q->unsignalled = q->missed_signal = false;
-	q->inflight = 0;
+	tq_inflight_set(q, 0);
 	q->polled = w->poll || q->kick_fd < 0;
 	if (!q->polled) {
 		/* Edge-triggered, never read: see the top of the file. */
@@ -351,6 +354,8 @@ void worker_manual_settle(struct vs_target *t)
 /* ---- the loop ------------------------------------------------------------------------------- */
 void worker_pass(struct worker *w)
 {
+	if (VS_STATS)
+		w->ts_pass = 0; /* ts_pass_now: read again at this pass's first use */
 	if (w->io && vs_io_ctx_pending(w->io)) {
 		int rc = vs_io_ctx_reap(w->io, false);
 		if (rc < 0)
@@ -641,6 +646,7 @@ void worker_fini(struct worker *w)
 	if (w->cmd_fd >= 0)
 		close(w->cmd_fd);
 	free(w->scratch);
+	ts_worker_fini(w);
 	pthread_mutex_destroy(&w->lock);
 	pthread_cond_destroy(&w->cond);
 	memset(w, 0, sizeof(*w));
