@@ -98,6 +98,38 @@ int vs_target_flush(struct vs_target *t);
 
 void vs_target_get_stats(const struct vs_target *t, struct vs_target_stats *s);
 
+/* Run-time LUN management.  Any thread, while the target runs (a frontend connected or
+ * not); one change at a time (they serialise).  err (when not NULL) says what was wrong.
+ * The guest is told through the event queue (virtio-scsi 5.6.6.3): add and remove send
+ * VIRTIO_SCSI_T_TRANSPORT_RESET (reason RESCAN / REMOVED) for that LUN; resize sends
+ * VIRTIO_SCSI_T_PARAM_CHANGE (ASC 0x2a ASCQ 0x09) and raises CAPACITY DATA HAS CHANGED
+ * on the LUN.  Events find the driver's buffers later if it has none posted (the next one
+ * carries EVENTS_MISSED when more than 64 waited); with no frontend connected they are
+ * dropped (a driver that connects scans anyway).  See docs/TARGET.md. */
+int vs_target_lun_add(struct vs_target *t, const struct vs_target_lun *lun, char *err,
+		      size_t errlen); /* -EEXIST, -EINVAL, or the backend open's -errno; -EBUSY:
+					 the id's earlier removal is unfinished */
+/* New commands to the LUN get LOGICAL UNIT NOT SUPPORTED at once; requests in flight
+ * complete normally first (waited for up to worker_timeout_ms: else -ETIMEDOUT, the LUN
+ * stays gone for the driver and its backend open until a later remove succeeds); then
+ * the backend is flushed and closed.  -ENOENT; the flush's error (the LUN is removed). */
+int vs_target_lun_remove(struct vs_target *t, unsigned id, char *err, size_t errlen);
+/* file: grows or shrinks (ftruncate); ram: grows.  -ENOENT, -EINVAL (not a whole number
+ * of blocks, 0), -ENOTSUP (null, rbd, a block device, read-only, ram shrink), -ENOSPC
+ * (ram beyond its reservation), the system call's -errno.  The same size: 0, no event. */
+int vs_target_lun_resize(struct vs_target *t, unsigned id, uint64_t new_bytes, char *err,
+			 size_t errlen);
+struct vs_target_lun_info {
+	unsigned id;
+	char spec[256]; /* as given (truncated if longer) */
+	char kind[8];	/* "file", "ram", "null", "rbd" */
+	uint64_t bytes;
+	uint32_t block_size;
+	bool read_only;
+};
+/* The LUNs present, ascending id, at most max of them: how many there are. */
+unsigned vs_target_lun_list(struct vs_target *t, struct vs_target_lun_info *out, unsigned max);
+
 /* The virtio feature bits the device offers (vhost adds PROTOCOL_FEATURES). */
 uint64_t vs_target_device_features(void);
 

@@ -217,6 +217,31 @@ void vs_backend_size_changed(struct vs_backend *be, uint64_t new_size)
 	pthread_mutex_unlock(&be->size_lock);
 }
 
+int vs_backend_resize(struct vs_backend *be, uint64_t new_size, char *err, size_t errlen)
+{
+	uint64_t old = vs_backend_size(be);
+	int rc;
+
+	if (err && errlen)
+		*err = 0;
+	if (!be->ops->resize || be->ro) {
+		vs_fail(err, errlen, 0, "a %s%s backend cannot be resized here%s",
+			be->ro ? "read-only " : "", be->ops->kind,
+			!strcmp(be->ops->kind, "rbd") ? " (resize the image: the LUN follows)" : "");
+		return -ENOTSUP;
+	}
+	if (new_size == old)
+		return 0;
+	if ((rc = be->ops->resize(be, new_size, err, errlen)) < 0) {
+		VS_ERROR(BACKEND, "%s backend: resize %llu -> %llu bytes: %s", be->ops->kind,
+			 (unsigned long long)old, (unsigned long long)new_size,
+			 err && *err ? err : strerror(-rc));
+		return rc;
+	}
+	vs_backend_size_changed(be, new_size);
+	return 0;
+}
+
 bool vs_backend_read_only(const struct vs_backend *be)
 {
 	return be->ro;

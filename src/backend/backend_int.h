@@ -30,6 +30,10 @@ struct vs_be_ops {
 	 * when the backend sent req out again (a next stage); else the bio completes with
 	 * *res (which the backend may rewrite: 0 or -errno). */
 	bool (*remote_again)(struct vs_io_ctx *ctx, struct vs_io_req *req, int64_t *res);
+	/* Change the storage to new_size bytes (vs_backend_resize checked it: writable,
+	 * not the current size); the caller then stores the size and tells the watcher.
+	 * NULL: the size is fixed (null) or changed only by its owner (rbd). */
+	int (*resize)(struct vs_backend *be, uint64_t new_size, char *err, size_t errlen);
 };
 
 struct vs_be_rbd; /* rbd.c */
@@ -58,7 +62,7 @@ struct vs_backend {
 		} file;
 		struct {
 			void *mem;
-			size_t map_len;
+			size_t map_len; /* the reservation: the most the LUN may grow to */
 		} ram;
 		struct vs_be_rbd *rbd;
 	};

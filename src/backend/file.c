@@ -172,11 +172,28 @@ static int file_read_sync(struct vs_backend *be, void *buf, uint64_t len, uint64
 	return 0;
 }
 
+/* Regular files only: a block device's size is its own. */
+static int file_resize(struct vs_backend *be, uint64_t new_size, char *err, size_t errlen)
+{
+	if (be->file.bdev) {
+		vs_fail(err, errlen, 0, "a block device cannot be resized here");
+		return -ENOTSUP;
+	}
+	if (new_size > INT64_MAX || ftruncate(be->file.fd, (off_t)new_size) < 0) {
+		int rc = new_size > INT64_MAX ? -EFBIG : -errno;
+
+		vs_fail(err, errlen, rc, "ftruncate to %llu bytes", (unsigned long long)new_size);
+		return rc;
+	}
+	return 0;
+}
+
 static const struct vs_be_ops file_ops = {
     .kind = "file",
     .submit = file_submit,
     .close = file_close,
     .read_sync = file_read_sync,
+    .resize = file_resize,
 };
 
 /* Direct I/O alignment: statx(STATX_DIOALIGN) where the kernel reports it (6.1+),

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * ram=SIZE: anonymous memory, reserved lazily (MAP_NORESERVE), so a large LUN costs
- * only what is written.  Bios complete synchronously and are handed to the context's
+ * only what is written.  The address range is reserved for up to RAM_RESERVE (or SIZE
+ * when larger) and only SIZE of it made accessible, so that the LUN can grow in place
+ * while workers use it (mprotect; the base never moves).  Bios complete synchronously and are handed to the context's
  * deferred list, so done() still runs from vs_io_ctx_reap().
  */
 #define _GNU_SOURCE
@@ -64,15 +66,44 @@ static int ram_read_sync(struct vs_backend *be, void *buf, uint64_t len, uint64_
 	return 0;
 }
 
+#define RAM_RESERVE (64ull << 30) /* address space, not memory */
+
+static int ram_resize(struct vs_backend *be, uint64_t new_size, char *err, size_t errlen)
+{
+	uint64_t old = vs_backend_size(be), pg = (uint64_t)sysconf(_SC_PAGESIZE);
+	uint64_t from = old / pg * pg;
+
+	if (new_size < old) {
+		vs_fail(err, errlen, 0, "a ram backend only grows (%llu -> %llu bytes)",
+			(unsigned long long)old, (unsigned long long)new_size);
+		return -ENOTSUP;
+	}
+	if (new_size > be->ram.map_len) {
+		vs_fail(err, errlen, 0, "a ram backend grows to at most %llu bytes",
+			(unsigned long long)be->ram.map_len);
+		return -ENOSPC;
+	}
+	/* From the page holding the old end: mprotect wants a page-aligned start. */
+	if (mprotect((char *)be->ram.mem + from, new_size - from, PROT_READ | PROT_WRITE) < 0) {
+		int rc = -errno;
+
+		vs_fail(err, errlen, rc, "mprotect");
+		return rc;
+	}
+	return 0;
+}
+
 static const struct vs_be_ops ram_ops = {
     .kind = "ram",
     .submit = ram_submit,
     .close = ram_close,
     .read_sync = ram_read_sync,
+    .resize = ram_resize,
 };
 
 int vs_be_ram_open(struct vs_backend *be, uint64_t size, char *err, size_t errlen)
 {
+	uint64_t reserve = size > RAM_RESERVE ? size : RAM_RESERVE;
 	void *mem;
 
 	if (size > SIZE_MAX) {
@@ -80,8 +111,20 @@ int vs_be_ram_open(struct vs_backend *be, uint64_t size, char *err, size_t errle
 			snprintf(err, errlen, "ram=%llu: too large", (unsigned long long)size);
 		return -ENOMEM;
 	}
-	mem = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE,
-		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	mem = mmap(NULL, (size_t)reserve, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+		   -1, 0);
+	if (mem == MAP_FAILED) { /* no room for growth: the size alone */
+		reserve = size;
+		mem = mmap(NULL, (size_t)reserve, PROT_NONE,
+			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	}
+	if (mem != MAP_FAILED && mprotect(mem, (size_t)size, PROT_READ | PROT_WRITE) < 0) {
+		int e = errno;
+
+		munmap(mem, (size_t)reserve);
+		errno = e;
+		mem = MAP_FAILED;
+	}
 	if (mem == MAP_FAILED) {
 		int rc = -errno;
 
@@ -96,6 +139,6 @@ int vs_be_ram_open(struct vs_backend *be, uint64_t size, char *err, size_t errle
 	be->size = size;
 	be->discard = true;
 	be->ram.mem = mem;
-	be->ram.map_len = (size_t)size;
+	be->ram.map_len = (size_t)reserve;
 	return 0;
 }

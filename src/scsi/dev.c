@@ -2,6 +2,13 @@
 /*
  * The target device: its LUN table, REPORT LUNS, unit attentions, and the dispatch
  * of each command to its handler.
+ *
+ * The LUN table is read by every command, on any thread, without a lock: an entry is
+ * published with a release store (the LUN is fully built before anyone can load it) and
+ * loaded with an acquire load (a plain load on x86).  Attach and detach may run while
+ * commands do; the caller of detach owns the grace period: it must not destroy the LUN
+ * before every command that may have loaded it has completed (src/target waits for the
+ * requests of that LUN in flight, which were tracked before they loaded the entry).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -9,6 +16,12 @@
 #include "scsi/scsi_int.h"
 
 typedef int (*vs_scsi_handler)(struct vs_scsi_lun *lun, struct vs_scsi_cmd *cmd);
+
+/* The entry at id (< VS_SCSI_MAX_LUNS), as published (see the top of the file). */
+static inline struct vs_scsi_lun *lun_get(const struct vs_scsi_dev *dev, unsigned id)
+{
+	return __atomic_load_n(&dev->luns[id], __ATOMIC_ACQUIRE);
+}
 
 int vs_scsi_dev_create(struct vs_scsi_dev **out)
 {
@@ -36,12 +49,13 @@ int vs_scsi_dev_attach(struct vs_scsi_dev *dev, unsigned id, struct vs_scsi_lun 
 			 VS_SCSI_MAX_LUNS - 1);
 		return -EINVAL;
 	}
-	if (dev->luns[id]) {
+	if (lun_get(dev, id)) {
 		VS_ERROR(SCSI, "scsi dev %p: lun %u already attached", dev, id);
 		return -EEXIST;
 	}
 	lun->id = id;
-	dev->luns[id] = lun;
+	__atomic_store_n(&lun->attached, true, __ATOMIC_RELAXED);
+	__atomic_store_n(&dev->luns[id], lun, __ATOMIC_RELEASE); /* built before seen */
 	VS_INFO(SCSI, "scsi dev %p: lun %u = '%s'", dev, id, lun->name);
 	return 0;
 }
@@ -50,25 +64,28 @@ struct vs_scsi_lun *vs_scsi_dev_detach(struct vs_scsi_dev *dev, unsigned id)
 {
 	struct vs_scsi_lun *lun;
 
-	if (id >= VS_SCSI_MAX_LUNS || !dev->luns[id])
+	if (id >= VS_SCSI_MAX_LUNS || !(lun = lun_get(dev, id)))
 		return NULL;
-	lun = dev->luns[id];
-	dev->luns[id] = NULL;
+	__atomic_store_n(&dev->luns[id], NULL, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&lun->attached, false, __ATOMIC_RELAXED);
 	VS_INFO(SCSI, "scsi dev %p: lun %u ('%s') detached", dev, id, lun->name);
 	return lun;
 }
 
 struct vs_scsi_lun *vs_scsi_dev_lun(const struct vs_scsi_dev *dev, unsigned id)
 {
-	return id < VS_SCSI_MAX_LUNS ? dev->luns[id] : NULL;
+	return id < VS_SCSI_MAX_LUNS ? lun_get(dev, id) : NULL;
 }
 
 void vs_scsi_dev_reset(struct vs_scsi_dev *dev)
 {
 	VS_INFO(TMF, "scsi dev %p: reset", dev);
-	for (unsigned i = 0; i < VS_SCSI_MAX_LUNS; i++)
-		if (dev->luns[i])
-			vs_scsi_lun_reset(dev->luns[i]);
+	for (unsigned i = 0; i < VS_SCSI_MAX_LUNS; i++) {
+		struct vs_scsi_lun *lun = lun_get(dev, i);
+
+		if (lun)
+			vs_scsi_lun_reset(lun);
+	}
 }
 
 /* SAM-5 single level LUN: peripheral device addressing below 256, flat space above
@@ -103,7 +120,7 @@ static int report_luns(struct vs_scsi_dev *dev, struct vs_scsi_cmd *cmd)
 	memset(buf, 0, 8);
 	if (cdb[2] != 1) {
 		for (unsigned i = 0; i < VS_SCSI_MAX_LUNS; i++)
-			if (dev->luns[i])
+			if (lun_get(dev, i))
 				lun_encode(&buf[8 + 8 * n++], i);
 	}
 	vs_put_be32(buf, 8 * n);
@@ -284,7 +301,7 @@ int vs_scsi_exec(struct vs_scsi_dev *dev, unsigned id, struct vs_scsi_cmd *cmd,
 	cmd->overrun = false;
 	cmd->in_residual = cmd->out_residual = 0;
 	memset(&cmd->st, 0, sizeof(cmd->st));
-	lun = id < VS_SCSI_MAX_LUNS ? dev->luns[id] : NULL;
+	lun = id < VS_SCSI_MAX_LUNS ? lun_get(dev, id) : NULL;
 	cmd->st.lun = lun;
 	cmd->st.ctx = ctx;
 	/* The CDB as its opcode's group sizes it: the decoder names the command. */

@@ -54,6 +54,8 @@ static void lun_resized(void *arg, uint64_t old_size, uint64_t new_size)
 		return; /* every command would fail anyway: keep a LUN that reports one */
 	__atomic_store_n(&lun->blocks, blocks, __ATOMIC_RELAXED);
 	__atomic_store_n(&lun->ua, VS_ASC_CAPACITY_DATA_CHANGED, __ATOMIC_RELEASE);
+	if (lun->resized && __atomic_load_n(&lun->attached, __ATOMIC_RELAXED))
+		lun->resized(lun->resized_arg, lun->id, blocks);
 }
 
 static uint32_t clamp_blocks(uint64_t bytes, unsigned shift)
@@ -102,6 +104,8 @@ int vs_scsi_lun_create(struct vs_scsi_lun **out, const struct vs_scsi_lun_params
 	lun->read_only = p->read_only || vs_backend_read_only(p->be);
 	lun->discard = vs_backend_supports_discard(p->be) && !lun->read_only;
 	lun->wce = 1;
+	lun->resized = p->resized;
+	lun->resized_arg = p->resized_arg;
 	lun->ua = p->power_on_ua ? VS_ASC_POWER_ON_RESET : 0;
 	lun->max_xfer_blocks = VS_SCSI_MAX_XFER_BYTES >> lun->block_shift;
 	lun->opt_xfer_blocks = VS_SCSI_OPT_XFER_BYTES >> lun->block_shift;

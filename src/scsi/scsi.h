@@ -21,8 +21,9 @@
  * command (UNMAP with several descriptors, a long WRITE SAME, VERIFY).
  *
  * Threads: any number of threads may run vs_scsi_exec() on one device at once, each
- * with its own vs_io_ctx.  Attaching and detaching LUNs is not synchronised with
- * vs_scsi_exec(): do it while no command runs.
+ * with its own vs_io_ctx.  LUNs may be attached and detached while commands run (the
+ * table is published lock-free, see dev.c); a detached LUN may still be in use by
+ * commands that looked it up before the detach: destroy it only once they completed.
  */
 #ifndef VS_SCSI_H
 #define VS_SCSI_H
@@ -99,6 +100,11 @@ struct vs_scsi_lun_params {
 	bool read_only;	       /* force read-only (also read-only when the backend is) */
 	bool power_on_ua;      /* start with a POWER ON unit attention pending */
 	const char *name;      /* stable identity: serial and designators derive from it */
+	/* Called after the capacity changed (the backend was resized, on the resizer's or
+	 * the backend's own thread) while the LUN is attached: blocks is the new capacity,
+	 * and CAPACITY DATA HAS CHANGED is already pending.  NULL: nobody is told. */
+	void (*resized)(void *arg, unsigned id, uint64_t blocks);
+	void *resized_arg;
 };
 
 /* 0 or -errno (-EINVAL: bad block size, backend smaller than one block or aligned

@@ -37,6 +37,9 @@ struct vs_scsi_lun {
 	uint32_t block_size;
 	unsigned block_shift;
 	unsigned id; /* LUN number while attached (traces) */
+	bool attached; /* atomic: in a device's table (the resize hook names the LUN by id) */
+	void (*resized)(void *arg, unsigned id, uint64_t blocks); /* vs_scsi_lun_params */
+	void *resized_arg;
 	bool read_only;
 	bool discard; /* backend deallocates; such blocks read as zeros */
 	int wce;      /* atomic: write cache enabled (MODE SELECT caching) */

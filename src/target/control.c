@@ -10,8 +10,7 @@
  * queues right after a TMF succeeds and then considers the commands finished.  Backend
  * I/O cannot be cancelled, so "abort" means "complete with ABORTED when the I/O ends".
  *
- * The event queue: this target never changes its LUNs at run time, so it has no event to
- * send; the driver's event buffers stay in the ring (not popped) and kicks are ignored.
+ * The event queue is on the control thread too: events.c.
  */
 #include <errno.h>
 #include <string.h>

@@ -27,9 +27,7 @@ uint64_t vs_target_device_features(void)
 	       VS_VIRTIO_BIT(VS_VIRTIO_SCSI_F_CHANGE);
 }
 
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
+int tq_err(char *err, size_t errlen, int rc, const char *fmt, ...)
 {
 	char buf[512];
 	va_list ap;
@@ -146,6 +144,7 @@ static void op_connected(void *opaque)
 
 	__atomic_fetch_add(&t->connections, 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&t->failed, 0, __ATOMIC_RELAXED);
+	tq_events_connected(t, true);
 	VS_INFO(VHOST, "frontend connected (connection %llu)",
 		(unsigned long long)__atomic_load_n(&t->connections, __ATOMIC_RELAXED));
 }
@@ -155,6 +154,7 @@ static void op_disconnected(void *opaque, const char *why)
 	struct vs_target *t = opaque;
 	int rc;
 
+	tq_events_connected(t, false); /* a new driver scans anyway */
 	if (why)
 		tq_log(t, "connection %llu dropped: %s",
 		       (unsigned long long)__atomic_load_n(&t->connections, __ATOMIC_RELAXED), why);
@@ -195,32 +195,36 @@ static bool needs_flush(const struct vs_backend *be)
 	return be && !vs_backend_read_only(be) && vs_backend_durable(be);
 }
 
-int vs_target_flush(struct vs_target *t)
+/* Flush each of the n backends (NULL entries and those without anything durable are
+ * skipped): 0 or the first error.  The caller keeps the backends from closing meanwhile. */
+int tq_flush_backends(struct vs_backend *const *be, unsigned n)
 {
 	struct vs_bio bios[VS_TARGET_MAX_LUNS];
 	struct flush_wait fw = {0};
 	struct vs_io_ctx *io;
-	unsigned n = 0;
+	unsigned todo = 0;
 	int rc;
 
-	for (unsigned i = 0; i < VS_TARGET_MAX_LUNS; i++)
-		n += needs_flush(t->be[i]);
-	if (!n)
+	if (n > VS_TARGET_MAX_LUNS)
+		n = VS_TARGET_MAX_LUNS;
+	for (unsigned i = 0; i < n; i++)
+		todo += needs_flush(be[i]);
+	if (!todo)
 		return 0;
 	rc = vs_io_ctx_create(&io, 16);
 	if (rc)
 		return rc;
-	for (unsigned i = 0; i < VS_TARGET_MAX_LUNS; i++) {
-		if (!needs_flush(t->be[i]))
+	for (unsigned i = 0; i < n; i++) {
+		if (!needs_flush(be[i]))
 			continue;
 		bios[i] = (struct vs_bio){.op = VS_BIO_FLUSH, .done = flush_done, .priv = &fw};
 		/* Submit in small groups: the context holds 16. */
-		while ((rc = vs_backend_submit(t->be[i], io, &bios[i])) == -EAGAIN) {
+		while ((rc = vs_backend_submit(be[i], io, &bios[i])) == -EAGAIN) {
 			vs_io_ctx_submit(io);
 			vs_io_ctx_reap(io, true);
 		}
 		if (rc) {
-			VS_ERROR(BACKEND, "lun %u: flush refused: %s", i, strerror(-rc));
+			VS_ERROR(BACKEND, "backend %u: flush refused: %s", i, strerror(-rc));
 			if (!fw.err)
 				fw.err = rc;
 			continue;
@@ -243,77 +247,28 @@ int vs_target_flush(struct vs_target *t)
 	return fw.err;
 }
 
-/* ---- create / run / destroy ------------------------------------------------------------------ */
-/* A stable identity for a LUN: the backend's own (an RBD image's pool and id), the file's
- * real path, or the LUN number for memory. */
-static void lun_name(char *buf, size_t len, const struct vs_target_lun *l,
-		     const struct vs_backend *be)
+int vs_target_flush(struct vs_target *t)
 {
-	char path[PATH_MAX], *comma;
+	int rc;
 
-	if (*vs_backend_identity(be)) {
-		snprintf(buf, len, "%s", vs_backend_identity(be));
-		return;
-	}
-	if (!strcmp(vs_backend_kind(be), "file") && !strncmp(l->spec, "file=", 5)) {
-		snprintf(path, sizeof(path), "%s", l->spec + 5);
-		comma = strchr(path, ',');
-		if (comma)
-			*comma = 0;
-		char *real = realpath(path, NULL);
-		snprintf(buf, len, "file:%s", real ? real : path);
-		free(real);
-		return;
-	}
-	snprintf(buf, len, "%s-lun%u", vs_backend_kind(be), l->id);
+	pthread_mutex_lock(&t->luns_lock); /* the LUNs may change at run time (luns.c) */
+	rc = tq_flush_backends(t->be, VS_TARGET_MAX_LUNS);
+	pthread_mutex_unlock(&t->luns_lock);
+	return rc;
 }
 
+/* ---- create / run / destroy ------------------------------------------------------------------ */
 static int luns_open(struct vs_target *t, const struct vs_target_config *cfg, char *err,
 		     size_t errlen)
 {
 	for (unsigned i = 0; i < cfg->nluns; i++) {
 		const struct vs_target_lun *l = &cfg->luns[i];
-		struct vs_scsi_lun_params p = {.block_size = t->block_size};
-		struct vs_scsi_lun *lun;
-		char why[256] = "", name[PATH_MAX + 8];
-		uint64_t size;
 		int rc;
 
-		if (l->id >= VS_TARGET_MAX_LUNS)
-			return fail(err, errlen, -EINVAL, "LUN %u: LUN numbers are 0..%u", l->id,
-				    VS_TARGET_MAX_LUNS - 1);
-		if (t->be[l->id])
-			return fail(err, errlen, -EEXIST, "LUN %u given twice", l->id);
-		if (!l->spec || !*l->spec)
-			return fail(err, errlen, -EINVAL, "LUN %u: no backend", l->id);
-		rc = vs_backend_open(&t->be[l->id], l->spec, why, sizeof(why));
-		if (rc)
-			return fail(err, errlen, rc, "LUN %u (%s): %s", l->id, l->spec,
-				    *why ? why : strerror(-rc));
-		size = vs_backend_size(t->be[l->id]);
-		if (size < t->block_size || size % t->block_size)
-			return fail(err, errlen, -EINVAL,
-				    "LUN %u (%s): size %llu bytes is not a whole number of %u-byte "
-				    "blocks",
-				    l->id, l->spec, (unsigned long long)size, t->block_size);
-		lun_name(name, sizeof(name), l, t->be[l->id]);
-		p.be = t->be[l->id];
-		p.name = name;
-		rc = vs_scsi_lun_create(&lun, &p);
-		if (rc)
-			return fail(err, errlen, rc,
-				    "LUN %u (%s): cannot make a %u-byte-block LUN "
-				    "of it (alignment %u): %s",
-				    l->id, l->spec, t->block_size,
-				    vs_backend_alignment(t->be[l->id]), strerror(-rc));
-		rc = vs_scsi_dev_attach(t->dev, l->id, lun);
-		if (rc) {
-			vs_scsi_lun_destroy(lun);
-			return fail(err, errlen, rc, "LUN %u: attach: %s", l->id, strerror(-rc));
-		}
-		VS_INFO(INIT, "LUN %u: %s, %llu bytes, %s%s", l->id, l->spec,
-			(unsigned long long)size, vs_backend_kind(t->be[l->id]),
-			vs_scsi_lun_read_only(lun) ? ", read-only" : "");
+		if (l->id < VS_TARGET_MAX_LUNS && t->be[l->id])
+			return tq_err(err, errlen, -EEXIST, "LUN %u given twice", l->id);
+		if ((rc = tq_lun_open(t, l, err, errlen)))
+			return rc;
 	}
 	return 0;
 }
@@ -356,25 +311,25 @@ static int target_create(struct vs_target **out, const struct vs_target_config *
 	if (err && errlen)
 		*err = 0;
 	if (!cfg || (!manual && (!cfg->socket_path || !*cfg->socket_path)))
-		return fail(err, errlen, -EINVAL, "no socket path");
+		return tq_err(err, errlen, -EINVAL, "no socket path");
 	if (cfg->num_queues > VS_TARGET_MAX_QUEUES)
-		return fail(err, errlen, -EINVAL, "%u request queues: at most %u", cfg->num_queues,
+		return tq_err(err, errlen, -EINVAL, "%u request queues: at most %u", cfg->num_queues,
 			    VS_TARGET_MAX_QUEUES);
 	if (cfg->workers > VS_TARGET_MAX_WORKERS)
-		return fail(err, errlen, -EINVAL, "%u workers: at most %u", cfg->workers,
+		return tq_err(err, errlen, -EINVAL, "%u workers: at most %u", cfg->workers,
 			    VS_TARGET_MAX_WORKERS);
 	if (cfg->block_size && cfg->block_size != 512 && cfg->block_size != 4096)
-		return fail(err, errlen, -EINVAL, "block size %u: 512 or 4096", cfg->block_size);
+		return tq_err(err, errlen, -EINVAL, "block size %u: 512 or 4096", cfg->block_size);
 	if (!cfg->nluns || !cfg->luns)
-		return fail(err, errlen, -EINVAL, "no LUN");
+		return tq_err(err, errlen, -EINVAL, "no LUN");
 	if (cfg->adaptive_poll_us > VS_TARGET_ADAPTIVE_POLL_MAX &&
 	    cfg->adaptive_poll_us != VS_TARGET_ADAPTIVE_POLL_OFF)
-		return fail(err, errlen, -EINVAL, "adaptive poll of %u us: at most %u",
+		return tq_err(err, errlen, -EINVAL, "adaptive poll of %u us: at most %u",
 			    cfg->adaptive_poll_us, VS_TARGET_ADAPTIVE_POLL_MAX);
 
 	t = calloc(1, sizeof(*t));
 	if (!t)
-		return fail(err, errlen, -ENOMEM, "out of memory");
+		return tq_err(err, errlen, -ENOMEM, "out of memory");
 	t->manual = manual;
 	t->num_queues = cfg->num_queues ? cfg->num_queues : 1;
 	t->block_size = cfg->block_size ? cfg->block_size : 512;
@@ -391,10 +346,12 @@ static int target_create(struct vs_target **out, const struct vs_target_config *
 		t->nworkers = t->num_queues; /* more would idle */
 	pthread_mutex_init(&t->tmf_lock, NULL);
 	pthread_cond_init(&t->tmf_cond, NULL);
+	pthread_mutex_init(&t->luns_lock, NULL);
+	tq_events_init(t);
 	t->workers = calloc(t->nworkers, sizeof(*t->workers));
 	if (!t->workers) {
 		free(t);
-		return fail(err, errlen, -ENOMEM, "out of memory");
+		return tq_err(err, errlen, -ENOMEM, "out of memory");
 	}
 	for (unsigned i = 0; i < t->nworkers; i++)
 		t->workers[i].epfd = t->workers[i].cmd_fd = -1;
@@ -411,12 +368,12 @@ static int target_create(struct vs_target **out, const struct vs_target_config *
 	if ((rc = luns_open(t, cfg, err, errlen)))
 		goto fail;
 	if ((rc = worker_init(t, &t->ctl, 0, true, false, 0))) {
-		fail(err, errlen, rc, "control thread: %s", strerror(-rc));
+		tq_err(err, errlen, rc, "control thread: %s", strerror(-rc));
 		goto fail;
 	}
 	for (unsigned i = 0; i < t->nworkers; i++) {
 		if ((rc = worker_init(t, &t->workers[i], i, false, t->poll, ap_ns))) {
-			fail(err, errlen, rc, "worker %u: %s", i, strerror(-rc));
+			tq_err(err, errlen, rc, "worker %u: %s", i, strerror(-rc));
 			goto fail;
 		}
 	}
@@ -446,7 +403,7 @@ int vs_target_create(struct vs_target **out, const struct vs_target_config *cfg,
 					vs_target_device_features(), &vs_target__ops, t);
 	if (!t->vs) {
 		rc = -errno;
-		fail(err, errlen, rc, "cannot listen on %s: %s", cfg->socket_path,
+		tq_err(err, errlen, rc, "cannot listen on %s: %s", cfg->socket_path,
 		     rc == -EEXIST	  ? "it exists and is not a socket"
 		     : rc == -EADDRINUSE ? "another process is listening on it"
 					 : strerror(-rc));
@@ -531,8 +488,13 @@ int vs_target_destroy(struct vs_target *t)
 		pthread_mutex_destroy(&t->q[i].lock);
 	}
 	vs_scsi_dev_destroy(t->dev);
-	for (unsigned i = 0; i < VS_TARGET_MAX_LUNS; i++)
+	for (unsigned i = 0; i < VS_TARGET_MAX_LUNS; i++) {
+		vs_scsi_lun_destroy(t->detached[i]); /* a remove that gave up waiting */
 		vs_backend_close(t->be[i]);
+		free(t->spec[i]);
+	}
+	tq_events_fini(t);
+	pthread_mutex_destroy(&t->luns_lock);
 	pthread_mutex_destroy(&t->tmf_lock);
 	pthread_cond_destroy(&t->tmf_cond);
 	free(t->workers);

@@ -28,6 +28,15 @@
 
 enum tq_kind { TQ_CTRL, TQ_EVENT, TQ_REQ };
 
+/* Events waiting for the driver's event buffers (events.c): past this many, the oldest
+ * stay and the driver is told some were missed (VIRTIO_SCSI_T_EVENTS_MISSED). */
+#define TQ_EVENTS_MAX 64
+struct tq_event {
+	uint32_t event;	 /* VS_VIRTIO_SCSI_T_* */
+	uint32_t reason; /* VS_VIRTIO_SCSI_EVT_RESET_* or ASC | ASCQ << 8 */
+	unsigned lun;
+};
+
 struct tq;
 
 /* One command popped from a request queue, from pop to push.  Pooled per queue. */
@@ -149,7 +158,23 @@ struct vs_target {
 	int failed; /* atomic: the session must end (manual mode reads it) */
 	bool lost;  /* a worker stopped answering: the target can only fail cleanly */
 	struct vs_scsi_dev *dev;
+	/* LUNs (luns.c): changed at run time one at a time under luns_lock, which also keeps
+	 * these entries (not the SCSI device's table, which commands read lock-free) */
+	pthread_mutex_t luns_lock;
 	struct vs_backend *be[VS_TARGET_MAX_LUNS];
+	char *spec[VS_TARGET_MAX_LUNS]; /* as given */
+	/* detached, but requests of it were still in flight when its removal gave up
+	 * waiting: freed at destroy; the id cannot be reused before (-EBUSY) */
+	struct vs_scsi_lun *detached[VS_TARGET_MAX_LUNS];
+	/* events for the driver (events.c): posted by any thread, delivered by the control
+	 * thread into the event queue's buffers */
+	pthread_mutex_t ev_lock;
+	struct tq_event ev[TQ_EVENTS_MAX]; /* a ring: ev_head, ev_count */
+	unsigned ev_head, ev_count;	  /* ev_count also read relaxed by the control thread */
+	bool ev_missed;			  /* overflowed: the next event delivered says so */
+	bool ev_live;			  /* a frontend is connected: events are kept */
+	int ev_fd;			  /* eventfd: wakes the control thread */
+	uint64_t ev_sent, ev_dropped;	  /* under ev_lock */
 	struct vs_vhost_server *vs; /* the vhost-user socket and device state */
 	struct worker *workers; /* nworkers */
 	struct worker ctl;
@@ -193,6 +218,30 @@ void worker_manual_settle(struct vs_target *t);
 void tq__notify(struct tq *q, const char *caller);
 /* Tell the driver the ring is broken (err fd) and stop using it. */
 void tq_kill(struct tq *q, const char *why);
+
+/* target.c: err (when not NULL) gets the formatted reason, traced too; returns rc. */
+int tq_err(char *err, size_t errlen, int rc, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* Flush each of the n backends (NULL or nothing durable: skipped): 0 or the first error. */
+int tq_flush_backends(struct vs_backend *const *be, unsigned n);
+
+/* luns.c: open l's backend, make it a SCSI LUN and attach it (luns_lock held, or during
+ * create).  0, or -errno with err set and nothing left behind. */
+int tq_lun_open(struct vs_target *t, const struct vs_target_lun *l, char *err, size_t errlen);
+
+/* events.c */
+void tq_events_init(struct vs_target *t);
+void tq_events_fini(struct vs_target *t);
+/* A frontend connected (events are kept from now on) or went away (pending ones dropped). */
+void tq_events_connected(struct vs_target *t, bool connected);
+/* Any thread: queue an event for the driver and wake the control thread. */
+void tq_event_post(struct vs_target *t, uint32_t event, unsigned lun, uint32_t reason);
+/* Control thread: deliver what is pending into the event queue's buffers. */
+void tq_event_process(struct tq *q);
+/* Events wait for the driver's buffers (relaxed: the control thread's loop). */
+static inline bool tq_events_waiting(struct vs_target *t)
+{
+	return __atomic_load_n(&t->ev_count, __ATOMIC_RELAXED) != 0;
+}
 
 /* target.c: end the frontend's session (any thread): the server drops it and logs why. */
 void tq_fail(struct vs_target *t, const char *fmt, ...) __attribute__((format(printf, 2, 3), cold));

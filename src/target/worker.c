@@ -33,10 +33,12 @@
 
 #include "target/target_int.h"
 
-/* epoll tags: the command fd, the I/O context fd, then queue idx + EV_QUEUE. */
+/* epoll tags: the command fd, the I/O context fd, the control thread's event-post fd,
+ * then queue idx + EV_QUEUE. */
 #define EV_CMD	 0ull
 #define EV_IO	 1ull
-#define EV_QUEUE 2ull
+#define EV_POST	 2ull
+#define EV_QUEUE 3ull
 
 #define INTERRUPT_MS 1000 /* a command unanswered this long: interrupt the worker */
 
@@ -127,7 +129,7 @@ static int q_start(struct worker *w, struct tq *q)
 	q->stopping = q->dead = q->throttled = q->unsignalled = q->missed_signal = false;
 	q->inflight = 0;
 	q->polled = w->poll || q->kick_fd < 0;
-	if (q->kind != TQ_EVENT && !q->polled) {
+	if (!q->polled) {
 		/* Edge-triggered, never read: see the top of the file. */
 		struct epoll_event ev = {.events = EPOLLIN | EPOLLET, .data.u64 = EV_QUEUE + q->idx};
 		if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, q->kick_fd, &ev) < 0) {
@@ -153,7 +155,7 @@ static int q_start(struct worker *w, struct tq *q)
 static void q_stop_begin(struct worker *w, struct tq *q)
 {
 	q->stopping = true;
-	if (q->kind != TQ_EVENT && !q->polled)
+	if (!q->polled)
 		epoll_ctl(w->epfd, EPOLL_CTL_DEL, q->kick_fd, NULL);
 	VS_INFO(QUEUE, "queue %u stopping: %u requests in flight", q->idx, q->inflight);
 }
@@ -357,13 +359,16 @@ void worker_pass(struct worker *w)
 	for (unsigned i = 0; i < w->nq; i++) {
 		struct tq *q = w->queues[i];
 
-		if (!q->kicked && !(q->polled && q->kind != TQ_EVENT))
+		if (!q->kicked && !(q->polled && q->kind != TQ_EVENT) &&
+		    !(q->polled && q->kind == TQ_EVENT && tq_events_waiting(q->t)))
 			continue;
 		q->kicked = false;
 		if (q->kind == TQ_REQ)
 			tq_req_process(q);
 		else if (q->kind == TQ_CTRL)
 			tq_ctl_process(q);
+		else
+			tq_event_process(q);
 	}
 	if (w->io) {
 		int rc = vs_io_ctx_submit(w->io);
@@ -385,6 +390,8 @@ static int worker_timeout(const struct worker *w)
 {
 	for (unsigned i = 0; i < w->nq; i++) {
 		const struct tq *q = w->queues[i];
+		if (q->kind == TQ_EVENT && q->polled && tq_events_waiting(w->t))
+			return 1; /* no kicks to tell of buffers: look every millisecond */
 		if (q->kind == TQ_EVENT || q->stopping)
 			continue;
 		if (q->kicked)
@@ -407,7 +414,10 @@ static void worker_wait(struct worker *w, int timeout)
 	}
 	for (int i = 0; i < n; i++) {
 		uint64_t tag = ev[i].data.u64;
-		if (tag >= EV_QUEUE && tag - EV_QUEUE < TQ_MAX) {
+		if (tag == EV_POST) {
+			own_drain(w->t->ev_fd); /* an event was posted: deliver it */
+			w->t->q[VS_VIRTIO_SCSI_VQ_EVENT].kicked = true;
+		} else if (tag >= EV_QUEUE && tag - EV_QUEUE < TQ_MAX) {
 			struct tq *q = &w->t->q[tag - EV_QUEUE];
 			if (__builtin_expect(ev[i].events & (EPOLLERR | EPOLLHUP), 0))
 				kick_failed(w, q);
@@ -573,6 +583,9 @@ int worker_init(struct vs_target *t, struct worker *w, unsigned id, bool ctl, bo
 	if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->cmd_fd, &ev) < 0)
 		return -errno;
 	if (ctl) {
+		ev.data.u64 = EV_POST;
+		if (t->ev_fd < 0 || epoll_ctl(w->epfd, EPOLL_CTL_ADD, t->ev_fd, &ev) < 0)
+			return t->ev_fd < 0 ? -EMFILE : -errno;
 		w->scratch = malloc(sizeof(*w->scratch));
 		return w->scratch ? 0 : -ENOMEM;
 	}

@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The event queue (virtio 1.2, 5.6.6.3): events for the driver when LUNs come, go or
+ * change size.  Any thread posts an event (tq_event_post) into a bounded list and wakes
+ * the control thread, which owns the event queue and writes pending events into the
+ * buffers the driver keeps posted there, oldest first.
+ *
+ * An event that finds no buffer waits for one: the control thread asks for kicks on the
+ * event ring and delivers when the driver adds buffers.  When more than TQ_EVENTS_MAX
+ * wait, later ones are dropped and the next event delivered carries
+ * VIRTIO_SCSI_T_EVENTS_MISSED, which tells the driver to rescan everything.  Events
+ * posted while no frontend is connected are dropped: a driver that connects scans anyway.
+ */
+#include <errno.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "target/target_int.h"
+
+void tq_events_init(struct vs_target *t)
+{
+	pthread_mutex_init(&t->ev_lock, NULL);
+	t->ev_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); /* checked by worker_init */
+}
+
+void tq_events_fini(struct vs_target *t)
+{
+	if (t->ev_fd >= 0)
+		close(t->ev_fd);
+	t->ev_fd = -1;
+	pthread_mutex_destroy(&t->ev_lock);
+}
+
+void tq_events_connected(struct vs_target *t, bool connected)
+{
+	unsigned dropped;
+
+	pthread_mutex_lock(&t->ev_lock);
+	dropped = t->ev_count;
+	t->ev_live = connected;
+	t->ev_dropped += dropped;
+	__atomic_store_n(&t->ev_count, 0, __ATOMIC_RELAXED);
+	t->ev_head = 0;
+	t->ev_missed = false;
+	pthread_mutex_unlock(&t->ev_lock);
+	if (dropped)
+		VS_INFO(EVENT, "%u undelivered events dropped: the frontend went away", dropped);
+}
+
+void tq_event_post(struct vs_target *t, uint32_t event, unsigned lun, uint32_t reason)
+{
+	uint64_t one = 1;
+	bool wake = true;
+
+	pthread_mutex_lock(&t->ev_lock);
+	if (!t->ev_live) {
+		t->ev_dropped++;
+		wake = false;
+		VS_INFO(EVENT, "event %s lun %u reason %#x: no frontend, dropped",
+			vs_virtio_scsi_event_name(event), lun, reason);
+	} else if (t->ev_count == TQ_EVENTS_MAX) {
+		t->ev_missed = true;
+		t->ev_dropped++;
+		VS_WARNING(EVENT, "event %s lun %u reason %#x: %u events wait already, dropped "
+				  "(the next one says events were missed)",
+			   vs_virtio_scsi_event_name(event), lun, reason, TQ_EVENTS_MAX);
+	} else {
+		t->ev[(t->ev_head + t->ev_count) % TQ_EVENTS_MAX] =
+		    (struct tq_event){.event = event, .reason = reason, .lun = lun};
+		__atomic_store_n(&t->ev_count, t->ev_count + 1, __ATOMIC_RELAXED);
+		VS_INFO(EVENT, "event %s lun %u reason %#x queued (%u waiting)",
+			vs_virtio_scsi_event_name(event), lun, reason, t->ev_count);
+	}
+	pthread_mutex_unlock(&t->ev_lock);
+	if (wake && write(t->ev_fd, &one, sizeof(one)) < 0) {
+		/* full counter: the control thread has a wake-up pending anyway */
+	}
+}
+
+/* The oldest pending event in wire form (EVENTS_MISSED or-ed in when some were lost), or
+ * NO_EVENT when the list was emptied meanwhile (a disconnect). */
+static void event_take(struct vs_target *t, struct vs_virtio_scsi_event *ev)
+{
+	struct tq_event e = {.event = VS_VIRTIO_SCSI_T_NO_EVENT};
+
+	pthread_mutex_lock(&t->ev_lock);
+	if (t->ev_count) {
+		e = t->ev[t->ev_head];
+		t->ev_head = (t->ev_head + 1) % TQ_EVENTS_MAX;
+		__atomic_store_n(&t->ev_count, t->ev_count - 1, __ATOMIC_RELAXED);
+		if (t->ev_missed)
+			e.event |= VS_VIRTIO_SCSI_T_EVENTS_MISSED;
+		t->ev_missed = false;
+		t->ev_sent++;
+	}
+	pthread_mutex_unlock(&t->ev_lock);
+	memset(ev, 0, sizeof(*ev));
+	ev->event = vs_le32(e.event);
+	ev->reason = vs_le32(e.reason);
+	vs_vscsi_lun_encode(ev->lun, 0, e.lun);
+}
+
+/* Pop one event buffer and fill it: 1 delivered (or a bad buffer returned), 0 no buffer,
+ * -EIO the ring is broken. */
+static int event_deliver_one(struct tq *q)
+{
+	struct vs_vq_elem *e = q->w->scratch;
+	struct vs_virtio_scsi_event ev;
+	int rc = vs_vq_dev_pop(&q->vq, q->mem, e);
+
+	if (rc == -EAGAIN)
+		return 0;
+	if (rc == -EIO) {
+		tq_kill(q, q->vq.broken_reason ? q->vq.broken_reason : "broken ring");
+		return -EIO;
+	}
+	if (rc || e->in_len < sizeof(ev)) {
+		/* The event stays pending for the next buffer. */
+		VS_ERROR(EVENT, "event head %u: %s: returned empty", e->head,
+			 rc ? strerror(-rc) : "fewer than 16 writable bytes");
+		vs_vq_dev_push(&q->vq, e->head, 0);
+		return 1;
+	}
+	event_take(q->t, &ev);
+	vs_iov_from_buf(e->in, e->in_num, 0, &ev, sizeof(ev));
+	vs_vq_dev_push(&q->vq, e->head, sizeof(ev));
+	VS_INFO(EVENT, "event %#x lun %u reason %#x delivered (head %u)",
+		vs_le32(ev.event), ev.lun[3], vs_le32(ev.reason), e->head);
+	return 1;
+}
+
+void tq_event_process(struct tq *q)
+{
+	bool pushed = false;
+
+	if (!q->running || q->stopping || q->dead)
+		return;
+	while (tq_events_waiting(q->t)) {
+		int rc = event_deliver_one(q);
+
+		if (rc < 0)
+			return;
+		if (rc) {
+			pushed = true;
+			continue;
+		}
+		/* No buffer: ask for a kick when the driver adds one, then look once more (one
+		 * added before it saw the request sent no kick). */
+		if (q->polled)
+			break;
+		vs_vq_dev_set_notification(&q->vq, true);
+		if (!vs_vq_dev_has_work(&q->vq))
+			break;
+	}
+	if (pushed)
+		tq_notify(q);
+}
