@@ -61,8 +61,9 @@ void tq_event_post(struct vs_target *t, uint32_t event, unsigned lun, uint32_t r
 	} else if (t->ev_count == TQ_EVENTS_MAX) {
 		t->ev_missed = true;
 		t->ev_dropped++;
-		VS_WARNING(EVENT, "event %s lun %u reason %#x: %u events wait already, dropped "
-				  "(the next one says events were missed)",
+		VS_WARNING(EVENT,
+			   "event %s lun %u reason %#x: %u events wait already, dropped "
+			   "(the next one says events were missed)",
 			   vs_virtio_scsi_event_name(event), lun, reason, TQ_EVENTS_MAX);
 	} else {
 		t->ev[(t->ev_head + t->ev_count) % TQ_EVENTS_MAX] =
@@ -124,8 +125,8 @@ static int event_deliver_one(struct tq *q)
 	event_take(q->t, &ev);
 	vs_iov_from_buf(e->in, e->in_num, 0, &ev, sizeof(ev));
 	vs_vq_dev_push(&q->vq, e->head, sizeof(ev));
-	VS_INFO(EVENT, "event %#x lun %u reason %#x delivered (head %u)",
-		vs_le32(ev.event), ev.lun[3], vs_le32(ev.reason), e->head);
+	VS_INFO(EVENT, "event %#x lun %u reason %#x delivered (head %u)", vs_le32(ev.event),
+		ev.lun[3], vs_le32(ev.reason), e->head);
 	return 1;
 }
 

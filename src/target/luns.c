@@ -57,15 +57,15 @@ static void lun_resized(void *arg, unsigned id, uint64_t blocks)
 	struct vs_target *t = arg;
 
 	VS_INFO(EVENT, "LUN %u: capacity now %llu blocks", id, (unsigned long long)blocks);
-	tq_event_post(t, VS_VIRTIO_SCSI_T_PARAM_CHANGE, id, VS_ASC_CAPACITY_DATA_CHANGED >> 8 |
-							       (VS_ASC_CAPACITY_DATA_CHANGED & 0xff) << 8);
+	tq_event_post(t, VS_VIRTIO_SCSI_T_PARAM_CHANGE, id,
+		      VS_ASC_CAPACITY_DATA_CHANGED >> 8 | (VS_ASC_CAPACITY_DATA_CHANGED & 0xff)
+							      << 8);
 }
 
 int tq_lun_open(struct vs_target *t, const struct vs_target_lun *l, char *err, size_t errlen)
 {
-	struct vs_scsi_lun_params p = {.block_size = t->block_size,
-				       .resized = lun_resized,
-				       .resized_arg = t};
+	struct vs_scsi_lun_params p = {
+	    .block_size = t->block_size, .resized = lun_resized, .resized_arg = t};
 	struct vs_scsi_lun *lun = NULL;
 	struct vs_backend *be = NULL;
 	char why[256] = "", name[PATH_MAX + 8];
@@ -118,8 +118,7 @@ fail:
 	return rc;
 }
 
-int vs_target_lun_add(struct vs_target *t, const struct vs_target_lun *l, char *err,
-		      size_t errlen)
+int vs_target_lun_add(struct vs_target *t, const struct vs_target_lun *l, char *err, size_t errlen)
 {
 	int rc;
 
@@ -129,10 +128,11 @@ int vs_target_lun_add(struct vs_target *t, const struct vs_target_lun *l, char *
 		return tq_err(err, errlen, -EINVAL, "no LUN given");
 	pthread_mutex_lock(&t->luns_lock);
 	if (l->id < VS_TARGET_MAX_LUNS && t->be[l->id]) {
-		rc = t->detached[l->id]
-			 ? tq_err(err, errlen, -EBUSY,
-				  "LUN %u is still being removed (requests of it in flight)", l->id)
-			 : tq_err(err, errlen, -EEXIST, "LUN %u exists (%s)", l->id, t->spec[l->id]);
+		rc =
+		    t->detached[l->id]
+			? tq_err(err, errlen, -EBUSY,
+				 "LUN %u is still being removed (requests of it in flight)", l->id)
+			: tq_err(err, errlen, -EEXIST, "LUN %u exists (%s)", l->id, t->spec[l->id]);
 		goto out;
 	}
 	/* issue 14: counters of an added LUN start at 0.  The lead wires this call when the
