@@ -130,6 +130,31 @@ struct vs_target_lun_info {
 /* The LUNs present, ascending id, at most max of them: how many there are. */
 unsigned vs_target_lun_list(struct vs_target *t, struct vs_target_lun_info *out, unsigned max);
 
+/* Always-on statistics (kept without tracing).  Counters of a LUN start at 0 when the LUN
+ * is added (or at start).  Latency is from pop to push, per direction. */
+struct vs_target_lun_stats {
+	unsigned id;
+	uint64_t reads, writes, flushes, unmaps, others; /* commands completed, by kind */
+	uint64_t read_bytes, write_bytes;		 /* data moved */
+	uint64_t sense_keys[16]; /* CHECK CONDITION responses, by sense key */
+	uint64_t failures;	 /* virtio responses other than OK (aborted, reset, ...) */
+	uint64_t in_flight;	 /* popped, not yet pushed */
+	uint64_t read_p50_ns, read_p99_ns, read_p999_ns; /* 0 when no reads yet */
+	uint64_t write_p50_ns, write_p99_ns, write_p999_ns;
+};
+struct vs_target_queue_stats {
+	unsigned queue;	   /* request queue 0.. (virtqueue index - 2) */
+	uint64_t requests; /* commands completed */
+	uint64_t bytes;	   /* data moved */
+	uint64_t in_flight;
+	uint64_t notifies; /* interrupts sent (call eventfd writes) */
+};
+/* Each LUN present, ascending id, at most max: how many LUNs there are. */
+unsigned vs_target_lun_stats(struct vs_target *t, struct vs_target_lun_stats *out, unsigned max);
+/* Each request queue, at most max: how many there are. */
+unsigned vs_target_queue_stats(struct vs_target *t, struct vs_target_queue_stats *out,
+			       unsigned max);
+
 /* The virtio feature bits the device offers (vhost adds PROTOCOL_FEATURES). */
 uint64_t vs_target_device_features(void);
 

@@ -135,9 +135,7 @@ int vs_target_lun_add(struct vs_target *t, const struct vs_target_lun *l, char *
 			: tq_err(err, errlen, -EEXIST, "LUN %u exists (%s)", l->id, t->spec[l->id]);
 		goto out;
 	}
-	/* issue 14: counters of an added LUN start at 0.  The lead wires this call when the
-	 * stats branch (which defines it) is merged:
-	 * tgt_stats_lun_clear(t, l->id); */
+	tgt_stats_lun_clear(t, l->id); /* counters of an added LUN start at 0 (issue 14) */
 	if ((rc = tq_lun_open(t, l, err, errlen)))
 		goto out;
 	VS_INFO(EVENT, "LUN %u added at run time: %s", l->id, l->spec);

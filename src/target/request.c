@@ -79,6 +79,98 @@ static uint8_t req_untrack(struct tq *q, struct treq *r, bool *wake)
 	return resp;
 }
 
+/* ---- statistics (stats.c reads them) -------------------------------------------------------- */
+static inline enum ts_kind ts_kind_of(const uint8_t *cdb)
+{
+	switch (cdb[0]) {
+	case VS_SCSI_OP_READ_6:
+	case VS_SCSI_OP_READ_10:
+	case VS_SCSI_OP_READ_12:
+	case VS_SCSI_OP_READ_16:
+		return TS_READ;
+	case VS_SCSI_OP_WRITE_6:
+	case VS_SCSI_OP_WRITE_10:
+	case VS_SCSI_OP_WRITE_12:
+	case VS_SCSI_OP_WRITE_16:
+		return TS_WRITE;
+	case VS_SCSI_OP_WRITE_SAME_10:
+	case VS_SCSI_OP_WRITE_SAME_16:
+		return cdb[1] & 0x08 ? TS_UNMAP : TS_WRITE; /* the UNMAP bit: a discard */
+	case VS_SCSI_OP_SYNCHRONIZE_CACHE_10:
+	case VS_SCSI_OP_SYNCHRONIZE_CACHE_16:
+		return TS_FLUSH;
+	case VS_SCSI_OP_UNMAP:
+		return TS_UNMAP;
+	default:
+		return TS_OTHER;
+	}
+}
+
+/* A request about to run: its kind, its LUN's counters, and (reads and writes) its start. */
+static inline void ts_req_start(struct tq *q, struct treq *r)
+{
+	struct ts_lun *ls = NULL;
+
+	if (!VS_STATS)
+		return;
+	r->ts_kind = (uint8_t)ts_kind_of(r->hdr.cdb);
+	if (r->ts_kind <= TS_WRITE)
+		r->t_pop = ts_now(q->t);
+	if (__builtin_expect(r->lun < VS_TARGET_MAX_LUNS, 1)) {
+		ls = q->w->ts[r->lun];
+		if (__builtin_expect(!ls, 0))
+			ls = ts_lun_make(q->w, r->lun); /* once per worker and LUN */
+		if (ls) {
+			ts_write_begin(ls);
+			ts_add(&ls->c.popped, 1);
+			ts_write_end(ls);
+		}
+	}
+	r->ls = ls;
+	ts_add(&q->ts.popped, 1);
+}
+
+static __attribute__((noinline, cold)) void ts_sense(struct ts_lun *ls,
+						     const struct vs_scsi_cmd *cmd)
+{
+	/* Fixed format (70h/71h): key in byte 2; descriptor format (72h/73h): byte 1. */
+	bool desc = (cmd->sense[0] & 0x7e) == 0x72;
+
+	if (cmd->sense_len > (desc ? 1 : 2))
+		ts_add(&ls->c.sense[cmd->sense[desc ? 1 : 2] & 0x0f], 1);
+}
+
+/* The request's response is about to be pushed. */
+static inline void ts_req_end(struct tq *q, struct treq *r, uint8_t response, size_t in, size_t out)
+{
+	struct ts_lun *ls = r->ls;
+	unsigned k = r->ts_kind;
+
+	if (!VS_STATS)
+		return;
+	ts_add(&q->ts.requests, 1);
+	ts_add(&q->ts.bytes, in + out);
+	if (ls) {
+		uint64_t lat = k <= TS_WRITE ? ts_now(q->t) - r->t_pop : 0;
+
+		ts_write_begin(ls);
+		if (k <= TS_WRITE) {
+			ts_add(&ls->hist[k][ts_bucket(lat)], 1);
+			if (k == TS_READ)
+				ts_add(&ls->c.read_bytes, in);
+			else
+				ts_add(&ls->c.write_bytes, out);
+		}
+		if (response != VS_VIRTIO_SCSI_S_OK)
+			ts_add(&ls->c.failures, 1);
+		else if (r->cmd.status == VS_SCSI_CHECK_CONDITION)
+			ts_sense(ls, &r->cmd);
+		ts_add(&ls->c.kind[k], 1);
+		ts_write_end(ls);
+	}
+	__atomic_store_n(&q->ts.pushed, q->ts.pushed + 1, __ATOMIC_RELEASE);
+}
+
 /* ---- completion ------------------------------------------------------------------------------ */
 /* Write the response header into the chain's writable part and return the chain.
  * data_len: data-in bytes transferred after the header. */
@@ -116,7 +208,7 @@ static void req_done(struct vs_scsi_cmd *cmd)
 	struct treq *r = cmd->priv;
 	struct tq *q = r->q;
 	struct vs_virtio_scsi_cmd_resp resp;
-	size_t data = 0;
+	size_t data = 0, out = 0;
 	bool wake;
 	uint8_t forced = req_untrack(q, r, &wake);
 
@@ -137,6 +229,7 @@ static void req_done(struct vs_scsi_cmd *cmd)
 		resp.response = cmd->overrun ? VS_VIRTIO_SCSI_S_OVERRUN : VS_VIRTIO_SCSI_S_OK;
 		data = r->data_in_len -
 		       (cmd->in_residual < r->data_in_len ? cmd->in_residual : r->data_in_len);
+		out = cmd->out_len - (cmd->out_residual < cmd->out_len ? cmd->out_residual : cmd->out_len);
 	}
 	if (r->in_split >= 0)
 		r->elem.in[r->in_split] = r->in_saved; /* the response header lives there too */
@@ -148,6 +241,7 @@ static void req_done(struct vs_scsi_cmd *cmd)
 		      q->idx, (unsigned long long)r->tag, r->lun, r->hdr.cdb[0], resp.response,
 		      resp.status, vs_le32(resp.sense_len), data, vs_le32(resp.resid),
 		      (unsigned long long)(tq_clock() - r->t_start));
+	ts_req_end(q, r, resp.response, data, out);
 	req_push(q, &r->elem, &resp, data);
 	q->inflight--;
 	if (q->throttled) {
@@ -207,6 +301,8 @@ static bool req_prepare(struct tq *q, struct treq *r)
 		struct vs_virtio_scsi_cmd_resp resp = {.response = VS_VIRTIO_SCSI_S_BAD_TARGET};
 		req_push(q, e, &resp, 0);
 		wstat_inc(&q->w->st.requests);
+		if (VS_STATS)
+			ts_add(&q->ts.requests, 1);
 		return false;
 	}
 	/* Data-out after the request header, data-in after the response header; the cut
@@ -240,6 +336,7 @@ static void req_start(struct tq *q, struct treq *r)
 		return;
 	}
 	q->inflight++;
+	ts_req_start(q, r);
 	req_track(q, r);
 	rc = vs_scsi_exec(q->t->dev, r->lun, &r->cmd, q->w->io);
 	if (rc < 0) {
@@ -250,6 +347,7 @@ static void req_start(struct tq *q, struct treq *r)
 			 (unsigned long long)r->tag, strerror(-rc));
 		req_untrack(q, r, &wake);
 		q->inflight--;
+		ts_req_end(q, r, VS_VIRTIO_SCSI_S_FAILURE, 0, 0);
 		if (r->in_split >= 0)
 			r->elem.in[r->in_split] = r->in_saved;
 		req_reject(q, &r->elem, VS_VIRTIO_SCSI_S_FAILURE, "internal error");

@@ -348,8 +348,10 @@ static int target_create(struct vs_target **out, const struct vs_target_config *
 	pthread_cond_init(&t->tmf_cond, NULL);
 	pthread_mutex_init(&t->luns_lock, NULL);
 	tq_events_init(t);
+	ts_init(t);
 	t->workers = calloc(t->nworkers, sizeof(*t->workers));
 	if (!t->workers) {
+		ts_fini(t);
 		free(t);
 		return tq_err(err, errlen, -ENOMEM, "out of memory");
 	}
@@ -497,6 +499,7 @@ int vs_target_destroy(struct vs_target *t)
 	pthread_mutex_destroy(&t->luns_lock);
 	pthread_mutex_destroy(&t->tmf_lock);
 	pthread_cond_destroy(&t->tmf_cond);
+	ts_fini(t);
 	free(t->workers);
 	VS_INFO(INIT, "target stopped%s", rc ? " (flush failed)" : "");
 	free(t);

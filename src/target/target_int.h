@@ -39,6 +39,89 @@ struct tq_event {
 
 struct tq;
 
+/* ---- always-on statistics (stats.c) -------------------------------------------------------
+ * Written only by the worker that owns the queue (relaxed stores of a value it alone
+ * changes: no read-modify-write atomics), read by any thread with acquire loads and summed
+ * over the workers.  Latency histograms are log-linear over clock ticks: values below
+ * 2^TS_SUB_BITS ticks exactly, above that 2^TS_SUB_BITS sub-buckets per power of two, so a
+ * bucket spans at most 1/32 of the values in it; from 2^(TS_MAX_EXP+1) ticks on (about
+ * 48 minutes at 3 GHz) one last bucket, the overflow. */
+#define TS_SUB_BITS 5
+#define TS_SUB	    (1u << TS_SUB_BITS)
+#define TS_MAX_EXP  42
+#define TS_BUCKETS  ((TS_MAX_EXP - TS_SUB_BITS + 2) * TS_SUB + 1) /* + the overflow one */
+
+#ifndef VS_STATS /* -DVIOSCOPE_STATS=OFF: compiled out, to measure what they cost */
+#define VS_STATS 1
+#endif
+
+enum ts_kind { TS_READ, TS_WRITE, TS_FLUSH, TS_UNMAP, TS_OTHER, TS_KINDS };
+
+/* One worker's counts for one LUN.  Only uint64_t words: the reader sums and subtracts
+ * them as an array. */
+struct ts_counts {
+	uint64_t kind[TS_KINDS];	  /* completed, by enum ts_kind */
+	uint64_t read_bytes, write_bytes; /* data moved by reads and writes */
+	uint64_t sense[16];		  /* CHECK CONDITION, by sense key */
+	uint64_t failures;		  /* virtio response other than OK */
+	uint64_t popped;
+};
+
+/* Allocated by the worker the first time it serves the LUN, kept until the target is
+ * destroyed.  The counts change under a sequence count (odd while the worker writes), so
+ * that a reader takes them whole, as of one moment: in flight (popped - completed) and
+ * bytes against commands stay exact however long the reader is preempted.  The
+ * histograms are read as they are. */
+struct ts_lun {
+	uint64_t seq;
+	struct ts_counts c;
+	uint64_t hist[2][TS_BUCKETS]; /* latency ticks of reads [0] and writes [1] */
+};
+
+static inline void ts_write_begin(struct ts_lun *ls)
+{
+	__atomic_store_n(&ls->seq, ls->seq + 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE); /* x86: a compiler barrier */
+}
+
+static inline void ts_write_end(struct ts_lun *ls)
+{
+	__atomic_store_n(&ls->seq, ls->seq + 1, __ATOMIC_RELEASE);
+}
+
+/* A request queue's counts (its owner writes them; the control queue counts notifies).
+ * In flight = popped - pushed: the reader reads pushed around popped (stats.c). */
+struct ts_queue {
+	uint64_t requests; /* commands answered (also those to a missing target) */
+	uint64_t bytes;	   /* data moved, either direction */
+	uint64_t notifies; /* call eventfd writes */
+	uint64_t pushed;   /* completions of requests counted in popped */
+	uint64_t popped;
+};
+
+/* Bucket of a latency of v ticks, and the highest value a bucket holds. */
+static inline unsigned ts_bucket(uint64_t v)
+{
+	unsigned e;
+
+	if (v < TS_SUB)
+		return (unsigned)v;
+	e = 63u - (unsigned)__builtin_clzll(v);
+	if (e > TS_MAX_EXP)
+		return TS_BUCKETS - 1;
+	return (e - TS_SUB_BITS + 1) * TS_SUB + (unsigned)((v >> (e - TS_SUB_BITS)) & (TS_SUB - 1));
+}
+uint64_t ts_bucket_high(unsigned b);
+/* The value (ticks) under which a fraction p (0 < p <= 1) of the counted values lie, as the
+ * highest value of its bucket: at most 1/32 above the true one.  0 when nothing counted. */
+uint64_t ts_percentile(const uint64_t hist[TS_BUCKETS], double p);
+
+/* One memory word written by its one writer: a plain increment, published whole. */
+static inline void ts_add(uint64_t *c, uint64_t n)
+{
+	__atomic_store_n(c, *c + n, __ATOMIC_RELAXED);
+}
+
 /* One command popped from a request queue, from pop to push.  Pooled per queue. */
 struct treq {
 	struct tq *q;
@@ -50,6 +133,9 @@ struct treq {
 	uint8_t abort_resp;		/* 0, or VS_VIRTIO_SCSI_S_ABORTED/RESET (under q->lock) */
 	bool tmf_wait;			/* a TMF waits for this one (under q->lock) */
 	uint64_t t_start;		/* arrival time, ns (all flavour only) */
+	uint64_t t_pop;			/* arrival time, stats clock ticks (reads, writes) */
+	struct ts_lun *ls;		/* the worker's stats of this LUN, or NULL */
+	uint8_t ts_kind;		/* enum ts_kind */
 	size_t data_in_len;		/* writable bytes after the response header */
 	int in_split;			/* elem.in index cut for data-in, or -1 */
 	struct iovec in_saved;		/* that iovec before the cut: restored for the response */
@@ -82,6 +168,7 @@ struct tq {
 	struct treq *all;
 	pthread_mutex_t lock; /* the in-flight list and the TMF marks in it */
 	struct treq active;   /* in-flight list head (a sentinel) */
+	struct ts_queue ts;
 };
 
 enum wcmd { WCMD_NONE, WCMD_START, WCMD_STOP, WCMD_CALLFD, WCMD_EXIT };
@@ -130,6 +217,7 @@ struct worker {
 	unsigned nq;
 	struct tq *stopping; /* a STOP waiting for in-flight requests */
 	struct wstats st;
+	struct ts_lun *ts[VS_TARGET_MAX_LUNS]; /* per LUN, made when first served */
 
 	/* one command at a time from the vhost thread: */
 	pthread_mutex_t lock;
@@ -180,6 +268,12 @@ struct vs_target {
 	struct worker ctl;
 	struct tq q[TQ_MAX];
 	uint64_t connections;
+
+	/* statistics: the clock, and what a LUN's counters read as zero (stats.c) */
+	bool ts_tsc; /* ticks are TSC cycles (else CLOCK_MONOTONIC ns) */
+	double ts_ns_per_tick;
+	pthread_mutex_t ts_lock; /* ts_base, and readers against clears */
+	struct ts_lun *ts_base[VS_TARGET_MAX_LUNS];
 
 	/* a TMF waiting for marked requests to complete */
 	pthread_mutex_t tmf_lock;
@@ -256,6 +350,19 @@ int vs_target__create_manual(struct vs_target **t, const struct vs_target_config
 void vs_target__pump(struct vs_target *t, unsigned passes);
 /* A failure ended the session (tq_fail) since the last connected(). */
 bool vs_target__failed(const struct vs_target *t);
+
+/* stats.c */
+void ts_init(struct vs_target *t);
+void ts_fini(struct vs_target *t);
+/* Make LUN id's counters read as zero from now on (a LUN added at run time); any thread,
+ * while workers count: they never see it. */
+void tgt_stats_lun_clear(struct vs_target *t, unsigned id);
+struct ts_lun *ts_lun_make(struct worker *w, unsigned lun) __attribute__((cold));
+
+static inline uint64_t ts_now(const struct vs_target *t)
+{
+	return t->ts_tsc ? vs__rdtsc() : vs_mono_ns();
+}
 
 /* request.c */
 void tq_req_process(struct tq *q);

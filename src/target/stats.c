@@ -1,0 +1,332 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Always-on statistics: per LUN and per request queue, read by any thread while the
+ * workers count (request.c counts; this file allocates, clears and reads).
+ *
+ * Cost on the request path: each worker counts into its own blocks (one per LUN it
+ * serves, struct ts_lun; one per queue it owns, struct ts_queue) with plain stores, so no
+ * cache line is shared between workers and no atomic read-modify-write is needed.  Reads
+ * and writes take one clock read at pop and one at push: the TSC when it is invariant,
+ * converted to ns only by the reader, else CLOCK_MONOTONIC.
+ *
+ * Clearing (a LUN added at run time) never touches the workers' blocks: it snapshots their
+ * sum as the LUN's baseline, which readers subtract.  Every counter only grows and each
+ * worker's counts are taken whole (a sequence count), so a baseline is at most what any
+ * later read sees, and consistent with it.
+ */
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
+#include "target/target_int.h"
+
+#define TS_WORDS (sizeof(struct ts_counts) / sizeof(uint64_t))
+_Static_assert(sizeof(struct ts_counts) % sizeof(uint64_t) == 0, "struct ts_counts: only uint64_t");
+
+/* ---- the clock ---------------------------------------------------------------------------- */
+static struct {
+	pthread_once_t once;
+	bool tsc;
+	double ns_per_tick;
+} ts_clock = {.once = PTHREAD_ONCE_INIT, .ns_per_tick = 1.0};
+
+/* Invariant TSC (constant rate, runs in deep C-states): CPUID 0x80000007 EDX bit 8, as the
+ * trace runtime checks.  VIOSCOPE_STATS_CLOCK=monotonic forces the fallback. */
+static bool tsc_invariant(void)
+{
+	const char *force = getenv("VIOSCOPE_STATS_CLOCK");
+
+	if (force && strcmp(force, "monotonic") == 0)
+		return false;
+#if defined(__x86_64__) || defined(__i386__)
+	unsigned a, b, c, d;
+
+	if (!__get_cpuid(0x80000000, &a, &b, &c, &d) || a < 0x80000007)
+		return false;
+	__get_cpuid(0x80000007, &a, &b, &c, &d);
+	return (d >> 8) & 1;
+#else
+	return false;
+#endif
+}
+
+/* A (TSC, CLOCK_MONOTONIC) pair read as close together as a few tries allow. */
+static void clock_pair(uint64_t *tsc, uint64_t *ns)
+{
+	uint64_t best = UINT64_MAX;
+
+	for (int i = 0; i < 5; i++) {
+		uint64_t a = vs__rdtsc(), m = vs_mono_ns(), b = vs__rdtsc();
+
+		if (b - a < best) {
+			best = b - a;
+			*tsc = a + (b - a) / 2;
+			*ns = m;
+		}
+	}
+}
+
+/* Once per process: the TSC's rate against CLOCK_MONOTONIC over 5 ms (an error of about
+ * 1e-5: the pairs are read within ~50 ns of each other). */
+static void ts_clock_init(void)
+{
+	uint64_t t0, n0, t1, n1;
+	struct timespec ts = {.tv_nsec = 5000000};
+
+	if (!tsc_invariant())
+		return;
+	clock_pair(&t0, &n0);
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+	clock_pair(&t1, &n1);
+	if (t1 <= t0 || n1 <= n0)
+		return;
+	ts_clock.ns_per_tick = (double)(n1 - n0) / (double)(t1 - t0);
+	ts_clock.tsc = true;
+}
+
+void ts_init(struct vs_target *t)
+{
+	pthread_once(&ts_clock.once, ts_clock_init);
+	t->ts_tsc = ts_clock.tsc;
+	t->ts_ns_per_tick = ts_clock.tsc ? ts_clock.ns_per_tick : 1.0;
+	pthread_mutex_init(&t->ts_lock, NULL);
+}
+
+void ts_fini(struct vs_target *t)
+{
+	for (unsigned i = 0; t->workers && i < t->nworkers; i++)
+		for (unsigned id = 0; id < VS_TARGET_MAX_LUNS; id++)
+			free(t->workers[i].ts[id]);
+	for (unsigned id = 0; id < VS_TARGET_MAX_LUNS; id++)
+		free(t->ts_base[id]);
+	pthread_mutex_destroy(&t->ts_lock);
+}
+
+/* ---- the histogram ------------------------------------------------------------------------ */
+uint64_t ts_bucket_high(unsigned b)
+{
+	unsigned e, shift;
+
+	if (b < TS_SUB)
+		return b;
+	if (b >= TS_BUCKETS - 1)
+		return UINT64_MAX;
+	e = b / TS_SUB + TS_SUB_BITS - 1; /* the power of two */
+	shift = e - TS_SUB_BITS;	  /* sub-bucket width: 2^shift */
+	return (((uint64_t)TS_SUB + b % TS_SUB + 1) << shift) - 1;
+}
+
+uint64_t ts_percentile(const uint64_t hist[TS_BUCKETS], double p)
+{
+	uint64_t total = 0, rank, seen = 0;
+
+	for (unsigned b = 0; b < TS_BUCKETS; b++)
+		total += hist[b];
+	if (!total)
+		return 0;
+	/* The smallest value with at least p of the values at or below it: rank ceil(p * n). */
+	rank = (uint64_t)(p * (double)total);
+	if ((double)rank < p * (double)total)
+		rank++;
+	if (rank < 1)
+		rank = 1;
+	if (rank > total)
+		rank = total;
+	for (unsigned b = 0; b < TS_BUCKETS; b++) {
+		seen += hist[b];
+		if (seen >= rank)
+			return ts_bucket_high(b);
+	}
+	return ts_bucket_high(TS_BUCKETS - 1);
+}
+
+/* ---- the blocks --------------------------------------------------------------------------- */
+/* Only for a LUN the device has: a guest addressing LUNs that do not exist must not make
+ * the workers allocate. */
+struct ts_lun *ts_lun_make(struct worker *w, unsigned lun)
+{
+	struct ts_lun *ls;
+
+	if (!vs_scsi_dev_lun(w->t->dev, lun))
+		return NULL;
+	ls = calloc(1, sizeof(*ls));
+	if (!ls) {
+		VS_ERROR(QUEUE, "worker %u: out of memory for LUN %u's statistics", w->id, lun);
+		return NULL;
+	}
+	/* Readers find it through this pointer: published with its zeroes. */
+	__atomic_store_n(&w->ts[lun], ls, __ATOMIC_RELEASE);
+	return ls;
+}
+
+/* Add a worker's counts to sum, as of one moment: the seqlock's read side (retried while
+ * the worker was writing them; it writes a few words per request, so it finishes soon). */
+static void counts_add(const struct ts_lun *ls, uint64_t *sum)
+{
+	const uint64_t *w = (const uint64_t *)&ls->c;
+	uint64_t copy[TS_WORDS];
+
+	for (unsigned tries = 0;; tries++) {
+		uint64_t s0 = __atomic_load_n(&ls->seq, __ATOMIC_ACQUIRE), s1;
+
+		for (size_t k = 0; k < TS_WORDS; k++)
+			copy[k] = __atomic_load_n(&w[k], __ATOMIC_RELAXED);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		s1 = __atomic_load_n(&ls->seq, __ATOMIC_RELAXED);
+		if (!(s0 & 1) && s0 == s1)
+			break;
+		if (tries > 100)
+			sched_yield(); /* the worker was preempted while writing */
+	}
+	for (size_t k = 0; k < TS_WORDS; k++)
+		sum[k] += copy[k];
+}
+
+/* The sum over the workers of LUN id's blocks, into sum (zeroed by the caller). */
+static void lun_sum(struct vs_target *t, unsigned id, struct ts_lun *sum)
+{
+	for (unsigned i = 0; i < t->nworkers; i++) {
+		const struct ts_lun *ls = __atomic_load_n(&t->workers[i].ts[id], __ATOMIC_ACQUIRE);
+
+		if (!ls)
+			continue;
+		counts_add(ls, (uint64_t *)&sum->c);
+		for (unsigned d = 0; d < 2; d++)
+			for (unsigned b = 0; b < TS_BUCKETS; b++)
+				sum->hist[d][b] +=
+				    __atomic_load_n(&ls->hist[d][b], __ATOMIC_RELAXED);
+	}
+}
+
+void tgt_stats_lun_clear(struct vs_target *t, unsigned id)
+{
+	struct ts_lun *base;
+
+	if (id >= VS_TARGET_MAX_LUNS)
+		return;
+	pthread_mutex_lock(&t->ts_lock);
+	base = t->ts_base[id];
+	if (!base) {
+		base = calloc(1, sizeof(*base));
+		if (!base) {
+			pthread_mutex_unlock(&t->ts_lock);
+			tq_log(t, "LUN %u: out of memory to clear its statistics", id);
+			return;
+		}
+		t->ts_base[id] = base;
+	}
+	memset(base, 0, sizeof(*base));
+	lun_sum(t, id, base);
+	pthread_mutex_unlock(&t->ts_lock);
+}
+
+/* ---- the readers -------------------------------------------------------------------------- */
+/* A LUN the target has (luns.c changes the table at run time). */
+static bool lun_present(struct vs_target *t, unsigned id)
+{
+	return __atomic_load_n(&t->be[id], __ATOMIC_ACQUIRE) != NULL;
+}
+
+static uint64_t ticks_ns(const struct vs_target *t, uint64_t ticks)
+{
+	double ns = (double)ticks * t->ts_ns_per_tick;
+
+	return ns >= 18446744073709551615.0 ? UINT64_MAX : (uint64_t)ns;
+}
+
+static void sub_clamped(uint64_t *a, const uint64_t *b, size_t n)
+{
+	for (size_t k = 0; k < n; k++)
+		a[k] = a[k] > b[k] ? a[k] - b[k] : 0;
+}
+
+/* Under ts_lock; sum: scratch. */
+static void lun_read(struct vs_target *t, unsigned id, struct ts_lun *sum,
+		     struct vs_target_lun_stats *out)
+{
+	const struct ts_lun *base = t->ts_base[id];
+	struct ts_counts *c = &sum->c;
+	uint64_t completed = 0;
+
+	memset(sum, 0, sizeof(*sum));
+	memset(out, 0, sizeof(*out));
+	out->id = id;
+	lun_sum(t, id, sum);
+	/* Not cleared: what is in flight now, whatever the baseline. */
+	for (unsigned k = 0; k < TS_KINDS; k++)
+		completed += c->kind[k];
+	out->in_flight = c->popped > completed ? c->popped - completed : 0;
+	if (base) {
+		/* Each worker's counts only grow, and the baseline took them whole: no count
+		 * goes below it.  A histogram read while a request was being counted may. */
+		sub_clamped((uint64_t *)c, (const uint64_t *)&base->c, TS_WORDS);
+		sub_clamped(&sum->hist[0][0], &base->hist[0][0], 2 * TS_BUCKETS);
+	}
+
+	out->reads = c->kind[TS_READ];
+	out->writes = c->kind[TS_WRITE];
+	out->flushes = c->kind[TS_FLUSH];
+	out->unmaps = c->kind[TS_UNMAP];
+	out->others = c->kind[TS_OTHER];
+	out->read_bytes = c->read_bytes;
+	out->write_bytes = c->write_bytes;
+	memcpy(out->sense_keys, c->sense, sizeof(out->sense_keys));
+	out->failures = c->failures;
+	out->read_p50_ns = ticks_ns(t, ts_percentile(sum->hist[TS_READ], 0.50));
+	out->read_p99_ns = ticks_ns(t, ts_percentile(sum->hist[TS_READ], 0.99));
+	out->read_p999_ns = ticks_ns(t, ts_percentile(sum->hist[TS_READ], 0.999));
+	out->write_p50_ns = ticks_ns(t, ts_percentile(sum->hist[TS_WRITE], 0.50));
+	out->write_p99_ns = ticks_ns(t, ts_percentile(sum->hist[TS_WRITE], 0.99));
+	out->write_p999_ns = ticks_ns(t, ts_percentile(sum->hist[TS_WRITE], 0.999));
+}
+
+unsigned vs_target_lun_stats(struct vs_target *t, struct vs_target_lun_stats *out, unsigned max)
+{
+	struct ts_lun *sum = max ? malloc(sizeof(*sum)) : NULL;
+	unsigned n = 0;
+
+	pthread_mutex_lock(&t->ts_lock);
+	for (unsigned id = 0; id < VS_TARGET_MAX_LUNS; id++) {
+		if (!lun_present(t, id))
+			continue;
+		if (n < max && sum) {
+			lun_read(t, id, sum, &out[n]);
+		} else if (n < max) { /* out of memory: the ids, no figures */
+			memset(&out[n], 0, sizeof(out[n]));
+			out[n].id = id;
+		}
+		n++;
+	}
+	pthread_mutex_unlock(&t->ts_lock);
+	free(sum);
+	return n;
+}
+
+unsigned vs_target_queue_stats(struct vs_target *t, struct vs_target_queue_stats *out, unsigned max)
+{
+	for (unsigned i = 0; i < t->num_queues && i < max; i++) {
+		const struct ts_queue *qs = &t->q[VS_VIRTIO_SCSI_VQ_REQ0 + i].ts;
+		uint64_t pushed, popped;
+
+		/* pushed unchanged around the load of popped: both as of that load. */
+		do {
+			pushed = __atomic_load_n(&qs->pushed, __ATOMIC_ACQUIRE);
+			popped = __atomic_load_n(&qs->popped, __ATOMIC_ACQUIRE);
+		} while (__atomic_load_n(&qs->pushed, __ATOMIC_ACQUIRE) != pushed);
+
+		out[i] = (struct vs_target_queue_stats){
+		    .queue = i,
+		    .requests = __atomic_load_n(&qs->requests, __ATOMIC_ACQUIRE),
+		    .bytes = __atomic_load_n(&qs->bytes, __ATOMIC_ACQUIRE),
+		    .in_flight = popped > pushed ? popped - pushed : 0,
+		    .notifies = __atomic_load_n(&qs->notifies, __ATOMIC_ACQUIRE),
+		};
+	}
+	return t->num_queues;
+}
