@@ -159,10 +159,12 @@ done < <(grep '^VIOSCOPE-[A-Z]*: FAIL' "$clean" || true)
 steps=$(grep -c '^VIOSCOPE-STEP: PASS' "$clean" || true)
 # discover, appear, fio, grow, fio-grown, gone, background
 ((steps == 7)) || problems+=("expected 7 passed steps, saw $steps")
-# LUN 0's row of the table: reads and writes both counted (fio wrote and verified).
-awk '$1 == "0" && $2 > 0 && $3 > 0 { ok = 1 } END { exit !ok }' "$work/stats.txt" ||
+# The LUN rows of the table (up to its blank line): LUN 0 counted reads and writes (fio wrote
+# and verified), and the removed LUN 1 is not listed.
+sed '/^$/q' "$work/stats.txt" >"$work/stats.luns"
+awk '$1 == "0" && $2 > 0 && $3 > 0 { ok = 1 } END { exit !ok }' "$work/stats.luns" ||
 	problems+=("the stats show no reads and writes on LUN 0")
-grep -q '^1 ' "$work/stats.txt" && problems+=("the stats still list the removed LUN 1")
+! grep -q '^1 ' "$work/stats.luns" || problems+=("the stats still list the removed LUN 1")
 
 # The operator's stop: shutdown through the socket; the target exits 0 and removes it.
 if rpc shutdown >/dev/null; then
