@@ -250,8 +250,11 @@ static int cmd_target(int argc, char **argv)
 		    .path = rpc_path, .target = running, .shutdown = rpc_shutdown, .log = log_line};
 
 		if (vs_rpc_start(&rpc, &rc_cfg, err, sizeof(err))) {
+			struct vs_target *t = running;
+
 			fprintf(stderr, "vioscope target: --rpc: %s\n", err);
-			vs_target_destroy(running);
+			running = NULL; /* no signal may wake a target being torn down */
+			vs_target_destroy(t);
 			return 1;
 		}
 	}

@@ -146,7 +146,7 @@ static json_t *lun_info_json(const struct vs_target_lun_info *l)
 /* The LUN's entry in the target's list, as JSON (an application error if it is gone). */
 static json_t *lun_json(struct vs_rpc *rpc, unsigned id, struct rpc_error *e)
 {
-	static struct vs_target_lun_info luns[VS_TARGET_MAX_LUNS]; /* the server's thread only */
+	struct vs_target_lun_info luns[VS_TARGET_MAX_LUNS];
 	unsigned n = vs_target_lun_list(rpc->cfg.target, luns, VS_TARGET_MAX_LUNS);
 
 	for (unsigned i = 0; i < n && i < VS_TARGET_MAX_LUNS; i++)
@@ -203,7 +203,7 @@ static json_t *m_lun_resize(struct vs_rpc *rpc, json_t *params, struct rpc_error
 
 static json_t *m_lun_list(struct vs_rpc *rpc, json_t *params, struct rpc_error *e)
 {
-	static struct vs_target_lun_info luns[VS_TARGET_MAX_LUNS];
+	struct vs_target_lun_info luns[VS_TARGET_MAX_LUNS];
 	unsigned n = vs_target_lun_list(rpc->cfg.target, luns, VS_TARGET_MAX_LUNS);
 	json_t *list = json_array();
 
@@ -234,7 +234,7 @@ static json_t *lun_stats_json(const struct vs_target_lun_stats *s)
 
 static json_t *m_stats(struct vs_rpc *rpc, json_t *params, struct rpc_error *e)
 {
-	static struct vs_target_lun_stats luns[VS_TARGET_MAX_LUNS];
+	struct vs_target_lun_stats luns[VS_TARGET_MAX_LUNS];
 	struct vs_target_queue_stats queues[VS_TARGET_MAX_QUEUES];
 	struct vs_target *t = rpc->cfg.target;
 	struct vs_target_stats st;

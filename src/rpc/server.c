@@ -285,7 +285,10 @@ void vs_rpc_stop(struct vs_rpc *rpc)
 	}
 	if (rpc->listen_fd >= 0) {
 		close(rpc->listen_fd);
-		unlink(rpc->path);
+		if (rpc->path)
+			unlink(rpc->path);
+		else
+			unlink(rpc->cfg.path);
 	}
 	if (rpc->wake_fd >= 0)
 		close(rpc->wake_fd);
