@@ -35,6 +35,13 @@ struct vs_ini_opts {
 	bool reconnect;        /* reconnect and rescan when the target comes back (a zeroed
 				  struct leaves it off: set it to get reconnection) */
 	unsigned timeout_ms;   /* TMF, scan command and reset drain timeout (default 10000) */
+	/* Called after a scan changed the LUN table (a LUN appeared or went away, a capacity
+	 * changed): scans follow the target's events (hot-plug, parameter change, events
+	 * missed) on the initiator's control thread, or run in vs_ini_rescan on the caller's.
+	 * It must not call vs_ini_rescan, TMFs or close (they wait for the scan).  Table
+	 * indices may shift when a LUN goes away: look LUNs up again by their number. */
+	void (*luns_changed)(void *arg);
+	void *luns_changed_arg;
 	bool test_drop_flushes; /* test only: a FLUSH sends TEST UNIT READY instead and
 				   "succeeds" (a driver that loses flushes, for the crash-state
 				   checker to catch) */
@@ -119,6 +126,10 @@ int vs_ini_lun_reset(struct vs_ini *ini, unsigned lun);
 /* Rescan LUNs (REPORT LUNS, INQUIRY, READ CAPACITY 16).  TMFs and rescans wait for the
  * target: call them from an application thread, never from a done() callback. */
 int vs_ini_rescan(struct vs_ini *ini);
+
+/* +1 each time a scan changed the LUN table (see luns_changed): compare two readings to
+ * learn that LUNs changed without a callback. */
+unsigned vs_ini_lun_generation(const struct vs_ini *ini);
 
 /* Send the memory table again, describing the shared memory as nregions (1..8) regions
  * split inside the data area, as a frontend does when guest memory changes.  Requests may

@@ -227,7 +227,8 @@ int vs_backend_resize(struct vs_backend *be, uint64_t new_size, char *err, size_
 	if (!be->ops->resize || be->ro) {
 		vs_fail(err, errlen, 0, "a %s%s backend cannot be resized here%s",
 			be->ro ? "read-only " : "", be->ops->kind,
-			!strcmp(be->ops->kind, "rbd") ? " (resize the image: the LUN follows)" : "");
+			!strcmp(be->ops->kind, "rbd") ? " (resize the image: the LUN follows)"
+						      : "");
 		return -ENOTSUP;
 	}
 	if (new_size == old)

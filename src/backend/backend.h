@@ -108,8 +108,9 @@ bool vs_backend_durable(const struct vs_backend *be);
  * ("rbd:POOL/IMAGE-ID"), or "" when the backend has none of its own (the caller then
  * names it, e.g. by its file's real path). */
 const char *vs_backend_identity(const struct vs_backend *be);
-/* The backend's size changed to new_size bytes.  Runs on a thread of the backend's own,
- * never inside a vs_backend_* call of the caller's. */
+/* The backend's size changed to new_size bytes.  Runs on a thread of the backend's own
+ * (an RBD image resized by its owner), or inside vs_backend_resize() on its caller's;
+ * never inside another vs_backend_* call. */
 typedef void (*vs_backend_size_fn)(void *arg, uint64_t old_size, uint64_t new_size);
 /* Be told when the size changes (one watcher per backend: -EBUSY if another watches).
  * Backends whose size cannot change never call it. */

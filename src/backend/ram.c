@@ -3,8 +3,8 @@
  * ram=SIZE: anonymous memory, reserved lazily (MAP_NORESERVE), so a large LUN costs
  * only what is written.  The address range is reserved for up to RAM_RESERVE (or SIZE
  * when larger) and only SIZE of it made accessible, so that the LUN can grow in place
- * while workers use it (mprotect; the base never moves).  Bios complete synchronously and are handed to the context's
- * deferred list, so done() still runs from vs_io_ctx_reap().
+ * while workers use it (mprotect; the base never moves).  Bios complete synchronously and are
+ * handed to the context's deferred list, so done() still runs from vs_io_ctx_reap().
  */
 #define _GNU_SOURCE
 #include <errno.h>

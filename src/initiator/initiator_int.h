@@ -141,6 +141,7 @@ struct vs_ini {
 	atomic_uint nluns;
 	struct vs_ini_lun luns[VS_INI_MAX_LUNS];
 	struct ini_lun_hot hot[VS_INI_MAX_LUNS];
+	atomic_uint lun_generation; /* +1 each time a scan changes the table */
 
 	/* background */
 	pthread_t ctl_thread;

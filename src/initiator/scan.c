@@ -148,9 +148,13 @@ static int probe_thin(struct vs_ini *ini, unsigned id, bool *thin)
 	return 0;
 }
 
-static void publish(struct vs_ini *ini, const struct vs_ini_lun *luns, unsigned n)
+/* Replace the table; true when it changed (a LUN came or went, a capacity changed). */
+static bool publish(struct vs_ini *ini, const struct vs_ini_lun *luns, unsigned n)
 {
+	bool changed;
+
 	pthread_mutex_lock(&ini->lun_lock);
+	changed = n != atomic_load(&ini->nluns) || memcmp(ini->luns, luns, n * sizeof(*luns));
 	/* Shrink first: a submit never sees an index past the entries being rewritten. */
 	if (n < atomic_load(&ini->nluns))
 		atomic_store(&ini->nluns, n);
@@ -167,7 +171,10 @@ static void publish(struct vs_ini *ini, const struct vs_ini_lun *luns, unsigned 
 		__atomic_store_n(&ini->hot[i].present, 1, __ATOMIC_RELAXED);
 	}
 	atomic_store_explicit(&ini->nluns, n, memory_order_release);
+	if (changed)
+		atomic_fetch_add(&ini->lun_generation, 1);
 	pthread_mutex_unlock(&ini->lun_lock);
+	return changed;
 }
 
 int ini_scan_luns(struct vs_ini *ini)
@@ -207,8 +214,12 @@ int ini_scan_luns(struct vs_ini *ini)
 			l->block_size, l->read_only ? ", read-only" : "", l->thin ? ", thin" : "");
 		found++;
 	}
-	publish(ini, luns, found);
-	VS_INFO(INIT, "scan: %u LUNs usable", found);
+	if (publish(ini, luns, found) && ini->opts.luns_changed) {
+		VS_INFO(INIT, "scan: %u LUNs usable: the table changed", found);
+		ini->opts.luns_changed(ini->opts.luns_changed_arg);
+	} else {
+		VS_INFO(INIT, "scan: %u LUNs usable", found);
+	}
 	rc = 0;
 out:
 	if (rc)
@@ -216,6 +227,11 @@ out:
 	free(ids);
 	free(luns);
 	return rc;
+}
+
+unsigned vs_ini_lun_generation(const struct vs_ini *ini)
+{
+	return atomic_load(&((struct vs_ini *)ini)->lun_generation);
 }
 
 int vs_ini_rescan(struct vs_ini *ini)

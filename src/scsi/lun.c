@@ -38,8 +38,9 @@ static void lun_identity(struct vs_scsi_lun *lun, const char *name)
 	vs_put_be64(lun->naa + 8, h2);
 }
 
-/* The backend was resized (its own thread): the new capacity, and CAPACITY DATA HAS
- * CHANGED for the next command (SBC-3 4.6), as a SAN array does when a volume grows. */
+/* The backend was resized (its own thread, or vs_backend_resize's caller): the new
+ * capacity, and CAPACITY DATA HAS CHANGED for the next command (SBC-3 4.6), as a SAN array
+ * does when a volume grows; then the LUN's owner is told (the target sends the event). */
 static void lun_resized(void *arg, uint64_t old_size, uint64_t new_size)
 {
 	struct vs_scsi_lun *lun = arg;

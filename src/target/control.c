@@ -215,14 +215,10 @@ static inline int ctl_pop_one(void *opaque)
 	struct tq *q = opaque;
 	struct vs_vq_elem *e = q->w->scratch;
 	uint32_t len = 0;
-	int rc = vs_vq_dev_pop(&q->vq, q->mem, e);
+	int rc = tq_pop(q, e);
 
-	if (rc == -EAGAIN)
-		return 0;
-	if (rc == -EIO) {
-		tq_kill(q, q->vq.broken_reason ? q->vq.broken_reason : "broken ring");
-		return -EIO;
-	}
+	if (rc == -EAGAIN || rc == -EIO)
+		return rc == -EAGAIN ? 0 : -EIO;
 	if (rc) {
 		wstat_inc(&q->w->st.bad_requests);
 		VS_ERROR(TMF, "control head %u: bad chain (%s): returned empty", e->head,

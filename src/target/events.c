@@ -113,14 +113,10 @@ static int event_deliver_one(struct tq *q)
 {
 	struct vs_vq_elem *e = q->w->scratch;
 	struct vs_virtio_scsi_event ev;
-	int rc = vs_vq_dev_pop(&q->vq, q->mem, e);
+	int rc = tq_pop(q, e);
 
-	if (rc == -EAGAIN)
-		return 0;
-	if (rc == -EIO) {
-		tq_kill(q, q->vq.broken_reason ? q->vq.broken_reason : "broken ring");
-		return -EIO;
-	}
+	if (rc == -EAGAIN || rc == -EIO)
+		return rc == -EAGAIN ? 0 : -EIO;
 	if (rc || e->in_len < sizeof(ev)) {
 		/* The event stays pending for the next buffer. */
 		VS_ERROR(EVENT, "event head %u: %s: returned empty", e->head,

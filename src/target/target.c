@@ -313,11 +313,11 @@ static int target_create(struct vs_target **out, const struct vs_target_config *
 	if (!cfg || (!manual && (!cfg->socket_path || !*cfg->socket_path)))
 		return tq_err(err, errlen, -EINVAL, "no socket path");
 	if (cfg->num_queues > VS_TARGET_MAX_QUEUES)
-		return tq_err(err, errlen, -EINVAL, "%u request queues: at most %u", cfg->num_queues,
-			    VS_TARGET_MAX_QUEUES);
+		return tq_err(err, errlen, -EINVAL, "%u request queues: at most %u",
+			      cfg->num_queues, VS_TARGET_MAX_QUEUES);
 	if (cfg->workers > VS_TARGET_MAX_WORKERS)
 		return tq_err(err, errlen, -EINVAL, "%u workers: at most %u", cfg->workers,
-			    VS_TARGET_MAX_WORKERS);
+			      VS_TARGET_MAX_WORKERS);
 	if (cfg->block_size && cfg->block_size != 512 && cfg->block_size != 4096)
 		return tq_err(err, errlen, -EINVAL, "block size %u: 512 or 4096", cfg->block_size);
 	if (!cfg->nluns || !cfg->luns)
@@ -325,7 +325,7 @@ static int target_create(struct vs_target **out, const struct vs_target_config *
 	if (cfg->adaptive_poll_us > VS_TARGET_ADAPTIVE_POLL_MAX &&
 	    cfg->adaptive_poll_us != VS_TARGET_ADAPTIVE_POLL_OFF)
 		return tq_err(err, errlen, -EINVAL, "adaptive poll of %u us: at most %u",
-			    cfg->adaptive_poll_us, VS_TARGET_ADAPTIVE_POLL_MAX);
+			      cfg->adaptive_poll_us, VS_TARGET_ADAPTIVE_POLL_MAX);
 
 	t = calloc(1, sizeof(*t));
 	if (!t)
@@ -406,9 +406,9 @@ int vs_target_create(struct vs_target **out, const struct vs_target_config *cfg,
 	if (!t->vs) {
 		rc = -errno;
 		tq_err(err, errlen, rc, "cannot listen on %s: %s", cfg->socket_path,
-		     rc == -EEXIST	  ? "it exists and is not a socket"
-		     : rc == -EADDRINUSE ? "another process is listening on it"
-					 : strerror(-rc));
+		       rc == -EEXIST	   ? "it exists and is not a socket"
+		       : rc == -EADDRINUSE ? "another process is listening on it"
+					   : strerror(-rc));
 		goto fail;
 	}
 	*out = t;

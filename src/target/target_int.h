@@ -3,6 +3,7 @@
 #ifndef VS_TARGET_INT_H
 #define VS_TARGET_INT_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -258,11 +259,11 @@ struct vs_target {
 	 * thread into the event queue's buffers */
 	pthread_mutex_t ev_lock;
 	struct tq_event ev[TQ_EVENTS_MAX]; /* a ring: ev_head, ev_count */
-	unsigned ev_head, ev_count;	  /* ev_count also read relaxed by the control thread */
-	bool ev_missed;			  /* overflowed: the next event delivered says so */
-	bool ev_live;			  /* a frontend is connected: events are kept */
-	int ev_fd;			  /* eventfd: wakes the control thread */
-	uint64_t ev_sent, ev_dropped;	  /* under ev_lock */
+	unsigned ev_head, ev_count;	   /* ev_count also read relaxed by the control thread */
+	bool ev_missed;			   /* overflowed: the next event delivered says so */
+	bool ev_live;			   /* a frontend is connected: events are kept */
+	int ev_fd;			   /* eventfd: wakes the control thread */
+	uint64_t ev_sent, ev_dropped;	   /* under ev_lock */
 	struct vs_vhost_server *vs; /* the vhost-user socket and device state */
 	struct worker *workers; /* nworkers */
 	struct worker ctl;
@@ -312,9 +313,20 @@ void worker_manual_settle(struct vs_target *t);
 void tq__notify(struct tq *q, const char *caller);
 /* Tell the driver the ring is broken (err fd) and stop using it. */
 void tq_kill(struct tq *q, const char *why);
+/* Pop the next chain of a control or event ring (vs_vq_dev_pop's result); a broken ring
+ * (-EIO) is killed. */
+static inline int tq_pop(struct tq *q, struct vs_vq_elem *e)
+{
+	int rc = vs_vq_dev_pop(&q->vq, q->mem, e);
+
+	if (rc == -EIO)
+		tq_kill(q, q->vq.broken_reason ? q->vq.broken_reason : "broken ring");
+	return rc;
+}
 
 /* target.c: err (when not NULL) gets the formatted reason, traced too; returns rc. */
-int tq_err(char *err, size_t errlen, int rc, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+int tq_err(char *err, size_t errlen, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 /* Flush each of the n backends (NULL or nothing durable: skipped): 0 or the first error. */
 int tq_flush_backends(struct vs_backend *const *be, unsigned n);
 
