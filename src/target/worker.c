@@ -644,6 +644,8 @@ void worker_fini(struct worker *w)
 	if (w->cmd_fd >= 0)
 		close(w->cmd_fd);
 	free(w->scratch);
+	for (unsigned id = 0; id < VS_TARGET_MAX_LUNS; id++)
+		free(w->ts[id]); /* its LUN statistics: the memset below would lose them */
 	pthread_mutex_destroy(&w->lock);
 	pthread_cond_destroy(&w->cond);
 	memset(w, 0, sizeof(*w));
