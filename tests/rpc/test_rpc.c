@@ -682,7 +682,7 @@ static int cli(struct fx *x, char *out, size_t outlen, const char *args)
 
 /* The client sends id=1 as a number and spec=ram=2M as a string, prints the result as
  * JSON, exits 1 with the target's message on an error, 2 on a bad command line; --table
- * and stats --watch print tables. */
+ * and stats --watch print tables; trace_set changes the target's tracing. */
 static void test_client(void **state)
 {
 	struct fx *x = fx_open("0:ram=16M", NULL);
@@ -708,7 +708,24 @@ static void test_client(void **state)
 	assert_int_equal(cli(x, out, sizeof(out), "lun_remove id=1"), 0);
 	assert_int_equal(cli(x, out, sizeof(out), "no_such_method"), 1);
 	assert_non_null(strstr(out, "not found"));
-	assert_int_equal(cli(x, out, sizeof(out), "trace_set spec=verbose:io"), 0);
+	/* trace_set takes effect in the target as `trace enable` would: `trace show` says so. */
+	assert_int_equal(cli(x, out, sizeof(out), "trace_set spec=verbose:target.io"), 0);
+	{
+		char cmd[256];
+		FILE *f;
+		size_t n;
+
+		snprintf(cmd, sizeof(cmd), "%s trace show %d 2>&1", VIOSCOPE_BIN, (int)x->t.pid);
+		f = popen(cmd, "r");
+		assert_non_null(f);
+		n = fread(out, 1, sizeof(out) - 1, f);
+		out[n] = 0;
+		assert_int_equal(pclose(f), 0);
+		if (!strstr(out, "target       verbose  on: io ") ||
+		    !strstr(out, "scsi         verbose  on: - "))
+			fail_msg("trace_set had no effect:\n%s", out);
+	}
+	assert_int_equal(cli(x, out, sizeof(out), "trace_set spec=loud"), 1);
 	assert_int_equal(cli(x, out, sizeof(out), "lun_add 1"), 2);
 	assert_int_equal(cli(x, out, sizeof(out), "lun_list --watch 1"), 2);
 	fx_close(x);
