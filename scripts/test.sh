@@ -43,12 +43,12 @@ CC=clang scripts/build.sh build-asan -DVIOSCOPE_SANITIZE=ON
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	ctest --output-on-failure -j2 -LE guest)
 
-step "ThreadSanitizer: a guest racing the target (tests/hostile/test_race.c)"
+step "ThreadSanitizer: a guest racing the target (tests/hostile/test_race.c), statistics read and cleared while workers count (tests/target/test_stats.c)"
 CC=clang cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVIOSCOPE_TSAN=ON \
 	-DVIOSCOPE_WERROR=ON >/dev/null
-cmake --build build-tsan -j"$(nproc)" --target test_hostile_race
+cmake --build build-tsan -j"$(nproc)" --target test_hostile_race test_target_stats
 (cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
-	ctest --output-on-failure -R '^hostile\.race$')
+	ctest --output-on-failure -R '^(hostile\.race|target\.stats)$')
 
 step "fuzz targets (libFuzzer, a few seconds each)"
 CC=clang scripts/build.sh build-fuzz -DVIOSCOPE_FUZZ=ON

@@ -80,34 +80,38 @@ static uint8_t req_untrack(struct tq *q, struct treq *r, bool *wake)
 }
 
 /* ---- statistics (stats.c reads them) -------------------------------------------------------- */
+/* Opcode -> enum ts_kind (TS_OTHER is 0 in the table: every opcode not listed). */
+#define TS_WRITE_SAME (TS_KINDS + 1) /* a write, or an unmap with the UNMAP bit */
+static const uint8_t ts_kind_tab[256] = {
+	[VS_SCSI_OP_READ_6] = TS_READ + 1,
+	[VS_SCSI_OP_READ_10] = TS_READ + 1,
+	[VS_SCSI_OP_READ_12] = TS_READ + 1,
+	[VS_SCSI_OP_READ_16] = TS_READ + 1,
+	[VS_SCSI_OP_WRITE_6] = TS_WRITE + 1,
+	[VS_SCSI_OP_WRITE_10] = TS_WRITE + 1,
+	[VS_SCSI_OP_WRITE_12] = TS_WRITE + 1,
+	[VS_SCSI_OP_WRITE_16] = TS_WRITE + 1,
+	[VS_SCSI_OP_WRITE_SAME_10] = TS_WRITE_SAME + 1,
+	[VS_SCSI_OP_WRITE_SAME_16] = TS_WRITE_SAME + 1,
+	[VS_SCSI_OP_SYNCHRONIZE_CACHE_10] = TS_FLUSH + 1,
+	[VS_SCSI_OP_SYNCHRONIZE_CACHE_16] = TS_FLUSH + 1,
+	[VS_SCSI_OP_UNMAP] = TS_UNMAP + 1,
+};
+
 static inline enum ts_kind ts_kind_of(const uint8_t *cdb)
 {
-	switch (cdb[0]) {
-	case VS_SCSI_OP_READ_6:
-	case VS_SCSI_OP_READ_10:
-	case VS_SCSI_OP_READ_12:
-	case VS_SCSI_OP_READ_16:
-		return TS_READ;
-	case VS_SCSI_OP_WRITE_6:
-	case VS_SCSI_OP_WRITE_10:
-	case VS_SCSI_OP_WRITE_12:
-	case VS_SCSI_OP_WRITE_16:
-		return TS_WRITE;
-	case VS_SCSI_OP_WRITE_SAME_10:
-	case VS_SCSI_OP_WRITE_SAME_16:
-		return cdb[1] & 0x08 ? TS_UNMAP : TS_WRITE; /* the UNMAP bit: a discard */
-	case VS_SCSI_OP_SYNCHRONIZE_CACHE_10:
-	case VS_SCSI_OP_SYNCHRONIZE_CACHE_16:
-		return TS_FLUSH;
-	case VS_SCSI_OP_UNMAP:
-		return TS_UNMAP;
-	default:
+	unsigned k = ts_kind_tab[cdb[0]];
+
+	if (!k)
 		return TS_OTHER;
-	}
+	if (__builtin_expect(k == TS_WRITE_SAME + 1, 0))
+		return cdb[1] & 0x08 ? TS_UNMAP : TS_WRITE; /* the UNMAP bit: a discard */
+	return (enum ts_kind)(k - 1);
 }
 
-/* A request about to run: its kind, its LUN's counters, and (reads and writes) its start. */
-static inline void ts_req_start(struct tq *q, struct treq *r)
+/* A request about to run: its kind, its LUN's counters, and (reads and writes) its start:
+ * the pass's clock (see ts_pass_now). */
+static inline __attribute__((always_inline)) void ts_req_start(struct tq *q, struct treq *r)
 {
 	struct ts_lun *ls = NULL;
 
@@ -115,19 +119,15 @@ static inline void ts_req_start(struct tq *q, struct treq *r)
 		return;
 	r->ts_kind = (uint8_t)ts_kind_of(r->hdr.cdb);
 	if (r->ts_kind <= TS_WRITE)
-		r->t_pop = ts_now(q->t);
+		r->t_pop = ts_pass_now(q->w);
 	if (__builtin_expect(r->lun < VS_TARGET_MAX_LUNS, 1)) {
 		ls = q->w->ts[r->lun];
 		if (__builtin_expect(!ls, 0))
 			ls = ts_lun_make(q->w, r->lun); /* once per worker and LUN */
-		if (ls) {
-			ts_write_begin(ls);
-			ts_add(&ls->c.popped, 1);
-			ts_write_end(ls);
-		}
+		if (ls)
+			ts_add(&ls->c.popped, 1); /* outside the sequence: see struct ts_lun */
 	}
 	r->ls = ls;
-	ts_add(&q->ts.popped, 1);
 }
 
 static __attribute__((noinline, cold)) void ts_sense(struct ts_lun *ls,
@@ -141,7 +141,8 @@ static __attribute__((noinline, cold)) void ts_sense(struct ts_lun *ls,
 }
 
 /* The request's response is about to be pushed. */
-static inline void ts_req_end(struct tq *q, struct treq *r, uint8_t response, size_t in, size_t out)
+static inline __attribute__((always_inline)) void ts_req_end(struct tq *q, struct treq *r,
+							     uint8_t response, size_t in, size_t out)
 {
 	struct ts_lun *ls = r->ls;
 	unsigned k = r->ts_kind;
@@ -151,7 +152,7 @@ static inline void ts_req_end(struct tq *q, struct treq *r, uint8_t response, si
 	ts_add(&q->ts.requests, 1);
 	ts_add(&q->ts.bytes, in + out);
 	if (ls) {
-		uint64_t lat = k <= TS_WRITE ? ts_now(q->t) - r->t_pop : 0;
+		uint64_t lat = k <= TS_WRITE ? ts_pass_now(q->w) - r->t_pop : 0;
 
 		ts_write_begin(ls);
 		if (k <= TS_WRITE) {
@@ -168,7 +169,6 @@ static inline void ts_req_end(struct tq *q, struct treq *r, uint8_t response, si
 		ts_add(&ls->c.kind[k], 1);
 		ts_write_end(ls);
 	}
-	__atomic_store_n(&q->ts.pushed, q->ts.pushed + 1, __ATOMIC_RELEASE);
 }
 
 /* ---- completion ------------------------------------------------------------------------------ */
@@ -243,7 +243,7 @@ static void req_done(struct vs_scsi_cmd *cmd)
 		      (unsigned long long)(tq_clock() - r->t_start));
 	ts_req_end(q, r, resp.response, data, out);
 	req_push(q, &r->elem, &resp, data);
-	q->inflight--;
+	tq_inflight_set(q, q->inflight - 1);
 	if (q->throttled) {
 		q->throttled = false;
 		q->kicked = true;
@@ -335,7 +335,7 @@ static void req_start(struct tq *q, struct treq *r)
 		req_put(q, r);
 		return;
 	}
-	q->inflight++;
+	tq_inflight_set(q, q->inflight + 1);
 	ts_req_start(q, r);
 	req_track(q, r);
 	rc = vs_scsi_exec(q->t->dev, r->lun, &r->cmd, q->w->io);
@@ -346,7 +346,7 @@ static void req_start(struct tq *q, struct treq *r)
 		VS_ERROR(SCSI, "q %u tag %#llx: vs_scsi_exec refused the command: %s", q->idx,
 			 (unsigned long long)r->tag, strerror(-rc));
 		req_untrack(q, r, &wake);
-		q->inflight--;
+		tq_inflight_set(q, q->inflight - 1);
 		ts_req_end(q, r, VS_VIRTIO_SCSI_S_FAILURE, 0, 0);
 		if (r->in_split >= 0)
 			r->elem.in[r->in_split] = r->in_saved;

@@ -5,9 +5,9 @@
  *
  * Cost on the request path: each worker counts into its own blocks (one per LUN it
  * serves, struct ts_lun; one per queue it owns, struct ts_queue) with plain stores, so no
- * cache line is shared between workers and no atomic read-modify-write is needed.  Reads
- * and writes take one clock read at pop and one at push: the TSC when it is invariant,
- * converted to ns only by the reader, else CLOCK_MONOTONIC.
+ * cache line is shared between workers and no atomic read-modify-write is needed.  The
+ * clock is read once per worker pass (ts_pass_now): the TSC when it is invariant, converted
+ * to ns only by the reader, else CLOCK_MONOTONIC.
  *
  * Clearing (a LUN added at run time) never touches the workers' blocks: it snapshots their
  * sum as the LUN's baseline, which readers subtract.  Every counter only grows and each
@@ -19,9 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
-#endif
 
 #include "target/target_int.h"
 
@@ -35,24 +32,14 @@ static struct {
 	double ns_per_tick;
 } ts_clock = {.once = PTHREAD_ONCE_INIT, .ns_per_tick = 1.0};
 
-/* Invariant TSC (constant rate, runs in deep C-states): CPUID 0x80000007 EDX bit 8, as the
- * trace runtime checks.  VIOSCOPE_STATS_CLOCK=monotonic forces the fallback. */
-static bool tsc_invariant(void)
+/* VIOSCOPE_STATS_CLOCK=monotonic forces the fallback. */
+static bool tsc_usable(void)
 {
 	const char *force = getenv("VIOSCOPE_STATS_CLOCK");
 
 	if (force && strcmp(force, "monotonic") == 0)
 		return false;
-#if defined(__x86_64__) || defined(__i386__)
-	unsigned a, b, c, d;
-
-	if (!__get_cpuid(0x80000000, &a, &b, &c, &d) || a < 0x80000007)
-		return false;
-	__get_cpuid(0x80000007, &a, &b, &c, &d);
-	return (d >> 8) & 1;
-#else
-	return false;
-#endif
+	return vs_tsc_invariant();
 }
 
 /* A (TSC, CLOCK_MONOTONIC) pair read as close together as a few tries allow. */
@@ -78,7 +65,7 @@ static void ts_clock_init(void)
 	uint64_t t0, n0, t1, n1;
 	struct timespec ts = {.tv_nsec = 5000000};
 
-	if (!tsc_invariant())
+	if (!tsc_usable())
 		return;
 	clock_pair(&t0, &n0);
 	while (nanosleep(&ts, &ts) && errno == EINTR)
@@ -166,7 +153,8 @@ struct ts_lun *ts_lun_make(struct worker *w, unsigned lun)
 }
 
 /* Add a worker's counts to sum, as of one moment: the seqlock's read side (retried while
- * the worker was writing them; it writes a few words per request, so it finishes soon). */
+ * the worker was writing them; it writes a few words per request, so it finishes soon).
+ * popped is the last word loaded (see struct ts_lun). */
 static void counts_add(const struct ts_lun *ls, uint64_t *sum)
 {
 	const uint64_t *w = (const uint64_t *)&ls->c;
@@ -311,21 +299,14 @@ unsigned vs_target_lun_stats(struct vs_target *t, struct vs_target_lun_stats *ou
 unsigned vs_target_queue_stats(struct vs_target *t, struct vs_target_queue_stats *out, unsigned max)
 {
 	for (unsigned i = 0; i < t->num_queues && i < max; i++) {
-		const struct ts_queue *qs = &t->q[VS_VIRTIO_SCSI_VQ_REQ0 + i].ts;
-		uint64_t pushed, popped;
-
-		/* pushed unchanged around the load of popped: both as of that load. */
-		do {
-			pushed = __atomic_load_n(&qs->pushed, __ATOMIC_ACQUIRE);
-			popped = __atomic_load_n(&qs->popped, __ATOMIC_ACQUIRE);
-		} while (__atomic_load_n(&qs->pushed, __ATOMIC_ACQUIRE) != pushed);
+		const struct tq *q = &t->q[VS_VIRTIO_SCSI_VQ_REQ0 + i];
 
 		out[i] = (struct vs_target_queue_stats){
 		    .queue = i,
-		    .requests = __atomic_load_n(&qs->requests, __ATOMIC_ACQUIRE),
-		    .bytes = __atomic_load_n(&qs->bytes, __ATOMIC_ACQUIRE),
-		    .in_flight = popped > pushed ? popped - pushed : 0,
-		    .notifies = __atomic_load_n(&qs->notifies, __ATOMIC_ACQUIRE),
+		    .requests = __atomic_load_n(&q->ts.requests, __ATOMIC_RELAXED),
+		    .bytes = __atomic_load_n(&q->ts.bytes, __ATOMIC_RELAXED),
+		    .in_flight = __atomic_load_n(&q->inflight, __ATOMIC_RELAXED),
+		    .notifies = __atomic_load_n(&q->ts.notifies, __ATOMIC_RELAXED),
 		};
 	}
 	return t->num_queues;

@@ -69,9 +69,11 @@ struct ts_counts {
 };
 
 /* Allocated by the worker the first time it serves the LUN, kept until the target is
- * destroyed.  The counts change under a sequence count (odd while the worker writes), so
- * that a reader takes them whole, as of one moment: in flight (popped - completed) and
- * bytes against commands stay exact however long the reader is preempted.  The
+ * destroyed.  A completion's counts change under a sequence count (odd while the worker
+ * writes), so that a reader takes them whole, as of one moment: bytes against commands stay
+ * exact however long the reader is preempted.  popped changes outside it, one word: the
+ * reader loads it last in its sequence, and an unchanged sequence means no completion came
+ * meanwhile, so popped - completed is what was in flight when popped was loaded.  The
  * histograms are read as they are. */
 struct ts_lun {
 	uint64_t seq;
@@ -91,26 +93,23 @@ static inline void ts_write_end(struct ts_lun *ls)
 }
 
 /* A request queue's counts (its owner writes them; the control queue counts notifies).
- * In flight = popped - pushed: the reader reads pushed around popped (stats.c). */
+ * Its in flight is the queue's own count (tq_inflight_set). */
 struct ts_queue {
 	uint64_t requests; /* commands answered (also those to a missing target) */
 	uint64_t bytes;	   /* data moved, either direction */
 	uint64_t notifies; /* call eventfd writes */
-	uint64_t pushed;   /* completions of requests counted in popped */
-	uint64_t popped;
 };
 
 /* Bucket of a latency of v ticks, and the highest value a bucket holds. */
 static inline unsigned ts_bucket(uint64_t v)
 {
-	unsigned e;
+	/* Values below 2^(TS_SUB_BITS+1) are their own bucket (shift 0); above, the top
+	 * TS_SUB_BITS+1 bits pick it: its power of two (shift) and sub-bucket. */
+	unsigned shift = 63u - (unsigned)__builtin_clzll(v | TS_SUB) - TS_SUB_BITS;
 
-	if (v < TS_SUB)
-		return (unsigned)v;
-	e = 63u - (unsigned)__builtin_clzll(v);
-	if (e > TS_MAX_EXP)
+	if (__builtin_expect(shift > TS_MAX_EXP - TS_SUB_BITS, 0))
 		return TS_BUCKETS - 1;
-	return (e - TS_SUB_BITS + 1) * TS_SUB + (unsigned)((v >> (e - TS_SUB_BITS)) & (TS_SUB - 1));
+	return (shift << TS_SUB_BITS) + (unsigned)(v >> shift);
 }
 uint64_t ts_bucket_high(unsigned b);
 /* The value (ticks) under which a fraction p (0 < p <= 1) of the counted values lie, as the
@@ -164,7 +163,7 @@ struct tq {
 	bool unsignalled;   /* used entries filled since the last notify decision */
 	bool polled;	    /* no kick fd, or poll mode: notifications stay off */
 	bool missed_signal; /* an interrupt was due while there was no call fd */
-	unsigned inflight;  /* popped, not pushed */
+	unsigned inflight;  /* popped, not pushed (tq_inflight_set: stats read it) */
 	struct treq *free;  /* request pool */
 	struct treq *all;
 	pthread_mutex_t lock; /* the in-flight list and the TMF marks in it */
@@ -219,6 +218,7 @@ struct worker {
 	struct tq *stopping; /* a STOP waiting for in-flight requests */
 	struct wstats st;
 	struct ts_lun *ts[VS_TARGET_MAX_LUNS]; /* per LUN, made when first served */
+	uint64_t ts_pass; /* this pass's clock (ts_pass_now), 0: not read yet */
 
 	/* one command at a time from the vhost thread: */
 	pthread_mutex_t lock;
@@ -286,6 +286,12 @@ struct vs_target {
 static inline uint64_t tq_clock(void)
 {
 	return VS_HP_COMPILED ? vs_mono_ns() : 0;
+}
+
+/* The owner changes q->inflight; statistics read it from any thread. */
+static inline void tq_inflight_set(struct tq *q, unsigned n)
+{
+	__atomic_store_n(&q->inflight, n, __ATOMIC_RELAXED);
 }
 
 static inline void wstat_inc(uint64_t *c)
@@ -374,6 +380,19 @@ struct ts_lun *ts_lun_make(struct worker *w, unsigned lun) __attribute__((cold))
 static inline uint64_t ts_now(const struct vs_target *t)
 {
 	return t->ts_tsc ? vs__rdtsc() : vs_mono_ns();
+}
+
+/* The clock of the worker's current pass, read at its first use in the pass (worker_pass
+ * clears it): one clock read per pass, however many requests it pops and completes.  A
+ * latency (pop pass to push pass) is thus off by at most the length of one pass: the
+ * worker found the request in the ring at the start of the pass that popped it, and its
+ * completion at the start of the pass that pushed it.  A TSC read costs ~20 ns here: two
+ * per request would be several percent of a poll-mode request. */
+static inline uint64_t ts_pass_now(struct worker *w)
+{
+	if (!w->ts_pass)
+		w->ts_pass = ts_now(w->t);
+	return w->ts_pass;
 }
 
 /* request.c */

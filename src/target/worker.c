@@ -130,7 +130,7 @@ static __attribute__((noinline, cold)) void kick_failed(struct worker *w, struct
 static int q_start(struct worker *w, struct tq *q)
 {
 	q->stopping = q->dead = q->throttled = q->unsignalled = q->missed_signal = false;
-	q->inflight = 0;
+	tq_inflight_set(q, 0);
 	q->polled = w->poll || q->kick_fd < 0;
 	if (!q->polled) {
 		/* Edge-triggered, never read: see the top of the file. */
@@ -354,6 +354,8 @@ void worker_manual_settle(struct vs_target *t)
 /* ---- the loop ------------------------------------------------------------------------------- */
 void worker_pass(struct worker *w)
 {
+	if (VS_STATS)
+		w->ts_pass = 0; /* ts_pass_now: read again at this pass's first use */
 	if (w->io && vs_io_ctx_pending(w->io)) {
 		int rc = vs_io_ctx_reap(w->io, false);
 		if (rc < 0)

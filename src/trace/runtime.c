@@ -22,11 +22,9 @@
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
-#endif
 
 #include "trace/runtime_int.h"
+#include "util/util.h"
 
 #define DEFAULT_RINGS     64
 #define DEFAULT_RING_SIZE (1u << 20)
@@ -98,22 +96,13 @@ static uint64_t realtime_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* The TSC is usable when it is invariant (constant rate, runs in deep C-states),
- * which CPUID 0x80000007 EDX bit 8 advertises. */
+/* The TSC, when invariant (util.h), unless the environment asks for CLOCK_MONOTONIC. */
 static bool tsc_usable(void)
 {
 	const char *force = getenv("VIOSCOPE_TRACE_CLOCK");
 	if (force && strcmp(force, "monotonic") == 0)
 		return false;
-#if defined(__x86_64__) || defined(__i386__)
-	unsigned a, b, c, d;
-	if (!__get_cpuid(0x80000000, &a, &b, &c, &d) || a < 0x80000007)
-		return false;
-	__get_cpuid(0x80000007, &a, &b, &c, &d);
-	return (d >> 8) & 1;
-#else
-	return false;
-#endif
+	return vs_tsc_invariant();
 }
 
 static pid_t gettid_(void)

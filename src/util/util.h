@@ -16,6 +16,9 @@
 #include <string.h>
 #include <sys/uio.h>
 #include <time.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 /* ---- iovecs ----------------------------------------------------------------------------
  * Inline: they sit on every request's path (headers, RAM copies, data offsets), where a
@@ -108,6 +111,22 @@ static inline uint64_t vs_mono_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The TSC is usable as a clock when it is invariant (constant rate, runs in deep
+ * C-states), which CPUID 0x80000007 EDX bit 8 advertises. */
+static inline bool vs_tsc_invariant(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	unsigned a, b, c, d;
+
+	if (!__get_cpuid(0x80000000, &a, &b, &c, &d) || a < 0x80000007)
+		return false;
+	__get_cpuid(0x80000007, &a, &b, &c, &d);
+	return (d >> 8) & 1;
+#else
+	return false;
+#endif
 }
 
 /* ---- random numbers -------------------------------------------------------------------- */
