@@ -100,6 +100,7 @@ fio_verify() {
 	fi
 }
 
+# shellcheck disable=SC2317 # the conditions below are called through wait_until
 # --- LUN 0 --------------------------------------------------------------------------------------
 lun0=
 for d in /sys/bus/scsi/devices/*:*:*:0; do

@@ -38,7 +38,7 @@ cleanup() {
 	local rc=$?
 	trap - EXIT INT TERM
 	for pid in "$tail_pid" "$qemu_pid" "$target_pid"; do
-		[[ -n $pid ]] && kill -TERM "$pid" 2>/dev/null || true
+		if [[ -n $pid ]]; then kill -TERM "$pid" 2>/dev/null || true; fi
 	done
 	for pid in "$qemu_pid" "$target_pid"; do
 		[[ -n $pid ]] || continue
@@ -133,9 +133,10 @@ act() {
 		return 1
 	fi
 }
-act ADD lun_add id=1 "spec=file=$work/lun1.img" &&
-	act GROW lun_resize id=1 size=${GROW_MIB}M &&
+if act ADD lun_add id=1 "spec=file=$work/lun1.img" &&
+	act GROW lun_resize id=1 size=${GROW_MIB}M; then
 	act REMOVE lun_remove id=1 || true
+fi
 # Statistics while the guest still runs: LUN 0 carried the background fio.
 rpc --table stats >"$work/stats.txt" || problems+=("vioscope rpc stats failed")
 cat "$work/stats.txt"
