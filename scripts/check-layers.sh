@@ -17,9 +17,10 @@ declare -A allowed=(
 	[scsi]="backend proto util"
 	[target]="vhost virtio scsi backend proto util"
 	[initiator]="vhost virtio proto util"
+	[rpc]="util" # the target through its public header only
 	[check]="initiator trace proto util"
 	[bench]="bench util trace"
-	[tools]="tools util trace check"
+	[tools]="tools util trace check rpc"
 )
 bad=0
 for dir in "${!allowed[@]}"; do

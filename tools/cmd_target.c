@@ -11,6 +11,7 @@
 #include <vioscope/target.h>
 #include <vioscope/trace.h>
 
+#include "rpc/rpc.h"
 #include "util/util.h"
 
 static volatile sig_atomic_t stop_requested;
@@ -21,6 +22,14 @@ static void on_signal(int sig)
 	(void)sig;
 	stop_requested = 1;
 	vs_target_wake(running); /* async-signal-safe: one eventfd write */
+}
+
+/* The management socket's shutdown method: as SIGTERM. */
+static void rpc_shutdown(void *arg)
+{
+	(void)arg;
+	stop_requested = 1;
+	vs_target_wake(running);
 }
 
 /* Why a frontend was dropped, a worker given up on: one line each on stderr. */
@@ -36,7 +45,7 @@ static void target_usage(FILE *f)
 	    f,
 	    "usage: vioscope target --socket PATH --lun N:BACKEND [--lun N:BACKEND ...]\n"
 	    "                       [--queues N] [--block-size 512|4096] [--workers N] [--poll]\n"
-	    "                       [--adaptive-poll US] [--worker-timeout SECONDS]\n"
+	    "                       [--adaptive-poll US] [--worker-timeout SECONDS] [--rpc PATH]\n"
 	    "\n"
 	    "A vhost-user-scsi device for QEMU's vhost-user-scsi-pci (one target, LUNs 0..%u).\n"
 	    "  --socket PATH        listen here (created owner-only); QEMU connects to it\n"
@@ -59,6 +68,9 @@ static void target_usage(FILE *f)
 	    "                       idle\n"
 	    "  --worker-timeout S   longest a worker may take to hand a queue back (default 30);\n"
 	    "                       past it the target flushes and exits 1\n"
+	    "  --rpc PATH           a management socket (owner-only) speaking JSON-RPC 2.0: add,\n"
+	    "                       remove and resize LUNs, statistics, tracing, shutdown\n"
+	    "                       (`vioscope rpc --socket PATH ...`, docs/TARGET.md)\n"
 	    "\n"
 	    "SIGINT/SIGTERM: finish in-flight requests, flush the files, exit 0.\n"
 	    "Traces: `vioscope trace enable PID verbose:io,queue` (this binary: %s flavour).\n",
@@ -120,12 +132,15 @@ static int cmd_target(int argc, char **argv)
 	    {"workers", required_argument, NULL, 'w'}, {"poll", no_argument, NULL, 'p'},
 	    {"worker-timeout", required_argument, NULL, 't'},
 	    {"adaptive-poll", required_argument, NULL, 'a'},
+	    {"rpc", required_argument, NULL, 'r'},
 	    {"help", no_argument, NULL, 'h'},	       {0},
 	};
 	static struct vs_target_lun luns[VS_TARGET_MAX_LUNS];
 	struct vs_target_config cfg = {
 	    .num_queues = 1, .block_size = 512, .luns = luns, .log = log_line};
 	struct sigaction sa;
+	const char *rpc_path = NULL;
+	struct vs_rpc *rpc = NULL;
 	char err[512];
 	double secs;
 	uint64_t v;
@@ -183,6 +198,9 @@ static int cmd_target(int argc, char **argv)
 				return 2;
 			cfg.worker_timeout_ms = (unsigned)(secs * 1000);
 			break;
+		case 'r':
+			rpc_path = optarg;
+			break;
 		case 'h':
 			target_usage(stdout);
 			return 0;
@@ -227,10 +245,24 @@ static int cmd_target(int argc, char **argv)
 		}
 		running = t;
 	}
+	if (rpc_path) {
+		struct vs_rpc_config rc_cfg = {
+		    .path = rpc_path, .target = running, .shutdown = rpc_shutdown, .log = log_line};
+
+		if (vs_rpc_start(&rpc, &rc_cfg, err, sizeof(err))) {
+			struct vs_target *t = running;
+
+			fprintf(stderr, "vioscope target: --rpc: %s\n", err);
+			running = NULL; /* no signal may wake a target being torn down */
+			vs_target_destroy(t);
+			return 1;
+		}
+	}
 	fprintf(stderr,
-		"vioscope target: listening on %s (%u LUN%s, %u request queue%s, %s mode)\n",
+		"vioscope target: listening on %s (%u LUN%s, %u request queue%s, %s mode)%s%s\n",
 		cfg.socket_path, cfg.nluns, cfg.nluns == 1 ? "" : "s", cfg.num_queues,
-		cfg.num_queues == 1 ? "" : "s", cfg.poll ? "poll" : "event");
+		cfg.num_queues == 1 ? "" : "s", cfg.poll ? "poll" : "event",
+		rpc_path ? "; management socket " : "", rpc_path ? rpc_path : "");
 	rc = vs_target_run(running, &stop_requested);
 	if (rc)
 		fprintf(stderr, "vioscope target: serving failed: %s\n", strerror(-rc));
@@ -241,6 +273,7 @@ static int cmd_target(int argc, char **argv)
 		struct vs_target_stats st;
 		sigset_t block;
 
+		vs_rpc_stop(rpc); /* no method may reach a target being torn down */
 		vs_target_get_stats(t, &st);
 		fprintf(stderr,
 			"vioscope target: %llu requests; idle spells ended by the adaptive poll "

@@ -197,6 +197,14 @@ extern char **vs_cli_argv;
 /* This binary's path (empty if unknown): commands run it again, or its siblings. */
 void vs_self_exe(char *buf, size_t len);
 
+/* ---- sockets ------------------------------------------------------------------------- */
+/* Listen on the Unix socket path, owner-only (0600) from the moment it appears there: it
+ * is bound and listening under a temporary name and renamed into place.  A stale socket
+ * (nobody listening) is replaced; a live one or anything that is not a socket is refused.
+ * The listening fd (close-on-exec), or -errno with why set; the caller unlinks path at
+ * the end. */
+int vs_listen_unix(const char *path, int backlog, char *why, size_t whylen);
+
 /* ---- child servers -------------------------------------------------------------------- */
 /* Start argv[0] (argv NULL-terminated) as a child that gets SIGTERM when the calling thread
  * ends (PR_SET_PDEATHSIG follows the thread, not the process), stdout (and

@@ -23,6 +23,7 @@
 
 #include <vioscope/trace.h>
 
+#include "util/util.h"
 #include "vhost/vhost_dev.h"
 
 #define POLL_MS	   200 /* upper bound on noticing *stop without a wake */
@@ -42,157 +43,21 @@ struct vs_vhost_server {
 	char drop_why[VS_VHOST_WHY_LEN + 64];
 };
 
-static int fill_addr(struct sockaddr_un *sa, const char *path)
-{
-	memset(sa, 0, sizeof(*sa));
-	sa->sun_family = AF_UNIX;
-	if (strlen(path) >= sizeof(sa->sun_path))
-		return -ENAMETOOLONG;
-	strcpy(sa->sun_path, path);
-	return 0;
-}
-
-/* name (in dirfd) is a socket nobody accepts on, tried through conn (a path to it): 0, or
- * -EEXIST (not a socket), -EADDRINUSE (someone listens), -errno. */
-static int probe_stale(int dirfd, const char *name, const char *conn)
-{
-	struct sockaddr_un sa;
-	struct stat st;
-	int fd, rc;
-
-	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-		return -errno;
-	if (!S_ISSOCK(st.st_mode))
-		return -EEXIST;
-	if ((rc = fill_addr(&sa, conn)))
-		return rc;
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	rc = connect(fd, (const struct sockaddr *)&sa, sizeof(sa)) == 0 ? 0 : -errno;
-	close(fd);
-	if (rc == 0)
-		return -EADDRINUSE;
-	return rc == -ECONNREFUSED ? 0 : rc;
-}
-
-/* A path to name "s" in dirfd for connect(): through /proc/self/fd (short), else dir/s. */
-static void inner_path(char *buf, size_t len, int dirfd, const char *dir)
-{
-	struct sockaddr_un sa;
-
-	snprintf(buf, len, "/proc/self/fd/%d/s", dirfd);
-	if (access(buf, F_OK) != 0 || strlen(buf) >= sizeof(sa.sun_path))
-		if (snprintf(buf, len, "%s/s", dir) >= (int)len)
-			buf[0] = 0; /* cannot name it: the probe fails, nothing is replaced */
-}
-
-/* Move our listening socket (dirfd/"s") to path.  A free path is taken without replacing
- * anything.  Something already there is swapped out only if it is a socket nobody listens
- * on, and only if what was swapped out (RENAME_EXCHANGE) still is one when looked at again
- * in our private directory: if a live server took the path between the first look and the
- * swap, its socket is swapped back and kept.  A socket file that is stale stays stale (to
- * listen, a server binds a new file), so the second look settles it.  Nothing is ever done
- * by path to a file that might have been replaced. */
-static int place(int dirfd, const char *dir, const char *path)
-{
-	char inner[PATH_MAX];
-	int rc;
-
-	if (renameat2(dirfd, "s", AT_FDCWD, path, RENAME_NOREPLACE) == 0)
-		return 0;
-	if (errno != EEXIST)
-		return -errno;
-	rc = probe_stale(AT_FDCWD, path, path);
-	if (rc == -EEXIST)
-		VS_ERROR(VHOST, "%s exists and is not a socket", path);
-	else if (rc == -EADDRINUSE)
-		VS_ERROR(VHOST, "%s: another process is listening on it", path);
-	else if (rc)
-		VS_ERROR(VHOST, "%s: cannot probe the old socket: %s", path, strerror(-rc));
-	if (rc)
-		return rc;
-	if (renameat2(dirfd, "s", AT_FDCWD, path, RENAME_EXCHANGE) < 0)
-		return -errno;
-	inner_path(inner, sizeof(inner), dirfd, dir);
-	if ((rc = probe_stale(dirfd, "s", inner)) == 0) {
-		VS_INFO(VHOST, "replaced stale socket %s", path);
-		return 0; /* the caller removes the stale one, now at dirfd/"s" */
-	}
-	VS_ERROR(VHOST, "%s changed while it was probed (%s): left alone", path, strerror(-rc));
-	if (renameat2(dirfd, "s", AT_FDCWD, path, RENAME_EXCHANGE) < 0)
-		VS_ERROR(VHOST, "%s: cannot swap back: %s", path, strerror(errno));
-	return -EADDRINUSE;
-}
-
-/* Bind fd to the name "s" inside the directory dirfd: through /proc/self/fd, so that the
- * name fits sun_path whatever the directory's path; else by its full path. */
-static int bind_in(int fd, int dirfd, const char *dir)
-{
-	struct sockaddr_un sa;
-	char name[PATH_MAX];
-
-	snprintf(name, sizeof(name), "/proc/self/fd/%d/s", dirfd);
-	if (fill_addr(&sa, name) == 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
-		return 0;
-	if (snprintf(name, sizeof(name), "%s/s", dir) >= (int)sizeof(name) || fill_addr(&sa, name))
-		return -ENAMETOOLONG;
-	return bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 ? 0 : -errno;
-}
-
 /* The socket appears at its path only once it accepts connections, and never with a mode
- * other than 0600: it is bound, restricted and listening inside a private directory
- * (mode 0700, beside the path, so on the same file system) before it is moved into
- * place (place()).  Nothing is done by path to a file another user could swap for a
- * symlink. */
+ * other than 0600 (vs_listen_unix). */
 static int listen_unix(struct vs_vhost_server *srv, const char *path)
 {
-	struct sockaddr_un sa;
-	char dir[PATH_MAX];
-	int fd = -1, dirfd = -1, rc;
+	char why[PATH_MAX + 128];
+	int fd = vs_listen_unix(path, 1, why, sizeof(why));
 
-	if ((rc = fill_addr(&sa, path))) {
-		VS_ERROR(VHOST, "socket path too long: %s", path);
-		return rc;
+	if (fd < 0) {
+		VS_ERROR(VHOST, "%s", why);
+		return fd;
 	}
-	if (snprintf(dir, sizeof(dir), "%s.XXXXXX", path) >= (int)sizeof(dir))
-		return -ENAMETOOLONG;
-	if (!mkdtemp(dir)) {
-		rc = -errno;
-		goto out;
-	}
-	dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (dirfd < 0 || fd < 0) {
-		rc = -errno;
-		goto out_dir;
-	}
-	if ((rc = bind_in(fd, dirfd, dir)))
-		goto out_dir;
-	if (fchmodat(dirfd, "s", 0600, 0) < 0 || listen(fd, 1) < 0) {
-		rc = -errno;
-		goto out_sock;
-	}
-	if ((rc = place(dirfd, dir, path)))
-		goto out_sock;
-	unlinkat(dirfd, "s", 0); /* a stale socket swapped out, if any */
-	rmdir(dir);
-	close(dirfd);
 	srv->listen_fd = fd;
 	srv->path = strdup(path);
 	VS_INFO(VHOST, "listening on %s", path);
 	return 0;
-out_sock:
-	unlinkat(dirfd, "s", 0);
-out_dir:
-	rmdir(dir);
-out:
-	VS_ERROR(VHOST, "cannot listen on %s: %s", path, strerror(-rc));
-	if (dirfd >= 0)
-		close(dirfd);
-	if (fd >= 0)
-		close(fd);
-	return rc;
 }
 
 struct vs_vhost_server *vs_vhost_server_create(const char *path, unsigned max_queues,

@@ -20,6 +20,7 @@
 #   vioscope.queues=N      request virtqueues expected in use (passed to /test.sh)
 #   vioscope.verify_s=N    seconds of `vioscope check verify --device` (passed to /test.sh)
 #   vioscope.mode=boot     only prove the kernel reaches /init (prepare.sh's boot check)
+#   vioscope.test=PATH     the test to run instead of /test.sh (hotplug.sh: /hotplug-test.sh)
 
 PATH=/usr/sbin:/usr/bin:/sbin:/bin
 export PATH
@@ -50,6 +51,7 @@ disks=2
 wait_sec=60
 test_timeout=480
 mode="test"
+test_script=/test.sh
 VIOSCOPE_LUN_BYTES=
 VIOSCOPE_FIO_MIB=
 VIOSCOPE_REPORT_LUNS=
@@ -68,6 +70,7 @@ for word in $cmdline; do
 	vioscope.queues=*) VIOSCOPE_QUEUES=${word#*=} ;;
 	vioscope.verify_s=*) VIOSCOPE_VERIFY_SECONDS=${word#*=} ;;
 	vioscope.mode=*) mode=${word#*=} ;;
+	vioscope.test=*) test_script=${word#*=} ;;
 	esac
 done
 export VIOSCOPE_VENDOR VIOSCOPE_LUN_BYTES VIOSCOPE_FIO_MIB VIOSCOPE_REPORT_LUNS
@@ -116,7 +119,7 @@ done
 echo "VIOSCOPE-INIT: $(count_disks) SCSI disk(s) after $(cut -d' ' -f1 /proc/uptime) s"
 
 cd /tmp || fail "no /tmp"
-timeout -s KILL "$test_timeout" /bin/sh /test.sh
+timeout -s KILL "$test_timeout" /bin/sh "$test_script"
 rc=$?
 if [ "$rc" -eq 0 ]; then
 	echo "VIOSCOPE-GUEST: PASS"

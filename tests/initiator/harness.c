@@ -42,6 +42,8 @@ static void cleanup_dir(const char *dir)
 	unlink(p);
 	snprintf(p, sizeof(p), "%s/disk.img", dir);
 	unlink(p);
+	snprintf(p, sizeof(p), "%s/rpc.sock", dir); /* a killed target's management socket */
+	unlink(p);
 	rmdir(dir);
 }
 
@@ -130,6 +132,8 @@ int tgt_start(struct tgt *t)
 		argv[n++] = "--lun";
 		argv[n++] = (char *)t->luns[i];
 	}
+	for (unsigned i = 0; i < 4 && t->args[i]; i++)
+		argv[n++] = (char *)t->args[i];
 	argv[n] = NULL;
 	p = fork();
 	if (p < 0)

@@ -1,0 +1,465 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The JSON-RPC 2.0 layer and the methods: one request line in, one response line out.
+ * Parsing and building JSON is jansson's; every request is checked here once (shape,
+ * method, the names and types of its params) before a method sees it, so a method only
+ * calls the target and turns what it returns into JSON.
+ */
+#define _GNU_SOURCE /* strerrorname_np */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+#include <vioscope/target.h>
+#include <vioscope/trace.h>
+
+#include "rpc/rpc_int.h"
+#include "util/util.h"
+
+struct rpc_error {
+	int code;   /* 0: none */
+	int errnum; /* the target's -errno, for data.errno (0: no data) */
+	char msg[512];
+};
+
+static json_t *fail(struct rpc_error *e, int code, int errnum, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static json_t *fail(struct rpc_error *e, int code, int errnum, const char *fmt, ...)
+{
+	va_list ap;
+
+	e->code = code;
+	e->errnum = errnum;
+	va_start(ap, fmt);
+	vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+	va_end(ap);
+	return NULL;
+}
+
+/* A JSON string of text that may not be UTF-8 (a message cut mid-character, a spec's
+ * bytes): bytes past ASCII become '?' when jansson refuses it as it is. */
+static json_t *text(const char *s)
+{
+	json_t *j = json_string(s);
+	char *copy;
+
+	if (j || !s)
+		return j;
+	copy = strdup(s);
+	if (!copy)
+		return NULL;
+	for (char *p = copy; *p; p++)
+		if ((unsigned char)*p >= 0x80)
+			*p = '?';
+	j = json_string(copy);
+	free(copy);
+	return j;
+}
+
+/* A counter as a JSON integer (json_int_t is signed 64-bit). */
+static json_t *num(uint64_t v)
+{
+	return json_integer(v > (uint64_t)INT64_MAX ? INT64_MAX : (json_int_t)v);
+}
+
+/* The target refused (rc = -errno): its own message, and which errno. */
+static json_t *target_fail(struct rpc_error *e, int rc, const char *err)
+{
+	return fail(e, VS_RPC_TARGET_ERROR, -rc, "%s", err[0] ? err : strerror(-rc));
+}
+
+/* ---- params ---------------------------------------------------------------------------- */
+
+/* A whole number in 0..max named name: 0, or -1 with e set. */
+static int param_uint(json_t *params, const char *name, uint64_t max, uint64_t *out,
+		      struct rpc_error *e)
+{
+	json_t *v = json_object_get(params, name);
+
+	if (!v) {
+		fail(e, VS_RPC_INVALID_PARAMS, 0, "missing param '%s'", name);
+		return -1;
+	}
+	if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+	    (uint64_t)json_integer_value(v) > max) {
+		fail(e, VS_RPC_INVALID_PARAMS, 0, "param '%s': expected a whole number in 0..%llu",
+		     name, (unsigned long long)max);
+		return -1;
+	}
+	*out = (uint64_t)json_integer_value(v);
+	return 0;
+}
+
+/* A non-empty string named name: 0, or -1 with e set. */
+static int param_str(json_t *params, const char *name, const char **out, struct rpc_error *e)
+{
+	json_t *v = json_object_get(params, name);
+
+	if (!v) {
+		fail(e, VS_RPC_INVALID_PARAMS, 0, "missing param '%s'", name);
+		return -1;
+	}
+	if (!json_is_string(v) || !json_string_length(v) ||
+	    strlen(json_string_value(v)) != json_string_length(v)) {
+		fail(e, VS_RPC_INVALID_PARAMS, 0, "param '%s': expected a non-empty string", name);
+		return -1;
+	}
+	*out = json_string_value(v);
+	return 0;
+}
+
+/* A size in bytes: a whole number, or a string with a K/M/G/T suffix as on the command
+ * line ("64M"): 0, or -1 with e set. */
+static int param_size(json_t *params, const char *name, uint64_t *out, struct rpc_error *e)
+{
+	json_t *v = json_object_get(params, name);
+
+	if (v && json_is_string(v)) {
+		if (vs_parse_size(json_string_value(v), out) == 0)
+			return 0;
+		fail(e, VS_RPC_INVALID_PARAMS, 0,
+		     "param '%s': '%s' is not a size (bytes, or with a K, M, G or T suffix)", name,
+		     json_string_value(v));
+		return -1;
+	}
+	if (v && !json_is_integer(v)) {
+		fail(e, VS_RPC_INVALID_PARAMS, 0,
+		     "param '%s': expected bytes (a whole number, or a string such as \"64M\")",
+		     name);
+		return -1;
+	}
+	return param_uint(params, name, INT64_MAX, out, e);
+}
+
+/* ---- methods --------------------------------------------------------------------------- */
+
+static json_t *lun_info_json(const struct vs_target_lun_info *l)
+{
+	return json_pack("{s:I, s:o, s:s, s:o, s:I, s:b}", "id", (json_int_t)l->id, "spec",
+			 text(l->spec), "kind", l->kind, "bytes", num(l->bytes), "block_size",
+			 (json_int_t)l->block_size, "read_only", l->read_only);
+}
+
+/* The LUN's entry in the target's list, as JSON (an application error if it is gone). */
+static json_t *lun_json(struct vs_rpc *rpc, unsigned id, struct rpc_error *e)
+{
+	struct vs_target_lun_info luns[VS_TARGET_MAX_LUNS];
+	unsigned n = vs_target_lun_list(rpc->cfg.target, luns, VS_TARGET_MAX_LUNS);
+
+	for (unsigned i = 0; i < n && i < VS_TARGET_MAX_LUNS; i++)
+		if (luns[i].id == id)
+			return lun_info_json(&luns[i]);
+	return fail(e, VS_RPC_TARGET_ERROR, ENOENT, "LUN %u went away", id);
+}
+
+static json_t *m_lun_add(struct vs_rpc *rpc, json_t *params, struct rpc_error *e)
+{
+	struct vs_target_lun lun;
+	char err[512] = "";
+	uint64_t id;
+	int rc;
+
+	if (param_uint(params, "id", VS_TARGET_MAX_LUNS - 1, &id, e) ||
+	    param_str(params, "spec", &lun.spec, e))
+		return NULL;
+	lun.id = (unsigned)id;
+	rc = vs_target_lun_add(rpc->cfg.target, &lun, err, sizeof(err));
+	if (rc)
+		return target_fail(e, rc, err);
+	return lun_json(rpc, lun.id, e);
+}
+
+static json_t *m_lun_remove(struct vs_rpc *rpc, json_t *params, struct rpc_error *e)
+{
+	char err[512] = "";
+	uint64_t id;
+	int rc;
+
+	if (param_uint(params, "id", VS_TARGET_MAX_LUNS - 1, &id, e))
+		return NULL;
+	rc = vs_target_lun_remove(rpc->cfg.target, (unsigned)id, err, sizeof(err));
+	if (rc)
+		return target_fail(e, rc, err);
+	return json_pack("{s:I}", "id", (json_int_t)id);
+}
+
+static json_t *m_lun_resize(struct vs_rpc *rpc, json_t *params, struct rpc_error *e)
+{
+	uint64_t id, size;
+	char err[512] = "";
+	int rc;
+
+	if (param_uint(params, "id", VS_TARGET_MAX_LUNS - 1, &id, e) ||
+	    param_size(params, "size", &size, e))
+		return NULL;
+	rc = vs_target_lun_resize(rpc->cfg.target, (unsigned)id, size, err, sizeof(err));
+	if (rc)
+		return target_fail(e, rc, err);
+	return lun_json(rpc, (unsigned)id, e);
+}
+
+static json_t *m_lun_list(struct vs_rpc *rpc, json_t *params, struct rpc_error *e)
+{
+	struct vs_target_lun_info luns[VS_TARGET_MAX_LUNS];
+	unsigned n = vs_target_lun_list(rpc->cfg.target, luns, VS_TARGET_MAX_LUNS);
+	json_t *list = json_array();
+
+	(void)params;
+	(void)e;
+	for (unsigned i = 0; list && i < n && i < VS_TARGET_MAX_LUNS; i++)
+		json_array_append_new(list, lun_info_json(&luns[i]));
+	return list;
+}
+
+static json_t *lun_stats_json(const struct vs_target_lun_stats *s)
+{
+	json_t *keys = json_array();
+
+	for (unsigned k = 0; keys && k < 16; k++)
+		json_array_append_new(keys, num(s->sense_keys[k]));
+	return json_pack("{s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o,"
+			 " s:{s:o, s:o, s:o}, s:{s:o, s:o, s:o}}",
+			 "id", (json_int_t)s->id, "reads", num(s->reads), "writes", num(s->writes),
+			 "flushes", num(s->flushes), "unmaps", num(s->unmaps), "others",
+			 num(s->others), "read_bytes", num(s->read_bytes), "write_bytes",
+			 num(s->write_bytes), "sense_keys", keys, "failures", num(s->failures),
+			 "in_flight", num(s->in_flight), "read_latency_ns", "p50",
+			 num(s->read_p50_ns), "p99", num(s->read_p99_ns), "p999",
+			 num(s->read_p999_ns), "write_latency_ns", "p50", num(s->write_p50_ns),
+			 "p99", num(s->write_p99_ns), "p999", num(s->write_p999_ns));
+}
+
+static json_t *m_stats(struct vs_rpc *rpc, json_t *params, struct rpc_error *e)
+{
+	struct vs_target_lun_stats luns[VS_TARGET_MAX_LUNS];
+	struct vs_target_queue_stats queues[VS_TARGET_MAX_QUEUES];
+	struct vs_target *t = rpc->cfg.target;
+	struct vs_target_stats st;
+	json_t *jl = json_array(), *jq = json_array();
+	unsigned nl, nq;
+
+	(void)params;
+	(void)e;
+	vs_target_get_stats(t, &st);
+	nl = vs_target_lun_stats(t, luns, VS_TARGET_MAX_LUNS);
+	nq = vs_target_queue_stats(t, queues, VS_TARGET_MAX_QUEUES);
+	for (unsigned i = 0; jl && i < nl && i < VS_TARGET_MAX_LUNS; i++)
+		json_array_append_new(jl, lun_stats_json(&luns[i]));
+	for (unsigned i = 0; jq && i < nq && i < VS_TARGET_MAX_QUEUES; i++)
+		json_array_append_new(
+		    jq, json_pack("{s:I, s:o, s:o, s:o, s:o}", "queue", (json_int_t)queues[i].queue,
+				  "requests", num(queues[i].requests), "bytes",
+				  num(queues[i].bytes), "in_flight", num(queues[i].in_flight),
+				  "notifies", num(queues[i].notifies)));
+	return json_pack("{s:o, s:{s:o, s:o, s:o, s:o, s:o}, s:o, s:o}", "time_ns",
+			 num(vs_mono_ns()), "target", "connections", num(st.connections),
+			 "requests", num(st.requests), "bad_requests", num(st.bad_requests), "tmfs",
+			 num(st.tmfs), "notifies", num(st.notifies), "luns", jl, "queues", jq);
+}
+
+static json_t *m_trace_set(struct vs_rpc *rpc, json_t *params, struct rpc_error *e)
+{
+	const char *spec;
+
+	(void)rpc;
+	if (param_str(params, "spec", &spec, e))
+		return NULL;
+	if (vs_trace_set_spec(spec) < 0)
+		return fail(e, VS_RPC_INVALID_PARAMS, 0,
+			    "param 'spec': '%s' is not LEVEL[:FLAG,...] (e.g. verbose:io,queue)",
+			    spec);
+	return json_pack("{s:s}", "spec", spec);
+}
+
+static json_t *m_shutdown(struct vs_rpc *rpc, json_t *params, struct rpc_error *e)
+{
+	(void)params;
+	if (!rpc->cfg.shutdown)
+		return fail(e, VS_RPC_TARGET_ERROR, ENOTSUP, "this server cannot shut down");
+	rpc->cfg.shutdown(rpc->cfg.arg); /* the reply still goes out: vs_rpc_stop flushes */
+	return json_true();
+}
+
+struct method {
+	const char *name;
+	json_t *(*fn)(struct vs_rpc *rpc, json_t *params, struct rpc_error *e);
+	const char *params[3]; /* the names it takes (NULL-terminated) */
+};
+
+static const struct method methods[] = {
+    {"lun_add", m_lun_add, {"id", "spec", NULL}},
+    {"lun_remove", m_lun_remove, {"id", NULL}},
+    {"lun_resize", m_lun_resize, {"id", "size", NULL}},
+    {"lun_list", m_lun_list, {NULL}},
+    {"stats", m_stats, {NULL}},
+    {"trace_set", m_trace_set, {"spec", NULL}},
+    {"shutdown", m_shutdown, {NULL}},
+};
+
+static const struct method *find_method(const char *name)
+{
+	for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
+		if (!strcmp(methods[i].name, name))
+			return &methods[i];
+	return NULL;
+}
+
+/* Every param is one the method takes (a misspelt name is an error, not a default). */
+static int check_param_names(const struct method *m, json_t *params, struct rpc_error *e)
+{
+	const char *key;
+	json_t *v;
+
+	json_object_foreach(params, key, v)
+	{
+		bool known = false;
+
+		for (unsigned i = 0; m->params[i] && !known; i++)
+			known = !strcmp(m->params[i], key);
+		if (!known) {
+			fail(e, VS_RPC_INVALID_PARAMS, 0, "%s takes no param '%s'", m->name, key);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* ---- requests -------------------------------------------------------------------------- */
+
+static json_t *error_json(const struct rpc_error *e)
+{
+	json_t *err = json_pack("{s:i, s:o}", "code", e->code, "message", text(e->msg));
+	const char *name = e->errnum ? strerrorname_np(e->errnum) : NULL;
+
+	if (err && name)
+		json_object_set_new(err, "data", json_pack("{s:s}", "errno", name));
+	return err;
+}
+
+static json_t *response(json_t *id, json_t *result, const struct rpc_error *e)
+{
+	json_t *r = json_pack("{s:s}", "jsonrpc", "2.0");
+
+	if (!r) {
+		json_decref(result);
+		return NULL;
+	}
+	if (e->code)
+		json_object_set_new(r, "error", error_json(e));
+	else
+		json_object_set_new(r, "result", result);
+	json_object_set(r, "id", id ? id : json_null());
+	return r;
+}
+
+/* One request object: its response, or NULL for a notification (a well-formed request
+ * without an id), answered with nothing as JSON-RPC 2.0 says. */
+static json_t *handle_one(struct vs_rpc *rpc, json_t *req)
+{
+	struct rpc_error e = {0};
+	const struct method *m;
+	json_t *id = NULL, *v, *params, *result = NULL;
+	bool notification = false;
+
+	if (!json_is_object(req)) {
+		fail(&e, VS_RPC_INVALID_REQUEST, 0, "a request must be a JSON object");
+		goto reply;
+	}
+	id = json_object_get(req, "id");
+	if (id && !json_is_string(id) && !json_is_integer(id) && !json_is_null(id)) {
+		id = NULL;
+		fail(&e, VS_RPC_INVALID_REQUEST, 0, "'id' must be a string, an integer or null");
+		goto reply;
+	}
+	v = json_object_get(req, "jsonrpc");
+	if (!json_is_string(v) || strcmp(json_string_value(v), "2.0")) {
+		fail(&e, VS_RPC_INVALID_REQUEST, 0, "'jsonrpc' must be \"2.0\"");
+		goto reply;
+	}
+	v = json_object_get(req, "method");
+	if (!json_is_string(v)) {
+		fail(&e, VS_RPC_INVALID_REQUEST, 0, "'method' must be a string");
+		goto reply;
+	}
+	notification = !id;
+	m = find_method(json_string_value(v));
+	if (!m) {
+		fail(&e, VS_RPC_METHOD_NOT_FOUND, 0,
+		     "method '%s' not found (lun_add, lun_remove, lun_resize, lun_list, stats, "
+		     "trace_set, shutdown)",
+		     json_string_value(v));
+		goto reply;
+	}
+	params = json_object_get(req, "params");
+	if (params && !json_is_object(params)) {
+		fail(&e, VS_RPC_INVALID_PARAMS, 0, "params must be an object (by name)");
+		goto reply;
+	}
+	if (!params)
+		params = json_object();
+	else
+		json_incref(params);
+	if (params && check_param_names(m, params, &e) == 0) {
+		result = m->fn(rpc, params, &e);
+		if (!result && !e.code)
+			fail(&e, VS_RPC_INTERNAL_ERROR, ENOMEM, "out of memory");
+	}
+	json_decref(params);
+reply:
+	if (notification) {
+		json_decref(result);
+		return NULL;
+	}
+	return response(id, result, &e);
+}
+
+static char *dump(json_t *j)
+{
+	char *s = j ? json_dumps(j, JSON_COMPACT) : NULL; /* compact: never a newline */
+
+	json_decref(j);
+	return s;
+}
+
+char *vs_rpc_handle(struct vs_rpc *rpc, const char *line, size_t len)
+{
+	struct rpc_error e = {0};
+	json_error_t jerr;
+	json_t *req = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
+	json_t *out;
+
+	if (!req) {
+		fail(&e, VS_RPC_PARSE_ERROR, 0, "parse error: %s (column %d)", jerr.text,
+		     jerr.column);
+		return dump(response(NULL, NULL, &e));
+	}
+	if (!json_is_array(req)) {
+		out = handle_one(rpc, req);
+	} else if (!json_array_size(req)) {
+		fail(&e, VS_RPC_INVALID_REQUEST, 0, "an empty batch");
+		out = response(NULL, NULL, &e);
+	} else { /* a batch: the responses of its requests, notifications answered by none */
+		size_t i;
+		json_t *r;
+
+		out = json_array();
+		json_array_foreach(req, i, r)
+		{
+			json_t *one = handle_one(rpc, r);
+
+			if (one && out)
+				json_array_append_new(out, one);
+			else
+				json_decref(one);
+		}
+		if (out && !json_array_size(out)) {
+			json_decref(out);
+			out = NULL;
+		}
+	}
+	json_decref(req);
+	return dump(out);
+}

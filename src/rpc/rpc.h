@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rpc: the target's management socket.  JSON-RPC 2.0 over an owner-only Unix socket, one
+ * request per line and one response per line, served on a thread of its own so that
+ * neither a slow method nor a stuck client ever touches the target's data path.
+ *
+ * Methods (docs/TARGET.md): lun_add, lun_remove, lun_resize, lun_list, stats, trace_set,
+ * shutdown.  They call the target's public API (include/vioscope/target.h) and nothing
+ * below it.
+ */
+#ifndef VS_RPC_H
+#define VS_RPC_H
+
+#include <stddef.h>
+
+#define VS_RPC_MAX_LINE	   65536 /* a longer request line is refused, and its client closed */
+#define VS_RPC_MAX_CLIENTS 64	 /* connections served at once; more are closed at accept */
+
+/* JSON-RPC 2.0 error codes (the spec's, and ours in its -32000..-32099 range). */
+enum vs_rpc_code {
+	VS_RPC_PARSE_ERROR = -32700,
+	VS_RPC_INVALID_REQUEST = -32600,
+	VS_RPC_METHOD_NOT_FOUND = -32601,
+	VS_RPC_INVALID_PARAMS = -32602,
+	VS_RPC_INTERNAL_ERROR = -32603,
+	VS_RPC_TARGET_ERROR = -32000, /* the target refused: its own message, data.errno */
+};
+
+struct vs_target;
+
+struct vs_rpc_config {
+	const char *path;	  /* the socket (created 0600; removed by vs_rpc_stop) */
+	struct vs_target *target; /* served; outlives the server */
+	/* The shutdown method: stop the target as SIGTERM does.  Called on the server's
+	 * thread, after the reply is queued; NULL: shutdown is refused. */
+	void (*shutdown)(void *arg);
+	void *arg;
+	/* Lines for the operator (a client dropped, and why); NULL: none. */
+	void (*log)(void *arg, const char *line);
+};
+
+struct vs_rpc;
+
+/* Listen on cfg->path and start the server's thread.  0, or -errno with err saying why
+ * (the path exists and is not a socket, another process listens on it, ...). */
+int vs_rpc_start(struct vs_rpc **rpc, const struct vs_rpc_config *cfg, char *err, size_t errlen);
+
+/* Stop the thread (replies already queued get one last try), close every client and remove
+ * the socket. */
+void vs_rpc_stop(struct vs_rpc *rpc);
+
+/* One request line (without its newline) to its response line (without one; malloc'd, the
+ * caller frees it); NULL when nothing is to be answered (notifications).  Used by the
+ * server for every line, and by tests and fuzzers directly. */
+char *vs_rpc_handle(struct vs_rpc *rpc, const char *line, size_t len);
+
+#endif /* VS_RPC_H */
