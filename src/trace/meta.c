@@ -367,7 +367,9 @@ static void parse_object(struct rd *r, size_t end, struct caps *caps)
 		uint32_t slot = get32(r, "provider");
 		lp[i].nflags = get32(r, "provider");
 		lp[i].name = get_str(r, "provider name");
-		if (!r->err && (lp[i].nflags < 1 || lp[i].nflags > 32))
+		if (r->err)
+			return; /* nflags unchecked: never size an allocation with it */
+		if (lp[i].nflags < 1 || lp[i].nflags > 32)
 			return fail(r, "provider '%s': %u flags (1 to 32)", lp[i].name, lp[i].nflags);
 		lp[i].flags = arena_alloc(m, lp[i].nflags * sizeof *lp[i].flags);
 		if (!lp[i].flags) {
