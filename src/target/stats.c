@@ -42,35 +42,19 @@ static bool tsc_usable(void)
 	return vs_tsc_invariant();
 }
 
-/* A (TSC, CLOCK_MONOTONIC) pair read as close together as a few tries allow. */
-static void clock_pair(uint64_t *tsc, uint64_t *ns)
-{
-	uint64_t best = UINT64_MAX;
-
-	for (int i = 0; i < 5; i++) {
-		uint64_t a = vs__rdtsc(), m = vs_mono_ns(), b = vs__rdtsc();
-
-		if (b - a < best) {
-			best = b - a;
-			*tsc = a + (b - a) / 2;
-			*ns = m;
-		}
-	}
-}
-
 /* Once per process: the TSC's rate against CLOCK_MONOTONIC over 5 ms (an error of about
  * 1e-5: the pairs are read within ~50 ns of each other). */
 static void ts_clock_init(void)
 {
-	uint64_t t0, n0, t1, n1;
+	uint64_t t0, n0, t1, n1, real;
 	struct timespec ts = {.tv_nsec = 5000000};
 
 	if (!tsc_usable())
 		return;
-	clock_pair(&t0, &n0);
+	vs_clock_sample(true, &t0, &n0, &real);
 	while (nanosleep(&ts, &ts) && errno == EINTR)
 		;
-	clock_pair(&t1, &n1);
+	vs_clock_sample(true, &t1, &n1, &real);
 	if (t1 <= t0 || n1 <= n0)
 		return;
 	ts_clock.ns_per_tick = (double)(n1 - n0) / (double)(t1 - t0);

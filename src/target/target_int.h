@@ -381,7 +381,7 @@ struct ts_lun *ts_lun_make(struct worker *w, unsigned lun) __attribute__((cold))
 
 static inline uint64_t ts_now(const struct vs_target *t)
 {
-	return t->ts_tsc ? vs__rdtsc() : vs_mono_ns();
+	return t->ts_tsc ? vs_rdtsc() : vs_mono_ns();
 }
 
 /* The clock of the worker's current pass, read at its first use in the pass (worker_pass

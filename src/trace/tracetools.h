@@ -13,7 +13,6 @@
 #include <stdint.h>
 #include <signal.h>
 #include <stdio.h>
-#include <time.h>
 
 #include <vioscope/trace.h>
 
@@ -300,32 +299,6 @@ int64_t vs_capw_tell(struct vs_capw *w);
 int vs_capw_rewind(struct vs_capw *w, int64_t pos);
 void vs_clock_now(const struct vs_shm_header *h, uint64_t *ts, uint64_t *mono, uint64_t *real);
 
-/* One calibration point: the event clock (TSC, or CLOCK_MONOTONIC when `tsc` is false),
- * CLOCK_MONOTONIC and CLOCK_REALTIME read at one instant.  The two captures of a run
- * (driver and device) are joined on these points, so they must be tight: a preemption
- * or a first-call page fault between the reads would put one process's events
- * microseconds off the other's.  The TSC is read before and after the two clocks, a few
- * times, and the narrowest pair's midpoint is kept (typically within 20 ns). */
-static inline void vs_clock_sample(bool tsc, uint64_t *ts, uint64_t *mono, uint64_t *real)
-{
-	uint64_t best = UINT64_MAX;
-	for (int i = 0; i < 8; i++) {
-		struct timespec m, r;
-		uint64_t t0 = vs__rdtsc();
-		clock_gettime(CLOCK_MONOTONIC, &m);
-		clock_gettime(CLOCK_REALTIME, &r);
-		uint64_t t1 = vs__rdtsc();
-		uint64_t m_ns = (uint64_t)m.tv_sec * 1000000000ull + (uint64_t)m.tv_nsec;
-		if (t1 - t0 >= best && tsc)
-			continue;
-		best = t1 - t0;
-		*ts = tsc ? t0 + (t1 - t0) / 2 : m_ns;
-		*mono = m_ns;
-		*real = (uint64_t)r.tv_sec * 1000000000ull + (uint64_t)r.tv_nsec;
-		if (!tsc)
-			return;
-	}
-}
 
 /* ---- decoding ---------------------------------------------------------------------- */
 struct vs_cap_event {

@@ -18,6 +18,7 @@
 #include <time.h>
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#include <x86intrin.h>
 #endif
 
 /* ---- iovecs ----------------------------------------------------------------------------
@@ -127,6 +128,43 @@ static inline bool vs_tsc_invariant(void)
 #else
 	return false;
 #endif
+}
+
+/* The time-stamp counter (0 off x86: callers check vs_tsc_invariant first). */
+static inline uint64_t vs_rdtsc(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	return __rdtsc();
+#else
+	return 0;
+#endif
+}
+
+/* One calibration point: the event clock (TSC, or CLOCK_MONOTONIC when `tsc` is false),
+ * CLOCK_MONOTONIC and CLOCK_REALTIME read at one instant: the points a TSC is calibrated
+ * on (the trace runtime and tools: two processes' events are joined on them; the target's
+ * statistics).  They must be tight: a preemption or a first-call page fault between the
+ * reads would put one process's events microseconds off another's.  The TSC is read before and after the two clocks, a few
+ * times, and the narrowest pair's midpoint is kept (typically within 20 ns). */
+static inline void vs_clock_sample(bool tsc, uint64_t *ts, uint64_t *mono, uint64_t *real)
+{
+	uint64_t best = UINT64_MAX;
+	for (int i = 0; i < 8; i++) {
+		struct timespec m, r;
+		uint64_t t0 = vs_rdtsc();
+		clock_gettime(CLOCK_MONOTONIC, &m);
+		clock_gettime(CLOCK_REALTIME, &r);
+		uint64_t t1 = vs_rdtsc();
+		uint64_t m_ns = (uint64_t)m.tv_sec * 1000000000ull + (uint64_t)m.tv_nsec;
+		if (i && t1 - t0 >= best)
+			continue; /* (without the TSC, the first sample is kept) */
+		best = t1 - t0;
+		*ts = tsc ? t0 + (t1 - t0) / 2 : m_ns;
+		*mono = m_ns;
+		*real = (uint64_t)r.tv_sec * 1000000000ull + (uint64_t)r.tv_nsec;
+		if (!tsc)
+			return;
+	}
 }
 
 /* ---- random numbers -------------------------------------------------------------------- */
