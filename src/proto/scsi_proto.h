@@ -145,6 +145,17 @@ static inline size_t vs_scsi_cdb_len(uint8_t op)
 	return by_group[op >> 5];
 }
 
+/* ---- LUNs ---- */
+/* SAM-5 single level LUN (REPORT LUNS data; bytes 2-3 of a virtio-scsi event's LUN):
+ * peripheral device addressing below 256, flat space above (byte 0 = 01b << 6 | LUN bits
+ * 13..8). */
+static inline void vs_scsi_lun_sam(uint8_t p[8], unsigned id)
+{
+	memset(p, 0, 8);
+	p[0] = id < 256 ? 0 : (uint8_t)(0x40 | ((id >> 8) & 0x3f));
+	p[1] = (uint8_t)id;
+}
+
 /* ---- sense data ---- */
 /* The sense key of fixed-format (70h/71h) or descriptor-format (72h/73h) sense; 0
  * (NO SENSE) when too short or of another format.  Inline: drivers test it per command. */

@@ -3,6 +3,7 @@
  * and names. */
 #include <errno.h>
 
+#include "proto/scsi_proto.h"
 #include "proto/virtio_scsi_proto.h"
 
 int vs_vscsi_lun_decode(const uint8_t lun[8], unsigned *target, unsigned *lun_out)
@@ -28,6 +29,21 @@ int vs_vscsi_lun_encode(uint8_t lun[8], unsigned target, unsigned lun_in)
 	lun[1] = (uint8_t)target;
 	lun[2] = (uint8_t)(0x40 | (lun_in >> 8));
 	lun[3] = (uint8_t)lun_in;
+	return 0;
+}
+
+int vs_vscsi_event_lun_encode(uint8_t lun[8], unsigned target, unsigned lun_in)
+{
+	uint8_t sam[8];
+
+	if (target > 255 || lun_in > 0x3fff)
+		return -EINVAL;
+	vs_scsi_lun_sam(sam, lun_in);
+	memset(lun, 0, 8);
+	lun[0] = 1;
+	lun[1] = (uint8_t)target;
+	lun[2] = sam[0];
+	lun[3] = sam[1];
 	return 0;
 }
 

@@ -171,6 +171,11 @@ _Static_assert(sizeof(struct vs_virtio_scsi_config) == 36, "config size");
  * 0 or -EINVAL for anything else; encode -EINVAL for target > 255 or lun > 16383. */
 int vs_vscsi_lun_decode(const uint8_t lun[8], unsigned *target, unsigned *lun_out);
 int vs_vscsi_lun_encode(uint8_t lun[8], unsigned target, unsigned lun_in);
+/* The LUN field of an event (VIRTIO_SCSI_T_TRANSPORT_RESET, PARAM_CHANGE): bytes 2-3 in
+ * the form REPORT LUNS gives (vs_scsi_lun_sam: peripheral below 256), as QEMU sends it;
+ * Linux's virtio_scsi takes them as the LUN number itself, so the flat 0x4001 of requests
+ * would name LUN 16385.  -EINVAL as encode. */
+int vs_vscsi_event_lun_encode(uint8_t lun[8], unsigned target, unsigned lun_in);
 
 /* Names for traces and tools: "ABORTED", "LOGICAL_UNIT_RESET", "TRANSPORT_RESET". */
 const char *vs_virtio_scsi_response_name(uint8_t response);

@@ -88,19 +88,6 @@ void vs_scsi_dev_reset(struct vs_scsi_dev *dev)
 	}
 }
 
-/* SAM-5 single level LUN: peripheral device addressing below 256, flat space above
- * (byte 0 = 01b << 6 | LUN bits 13..8). */
-static void lun_encode(uint8_t *p, unsigned id)
-{
-	memset(p, 0, 8);
-	if (id < 256) {
-		p[1] = (uint8_t)id;
-	} else {
-		p[0] = (uint8_t)(0x40 | ((id >> 8) & 0x3f));
-		p[1] = (uint8_t)id;
-	}
-}
-
 static int report_luns(struct vs_scsi_dev *dev, struct vs_scsi_cmd *cmd)
 {
 	const uint8_t *cdb = cmd->cdb;
@@ -121,7 +108,7 @@ static int report_luns(struct vs_scsi_dev *dev, struct vs_scsi_cmd *cmd)
 	if (cdb[2] != 1) {
 		for (unsigned i = 0; i < VS_SCSI_MAX_LUNS; i++)
 			if (lun_get(dev, i))
-				lun_encode(&buf[8 + 8 * n++], i);
+				vs_scsi_lun_sam(&buf[8 + 8 * n++], i);
 	}
 	vs_put_be32(buf, 8 * n);
 	vs_scsi_data_in(cmd, buf, 8 + 8 * n, alloc);

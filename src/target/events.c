@@ -98,13 +98,7 @@ static void event_take(struct vs_target *t, struct vs_virtio_scsi_event *ev)
 	memset(ev, 0, sizeof(*ev));
 	ev->event = vs_le32(e.event);
 	ev->reason = vs_le32(e.reason);
-	vs_vscsi_lun_encode(ev->lun, 0, e.lun);
-	/* The LUN as REPORT LUNS gives it (peripheral addressing below 256), not the flat form
-	 * of requests: Linux's virtio_scsi takes bytes 2-3 of an event as the LUN number
-	 * itself, so a flat 0x4001 would add (or look up) LUN 16385 instead of 1.  QEMU's
-	 * virtio-scsi encodes its events the same way. */
-	if (e.lun < 256)
-		ev->lun[2] = 0;
+	vs_vscsi_event_lun_encode(ev->lun, 0, e.lun);
 }
 
 /* Pop one event buffer and fill it: 1 delivered (or a bad buffer returned), 0 no buffer,
@@ -115,8 +109,10 @@ static int event_deliver_one(struct tq *q)
 	struct vs_virtio_scsi_event ev;
 	int rc = tq_pop(q, e);
 
-	if (rc == -EAGAIN || rc == -EIO)
-		return rc == -EAGAIN ? 0 : -EIO;
+	if (rc == -EAGAIN)
+		return 0; /* nothing in the ring */
+	if (rc == -EIO)
+		return -EIO; /* broken: tq_pop killed it */
 	if (rc || e->in_len < sizeof(ev)) {
 		/* The event stays pending for the next buffer. */
 		VS_ERROR(EVENT, "event head %u: %s: returned empty", e->head,

@@ -130,16 +130,6 @@ static inline __attribute__((always_inline)) void ts_req_start(struct tq *q, str
 	r->ls = ls;
 }
 
-static __attribute__((noinline, cold)) void ts_sense(struct ts_lun *ls,
-						     const struct vs_scsi_cmd *cmd)
-{
-	/* Fixed format (70h/71h): key in byte 2; descriptor format (72h/73h): byte 1. */
-	bool desc = (cmd->sense[0] & 0x7e) == 0x72;
-
-	if (cmd->sense_len > (desc ? 1 : 2))
-		ts_add(&ls->c.sense[cmd->sense[desc ? 1 : 2] & 0x0f], 1);
-}
-
 /* The request's response is about to be pushed. */
 static inline __attribute__((always_inline)) void ts_req_end(struct tq *q, struct treq *r,
 							     uint8_t response, size_t in, size_t out)
@@ -165,7 +155,7 @@ static inline __attribute__((always_inline)) void ts_req_end(struct tq *q, struc
 		if (response != VS_VIRTIO_SCSI_S_OK)
 			ts_add(&ls->c.failures, 1);
 		else if (r->cmd.status == VS_SCSI_CHECK_CONDITION)
-			ts_sense(ls, &r->cmd);
+			ts_add(&ls->c.sense[vs_scsi_sense_key(r->cmd.sense, r->cmd.sense_len)], 1);
 		ts_add(&ls->c.kind[k], 1);
 		ts_write_end(ls);
 	}

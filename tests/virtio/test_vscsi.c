@@ -54,6 +54,24 @@ static void test_lun_round_trip(void **state)
 	assert_int_equal(vs_vscsi_lun_encode(lun, 0, 16384), -EINVAL);
 }
 
+/* An event's LUN field: peripheral addressing below 256 (Linux reads bytes 2-3 as the LUN
+ * number: 1, not 0x4001), flat above; both decode back. */
+static void test_event_lun_form(void **state)
+{
+	(void)state;
+	uint8_t lun[8];
+	unsigned t, l;
+	assert_int_equal(vs_vscsi_event_lun_encode(lun, 0, 1), 0);
+	assert_memory_equal(lun, ((uint8_t[]){1, 0, 0, 1, 0, 0, 0, 0}), 8);
+	assert_int_equal(vs_vscsi_lun_decode(lun, &t, &l), 0);
+	assert_int_equal(l, 1);
+	assert_int_equal(vs_vscsi_event_lun_encode(lun, 2, 300), 0);
+	assert_memory_equal(lun, ((uint8_t[]){1, 2, 0x41, 44, 0, 0, 0, 0}), 8);
+	assert_int_equal(vs_vscsi_lun_decode(lun, &t, &l), 0);
+	assert_int_equal(l, 300);
+	assert_int_equal(vs_vscsi_event_lun_encode(lun, 0, 16384), -EINVAL);
+}
+
 /* Other forms are refused: byte 0 != 1, other address methods, hierarchical LUNs.
  * Peripheral addressing with bus 0 (byte 2 == 0) is accepted. */
 static void test_lun_decode_rejects(void **state)
@@ -95,6 +113,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_wire_offsets),   cmocka_unit_test(test_lun_decode_linux_form),
 	    cmocka_unit_test(test_lun_round_trip), cmocka_unit_test(test_lun_decode_rejects),
+	    cmocka_unit_test(test_event_lun_form),
 	    cmocka_unit_test(test_le_helpers),
 	};
 	return cmocka_run_group_tests_name("virtio.vscsi", tests, NULL, NULL);
