@@ -217,8 +217,10 @@ static inline int ctl_pop_one(void *opaque)
 	uint32_t len = 0;
 	int rc = tq_pop(q, e);
 
-	if (rc == -EAGAIN || rc == -EIO)
-		return rc == -EAGAIN ? 0 : -EIO;
+	if (rc == -EAGAIN)
+		return 0; /* nothing in the ring */
+	if (rc == -EIO)
+		return -EIO; /* broken: tq_pop killed it */
 	if (rc) {
 		wstat_inc(&q->w->st.bad_requests);
 		VS_ERROR(TMF, "control head %u: bad chain (%s): returned empty", e->head,

@@ -352,6 +352,17 @@ void worker_manual_settle(struct vs_target *t)
 }
 
 /* ---- the loop ------------------------------------------------------------------------------- */
+/* Whether this pass looks at q: kicked, or polled (a polled event ring only while events
+ * wait for its buffers: it has nothing to take from the driver otherwise). */
+static inline bool q_due(struct tq *q)
+{
+	if (q->kicked)
+		return true;
+	if (!q->polled)
+		return false;
+	return q->kind != TQ_EVENT || tq_events_waiting(q->t);
+}
+
 void worker_pass(struct worker *w)
 {
 	if (VS_STATS)
@@ -364,8 +375,7 @@ void worker_pass(struct worker *w)
 	for (unsigned i = 0; i < w->nq; i++) {
 		struct tq *q = w->queues[i];
 
-		if (!q->kicked && !(q->polled && q->kind != TQ_EVENT) &&
-		    !(q->polled && q->kind == TQ_EVENT && tq_events_waiting(q->t)))
+		if (!q_due(q))
 			continue;
 		q->kicked = false;
 		if (q->kind == TQ_REQ)
