@@ -139,8 +139,7 @@ static inline __attribute__((always_inline)) void ts_req_end(struct tq *q, struc
 
 	if (!VS_STATS)
 		return;
-	ts_add(&q->ts.requests, 1);
-	ts_add(&q->ts.bytes, in + out);
+	ts_add(&q->ts.bytes, in + out); /* its requests: tq_count_answered */
 	if (ls) {
 		uint64_t lat = k <= TS_WRITE ? ts_pass_now(q->w) - r->t_pop : 0;
 
@@ -238,7 +237,7 @@ static void req_done(struct vs_scsi_cmd *cmd)
 		q->throttled = false;
 		q->kicked = true;
 	}
-	wstat_inc(&q->w->st.requests);
+	tq_count_answered(q);
 	req_put(q, r);
 	if (wake) {
 		/* The driver polls its request queues when the TMF completes (Linux does):
@@ -290,9 +289,7 @@ static bool req_prepare(struct tq *q, struct treq *r)
 			      r->hdr.lun[2], r->hdr.lun[3]);
 		struct vs_virtio_scsi_cmd_resp resp = {.response = VS_VIRTIO_SCSI_S_BAD_TARGET};
 		req_push(q, e, &resp, 0);
-		wstat_inc(&q->w->st.requests);
-		if (VS_STATS)
-			ts_add(&q->ts.requests, 1);
+		tq_count_answered(q);
 		return false;
 	}
 	/* Data-out after the request header, data-in after the response header; the cut
@@ -338,6 +335,7 @@ static void req_start(struct tq *q, struct treq *r)
 		req_untrack(q, r, &wake);
 		tq_inflight_set(q, q->inflight - 1);
 		ts_req_end(q, r, VS_VIRTIO_SCSI_S_FAILURE, 0, 0);
+		tq_count_answered(q);
 		if (r->in_split >= 0)
 			r->elem.in[r->in_split] = r->in_saved;
 		req_reject(q, &r->elem, VS_VIRTIO_SCSI_S_FAILURE, "internal error");

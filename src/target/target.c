@@ -522,4 +522,9 @@ void vs_target_get_stats(const struct vs_target *t, struct vs_target_stats *s)
 		s->sleeps += __atomic_load_n(&w->st.sleeps, __ATOMIC_RELAXED);
 		s->preempted += __atomic_load_n(&w->st.preempted, __ATOMIC_RELAXED);
 	}
+	if (VS_STATS) /* counted per queue only (tq_count_answered, tq_count_notify) */
+		for (unsigned i = 0; i < TQ_MAX; i++) {
+			s->requests += __atomic_load_n(&t->q[i].ts.requests, __ATOMIC_RELAXED);
+			s->notifies += __atomic_load_n(&t->q[i].ts.notifies, __ATOMIC_RELAXED);
+		}
 }

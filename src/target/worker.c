@@ -95,9 +95,7 @@ void tq__notify(struct tq *q, const char *caller)
 		if (__builtin_expect((rc = fe_signal(q->call_fd)) != 0, 0))
 			fe_signal_failed(q, &q->call_fd, "call", rc);
 		else {
-			wstat_inc(&q->w->st.notifies);
-			if (VS_STATS)
-				ts_add(&q->ts.notifies, 1);
+			tq_count_notify(q);
 		}
 	} else if (n) {
 		q->missed_signal = true; /* given to the next call fd */
