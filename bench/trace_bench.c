@@ -364,7 +364,7 @@ static int sustained_child(const char *exe, uint64_t n, double rate, struct resu
 {
 	char cmd[1024];
 	snprintf(cmd, sizeof cmd,
-		 "VIOSCOPE_TRACE_RING=16M VIOSCOPE_TRACE=warning:all '%s' bench trace "
+		 "VIOSCOPE_TRACE_RING=16M VIOSCOPE_TRACE=info:all '%s' bench trace "
 		 "--inner-sustained %llu --rate %.6f",
 		 exe, (unsigned long long)n, rate > 0 ? rate / 1e6 : 0);
 	FILE *p = popen(cmd, "r");
@@ -558,12 +558,12 @@ int cmd_bench_trace(int argc, char **argv)
 	if (!getenv("VIOSCOPE_TRACE_RING")) {
 		/* Rings of a few MiB, as a traced program would have. */
 		setenv("VIOSCOPE_TRACE_RING", "4M", 1);
-		setenv("VIOSCOPE_TRACE", "warning:all", 1);
+		setenv("VIOSCOPE_TRACE", "info:all", 1);
 		execv("/proc/self/exe", vs_cli_argv);
 		fprintf(stderr, "bench trace: re-exec: %s\n", strerror(errno));
 		return 1;
 	}
-	vs_trace_set(VS_LEVEL_WARNING, 0xffffffffu);
+	vs_trace_set(VS_LEVEL_INFO, 0xffffffffu);
 	load_so_loops(inner != NULL || inner_sustained || json);
 	char tmpl[] = "/tmp/vioscope-bench-XXXXXX";
 	const char *dir = mkdtemp(tmpl);

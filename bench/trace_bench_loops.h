@@ -13,10 +13,10 @@
 
 static __attribute__((unused)) void loop_disabled(uint64_t n)
 {
-	/* BENCH is enabled only up to warning level here: this info site is compiled in,
+	/* BENCH is enabled only up to info level here: this verbose site is compiled in,
 	 * switched off, and re-tested each iteration (the barrier forbids hoisting). */
 	for (uint64_t i = 0; i < n; i++) {
-		VS_INFO(BENCH, "disabled %llu %d", (unsigned long long)i, 7);
+		VS_VERBOSE(BENCH, "disabled %llu %d", (unsigned long long)i, 7);
 		BARRIER();
 	}
 }
@@ -24,7 +24,7 @@ static __attribute__((unused)) void loop_disabled(uint64_t n)
 static __attribute__((unused)) void loop_args0(uint64_t n)
 {
 	for (uint64_t i = 0; i < n; i++) {
-		VS_WARNING(BENCH, "event without arguments");
+		VS_INFO(BENCH, "event without arguments");
 		BARRIER();
 	}
 }
@@ -32,7 +32,7 @@ static __attribute__((unused)) void loop_args0(uint64_t n)
 static __attribute__((unused)) void loop_args2(uint64_t n)
 {
 	for (uint64_t i = 0; i < n; i++) {
-		VS_WARNING(BENCH, "event %u %u", (unsigned)i, 42u);
+		VS_INFO(BENCH, "event %u %u", (unsigned)i, 42u);
 		BARRIER();
 	}
 }
@@ -40,7 +40,7 @@ static __attribute__((unused)) void loop_args2(uint64_t n)
 static __attribute__((unused)) void loop_args4(uint64_t n)
 {
 	for (uint64_t i = 0; i < n; i++) {
-		VS_WARNING(BENCH, "event %u %u %u %u", (unsigned)i, 1u, 2u, 3u);
+		VS_INFO(BENCH, "event %u %u %u %u", (unsigned)i, 1u, 2u, 3u);
 		BARRIER();
 	}
 }
@@ -53,7 +53,7 @@ static __attribute__((unused)) void loop_string(uint64_t n)
 {
 	const char *s = loop_string16;
 	for (uint64_t i = 0; i < n; i++) {
-		VS_WARNING(BENCH, "event %u %s", (unsigned)i, s);
+		VS_INFO(BENCH, "event %u %s", (unsigned)i, s);
 		BARRIER();
 	}
 }

@@ -8,7 +8,7 @@
 void vs_bench_loop_print(uint64_t n)
 {
 	for (uint64_t i = 0; i < n; i++) {
-		VS_WARNING(BENCH, "event %u %u", (unsigned)i, 42u);
+		VS_INFO(BENCH, "event %u %u", (unsigned)i, 42u);
 		__asm__ __volatile__("" ::: "memory");
 	}
 }

@@ -237,6 +237,10 @@ VS__API uint8_t *vs__reserve_slow(struct vs_ring_writer *w, uint32_t len);
 VS__API void vs__print(const struct vs_site *site, const struct vs_caller *caller, const char *fmt,
 		       ...) __attribute__((format(printf, 3, 4)));
 VS__API uint64_t vs__clock_ns(void);
+/* The record of an error or warning site, out of line (see VS__OUT_OF_LINE): the arguments
+ * after caller are the site's, promoted as varargs are, in site->types order. */
+VS__API void vs__emit_ool(const struct vs_site *site, const struct vs_trace_control *c,
+			  uint32_t caller, ...);
 VS__API void vs__object_register(struct vs_object *obj);
 VS__API void vs__object_unregister(struct vs_object *obj);
 
@@ -536,6 +540,10 @@ VS__API const char *vs__hex(char *out, struct vs_bytes b);
 #define VS__FIRST_(f, ...) f
 #define VS__ENABLED(c, lvl, flg) (__builtin_expect((c)->enabled[(lvl)] & (1u << VS_FLAG_##flg), 0))
 
+/* The caller's index + 1 in this object's callers, or 0 (struct vs_event_header). */
+#define VS__CALLER_INDEX                                                                           \
+	((uint32_t)(vs__caller_id ? (uint16_t)(vs__caller_id - vs__callers_start + 1) : 0))
+
 /* One record of the binary backend: size, reserve, header, arguments, publish (after
  * VS__VLEN, inside VS__EMIT). */
 #define VS__RECORD(...)                                                                            \
@@ -557,10 +565,7 @@ VS__API const char *vs__hex(char *out, struct vs_bytes b);
 		/* The header (struct vs_event_header) field by field: the size and                \
 		 * caller form one word, a constant for most sites. */                             \
 		uint32_t vs__site_id = vs__site.id;                                                \
-		uint32_t vs__size_caller = (uint32_t)vs__len |                                     \
-			(uint32_t)(vs__caller_id                                                   \
-				? (uint16_t)(vs__caller_id - vs__callers_start + 1)                \
-				: 0) << 16;                                                        \
+		uint32_t vs__size_caller = (uint32_t)vs__len | VS__CALLER_INDEX << 16;            \
 		memcpy(vs__rec, &vs__ts, 8);                                                       \
 		memcpy(vs__rec + 8, &vs__site_id, 4);                                              \
 		memcpy(vs__rec + 12, &vs__size_caller, 4);                                         \
@@ -587,6 +592,13 @@ VS__API const char *vs__hex(char *out, struct vs_bytes b);
 		}                                                                                  \
 	} while (0)
 #else
+/* Errors and warnings (VS_CRITICAL, VS_ERROR, VS_WARNING and their _HP forms) are
+ * recorded by a call: they are rare, and an inline record (TSC, ring writer, stores: a dozen registers, a call on
+ * its slow path) in the function that checks for it made the compiler save registers in
+ * that function's prologue, paid on every call whether the site is on or off.  The call
+ * takes the arguments as they are; vs__emit_ool lays them out as the inline record does. */
+#define VS__OUT_OF_LINE(lvl) ((lvl) <= VS_LEVEL_WARNING)
+#define VS__OOL_ARG(a, i)    , VS__CAT(vs__a, i)
 #define VS__EMIT(lvl, flg, is_hot, ...)                                                            \
 	do {                                                                                       \
 		const struct vs_trace_control *vs__cw = VS__PROVIDER.ctl;                           \
@@ -595,13 +607,18 @@ VS__API const char *vs__hex(char *out, struct vs_bytes b);
 				VS__CHECK_FORMAT(__VA_ARGS__);                                     \
 			VS__EACH(VS__TMP, __VA_ARGS__)                                             \
 			VS__SITE_DEF(lvl, flg, is_hot, __VA_ARGS__);                               \
-			VS__EACH(VS__VLEN, __VA_ARGS__)                                            \
-			/* Twice the same record: the first for arguments all short, which \
-			 * the compiler then knows, the second for the rest (VS__SHORT_MAX). */ \
-			if (__builtin_expect(1 VS__EACH(VS__SHORT, __VA_ARGS__), 1))               \
-				VS__RECORD(__VA_ARGS__);                                           \
-			else                                                                       \
-				VS__RECORD(__VA_ARGS__);                                           \
+			if (VS__OUT_OF_LINE(lvl)) {                                                \
+				vs__emit_ool(&vs__site, vs__cw, VS__CALLER_INDEX                    \
+					     VS__EACH(VS__OOL_ARG, __VA_ARGS__));                   \
+			} else {                                                                   \
+				VS__EACH(VS__VLEN, __VA_ARGS__)                                    \
+				/* Twice the same record: the first for arguments all short, \
+				 * which the compiler then knows, the second for the rest. */ \
+				if (__builtin_expect(1 VS__EACH(VS__SHORT, __VA_ARGS__), 1))       \
+					VS__RECORD(__VA_ARGS__);                                   \
+				else                                                               \
+					VS__RECORD(__VA_ARGS__);                                   \
+			}                                                                          \
 		}                                                                                  \
 	} while (0)
 #endif

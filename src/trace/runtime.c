@@ -781,6 +781,120 @@ uint8_t *vs__reserve_slow(struct vs_ring_writer *w, uint32_t len)
 	}
 }
 
+/* ---- out-of-line records (error and warning sites: VS__OUT_OF_LINE) ------------------ */
+/* The variable-length form of argument i, and the bytes it takes in the record. */
+static size_t ool_size(const struct vs_site *site, va_list *ap, struct vs__var *var)
+{
+	size_t len = sizeof(struct vs_event_header);
+
+	for (unsigned i = 0; i < site->nargs && i < VS_TRACE_MAX_ARGS; i++) {
+		var[i] = (struct vs__var){0, 0, 1};
+		switch (site->types[i]) {
+		case VS_ARG_I32:
+		case VS_ARG_U32:
+			(void)va_arg(*ap, int);
+			len += 4;
+			break;
+		case VS_ARG_I64:
+		case VS_ARG_U64:
+			(void)va_arg(*ap, long long);
+			len += 8;
+			break;
+		case VS_ARG_F64:
+			(void)va_arg(*ap, double);
+			len += 8;
+			break;
+		case VS_ARG_LDBL:
+			(void)va_arg(*ap, long double);
+			len += 8;
+			break;
+		case VS_ARG_STR:
+			var[i] = vs__var_str(vs__opaque(va_arg(*ap, const char *)));
+			len += 2 + var[i].keep;
+			break;
+		case VS_ARG_BYTES:
+			var[i] = vs__var_bytes(va_arg(*ap, struct vs_bytes));
+			len += 2 + var[i].keep;
+			break;
+		default: /* VS_ARG_PTR */
+			(void)va_arg(*ap, void *);
+			len += 8;
+			break;
+		}
+	}
+	return (len + 7) & ~(size_t)7;
+}
+
+/* The arguments as VS__PUT stores them. */
+static void ool_put(const struct vs_site *site, va_list *ap, const struct vs__var *var, uint8_t *p)
+{
+	for (unsigned i = 0; i < site->nargs && i < VS_TRACE_MAX_ARGS; i++) {
+		switch (site->types[i]) {
+		case VS_ARG_I32:
+			vs__put_i32(&p, va_arg(*ap, int), var[i]);
+			break;
+		case VS_ARG_U32:
+			vs__put_u32(&p, va_arg(*ap, unsigned), var[i]);
+			break;
+		case VS_ARG_I64:
+			vs__put_i64(&p, va_arg(*ap, long long), var[i]);
+			break;
+		case VS_ARG_U64:
+			vs__put_u64(&p, va_arg(*ap, unsigned long long), var[i]);
+			break;
+		case VS_ARG_F64:
+			vs__put_f64(&p, va_arg(*ap, double), var[i]);
+			break;
+		case VS_ARG_LDBL:
+			vs__put_f64(&p, (double)va_arg(*ap, long double), var[i]);
+			break;
+		case VS_ARG_STR:
+			vs__put_str(&p, vs__opaque(va_arg(*ap, const char *)), var[i]);
+			break;
+		case VS_ARG_BYTES:
+			vs__put_bytes(&p, va_arg(*ap, struct vs_bytes), var[i]);
+			break;
+		default:
+			vs__put_ptr(&p, va_arg(*ap, void *), var[i]);
+			break;
+		}
+	}
+}
+
+void vs__emit_ool(const struct vs_site *site, const struct vs_trace_control *c, uint32_t caller, ...)
+{
+	struct vs__var var[VS_TRACE_MAX_ARGS];
+	struct vs_ring_writer *w;
+	uint64_t ts = vs__now(c), head;
+	uint32_t id = site->id, size_caller;
+	uint8_t *rec;
+	va_list ap;
+	size_t len;
+
+	va_start(ap, caller);
+	len = ool_size(site, &ap, var);
+	va_end(ap);
+	w = vs__tls_writer;
+	head = w->head;
+	if (head + len <= w->fast_end) {
+		rec = w->data + (head & w->mask);
+	} else {
+		rec = vs__reserve_slow(w, (uint32_t)len);
+		w = vs__tls_writer; /* it may have switched writers */
+		head = w->head;
+	}
+	size_caller = (uint32_t)len | caller << 16;
+	memcpy(rec, &ts, 8);
+	memcpy(rec + 8, &id, 4);
+	memcpy(rec + 12, &size_caller, 4);
+	va_start(ap, caller);
+	ool_put(site, &ap, var, rec + sizeof(struct vs_event_header));
+	va_end(ap);
+	w->head = head + len;
+	w->count++;
+	__atomic_store_n(w->pub, head + len, __ATOMIC_RELEASE);
+}
+
 /* ---- control -------------------------------------------------------------------------- */
 void vs_trace_keep_on_exit(int keep)
 {

@@ -52,11 +52,22 @@ static void expect_raw(const char *text)
 	snprintf(expected[n_expected++], sizeof expected[0], "%s", text);
 }
 
+/* The form the emit_*() events take: an inline record (VS_INFO), or the out-of-line one
+ * of every error or warning site (VS_ERROR: vs__emit_ool).  Both must decode the same. */
+static bool emit_out_of_line;
+#define EMIT(...)                                                                                  \
+	do {                                                                                       \
+		if (emit_out_of_line)                                                              \
+			VS_ERROR(TEST, __VA_ARGS__);                                               \
+		else                                                                               \
+			VS_INFO(TEST, __VA_ARGS__);                                                \
+	} while (0)
+
 /* Emit one event and record what printf makes of the same format and arguments.
  * Arguments are evaluated twice: use side-effect-free expressions. */
 #define CHECK(...)                                                                                 \
 	do {                                                                                       \
-		VS_INFO(TEST, __VA_ARGS__);                                                        \
+		EMIT(__VA_ARGS__);                                                                 \
 		expect_fmt(__VA_ARGS__);                                                           \
 	} while (0)
 
@@ -80,10 +91,16 @@ struct collected {
 	uint64_t first_ns;
 };
 
+/* Only events of this level (0: every level): the out-of-line test emits from the same
+ * functions as the tests before it, whose events are still in the ring. */
+static unsigned collect_level;
+
 static int collect(const struct vs_cap_event *ev, void *opaque)
 {
 	struct collected *c = opaque;
 	if (!ev->site || strcmp(ev->site->func, c->func) != 0)
+		return 0;
+	if (collect_level && ev->site->level != collect_level)
 		return 0;
 	if (!c->have_first) {
 		c->have_first = true;
@@ -251,12 +268,12 @@ static void emit_strings_and_more(void)
 	/* one byte more: cut at VS_TRACE_STR_MAX and marked "[...]" */
 	memset(s129, 'n', sizeof s129 - 1);
 	s129[sizeof s129 - 1] = '\0';
-	VS_INFO(TEST, "s129 %s", s129);
+	EMIT("s129 %s", s129);
 	snprintf(cut, sizeof cut, "%.*s[...]", VS_TRACE_STR_MAX, s129);
 	expect_fmt("s129 %s", cut);
 	memset(s300, 'o', sizeof s300 - 1);
 	s300[sizeof s300 - 1] = '\0';
-	VS_INFO(TEST, "s300 %s end", s300);
+	EMIT("s300 %s end", s300);
 	snprintf(cut, sizeof cut, "%.*s[...]", VS_TRACE_STR_MAX, s300);
 	expect_fmt("s300 %s end", cut);
 	/* a precision shorter than the cut sees only the kept bytes */
@@ -275,7 +292,7 @@ static void emit_strings_and_more(void)
 	      "h", "i", "j", "k", "l", "m", "n", "o", "p");
 	CHECK("mixed %d %s %f %p %llu %c", -1, "two", 3.0, (void *)4, 5ull, '6');
 	expect_raw("raw check"); /* proves expect_raw and the text compare work */
-	VS_INFO(TEST, "raw check");
+	EMIT("raw check");
 }
 
 /* The string's length is scanned 16 aligned bytes at a time (include/vioscope/
@@ -291,12 +308,12 @@ static void emit_strings_every_length(void)
 		char *s = buf + len % 16; /* every alignment */
 		memset(s, 'a' + (char)(len % 26), len);
 		s[len] = '\0';
-		VS_INFO(TEST, "len %u [%s]", len, s);
+		EMIT("len %u [%s]", len, s);
 		if (len <= VS_TRACE_STR_MAX)
 			expect_fmt("len %u [%s]", len, s);
 		else
 			expect_fmt("len %u [%.*s[...]]", len, VS_TRACE_STR_MAX, s);
-		VS_INFO(TEST, "pair [%s] [%s] [%s]", "short", s, null_str);
+		EMIT("pair [%s] [%s] [%s]", "short", s, null_str);
 		if (len <= VS_TRACE_STR_MAX)
 			expect_fmt("pair [%s] [%s] [%s]", "short", s, "(null)");
 		else
@@ -330,17 +347,17 @@ static void emit_byte_arrays(void)
 				VS_TRACE_BYTES_MAX + 1, 300 };
 	for (unsigned k = 0; k < sizeof lens / sizeof lens[0]; k++) {
 		size_t n = lens[k], kept = n > VS_TRACE_BYTES_MAX ? VS_TRACE_BYTES_MAX : n;
-		VS_INFO(TEST, "bytes %zu [%s] after %d", n, VS_BYTES(b + k, n), -3);
+		EMIT("bytes %zu [%s] after %d", n, VS_BYTES(b + k, n), -3);
 		for (size_t i = 0; i < kept; i++)
 			snprintf(hex + 2 * i, 3, "%02x", b[k + i]);
 		hex[2 * kept] = '\0';
 		expect_fmt("bytes %zu [%s%s] after %d", n, hex, n > kept ? "[...]" : "", -3);
 	}
-	VS_INFO(TEST, "null [%s] [%.4s] [%8s]", VS_BYTES(NULL, 5), VS_BYTES(b, 4),
+	EMIT("null [%s] [%.4s] [%8s]", VS_BYTES(NULL, 5), VS_BYTES(b, 4),
 		VS_BYTES(b + 1, 2));
 	expect_raw("null [(null)] [0108] [    080f]");
 	char text[] = "key";
-	VS_INFO(TEST, "text as bytes %s and %s", VS_BYTES(text, 3), text);
+	EMIT("text as bytes %s and %s", VS_BYTES(text, 3), text);
 	expect_raw("text as bytes 6b6579 and key");
 }
 
@@ -406,6 +423,27 @@ static void test_round_trip_matches_printf(void **state)
 	}
 	assert_int_equal(base, n_expected);
 	assert_int_equal(bad, 0);
+}
+
+/* Scenario: the same events through error sites, which record out of line
+ * (vs__emit_ool): every argument type, strings of every length and byte arrays decode
+ * exactly as the inline records do. */
+static void test_out_of_line_records_decode_the_same(void **state)
+{
+	struct collected c;
+
+	emit_out_of_line = true;
+	collect_level = VS_LEVEL_ERROR;
+	test_round_trip_matches_printf(state);
+	test_strings_of_every_length(state);
+	test_byte_arrays_decode_as_hex(state);
+	n_expected = 0;
+	emit_floats();
+	dump_and_collect(&c, "emit_floats");
+	assert_int_equal(c.first_site.level, VS_LEVEL_ERROR); /* the out-of-line form */
+	free(c.msg);
+	emit_out_of_line = false;
+	collect_level = 0;
 }
 
 static void prefix_site(int v)
@@ -601,6 +639,7 @@ int main(void)
 		cmocka_unit_test(test_round_trip_matches_printf),
 		cmocka_unit_test(test_strings_of_every_length),
 		cmocka_unit_test(test_byte_arrays_decode_as_hex),
+		cmocka_unit_test(test_out_of_line_records_decode_the_same),
 		cmocka_unit_test(test_prefix_names_level_flag_function),
 		cmocka_unit_test(test_inline_helper_names_its_caller),
 		cmocka_unit_test(test_arguments_evaluated_once_or_not_at_all),
