@@ -118,8 +118,7 @@ static inline __attribute__((always_inline)) void ts_req_start(struct tq *q, str
 	if (!VS_STATS)
 		return;
 	r->ts_kind = (uint8_t)ts_kind_of(r->hdr.cdb);
-	if (r->ts_kind <= TS_WRITE)
-		r->t_pop = ts_pass_now(q->w);
+	r->t_pop = ts_pass_now(q->w); /* one read per pass: see ts_pass_now */
 	if (__builtin_expect(r->lun < VS_TARGET_MAX_LUNS, 1)) {
 		ls = q->w->ts[r->lun];
 		if (__builtin_expect(!ls, 0))
@@ -229,7 +228,7 @@ static void req_done(struct vs_scsi_cmd *cmd)
 		      "data-in %zu resid %u latency %llu ns",
 		      q->idx, (unsigned long long)r->tag, r->lun, r->hdr.cdb[0], resp.response,
 		      resp.status, vs_le32(resp.sense_len), data, vs_le32(resp.resid),
-		      (unsigned long long)(tq_clock() - r->t_start));
+		      (unsigned long long)tq_req_age_ns(q, r));
 	ts_req_end(q, r, resp.response, data, out);
 	req_push(q, &r->elem, &resp, data);
 	tq_inflight_set(q, q->inflight - 1);
@@ -317,7 +316,8 @@ static void req_start(struct tq *q, struct treq *r)
 {
 	int rc;
 
-	r->t_start = tq_clock();
+	if (VS_HP_COMPILED && !VS_STATS)
+		r->t_start = vs_mono_ns(); /* tq_req_age_ns */
 	if (!req_prepare(q, r)) {
 		req_put(q, r);
 		return;

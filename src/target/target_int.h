@@ -132,8 +132,8 @@ struct treq {
 	unsigned lun;
 	uint8_t abort_resp;		/* 0, or VS_VIRTIO_SCSI_S_ABORTED/RESET (under q->lock) */
 	bool tmf_wait;			/* a TMF waits for this one (under q->lock) */
-	uint64_t t_start;		/* arrival time, ns (all flavour only) */
-	uint64_t t_pop;			/* arrival time, stats clock ticks (reads, writes) */
+	uint64_t t_start;		/* arrival time, ns (all flavour, no statistics) */
+	uint64_t t_pop;			/* arrival time, stats clock ticks */
 	struct ts_lun *ls;		/* the worker's stats of this LUN, or NULL */
 	uint8_t ts_kind;		/* enum ts_kind */
 	size_t data_in_len;		/* writable bytes after the response header */
@@ -282,11 +282,6 @@ struct vs_target {
 	unsigned tmf_pending;
 };
 
-/* Nanoseconds for request latency, only where hot-path sites exist. */
-static inline uint64_t tq_clock(void)
-{
-	return VS_HP_COMPILED ? vs_mono_ns() : 0;
-}
 
 /* The owner changes q->inflight; statistics read it from any thread. */
 static inline void tq_inflight_set(struct tq *q, unsigned n)
@@ -413,6 +408,17 @@ static inline uint64_t ts_pass_now(struct worker *w)
 	if (!w->ts_pass)
 		w->ts_pass = ts_now(w->t);
 	return w->ts_pass;
+}
+
+/* A request's age in ns for its done event (read only when that event is on).  With
+ * statistics, their pass clock (no clock read of its own on the request path: the all
+ * flavour used to read CLOCK_MONOTONIC for every request, whether tracing was on or not);
+ * off by at most a pass, the events' own timestamps being exact. */
+static inline uint64_t tq_req_age_ns(struct tq *q, const struct treq *r)
+{
+	if (VS_STATS)
+		return (uint64_t)((double)(ts_pass_now(q->w) - r->t_pop) * q->t->ts_ns_per_tick);
+	return vs_mono_ns() - r->t_start;
 }
 
 /* request.c */
