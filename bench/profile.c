@@ -117,12 +117,17 @@ void bench_result_print(FILE *f, const struct bench_result *r)
 	if (r->idle_cpu >= 0)
 		fprintf(f, "  then idle %.1f s, connected: the target used %.2f%% of a CPU\n",
 			r->seconds_idle, 100 * r->idle_cpu);
-	if (r->cpu_us >= 0 && r->target_cpu_us >= 0)
-		fprintf(f, "  CPU per request: initiator (%s) %.1f us, target %.1f us\n",
-			r->interrupt ? "interrupt" : "polling", r->cpu_us, r->target_cpu_us);
-	else if (r->cpu_us >= 0)
-		fprintf(f, "  CPU per request: %s %.1f us\n",
-			strncmp(r->rw, "fio", 3) ? "initiator" : "fio", r->cpu_us);
+	if (r->cpu_us < 0)
+		return;
+	if (!strncmp(r->rw, "fio", 3)) {
+		fprintf(f, "  CPU per request: fio %.1f us\n", r->cpu_us);
+		return;
+	}
+	fprintf(f, "  CPU per request: initiator (%s) %.1f us",
+		r->interrupt ? "interrupt" : "polling", r->cpu_us);
+	if (r->target_cpu_us >= 0)
+		fprintf(f, ", target %.1f us", r->target_cpu_us);
+	fputc('\n', f);
 }
 
 void bench_result_json(FILE *f, const struct bench_result *r)
