@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -54,6 +55,12 @@ static int fio_target(const char *spec, char *buf, size_t len, char *env, size_t
 	return 0;
 }
 
+static uint64_t rusage_ns(const struct rusage *ru)
+{
+	return ((uint64_t)ru->ru_utime.tv_sec + (uint64_t)ru->ru_stime.tv_sec) * 1000000000ull +
+	       ((uint64_t)ru->ru_utime.tv_usec + (uint64_t)ru->ru_stime.tv_usec) * 1000ull;
+}
+
 int bench_run_fio(const char *spec, const struct bench_profile *p, bool write, double seconds,
 		  struct bench_result *r, char *why, size_t whylen)
 {
@@ -72,6 +79,9 @@ int bench_run_fio(const char *spec, const struct bench_profile *p, bool write, d
 		 "--group_reporting --output-format=json --norandommap --randrepeat=0 %s 2>&1",
 		 env, target, rw, p->block, p->depth, p->threads, seconds < 1 ? 1 : seconds,
 		 p->random ? "" : "--offset_increment=12%");
+	/* fio's CPU: what its processes (every thread: librbd's too) used, start-up included. */
+	struct rusage ru0, ru1;
+	getrusage(RUSAGE_CHILDREN, &ru0);
 	FILE *f = popen(cmd, "r");
 	if (!f) {
 		snprintf(why, whylen, "fio: %s", strerror(errno));
@@ -90,6 +100,7 @@ int bench_run_fio(const char *spec, const struct bench_profile *p, bool write, d
 		}
 	}
 	int st = pclose(f);
+	getrusage(RUSAGE_CHILDREN, &ru1);
 	if (!out)
 		return -ENOMEM;
 	out[len] = '\0';
@@ -114,6 +125,10 @@ int bench_run_fio(const char *spec, const struct bench_profile *p, bool write, d
 		r->p999_us = bench_json_number(clat, "99.900000", 0) / 1000.0;
 	}
 	r->seconds = seconds;
+	r->cpu_us = r->target_cpu_us = -1;
+	double ios = bench_json_number(sec, "total_ios", 0);
+	if (ios > 0)
+		r->cpu_us = (double)(rusage_ns(&ru1) - rusage_ns(&ru0)) / 1000.0 / ios;
 	free(out);
 	return 0;
 }

@@ -20,6 +20,14 @@
 #include "bench/storage.h"
 #include "util/util.h"
 
+/* Interrupt mode: a worker has nothing to do between its first submissions and the end
+ * of the run (completions resubmit from the completion thread), so it sleeps here. */
+struct run_stop {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool stopped;
+};
+
 struct worker;
 struct slot {
 	struct vs_ini_io io;
@@ -42,7 +50,8 @@ struct worker {
 	uint64_t bytes, ios, errors;
 	atomic_uint inflight;
 	_Atomic bool *stop;
-	uint64_t t_end; /* completions after this don't count */
+	struct run_stop *stop_wait; /* interrupt mode: where a worker sleeps until stop */
+	uint64_t t_end;		    /* completions after this don't count */
 	/* Completions of a shared queue run on whichever thread polls it (or on the
 	 * initiator's completion thread): the worker's state is locked. */
 	pthread_mutex_t lock;
@@ -129,12 +138,14 @@ static void *worker_main(void *arg)
 	for (unsigned i = 0; i < w->p->depth; i++)
 		if (submit_one(&w->slots[i]) < 0 && w->err != -EBUSY)
 			break;
-	while (!atomic_load(w->stop)) {
-		if (w->interrupt)
-			usleep(1000);
-		else
-			vs_ini_poll(w->q, 64);
+	if (w->interrupt) {
+		pthread_mutex_lock(&w->stop_wait->lock);
+		while (!w->stop_wait->stopped)
+			pthread_cond_wait(&w->stop_wait->cond, &w->stop_wait->lock);
+		pthread_mutex_unlock(&w->stop_wait->lock);
 	}
+	while (!atomic_load(w->stop))
+		vs_ini_poll(w->q, 64);
 	/* Drain what is still in flight: requests must finish before buffers go. */
 	uint64_t give_up = vs_mono_ns() + 10ull * 1000000000ull;
 	while (atomic_load(&w->inflight) && vs_mono_ns() < give_up) {
@@ -160,14 +171,53 @@ static double target_idle_cpu(const struct bench_opts *o)
 	return (double)(c1 - c0) / (double)(t1 - t0);
 }
 
+bool bench_initiator_interrupt(const struct bench_opts *o, const struct bench_profile *p,
+			       const char **why)
+{
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+
+	if (o->interrupt) {
+		*why = "--interrupt";
+		return true;
+	}
+	if (o->initiator_poll) {
+		*why = "--initiator-poll";
+		return false;
+	}
+	/* A backend that answers in hundreds of microseconds (librbd, a network and an OSD):
+	 * a polling driver would spin a CPU between completions, a CPU that the backend's
+	 * own threads (and, on one host, the OSD) need; fio's rbd engine sleeps too. */
+	if (o->target_spec && !strncmp(o->target_spec, "rbd=", 4)) {
+		*why = "rbd target: completions are 100s of us apart, polling would spin a CPU";
+		return true;
+	}
+	/* More polling threads than CPUs would starve the target (and each other), as
+	 * fio's jobs wait in io_uring_enter rather than spin. */
+	if ((long)p->threads >= (ncpu > 0 ? ncpu : 1)) {
+		*why = "as many threads as CPUs: polling would starve the target";
+		return true;
+	}
+	*why = "the default";
+	return false;
+}
+
+/* CPU time so far (ns) of this process (every thread) and of the embedded target (or
+ * UINT64_MAX when there is none or it cannot be read). */
+static void cpu_sample(const struct bench_opts *o, uint64_t *self, uint64_t *target)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	*self = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	if (o->target_pid <= 0 || bench_proc_cpu_ns(o->target_pid, target) < 0)
+		*target = UINT64_MAX;
+}
+
 int bench_run_initiator(const struct bench_opts *o, const struct bench_profile *p,
 			struct bench_result *r, char *why, size_t whylen)
 {
-	/* More polling threads than CPUs would starve the target (and each other): then
-	 * completions come by interrupt (a completion thread per queue), as fio's jobs
-	 * wait in io_uring_enter rather than spin. */
-	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	bool interrupt = o->interrupt || (long)p->threads >= (ncpu > 0 ? ncpu : 1);
+	const char *mode_why;
+	bool interrupt = bench_initiator_interrupt(o, p, &mode_why);
 	struct vs_ini_opts io = {
 	    .socket = o->socket,
 	    .queues = o->queues ? o->queues : (p->threads < 16 ? p->threads : 16),
@@ -195,6 +245,8 @@ int bench_run_initiator(const struct bench_opts *o, const struct bench_profile *
 		return -EINVAL;
 	}
 	_Atomic bool stop = false;
+	struct run_stop stop_wait = {.lock = PTHREAD_MUTEX_INITIALIZER,
+				     .cond = PTHREAD_COND_INITIALIZER};
 	struct worker *ws = calloc(p->threads, sizeof *ws);
 	unsigned nq = vs_ini_queue_count(ini);
 	uint64_t per_thread = lun.num_blocks / p->threads;
@@ -211,6 +263,7 @@ int bench_run_initiator(const struct bench_opts *o, const struct bench_profile *
 		w->next = w->stretch_start;
 		w->rng = 0x9e3779b97f4a7c15ull * (t + 1);
 		w->stop = &stop;
+		w->stop_wait = &stop_wait;
 		w->t_end = UINT64_MAX;
 		pthread_mutex_init(&w->lock, NULL);
 		w->slots = calloc(p->depth, sizeof *w->slots);
@@ -243,6 +296,8 @@ int bench_run_initiator(const struct bench_opts *o, const struct bench_profile *
 			snprintf(why, whylen, "out of memory");
 		return rc;
 	}
+	uint64_t cpu0, tcpu0, cpu1, tcpu1;
+	cpu_sample(o, &cpu0, &tcpu0);
 	uint64_t t0 = vs_mono_ns(), t_end = t0 + (uint64_t)(o->seconds * 1e9);
 	for (unsigned t = 0; t < p->threads; t++) {
 		ws[t].t_end = t_end;
@@ -260,7 +315,12 @@ int bench_run_initiator(const struct bench_opts *o, const struct bench_profile *
 				(double)bytes / (1024.0 * 1024.0) / el);
 		}
 	}
+	cpu_sample(o, &cpu1, &tcpu1);
 	atomic_store(&stop, true);
+	pthread_mutex_lock(&stop_wait.lock);
+	stop_wait.stopped = true;
+	pthread_cond_broadcast(&stop_wait.cond);
+	pthread_mutex_unlock(&stop_wait.lock);
 	memset(r, 0, sizeof *r);
 	struct bench_hist *h = calloc(1, sizeof *h);
 	for (unsigned t = 0; t < p->threads; t++) {
@@ -280,6 +340,13 @@ int bench_run_initiator(const struct bench_opts *o, const struct bench_profile *
 	snprintf(r->profile, sizeof r->profile, "%s", p->name);
 	snprintf(r->rw, sizeof r->rw, "%s", o->write ? "write" : "read");
 	r->mib_s = r->mib_s / (1024.0 * 1024.0) / secs;
+	r->cpu_us = r->target_cpu_us = -1;
+	if (r->iops > 0) {
+		r->cpu_us = (double)(cpu1 - cpu0) / 1000.0 / r->iops;
+		if (tcpu0 != UINT64_MAX && tcpu1 != UINT64_MAX)
+			r->target_cpu_us = (double)(tcpu1 - tcpu0) / 1000.0 / r->iops;
+	}
+	r->interrupt = interrupt;
 	r->iops /= secs;
 	r->seconds = secs;
 	if (h) {

@@ -19,8 +19,10 @@ int bench_profile_parse(const char *s, struct bench_profile *p, char *why, size_
 	memset(p, 0, sizeof *p);
 	if (sscanf(s, "%3[a-z]%lu%c-q%lut%lu%n", kind, &size, &unit, &q, &t, &n) != 5 ||
 	    s[n] != '\0') {
-		snprintf(why, whylen, "profile '%s': expected seqNm-qQtT or rndNk-qQtT, e.g. "
-				      "seq1m-q8t1, rnd4k-q32t16", s);
+		snprintf(why, whylen,
+			 "profile '%s': expected seqNm-qQtT or rndNk-qQtT, e.g. "
+			 "seq1m-q8t1, rnd4k-q32t16",
+			 s);
 		return -EINVAL;
 	}
 	if (strcmp(kind, "seq") && strcmp(kind, "rnd")) {
@@ -33,8 +35,10 @@ int bench_profile_parse(const char *s, struct bench_profile *p, char *why, size_
 		return -EINVAL;
 	}
 	if (size == 0 || size * mult > 64ul << 20 || q == 0 || q > 1024 || t == 0 || t > 256) {
-		snprintf(why, whylen, "profile '%s': block size 1k-64m, queue depth 1-1024, threads "
-				      "1-256", s);
+		snprintf(why, whylen,
+			 "profile '%s': block size 1k-64m, queue depth 1-1024, threads "
+			 "1-256",
+			 s);
 		return -EINVAL;
 	}
 	snprintf(p->name, sizeof p->name, "%s", s);
@@ -113,17 +117,35 @@ void bench_result_print(FILE *f, const struct bench_result *r)
 	if (r->idle_cpu >= 0)
 		fprintf(f, "  then idle %.1f s, connected: the target used %.2f%% of a CPU\n",
 			r->seconds_idle, 100 * r->idle_cpu);
+	if (r->cpu_us < 0)
+		return;
+	if (!strncmp(r->rw, "fio", 3)) {
+		fprintf(f, "  CPU per request: fio %.1f us\n", r->cpu_us);
+		return;
+	}
+	fprintf(f, "  CPU per request: initiator (%s) %.1f us",
+		r->interrupt ? "interrupt" : "polling", r->cpu_us);
+	if (r->target_cpu_us >= 0)
+		fprintf(f, ", target %.1f us", r->target_cpu_us);
+	fputc('\n', f);
 }
 
 void bench_result_json(FILE *f, const struct bench_result *r)
 {
-	fprintf(f, "{\"profile\": \"%s\", \"rw\": \"%s\", \"mib_s\": %.2f, \"iops\": %.1f, "
-		   "\"mean_us\": %.2f, \"p50_us\": %.2f, \"p99_us\": %.2f, \"p999_us\": %.2f, "
-		   "\"errors\": %llu, \"seconds\": %.3f",
+	fprintf(f,
+		"{\"profile\": \"%s\", \"rw\": \"%s\", \"mib_s\": %.2f, \"iops\": %.1f, "
+		"\"mean_us\": %.2f, \"p50_us\": %.2f, \"p99_us\": %.2f, \"p999_us\": %.2f, "
+		"\"errors\": %llu, \"seconds\": %.3f",
 		r->profile, r->rw, r->mib_s, r->iops, r->mean_us, r->p50_us, r->p99_us, r->p999_us,
 		(unsigned long long)r->errors, r->seconds);
 	if (r->idle_cpu >= 0)
 		fprintf(f, ", \"idle_cpu\": %.4f", r->idle_cpu);
+	if (r->cpu_us >= 0)
+		fprintf(f, ", \"cpu_us\": %.2f", r->cpu_us);
+	if (r->target_cpu_us >= 0)
+		fprintf(f, ", \"target_cpu_us\": %.2f", r->target_cpu_us);
+	if (strcmp(r->rw, "read") == 0 || strcmp(r->rw, "write") == 0)
+		fprintf(f, ", \"initiator\": \"%s\"", r->interrupt ? "interrupt" : "poll");
 	fprintf(f, "}");
 }
 

@@ -10,8 +10,8 @@
 struct bench_profile {
 	char name[32];
 	bool random;
-	uint32_t block;   /* bytes */
-	unsigned depth;   /* requests in flight per thread */
+	uint32_t block; /* bytes */
+	unsigned depth; /* requests in flight per thread */
 	unsigned threads;
 };
 int bench_profile_parse(const char *s, struct bench_profile *p, char *why, size_t whylen);
@@ -33,6 +33,10 @@ struct bench_result {
 	uint64_t errors;
 	double idle_cpu;     /* --idle: the target's share of a CPU while idle, or -1 */
 	double seconds_idle; /* how long that was */
+	/* CPU time per request during the run (us, all threads), or -1: the process that
+	 * drove the requests (the initiator, or fio with librbd/io_uring) and the target. */
+	double cpu_us, target_cpu_us;
+	bool interrupt; /* the initiator took completions by interrupt (else it polled) */
 };
 void bench_result_print_header(FILE *f);
 void bench_result_print(FILE *f, const struct bench_result *r);
@@ -40,21 +44,26 @@ void bench_result_json(FILE *f, const struct bench_result *r);
 double bench_json_number(const char *json, const char *key, double dflt);
 
 struct bench_opts {
-	const char *socket;      /* existing target, or NULL: start one */
+	const char *socket;	 /* existing target, or NULL: start one */
 	const char *target_spec; /* a backend spec ("file=IMG", "ram=SIZE", "rbd=POOL/IMAGE...") */
 	bool write;
 	double seconds;
-	bool interrupt;          /* completion threads instead of polling */
-	bool target_poll;        /* embedded target busy-polls (--poll) */
-	int adaptive_poll_us;    /* embedded target's --adaptive-poll, or -1: its default */
-	double idle_seconds;     /* after each profile, stay connected this long, idle */
-	int target_pid;          /* the embedded target (its CPU while idle), or 0 */
+	bool interrupt;	      /* --interrupt: completion threads instead of polling */
+	bool initiator_poll;  /* --initiator-poll: poll even where bench would not */
+	bool target_poll;     /* embedded target busy-polls (--poll) */
+	int adaptive_poll_us; /* embedded target's --adaptive-poll, or -1: its default */
+	double idle_seconds;  /* after each profile, stay connected this long, idle */
+	int target_pid;	      /* the embedded target (its CPU while idle), or 0 */
 	unsigned queues;
 	bool json;
 	bool progress;
-	const char *exe;         /* the vioscope binary to run the embedded target with */
+	const char *exe; /* the vioscope binary to run the embedded target with */
 };
 
+/* Whether the initiator takes completions by interrupt for profile p, and why (a
+ * phrase for the run's header). */
+bool bench_initiator_interrupt(const struct bench_opts *o, const struct bench_profile *p,
+			       const char **why);
 /* Run one profile through the user-space initiator against opts->socket. */
 int bench_run_initiator(const struct bench_opts *o, const struct bench_profile *p,
 			struct bench_result *r, char *why, size_t whylen);

@@ -8,6 +8,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include "initiator/initiator_int.h"
@@ -270,20 +271,38 @@ void ini_fail_all(struct vs_ini *ini, int result, const char *why)
 }
 
 /* ---- interrupt mode: one completion thread per queue (the DPC analog) ---------------------- */
+
+/* Sleep until the call eventfd is signalled, then consume it: 0, or -errno.  poll(), not a
+ * blocking read: the eventfd's open file is shared with the target, which makes it
+ * non-blocking (src/vhost/dev.c), so a read that was meant to block returns EAGAIN at
+ * once, and a thread looping on it spins a CPU between completions. */
+static int cq_wait(struct vs_ini_queue *q)
+{
+	struct pollfd p = {.fd = q->v.call_fd, .events = POLLIN};
+	uint64_t v;
+
+	if (poll(&p, 1, -1) < 0)
+		return errno == EINTR ? 0 : -errno;
+	if (p.revents & (POLLERR | POLLNVAL))
+		return -EBADF;
+	if (read(q->v.call_fd, &v, sizeof(v)) < 0 && errno != EAGAIN && errno != EINTR)
+		return -errno; /* EAGAIN: another reader of the shared counter was first */
+	return 0;
+}
+
 static void *cq_thread(void *arg)
 {
 	struct vs_ini_queue *q = arg;
-	uint64_t v;
 
 	VS_INFO(QUEUE, "q %u: completion thread on call fd %d", q->v.idx, q->v.call_fd);
 	for (;;) {
-		ssize_t r = read(q->v.call_fd, &v, sizeof(v));
+		int rc = cq_wait(q);
 		bool more;
 
 		if (atomic_load(&q->thread_stop))
 			break;
-		if (r < 0 && errno != EINTR && errno != EAGAIN) {
-			VS_ERROR(QUEUE, "q %u: call eventfd read: %s", q->v.idx, strerror(errno));
+		if (rc) {
+			VS_ERROR(QUEUE, "q %u: call eventfd: %s", q->v.idx, strerror(-rc));
 			break;
 		}
 		do {
