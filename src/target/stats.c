@@ -210,13 +210,6 @@ static bool lun_present(struct vs_target *t, unsigned id)
 	return __atomic_load_n(&t->be[id], __ATOMIC_ACQUIRE) != NULL;
 }
 
-static uint64_t ticks_ns(const struct vs_target *t, uint64_t ticks)
-{
-	double ns = (double)ticks * t->ts_ns_per_tick;
-
-	return ns >= 18446744073709551615.0 ? UINT64_MAX : (uint64_t)ns;
-}
-
 static void sub_clamped(uint64_t *a, const uint64_t *b, size_t n)
 {
 	for (size_t k = 0; k < n; k++)
@@ -255,12 +248,12 @@ static void lun_read(struct vs_target *t, unsigned id, struct ts_lun *sum,
 	out->write_bytes = c->write_bytes;
 	memcpy(out->sense_keys, c->sense, sizeof(out->sense_keys));
 	out->failures = c->failures;
-	out->read_p50_ns = ticks_ns(t, ts_percentile(sum->hist[TS_READ], 0.50));
-	out->read_p99_ns = ticks_ns(t, ts_percentile(sum->hist[TS_READ], 0.99));
-	out->read_p999_ns = ticks_ns(t, ts_percentile(sum->hist[TS_READ], 0.999));
-	out->write_p50_ns = ticks_ns(t, ts_percentile(sum->hist[TS_WRITE], 0.50));
-	out->write_p99_ns = ticks_ns(t, ts_percentile(sum->hist[TS_WRITE], 0.99));
-	out->write_p999_ns = ticks_ns(t, ts_percentile(sum->hist[TS_WRITE], 0.999));
+	out->read_p50_ns = ts_ticks_ns(t, ts_percentile(sum->hist[TS_READ], 0.50));
+	out->read_p99_ns = ts_ticks_ns(t, ts_percentile(sum->hist[TS_READ], 0.99));
+	out->read_p999_ns = ts_ticks_ns(t, ts_percentile(sum->hist[TS_READ], 0.999));
+	out->write_p50_ns = ts_ticks_ns(t, ts_percentile(sum->hist[TS_WRITE], 0.50));
+	out->write_p99_ns = ts_ticks_ns(t, ts_percentile(sum->hist[TS_WRITE], 0.99));
+	out->write_p999_ns = ts_ticks_ns(t, ts_percentile(sum->hist[TS_WRITE], 0.999));
 }
 
 unsigned vs_target_lun_stats(struct vs_target *t, struct vs_target_lun_stats *out, unsigned max)

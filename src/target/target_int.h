@@ -397,6 +397,14 @@ static inline uint64_t ts_now(const struct vs_target *t)
 	return t->ts_tsc ? vs_rdtsc() : vs_mono_ns();
 }
 
+/* Statistics clock ticks as nanoseconds (saturating). */
+static inline uint64_t ts_ticks_ns(const struct vs_target *t, uint64_t ticks)
+{
+	double ns = (double)ticks * t->ts_ns_per_tick;
+
+	return ns >= 18446744073709551615.0 ? UINT64_MAX : (uint64_t)ns;
+}
+
 /* The clock of the worker's current pass, read at its first use in the pass (worker_pass
  * clears it): one clock read per pass, however many requests it pops and completes.  A
  * latency (pop pass to push pass) is thus off by at most the length of one pass: the
@@ -417,7 +425,7 @@ static inline uint64_t ts_pass_now(struct worker *w)
 static inline uint64_t tq_req_age_ns(struct tq *q, const struct treq *r)
 {
 	if (VS_STATS)
-		return (uint64_t)((double)(ts_pass_now(q->w) - r->t_pop) * q->t->ts_ns_per_tick);
+		return ts_ticks_ns(q->t, ts_pass_now(q->w) - r->t_pop);
 	return vs_mono_ns() - r->t_start;
 }
 
