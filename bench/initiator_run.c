@@ -20,13 +20,22 @@
 #include "bench/storage.h"
 #include "util/util.h"
 
-/* Interrupt mode: a worker has nothing to do between its first submissions and the end
- * of the run (completions resubmit from the completion thread), so it sleeps here. */
+/* The end of a run: pollers and completions read stopped; in interrupt mode a worker has
+ * nothing to do between its first submissions and the end (completions resubmit from
+ * the completion thread), so it sleeps on cond. */
 struct run_stop {
+	_Atomic bool stopped;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	bool stopped;
 };
+
+static void run_stop_set(struct run_stop *rs)
+{
+	pthread_mutex_lock(&rs->lock);
+	atomic_store(&rs->stopped, true);
+	pthread_cond_broadcast(&rs->cond);
+	pthread_mutex_unlock(&rs->lock);
+}
 
 struct worker;
 struct slot {
@@ -49,8 +58,7 @@ struct worker {
 	struct bench_hist hist;
 	uint64_t bytes, ios, errors;
 	atomic_uint inflight;
-	_Atomic bool *stop;
-	struct run_stop *stop_wait; /* interrupt mode: where a worker sleeps until stop */
+	struct run_stop *stop;
 	uint64_t t_end;		    /* completions after this don't count */
 	/* Completions of a shared queue run on whichever thread polls it (or on the
 	 * initiator's completion thread): the worker's state is locked. */
@@ -92,7 +100,7 @@ static void on_done(struct vs_ini_io *io)
 	}
 	pthread_mutex_unlock(&w->lock);
 	atomic_fetch_sub(&w->inflight, 1);
-	if (!atomic_load(w->stop))
+	if (!atomic_load(&w->stop->stopped))
 		submit_one(s);
 }
 
@@ -139,12 +147,12 @@ static void *worker_main(void *arg)
 		if (submit_one(&w->slots[i]) < 0 && w->err != -EBUSY)
 			break;
 	if (w->interrupt) {
-		pthread_mutex_lock(&w->stop_wait->lock);
-		while (!w->stop_wait->stopped)
-			pthread_cond_wait(&w->stop_wait->cond, &w->stop_wait->lock);
-		pthread_mutex_unlock(&w->stop_wait->lock);
+		pthread_mutex_lock(&w->stop->lock);
+		while (!atomic_load(&w->stop->stopped))
+			pthread_cond_wait(&w->stop->cond, &w->stop->lock);
+		pthread_mutex_unlock(&w->stop->lock);
 	}
-	while (!atomic_load(w->stop))
+	while (!atomic_load(&w->stop->stopped))
 		vs_ini_poll(w->q, 64);
 	/* Drain what is still in flight: requests must finish before buffers go. */
 	uint64_t give_up = vs_mono_ns() + 10ull * 1000000000ull;
@@ -244,9 +252,7 @@ int bench_run_initiator(const struct bench_opts *o, const struct bench_profile *
 		vs_ini_close(ini);
 		return -EINVAL;
 	}
-	_Atomic bool stop = false;
-	struct run_stop stop_wait = {.lock = PTHREAD_MUTEX_INITIALIZER,
-				     .cond = PTHREAD_COND_INITIALIZER};
+	struct run_stop stop = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
 	struct worker *ws = calloc(p->threads, sizeof *ws);
 	unsigned nq = vs_ini_queue_count(ini);
 	uint64_t per_thread = lun.num_blocks / p->threads;
@@ -263,7 +269,6 @@ int bench_run_initiator(const struct bench_opts *o, const struct bench_profile *
 		w->next = w->stretch_start;
 		w->rng = 0x9e3779b97f4a7c15ull * (t + 1);
 		w->stop = &stop;
-		w->stop_wait = &stop_wait;
 		w->t_end = UINT64_MAX;
 		pthread_mutex_init(&w->lock, NULL);
 		w->slots = calloc(p->depth, sizeof *w->slots);
@@ -316,11 +321,7 @@ int bench_run_initiator(const struct bench_opts *o, const struct bench_profile *
 		}
 	}
 	cpu_sample(o, &cpu1, &tcpu1);
-	atomic_store(&stop, true);
-	pthread_mutex_lock(&stop_wait.lock);
-	stop_wait.stopped = true;
-	pthread_cond_broadcast(&stop_wait.cond);
-	pthread_mutex_unlock(&stop_wait.lock);
+	run_stop_set(&stop);
 	memset(r, 0, sizeof *r);
 	struct bench_hist *h = calloc(1, sizeof *h);
 	for (unsigned t = 0; t < p->threads; t++) {
