@@ -118,8 +118,10 @@ static void test_known_workload(void **state)
 	struct fx *x = fx_open("ram=16M", "ram=16M");
 	struct vs_target_lun_stats a0 = lun_stats(x, 0), a1 = lun_stats(x, 1), b0, b1;
 	struct vs_target_queue_stats q0 = queue_stats(x, 0), q1 = queue_stats(x, 1), e0, e1;
+	struct vs_target_stats t0, t1;
 
 	(void)state;
+	vs_target_get_stats(x->t, &t0);
 	run(x, 0, VS_INI_READ, 0, 8, 10);
 	run(x, 0, VS_INI_FLUSH, 0, 0, 3);
 	run(x, 1, VS_INI_WRITE, 0, 16, 6);
@@ -130,6 +132,7 @@ static void test_known_workload(void **state)
 	b1 = lun_stats(x, 1);
 	e0 = queue_stats(x, 0);
 	e1 = queue_stats(x, 1);
+	vs_target_get_stats(x->t, &t1);
 
 	assert_int_equal(b0.reads - a0.reads, 10);
 	assert_int_equal(b0.writes - a0.writes, 6);
@@ -163,6 +166,8 @@ static void test_known_workload(void **state)
 	assert_int_equal(e1.bytes - q1.bytes, 6 * 8192 + 2 * VS_SCSI_UNMAP_PARAM_LEN + 5 * 8192);
 	assert_int_equal(e0.in_flight, 0);
 	assert_int_equal(e1.in_flight, 0);
+	/* The target's totals are the queues' (counted once: tq_count_answered). */
+	assert_int_equal(t1.requests - t0.requests, 10 + 3 + 4 + 6 + 2 + 5);
 	fx_close(x);
 }
 
