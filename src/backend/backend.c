@@ -15,19 +15,6 @@
 
 #include "backend/backend_int.h"
 
-const char *vs_bio_op_name(enum vs_bio_op op)
-{
-	static const char *const names[] = {
-	    [VS_BIO_READ] = "read",
-	    [VS_BIO_WRITE] = "write",
-	    [VS_BIO_FLUSH] = "flush",
-	    [VS_BIO_DISCARD] = "discard",
-	    [VS_BIO_WRITE_ZEROES] = "write-zeroes",
-	};
-
-	return (unsigned)op < sizeof(names) / sizeof(names[0]) ? names[op] : "bad-op";
-}
-
 /* The options every kind takes (hooks.c: log-writes, and the test-only delay and faults) go
  * into be; args without them into rest, for the kind to parse.  0, or -EINVAL with err set. */
 static int common_options(struct vs_backend *be, const char *args, char *rest, size_t restlen,
