@@ -362,11 +362,29 @@ static inline __attribute__((always_inline)) struct vs__var vs__var_str(const ch
 	return vs__var_of(32 - off + strnlen(a + 32, VS_TRACE_STR_MAX + 1 - (32 - off)),
 			  VS_TRACE_STR_MAX);
 }
+/* The same scan for the inline record, which calls nothing: a string not found in the
+ * two blocks is "not short", and the event goes out of line (VS__RECORD), where
+ * vs__var_str measures it. */
+static inline __attribute__((always_inline)) struct vs__var vs__var_str_inline(const char *s)
+{
+	if (__builtin_expect(!s, 0))
+		return vs__var_null;
+	const char *a = (const char *)((uintptr_t)s & ~(uintptr_t)15);
+	const unsigned off = (unsigned)(uintptr_t)s & 15;
+	unsigned m = vs__zero_bytes(a) >> off;
+	if (__builtin_expect(m != 0, 1))
+		return vs__var_scanned((unsigned)__builtin_ctz(m));
+	m = vs__zero_bytes(a + 16);
+	if (__builtin_expect(m != 0, 1))
+		return vs__var_scanned(16 - off + (unsigned)__builtin_ctz(m));
+	return (struct vs__var){ 0, 0, 0 };
+}
 #else
 static inline __attribute__((always_inline)) struct vs__var vs__var_str(const char *s)
 {
 	return s ? vs__var_of(strnlen(s, VS_TRACE_STR_MAX + 1), VS_TRACE_STR_MAX) : vs__var_null;
 }
+#define vs__var_str_inline vs__var_str
 #endif
 static inline __attribute__((always_inline)) struct vs__var vs__var_bytes(struct vs_bytes b)
 {
@@ -374,7 +392,8 @@ static inline __attribute__((always_inline)) struct vs__var vs__var_bytes(struct
 }
 /* The recorded form of any argument: none for a fixed-size one. */
 #define VS__VAR(x)                                                                                 \
-	_Generic((x), char *: vs__var_str(VS__AS_STR(x)), const char *: vs__var_str(VS__AS_STR(x)), \
+	_Generic((x), char *: vs__var_str_inline(VS__AS_STR(x)),                                  \
+		const char *: vs__var_str_inline(VS__AS_STR(x)),                                   \
 		struct vs_bytes: vs__var_bytes(VS__AS_BYTES(x)), default: (struct vs__var){ 0, 0, 1 })
 
 /* Copies a string's or byte array's kept bytes, reading no byte outside [s, s + n):
@@ -502,11 +521,21 @@ VS__API const char *vs__hex(char *out, struct vs_bytes b);
 	_Generic((x), char *: (char *)vs__opaque(VS__AS_STR(x)),                                   \
 		const char *: (const char *)vs__opaque(VS__AS_STR(x)), default: (x))
 #define VS__TMP(a, i)  __auto_type VS__CAT(vs__a, i) = VS__LAUNDER(a);
+/* The inline record evaluates a string or byte array first (its length sizes the
+ * record) and every fixed-size argument where it stores it: few values live at once, so
+ * the record needs no saved registers (see VS__RECORD).  _Generic evaluates only the
+ * association it selects. */
+#define VS__TMP_VAR(a, i)                                                                          \
+	__auto_type VS__CAT(vs__a, i) = _Generic((a), char *: VS__LAUNDER(a),                      \
+		const char *: VS__LAUNDER(a), struct vs_bytes: (a), default: 0);
+#define VS__LATE(a, i)                                                                             \
+	_Generic((a), char *: VS__CAT(vs__a, i), const char *: VS__CAT(vs__a, i),                  \
+		struct vs_bytes: VS__CAT(vs__a, i), default: (a))
 #define VS__TYPE(a, i) VS__ARG_TYPE(a),
 #define VS__VLEN(a, i) struct vs__var VS__CAT(vs__n, i) = VS__VAR(VS__CAT(vs__a, i));
-#define VS__SIZE(a, i) +VS__ARG_FIXED_SIZE(VS__CAT(vs__a, i)) + VS__CAT(vs__n, i).keep
+#define VS__SIZE(a, i) +VS__ARG_FIXED_SIZE(a) + VS__CAT(vs__n, i).keep
 #define VS__SHORT(a, i) &&VS__CAT(vs__n, i).is_short
-#define VS__STORE(a, i) VS__PUT(&vs__p, VS__CAT(vs__a, i), VS__CAT(vs__n, i));
+#define VS__STORE(a, i) VS__PUT(&vs__p, VS__LATE(a, i), VS__CAT(vs__n, i));
 #define VS__CHECK(a, i) , VS__CHECK_ARG(a)
 #define VS__HEXBUF(a, i) char VS__CAT(vs__hb, i)[VS__HEXBUF_SIZE(VS__CAT(vs__a, i))];
 #define VS__PRINT_ARG(a, i)                                                                        \
@@ -544,37 +573,48 @@ VS__API const char *vs__hex(char *out, struct vs_bytes b);
 #define VS__CALLER_INDEX                                                                           \
 	((uint32_t)(vs__caller_id ? (uint16_t)(vs__caller_id - vs__callers_start + 1) : 0))
 
-/* One record of the binary backend: size, reserve, header, arguments, publish (after
- * VS__VLEN, inside VS__EMIT). */
+/* One record of the binary backend (after VS__VLEN, inside VS__EMIT): inline when every
+ * string and byte array is short, the ring has room before its wrap and the clock is
+ * the TSC; otherwise (a long or NULL string, a full ring, the first event of a thread,
+ * drops to report, CLOCK_MONOTONIC) by vs__emit_ool, which lays the record out the same
+ * way.  The inline part calls nothing and stores each fixed-size argument as it
+ * evaluates it (VS__LATE), so few values of the site are live at once: a function that
+ * merely contains a site, on or off, saves fewer registers for it in its prologue (a
+ * register the record needed there was paid on every call, the site off included). */
+#define VS__OOL_ARG(a, i)  , VS__CAT(vs__a, i)
+#define VS__OOL_LATE(a, i) , VS__LATE(a, i)
 #define VS__RECORD(...)                                                                            \
 	do {                                                                                       \
+		uint64_t vs__ts = vs__rdtsc(); /* first: overlaps the TSC's latency */             \
 		size_t vs__len = ((sizeof(struct vs_event_header)                                  \
 			VS__EACH(VS__SIZE, __VA_ARGS__) + 7) & ~(size_t)7);                        \
-		uint64_t vs__ts = vs__now(vs__cw); /* first: overlaps the TSC's latency */         \
 		struct vs_ring_writer *vs__w = vs__tls_writer;                                     \
 		uint64_t vs__head = vs__w->head;                                                   \
-		uint8_t *vs__rec;                                                                  \
-		if (__builtin_expect(vs__head + vs__len <= vs__w->fast_end, 1)) {                  \
-			vs__rec = vs__w->data + (vs__head & vs__w->mask);                          \
+		if (__builtin_expect((1 VS__EACH(VS__SHORT, __VA_ARGS__)) &&                       \
+					     vs__head + vs__len <= vs__w->fast_end &&              \
+					     vs__cw->clock == 0,                                   \
+				     1)) {                                                         \
+			uint8_t *vs__rec = vs__w->data + (vs__head & vs__w->mask);                 \
+			/* The header (struct vs_event_header) field by field: the size and        \
+			 * caller form one word, a constant for most sites. */                     \
+			uint32_t vs__site_id = vs__site.id;                                        \
+			uint32_t vs__size_caller = (uint32_t)vs__len | VS__CALLER_INDEX << 16;    \
+			memcpy(vs__rec, &vs__ts, 8);                                               \
+			memcpy(vs__rec + 8, &vs__site_id, 4);                                      \
+			memcpy(vs__rec + 12, &vs__size_caller, 4);                                 \
+			uint8_t *vs__p __attribute__((unused)) =                                   \
+				vs__rec + sizeof(struct vs_event_header);                          \
+			/* Taken before the arguments are evaluated: an argument that records \
+			 * an event of its own (a function that traces) records after this one. */ \
+			vs__w->head = vs__head + vs__len;                                          \
+			vs__w->count++;                                                            \
+			VS__EACH(VS__STORE, __VA_ARGS__)                                           \
+			/* What this thread has written, this record included. */                 \
+			__atomic_store_n(vs__w->pub, vs__w->head, __ATOMIC_RELEASE);               \
 		} else {                                                                           \
-			vs__rec = vs__reserve_slow(vs__w, (uint32_t)vs__len);                      \
-			/* it may have switched writers (first event, drop) */                     \
-			vs__w = vs__tls_writer;                                                    \
-			vs__head = vs__w->head;                                                    \
+			vs__emit_ool(&vs__site, vs__cw, VS__CALLER_INDEX                            \
+				     VS__EACH(VS__OOL_LATE, __VA_ARGS__));                          \
 		}                                                                                  \
-		/* The header (struct vs_event_header) field by field: the size and                \
-		 * caller form one word, a constant for most sites. */                             \
-		uint32_t vs__site_id = vs__site.id;                                                \
-		uint32_t vs__size_caller = (uint32_t)vs__len | VS__CALLER_INDEX << 16;            \
-		memcpy(vs__rec, &vs__ts, 8);                                                       \
-		memcpy(vs__rec + 8, &vs__site_id, 4);                                              \
-		memcpy(vs__rec + 12, &vs__size_caller, 4);                                         \
-		uint8_t *vs__p __attribute__((unused)) =                                           \
-			vs__rec + sizeof(struct vs_event_header);                                  \
-		VS__EACH(VS__STORE, __VA_ARGS__)                                                   \
-		vs__w->head = vs__head + vs__len;                                                  \
-		vs__w->count++;                                                                    \
-		__atomic_store_n(vs__w->pub, vs__head + vs__len, __ATOMIC_RELEASE);                \
 	} while (0)
 
 #if VS_TRACE_PRINT
@@ -598,26 +638,21 @@ VS__API const char *vs__hex(char *out, struct vs_bytes b);
  * that function's prologue, paid on every call whether the site is on or off.  The call
  * takes the arguments as they are; vs__emit_ool lays them out as the inline record does. */
 #define VS__OUT_OF_LINE(lvl) ((lvl) <= VS_LEVEL_WARNING)
-#define VS__OOL_ARG(a, i)    , VS__CAT(vs__a, i)
 #define VS__EMIT(lvl, flg, is_hot, ...)                                                            \
 	do {                                                                                       \
 		const struct vs_trace_control *vs__cw = VS__PROVIDER.ctl;                           \
 		if (VS__ENABLED(vs__cw, lvl, flg)) {                                                \
 			if (0)                                                                     \
 				VS__CHECK_FORMAT(__VA_ARGS__);                                     \
-			VS__EACH(VS__TMP, __VA_ARGS__)                                             \
 			VS__SITE_DEF(lvl, flg, is_hot, __VA_ARGS__);                               \
 			if (VS__OUT_OF_LINE(lvl)) {                                                \
+				VS__EACH(VS__TMP, __VA_ARGS__)                                     \
 				vs__emit_ool(&vs__site, vs__cw, VS__CALLER_INDEX                    \
 					     VS__EACH(VS__OOL_ARG, __VA_ARGS__));                   \
 			} else {                                                                   \
+				VS__EACH(VS__TMP_VAR, __VA_ARGS__)                                 \
 				VS__EACH(VS__VLEN, __VA_ARGS__)                                    \
-				/* Twice the same record: the first for arguments all short, \
-				 * which the compiler then knows, the second for the rest. */ \
-				if (__builtin_expect(1 VS__EACH(VS__SHORT, __VA_ARGS__), 1))       \
-					VS__RECORD(__VA_ARGS__);                                   \
-				else                                                               \
-					VS__RECORD(__VA_ARGS__);                                   \
+				VS__RECORD(__VA_ARGS__);                                           \
 			}                                                                          \
 		}                                                                                  \
 	} while (0)

@@ -563,6 +563,46 @@ static void test_percent_n_is_never_interpreted(void **state)
 	free(c.msg);
 }
 
+/* An argument that records an event of its own while the outer event is being written
+ * (the inline record evaluates fixed-size arguments as it stores them). */
+static __attribute__((noinline)) unsigned traced_argument(unsigned v)
+{
+	VS_INFO(TEST, "inner %u", v);
+	return v + 1;
+}
+
+static void emit_nested(void)
+{
+	VS_INFO(TEST, "outer %u %u %s", 1u, traced_argument(7), "tail");
+	VS_INFO_HP(TEST, "outer hp %llu %u", 2ull, traced_argument(9));
+	VS_INFO(TEST, "after %d", 3);
+}
+
+/* Scenario: an event whose argument is a function that traces.  Both events are
+ * recorded whole and decode with their own arguments, and the ring goes on intact:
+ * the event after them decodes too (the outer record is taken before its arguments are
+ * evaluated, so the inner one lands after it instead of on top of it). */
+static void test_argument_that_traces_records_both(void **state)
+{
+	struct collected c;
+	(void)state;
+
+	emit_nested();
+	dump_and_collect(&c, "emit_nested");
+	assert_int_equal(c.bad_fmt, 0);
+	assert_int_equal(c.n, 3);
+	assert_string_equal(c.msg[0], "outer 1 8 tail");
+	assert_string_equal(c.msg[1], "outer hp 2 10");
+	assert_string_equal(c.msg[2], "after 3");
+	free(c.msg);
+	dump_and_collect(&c, "traced_argument");
+	assert_int_equal(c.bad_fmt, 0);
+	assert_int_equal(c.n, 2);
+	assert_string_equal(c.msg[0], "inner 7");
+	assert_string_equal(c.msg[1], "inner 9");
+	free(c.msg);
+}
+
 /* ---- known bugs (run with --known-bugs; registered in ctest as disabled) ------------ */
 
 static void emit_negative_star_width(void)
@@ -648,6 +688,7 @@ int main(void)
 		cmocka_unit_test(test_negative_star_width_left_justifies),
 		cmocka_unit_test(test_percent_n_consumes_its_argument),
 		cmocka_unit_test(test_null_string_decodes_as_null),
+		cmocka_unit_test(test_argument_that_traces_records_both),
 	};
 
 	if (!vs_trace_shm_path()) {
