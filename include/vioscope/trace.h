@@ -691,6 +691,17 @@ VS__API const char *vs__hex(char *out, struct vs_bytes b);
 #define VS_INFO_HP(flag, ...)     VS__HOT(VS_LEVEL_INFO, flag, __VA_ARGS__)
 #define VS_VERBOSE_HP(flag, ...)  VS__HOT(VS_LEVEL_VERBOSE, flag, __VA_ARGS__)
 
+/* Whether a hot-path site of this level and flag would record now (0 in flavours without
+ * hot sites): for a site moved into a helper of its own, so that the function it
+ * describes neither calls the helper nor holds the record's registers while it is off:
+ *     if (VS_HP_ENABLED(VERBOSE, SCSI))
+ *             bio_submitted_event(cmd);   (a noinline function holding the VS_VERBOSE_HP) */
+#if VS_TRACE_TIER >= 2
+#define VS_HP_ENABLED(level, flag) VS__ENABLED(VS__PROVIDER.ctl, VS_LEVEL_##level, flag)
+#else
+#define VS_HP_ENABLED(level, flag) 0
+#endif
+
 /* Caller naming for static helpers: free unless hot-path sites are compiled in. */
 #if VS_TRACE_TIER >= 2
 #define VS_CALLER_PARAM , const struct vs_caller *vs__caller_id
