@@ -347,7 +347,10 @@ static inline __attribute__((always_inline)) unsigned vs__zero_bytes(const char 
 	__asm__("movdqa %1, %0" : "=x"(v) : "m"(*(const __m128i *)block));
 	return (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_setzero_si128()));
 }
-static inline __attribute__((always_inline)) struct vs__var vs__var_str(const char *s)
+/* measure_long (a constant): a string not found in the two blocks goes on with strnlen;
+ * without it, that string is "not short" and measured by whoever handles those. */
+static inline __attribute__((always_inline)) struct vs__var vs__var_str_scan(const char *s,
+									 int measure_long)
 {
 	if (__builtin_expect(!s, 0))
 		return vs__var_null;
@@ -359,25 +362,20 @@ static inline __attribute__((always_inline)) struct vs__var vs__var_str(const ch
 	m = vs__zero_bytes(a + 16);
 	if (__builtin_expect(m != 0, 1))
 		return vs__var_scanned(16 - off + (unsigned)__builtin_ctz(m));
+	if (!measure_long)
+		return (struct vs__var){ 0, 0, 0 };
 	return vs__var_of(32 - off + strnlen(a + 32, VS_TRACE_STR_MAX + 1 - (32 - off)),
 			  VS_TRACE_STR_MAX);
 }
-/* The same scan for the inline record, which calls nothing: a string not found in the
- * two blocks is "not short", and the event goes out of line (VS__RECORD), where
- * vs__var_str measures it. */
+static inline __attribute__((always_inline)) struct vs__var vs__var_str(const char *s)
+{
+	return vs__var_str_scan(s, 1);
+}
+/* For the inline record, which calls nothing: a longer string sends the event out of
+ * line (VS__RECORD), where vs__var_str measures it. */
 static inline __attribute__((always_inline)) struct vs__var vs__var_str_inline(const char *s)
 {
-	if (__builtin_expect(!s, 0))
-		return vs__var_null;
-	const char *a = (const char *)((uintptr_t)s & ~(uintptr_t)15);
-	const unsigned off = (unsigned)(uintptr_t)s & 15;
-	unsigned m = vs__zero_bytes(a) >> off;
-	if (__builtin_expect(m != 0, 1))
-		return vs__var_scanned((unsigned)__builtin_ctz(m));
-	m = vs__zero_bytes(a + 16);
-	if (__builtin_expect(m != 0, 1))
-		return vs__var_scanned(16 - off + (unsigned)__builtin_ctz(m));
-	return (struct vs__var){ 0, 0, 0 };
+	return vs__var_str_scan(s, 0);
 }
 #else
 static inline __attribute__((always_inline)) struct vs__var vs__var_str(const char *s)
