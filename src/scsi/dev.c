@@ -265,8 +265,9 @@ static bool iov_len_ok(const struct iovec *iov, int cnt, size_t len)
 	return vs_iov_total(iov, (unsigned)cnt, &sum) && sum == len;
 }
 
-/* The events of vs_scsi_exec, out of line: their records inline made it save two more
- * registers on every command, tracing off included. */
+/* The events of vs_scsi_exec, out of line (TRACING.md section 8), so that their records
+ * add nothing to it but their tests.  (It still saves two registers more than in the off
+ * flavour, cold and all alike: from elsewhere, not found; measured, docs/PERFORMANCE.md.) */
 static __attribute__((noinline, cold)) void exec_refused_event(const struct vs_scsi_dev *dev,
 							       const struct vs_scsi_cmd *cmd,
 							       const struct vs_io_ctx *ctx,

@@ -170,7 +170,7 @@ void vs_scsi_complete(struct vs_scsi_cmd *cmd)
 	st->iovs = NULL;
 	/* GOOD needs no event here: the transport's completion event says it (one per
 	 * stage); a CHECK CONDITION's sense is said here, where it is known. */
-	if (VS_HP_COMPILED && __builtin_expect(cmd->status != 0, 0))
+	if (__builtin_expect(cmd->status != 0, 0) && VS_HP_ENABLED(VERBOSE, SCSI))
 		complete_check_condition_event(cmd);
 	cmd->done(cmd);
 }
