@@ -199,7 +199,13 @@ static void *run_thread(void *p)
 {
 	struct run_arg *a = p;
 	pin(a->cpu);
-	a->c->fn(a->n / 16); /* warm: attach the ring, fault pages in */
+	/* Warm: attach the ring and fault in all of it.  A new thread takes a ring slot no
+	 * thread has used (runtime.c attach_ring keeps retired ones for their flight
+	 * records), and a fault on never-touched shared memory costs 10-20 us here: n/16
+	 * events touched an eighth of a 4 MiB ring, and the rest faulted in while timed
+	 * (two-thread cases at 6-7x the floor).  As many events as are timed: at 16 bytes or more
+	 * each, --quick's 300k and the default 2M cover the ring. */
+	a->c->fn(a->n);
 	if (a->start)
 		pthread_barrier_wait(a->start);
 	double t0 = now_s();
