@@ -199,12 +199,11 @@ static void *run_thread(void *p)
 {
 	struct run_arg *a = p;
 	pin(a->cpu);
-	/* Warm: attach the ring and fault in all of it.  A new thread takes a ring slot no
-	 * thread has used (runtime.c attach_ring keeps retired ones for their flight
-	 * records), and a fault on never-touched shared memory costs 10-20 us here: n/16
-	 * events touched an eighth of a 4 MiB ring, and the rest faulted in while timed
-	 * (two-thread cases at 6-7x the floor).  As many events as are timed: at 16 bytes or more
-	 * each, --quick's 300k and the default 2M cover the ring. */
+	/* Warm: attach the ring and fault all of it in.  A new thread gets a ring slot no
+	 * thread has used (attach_ring keeps retired slots for their flight records), and
+	 * a first touch of shared memory costs 10-20 us here: faults inside the timed loop
+	 * would be measured as event cost.  As many events as are timed, at least 16 bytes
+	 * each, cover the 4 MiB ring at --quick's 300k and the default 2M. */
 	a->c->fn(a->n);
 	if (a->start)
 		pthread_barrier_wait(a->start);
