@@ -96,7 +96,7 @@ extern "C" {
 /* vioscope's own areas; a provider may declare its own list instead (at most 32). */
 #define VS_TRACE_FLAGS(X)                                                                          \
 	X(GENERAL) X(INIT) X(FEATURES) X(CONFIG) X(QUEUE) X(IO) X(TMF) X(EVENT) X(MEMORY)          \
-	X(NOTIFY) X(VHOST) X(SCSI) X(BACKEND) X(ENTRY) X(BENCH) X(TEST)
+	X(NOTIFY) X(VHOST) X(SCSI) X(BACKEND) X(ENTRY) X(BENCH) X(TEST) X(STAGE)
 #endif
 
 #define VS__FLAG_ENUM(name) VS_FLAG_##name,
@@ -135,7 +135,7 @@ struct vs_bytes {
 
 /* Control words of one provider (they live in the process's shared-memory file, so
  * the tools change them live).  A site is on iff enabled[site.level] has the site's
- * flag bit. */
+ * flag bit (or its second flag's, VS_VERBOSE_HP_ALSO). */
 struct vs_trace_control {
 	uint32_t enabled[6]; /* [level]: flags enabled at that level (index 0 unused) */
 	uint32_t clock;      /* 0: timestamps are TSC ticks, 1: CLOCK_MONOTONIC ns */
@@ -167,7 +167,8 @@ struct vs_site {
 	uint8_t hot; /* 1 for _HP sites */
 	uint8_t nargs;
 	uint8_t print; /* 1 for print-flavour sites */
-	uint8_t pad[3];
+	uint8_t also;  /* a second flag's bit + 1 (VS_VERBOSE_HP_ALSO), 0: none */
+	uint8_t pad[2];
 	uint8_t types[VS_TRACE_MAX_ARGS];
 } __attribute__((aligned(64)));
 _Static_assert(sizeof(struct vs_site) == 64, "site metadata is one cache line");
@@ -548,7 +549,7 @@ VS__API const char *vs__hex(char *out, struct vs_bytes b);
 #define VS__PROVIDER_NAME VS__STR(VS_TRACE_PROVIDER)
 
 /* ---- the site expansion ------------------------------------------------------------------ */
-#define VS__SITE_DEF(lvl, flg, is_hot, ...)                                                        \
+#define VS__SITE_DEF(lvl, flg, also_, is_hot, ...)                                                      \
 	static struct vs_site vs__site __attribute__((section("vs_trace_sites"), used)) = {        \
 		.id = 0,                                                                           \
 		.line = __LINE__,                                                                  \
@@ -557,15 +558,19 @@ VS__API const char *vs__hex(char *out, struct vs_bytes b);
 		.fmt = VS__FIRST(__VA_ARGS__),                                                     \
 		.provider = &VS__PROVIDER,                                                         \
 		.level = (lvl),                                                                    \
-		.flag = VS_FLAG_##flg,                                                             \
+		.flag = (flg),                                                                     \
 		.hot = (is_hot),                                                                   \
 		.nargs = VS__NARGS(__VA_ARGS__),                                                   \
 		.print = VS_TRACE_PRINT,                                                           \
+		.also = (also_),                                                                   \
 		.types = { VS__EACH(VS__TYPE, __VA_ARGS__) },                                      \
 	}
 #define VS__FIRST(...)     VS__FIRST_(__VA_ARGS__, _)
 #define VS__FIRST_(f, ...) f
-#define VS__ENABLED(c, lvl, flg) (__builtin_expect((c)->enabled[(lvl)] & (1u << VS_FLAG_##flg), 0))
+/* flg: a flag's bit; also: a second flag's bit + 1, or 0 (one constant mask either way). */
+#define VS__FLAGS_MASK(flg, also) ((1u << (flg)) | ((also) ? 1u << ((also) - 1) : 0u))
+#define VS__ENABLED(c, lvl, flg, also)                                                             \
+	(__builtin_expect((c)->enabled[(lvl)] & VS__FLAGS_MASK(flg, also), 0))
 
 /* The caller's index + 1 in this object's callers, or 0 (struct vs_event_header). */
 #define VS__CALLER_INDEX                                                                           \
@@ -616,15 +621,15 @@ VS__API const char *vs__hex(char *out, struct vs_bytes b);
 	} while (0)
 
 #if VS_TRACE_PRINT
-#define VS__EMIT(lvl, flg, is_hot, ...)                                                            \
+#define VS__EMIT(lvl, flg, also, is_hot, ...)                                                      \
 	do {                                                                                       \
 		const struct vs_trace_control *vs__cw = VS__PROVIDER.ctl;                           \
-		if (VS__ENABLED(vs__cw, lvl, flg)) {                                                \
+		if (VS__ENABLED(vs__cw, lvl, flg, also)) {                                          \
 			if (0)                                                                     \
 				VS__CHECK_FORMAT(__VA_ARGS__);                                     \
 			VS__EACH(VS__TMP, __VA_ARGS__)                                             \
 			VS__EACH(VS__HEXBUF, __VA_ARGS__)                                          \
-			VS__SITE_DEF(lvl, flg, is_hot, __VA_ARGS__);                               \
+			VS__SITE_DEF(lvl, flg, also, is_hot, __VA_ARGS__);                         \
 			vs__print(&vs__site, vs__caller_id,                                        \
 				  VS__FIRST(__VA_ARGS__) VS__EACH(VS__PRINT_ARG, __VA_ARGS__));    \
 		}                                                                                  \
@@ -636,13 +641,13 @@ VS__API const char *vs__hex(char *out, struct vs_bytes b);
  * that function's prologue, paid on every call whether the site is on or off.  The call
  * takes the arguments as they are; vs__emit_ool lays them out as the inline record does. */
 #define VS__OUT_OF_LINE(lvl) ((lvl) <= VS_LEVEL_WARNING)
-#define VS__EMIT(lvl, flg, is_hot, ...)                                                            \
+#define VS__EMIT(lvl, flg, also, is_hot, ...)                                                      \
 	do {                                                                                       \
 		const struct vs_trace_control *vs__cw = VS__PROVIDER.ctl;                           \
-		if (VS__ENABLED(vs__cw, lvl, flg)) {                                                \
+		if (VS__ENABLED(vs__cw, lvl, flg, also)) {                                          \
 			if (0)                                                                     \
 				VS__CHECK_FORMAT(__VA_ARGS__);                                     \
-			VS__SITE_DEF(lvl, flg, is_hot, __VA_ARGS__);                               \
+			VS__SITE_DEF(lvl, flg, also, is_hot, __VA_ARGS__);                         \
 			if (VS__OUT_OF_LINE(lvl)) {                                                \
 				VS__EACH(VS__TMP, __VA_ARGS__)                                     \
 				vs__emit_ool(&vs__site, vs__cw, VS__CALLER_INDEX                    \
@@ -664,15 +669,18 @@ VS__API const char *vs__hex(char *out, struct vs_bytes b);
 	} while (0)
 
 #if VS_TRACE_TIER >= 1
-#define VS__COLD(lvl, flg, ...) VS__EMIT(lvl, flg, 0, __VA_ARGS__)
+#define VS__COLD(lvl, flg, ...) VS__EMIT(lvl, VS_FLAG_##flg, 0, 0, __VA_ARGS__)
 #else
 #define VS__COLD(lvl, flg, ...) VS__NONE(__VA_ARGS__)
 #endif
 #if VS_TRACE_TIER >= 2
-#define VS__HOT(lvl, flg, ...) VS__EMIT(lvl, flg, 1, __VA_ARGS__)
+#define VS__HOT(lvl, flg, ...) VS__EMIT(lvl, VS_FLAG_##flg, 0, 1, __VA_ARGS__)
+#define VS__HOT_ALSO(lvl, flg, also, ...)                                                          \
+	VS__EMIT(lvl, VS_FLAG_##flg, VS_FLAG_##also + 1, 1, __VA_ARGS__)
 #define VS_HP_COMPILED 1
 #else
 #define VS__HOT(lvl, flg, ...) VS__NONE(__VA_ARGS__)
+#define VS__HOT_ALSO(lvl, flg, also, ...) VS__NONE(__VA_ARGS__)
 #define VS_HP_COMPILED 0
 #endif
 
@@ -689,15 +697,25 @@ VS__API const char *vs__hex(char *out, struct vs_bytes b);
 #define VS_INFO_HP(flag, ...)     VS__HOT(VS_LEVEL_INFO, flag, __VA_ARGS__)
 #define VS_VERBOSE_HP(flag, ...)  VS__HOT(VS_LEVEL_VERBOSE, flag, __VA_ARGS__)
 
+/* A verbose hot-path site under two flags, on when either is enabled: for an event of one
+ * area that also belongs to a selection across areas.  vioscope's stage events (one per
+ * stage of a request, what `trace latency` reads) are VS_VERBOSE_HP_ALSO(IO, STAGE, ...)
+ * and the like: `verbose:io` keeps them, `verbose:stage` records those alone.  The test
+ * is one AND with a constant mask, as for one flag. */
+#define VS_VERBOSE_HP_ALSO(flag, also, ...) VS__HOT_ALSO(VS_LEVEL_VERBOSE, flag, also, __VA_ARGS__)
+
 /* Whether a hot-path site of this level and flag would record now (0 in flavours without
  * hot sites): for a site moved into a helper of its own, so that the function it
  * describes neither calls the helper nor holds the record's registers while it is off:
  *     if (VS_HP_ENABLED(VERBOSE, SCSI))
  *             bio_submitted_event(cmd);   (a noinline function holding the VS_VERBOSE_HP) */
 #if VS_TRACE_TIER >= 2
-#define VS_HP_ENABLED(level, flag) VS__ENABLED(VS__PROVIDER.ctl, VS_LEVEL_##level, flag)
+#define VS_HP_ENABLED(level, flag) VS__ENABLED(VS__PROVIDER.ctl, VS_LEVEL_##level, VS_FLAG_##flag, 0)
+#define VS_HP_ENABLED_ALSO(level, flag, also)                                                      \
+	VS__ENABLED(VS__PROVIDER.ctl, VS_LEVEL_##level, VS_FLAG_##flag, VS_FLAG_##also + 1)
 #else
 #define VS_HP_ENABLED(level, flag) 0
+#define VS_HP_ENABLED_ALSO(level, flag, also) 0
 #endif
 
 /* Caller naming for static helpers: free unless hot-path sites are compiled in. */

@@ -33,7 +33,7 @@ static void io_bio_done(struct vs_bio *bio, int res)
 	 * here: this one says what it would, with the tag.  The bio's operation and range
 	 * are in its submit event (same tag and bio number): not repeated, so the record is
 	 * small and the site, off, costs this function no saved register. */
-	VS_VERBOSE_HP(SCSI, "tag %#llx: bio done, res %d (bio %u)", (unsigned long long)cmd->tag, res,
+	VS_VERBOSE_HP_ALSO(SCSI, STAGE, "tag %#llx: bio done, res %d (bio %u)", (unsigned long long)cmd->tag, res,
 		      (unsigned)(bio - st->bio));
 	st->inflight--;
 	if (res < 0 && !st->err)
@@ -63,7 +63,7 @@ static void io_bio_done(struct vs_bio *bio, int res)
 static __attribute__((noinline)) void bio_submitted_event(const struct vs_scsi_cmd *cmd, unsigned idx)
 {
 	const struct vs_bio *bio = &cmd->st.bio[idx];
-	VS_VERBOSE_HP(SCSI, "tag %#llx: bio %u submitted: %s off %llu len %llu fua %d",
+	VS_VERBOSE_HP_ALSO(SCSI, STAGE, "tag %#llx: bio %u submitted: %s off %llu len %llu fua %d",
 		      (unsigned long long)cmd->tag, idx, vs_bio_op_name(bio->op),
 		      (unsigned long long)bio->offset, (unsigned long long)bio->len, bio->fua);
 	(void)bio; /* flavours without hot sites: never called */
@@ -82,7 +82,7 @@ static void io_issue(struct vs_scsi_cmd *cmd)
 			st->err = rc;
 			break;
 		}
-		if (VS_HP_ENABLED(VERBOSE, SCSI))
+		if (VS_HP_ENABLED_ALSO(VERBOSE, SCSI, STAGE))
 			bio_submitted_event(cmd, st->next);
 		st->next++;
 		st->inflight++;

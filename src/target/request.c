@@ -223,7 +223,7 @@ static void req_done(struct vs_scsi_cmd *cmd)
 		r->elem.in[r->in_split] = r->in_saved; /* the response header lives there too */
 	/* Recorded before the push: once the used entry is out, a polling driver may see it
 	 * at once, and `trace latency` wants the device's push before the driver's poll. */
-	VS_VERBOSE_HP(IO,
+	VS_VERBOSE_HP_ALSO(IO, STAGE,
 		      "q %u tag %#llx lun %u op %#x done: response %u status %#x sense %u "
 		      "data-in %zu resid %u latency %llu ns",
 		      q->idx, (unsigned long long)r->tag, r->lun, r->hdr.cdb[0], resp.response,
@@ -278,7 +278,7 @@ static bool req_prepare(struct tq *q, struct treq *r)
 	}
 	vs_iov_to_buf(e->out, e->out_num, 0, &r->hdr, REQ_HDR);
 	r->tag = vs_le64(r->hdr.tag);
-	VS_VERBOSE_HP(IO, "q %u head %u tag %#llx lun %02x%02x op %#x{scsi_op}: out %llu in %llu", q->idx,
+	VS_VERBOSE_HP_ALSO(IO, STAGE, "q %u head %u tag %#llx lun %02x%02x op %#x{scsi_op}: out %llu in %llu", q->idx,
 		      e->head, (unsigned long long)r->tag, r->hdr.lun[2], r->hdr.lun[3],
 		      r->hdr.cdb[0], (unsigned long long)e->out_len, (unsigned long long)e->in_len);
 	if (vs_vscsi_lun_decode(r->hdr.lun, &target, &r->lun) || target != 0) {

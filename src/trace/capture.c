@@ -631,6 +631,14 @@ const struct vs_cap_clock *vs_capture_clock(const struct vs_capture *c)
 	return &c->clock;
 }
 
+bool vs_capture_share_clock(struct vs_capture *c, const struct vs_cap_clock *k)
+{
+	if (!c->clock.is_tsc || !k->is_tsc)
+		return false;
+	c->clock = *k;
+	return true;
+}
+
 static uint64_t to_real(const struct vs_capture *c, uint64_t ts)
 {
 	const struct vs_cap_clock *k = &c->clock;

@@ -598,7 +598,8 @@ int vs_latency_collect(const char *const *paths, unsigned npaths, struct vs_lat_
 {
 	struct lat l = {0};
 	int rc = 0;
-	bool have_drv, have_dev;
+	bool have_drv, have_dev, have_clock = false;
+	struct vs_cap_clock clock; /* the first TSC capture's: every capture's events on it */
 
 	memset(set, 0, sizeof *set);
 	for (unsigned p = 0; p < npaths && rc == 0; p++) {
@@ -606,6 +607,10 @@ int vs_latency_collect(const char *const *paths, unsigned npaths, struct vs_lat_
 		rc = vs_capture_open(&c, paths[p], why, whylen);
 		if (rc < 0)
 			break;
+		if (have_clock)
+			vs_capture_share_clock(c, &clock);
+		else if (vs_capture_clock(c)->is_tsc)
+			clock = *vs_capture_clock(c), have_clock = true;
 		/* each capture is one process: what it leaves open does not carry over */
 		l.drv.nopen = l.dev.nopen = 0;
 		l.pid = vs_capture_pid(c);
@@ -642,7 +647,8 @@ int vs_latency_collect(const char *const *paths, unsigned npaths, struct vs_lat_
 	if (!set->n) {
 		snprintf(why, whylen,
 			 "no request events in %s (record with VIOSCOPE_TRACE="
-			 "verbose:all in the all flavour)",
+			 "verbose:stage, the stage events alone, or verbose:all, in the all "
+			 "flavour)",
 			 npaths == 1 ? paths[0] : "these captures");
 		free(set->r);
 		set->r = NULL;

@@ -123,7 +123,7 @@ void vs_meta_put_object(struct vs_buf *b, uint32_t index, uint32_t first_site, u
 		while (p < nprovs && provs[p].p != s->provider)
 			p++;
 		put32(b, s->line);
-		uint8_t small[8] = { s->level, s->flag, s->hot, s->nargs, (uint8_t)p, s->print, 0, 0 };
+		uint8_t small[8] = { s->level, s->flag, s->hot, s->nargs, (uint8_t)p, s->print, s->also, 0 };
 		vs_buf_put(b, small, sizeof small);
 		vs_buf_put(b, s->types, VS_TRACE_MAX_ARGS);
 		put_str(b, s->file);
@@ -397,6 +397,7 @@ static void parse_object(struct rd *r, size_t end, struct caps *caps)
 		s->nargs = q[3];
 		uint8_t p = q[4];
 		s->print = q[5];
+		s->also = q[6]; /* 0 in captures made before sites had a second flag */
 		memcpy(s->types, q + 8, VS_TRACE_MAX_ARGS);
 		r->off += 8 + VS_TRACE_MAX_ARGS;
 		if (s->level < 1 || s->level > VS_LEVEL_MAX)
@@ -406,6 +407,9 @@ static void parse_object(struct rd *r, size_t end, struct caps *caps)
 		if (s->flag >= lp[p].nflags)
 			return fail(r, "site %u: flag bit %u, provider '%s' has %u flags",
 				    first_site + i, s->flag, lp[p].name, lp[p].nflags);
+		if (s->also > lp[p].nflags)
+			return fail(r, "site %u: second flag bit %u, provider '%s' has %u flags",
+				    first_site + i, s->also - 1, lp[p].name, lp[p].nflags);
 		if (s->nargs > VS_TRACE_MAX_ARGS)
 			return fail(r, "site %u: %u arguments (max %d)", first_site + i, s->nargs,
 				    VS_TRACE_MAX_ARGS);

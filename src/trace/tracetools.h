@@ -147,6 +147,7 @@ struct vs_meta_site {
 	const char *flag_name;
 	uint32_t line;
 	uint8_t level, flag, hot, nargs, print;
+	uint8_t also; /* a second flag's bit + 1, 0: none */
 	uint8_t types[VS_TRACE_MAX_ARGS];
 	uint32_t prov;   /* index in vs_meta.providers, or VS_META_NO_SLOT (refused) */
 	uint32_t object; /* index in vs_meta.objects */
@@ -319,6 +320,13 @@ const struct vs_meta *vs_capture_meta(const struct vs_capture *c);
 uint32_t vs_capture_pid(const struct vs_capture *c);
 /* Its CLOCK section (checked at open). */
 const struct vs_cap_clock *vs_capture_clock(const struct vs_capture *c);
+/* Read c's timestamps with another capture's calibration k (both TSC: one host's TSC is
+ * one clock for all its processes); false, and c unchanged, otherwise.  Each capture's
+ * own calibration is anchored at its process's start and averages the TSC's rate over
+ * its own span: two of them can disagree by microseconds within a second (a rate apart
+ * by 10 ppm is 10 µs), more than a fast request lasts, when events of two processes
+ * are compared one by one (`trace latency` joining driver and device). */
+bool vs_capture_share_clock(struct vs_capture *c, const struct vs_cap_clock *k);
 /* Visit every event in time order (threads merged).  A callback returning non-zero
  * stops the walk and is returned.  Malformed records: -EINVAL with `why`. */
 typedef int (*vs_event_fn)(const struct vs_cap_event *ev, void *opaque);

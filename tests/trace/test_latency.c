@@ -208,6 +208,105 @@ static void test_svg_is_well_formed_with_a_row_per_stage(void **state)
 	free(doc);
 }
 
+/* Lines of `vioscope trace decode ARGS...` (stdout to `out`, must exit 0). */
+static char *decode(const char *a1, const char *a2, const char *a3)
+{
+	const char *argv[] = {VIOSCOPE_CLI, "trace", "decode", a1, a2, a3, NULL};
+	assert_int_equal(th_run(argv, NULL, out, err), 0);
+	size_t len;
+	char *text = th_read_file(out, &len);
+	assert_non_null(text);
+	return text;
+}
+
+/* How many lines of `text` contain `needle`. */
+static unsigned lines_with(const char *text, const char *needle)
+{
+	unsigned n = 0;
+	for (const char *p = text; (p = strstr(p, needle)); p++)
+		n++;
+	return n;
+}
+
+/* The stage events of the verbose:all run, by what their lines say: each is a stage site
+ * (VS_VERBOSE_HP_ALSO(..., STAGE, ...)), none of the others is. */
+static const char *const stage_says[] = {" op READ(16) lba ", "q 2 kick",	    " used head ",
+					 " done: response",   " bio 0 submitted", " bio done, res",
+					 ": q 2 head "};
+/* The target's other hot events: the CDB (scsi) and the notify pass (target). */
+static const char *const other_says[] = {" cdb READ(16) ", " used idx "};
+
+/* Scenario: `trace decode --flag stage` on the verbose:all captures keeps the stage
+ * events (sites under two flags: IO and STAGE, SCSI and STAGE, ...) and leaves out the
+ * other hot events of the same areas: the CDB, the used ring push, the notify pass. */
+static void test_decode_flag_stage_keeps_stage_events_only(void **state)
+{
+	(void)state;
+	for (int side = 0; side < 2; side++) {
+		const char *cap = side ? target_cap : initiator_cap;
+		char *all = decode(cap, NULL, NULL);
+		char *stage = decode("--flag", "stage", cap);
+		unsigned kept = 0;
+		for (size_t i = 0; i < sizeof stage_says / sizeof stage_says[0]; i++) {
+			unsigned n = lines_with(stage, stage_says[i]);
+			if (n != lines_with(all, stage_says[i]))
+				fail_msg("%s: '%s' on %u lines with --flag stage, %u without", cap,
+					 stage_says[i], n, lines_with(all, stage_says[i]));
+			kept += n;
+		}
+		assert_true(kept >= 8);
+		for (size_t i = 0; i < sizeof other_says / sizeof other_says[0]; i++)
+			if (lines_with(stage, other_says[i]))
+				fail_msg("%s: '%s' kept by --flag stage", cap, other_says[i]);
+		free(stage);
+		free(all);
+	}
+	/* the target's other events are there without the filter: the test can tell */
+	char *all = decode(target_cap, NULL, NULL);
+	for (size_t i = 0; i < sizeof other_says / sizeof other_says[0]; i++)
+		assert_true(lines_with(all, other_says[i]) >= 8);
+	free(all);
+}
+
+/* Scenario: a run recorded with VIOSCOPE_TRACE=verbose:stage holds the stage events and
+ * no other hot event (no CDB, no push, no notify pass), and `trace latency` joins both
+ * sides from it as from a verbose:all run: every driver request has its device timeline. */
+static void test_verbose_stage_run_is_enough_for_latency(void **state)
+{
+	(void)state;
+	char sdir[600], env_dir[700], icap[700], tcap[700], pattern[700];
+	snprintf(sdir, sizeof sdir, "%s/stage", dir);
+	snprintf(env_dir, sizeof env_dir, "VIOSCOPE_TRACE_DIR=%s", dir);
+	const char *env[] = {env_dir, "VIOSCOPE_TRACE=verbose:stage", "VIOSCOPE_TRACE_RING=8M", NULL};
+	const char *argv[] = {VIOSCOPE_ALL, "bench",	  "--target", "null=64M",
+			      "--profile",  "rnd4k-q4t1", "--time",	  "1",
+			      "--record",   sdir,	  NULL};
+	assert_int_equal(th_run(argv, env, out, err), 0);
+	const char *side[] = {"initiator", "target"};
+	char *cap[] = {icap, tcap};
+	for (int i = 0; i < 2; i++) {
+		glob_t g;
+		snprintf(pattern, sizeof pattern, "%s/%s-*.vst", sdir, side[i]);
+		assert_int_equal(glob(pattern, 0, NULL, &g), 0);
+		assert_int_equal(g.gl_pathc, 1);
+		snprintf(cap[i], 700, "%s", g.gl_pathv[0]);
+		globfree(&g);
+	}
+	char *text = decode(tcap, NULL, NULL);
+	assert_true(lines_with(text, " bio done, res") >= 8);
+	for (size_t i = 0; i < sizeof other_says / sizeof other_says[0]; i++)
+		if (lines_with(text, other_says[i]))
+			fail_msg("'%s' recorded under verbose:stage", other_says[i]);
+	free(text);
+	char *json = latency("--json", icap, tcap, NULL, NULL);
+	assert_non_null(strstr(json, "\"sides\":\"both\""));
+	assert_true(figure(json, "total", "count") >= 8);
+	assert_int_equal(figure(json, "device", "count"), figure(json, "total", "count"));
+	/* every READ went to the backend (the initiator's discovery commands did not) */
+	assert_true(figure(json, "backend", "count") + 16 >= figure(json, "total", "count"));
+	free(json);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -216,6 +315,8 @@ int main(void)
 	    cmocka_unit_test(test_one_side_shows_its_stages),
 	    cmocka_unit_test(test_by_op_names_the_groups),
 	    cmocka_unit_test(test_svg_is_well_formed_with_a_row_per_stage),
+	    cmocka_unit_test(test_decode_flag_stage_keeps_stage_events_only),
+	    cmocka_unit_test(test_verbose_stage_run_is_enough_for_latency),
 	};
 	return cmocka_run_group_tests(tests, record_run, remove_run);
 }
