@@ -81,7 +81,11 @@ static inline int slot_add(struct vs_ini_queue *q, uint16_t s, struct vs_vq_buf 
 		b[1] = (struct vs_vq_buf){sl->gpa + SLOT_PARAM_OFF, VS_SCSI_UNMAP_PARAM_LEN, false};
 	b[resp_at] =
 	    (struct vs_vq_buf){sl->gpa + SLOT_RESP_OFF, sizeof(struct vs_virtio_scsi_cmd_resp), true};
-	if ((n <= INI_DIRECT_MAX && vq->num_free >= n) || !vq->indirect)
+	/* Short chains go direct while half the ring is free; past that, indirect (one
+	 * descriptor each), so the ring holds as many requests as it has descriptors:
+	 * direct only, 3-descriptor requests filled a 256-entry ring at 85, and a deeper
+	 * queue spun on -EBUSY. */
+	if ((n <= INI_DIRECT_MAX && vq->num_free >= n + vq->size / 2) || !vq->indirect)
 		rc = vs_vq_drv_add(vq, b, n, &head);
 	else
 		rc = vs_vq_drv_add_indirect(vq, b, n, sl->table, sl->gpa + SLOT_TABLE_OFF, &head);

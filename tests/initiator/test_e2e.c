@@ -354,16 +354,17 @@ static void test_limit_seg_max(void **state)
 	fx_close(x);
 }
 
-/* A 16-entry ring takes five direct 3-descriptor chains and a sixth through an indirect
- * table in the last descriptor; the seventh gets -EBUSY; after a poll the queue accepts
- * again and every request completed. */
+/* A 16-entry ring takes 3-descriptor chains direct while half of it is free (two), then
+ * each through an indirect table in one descriptor (ten more): twelve in flight, the
+ * thirteenth gets -EBUSY (direct only, five would fill it); after a poll the queue
+ * accepts again and every request completed. */
 static void test_ring_full_busy(void **state)
 {
 	struct vs_ini_opts o = {.queue_size = 16, .data_mem = 1u << 20};
 	struct fx *x = fx_open("0:ram=16M", NULL, 1, 512, &o);
 	struct vs_ini_queue *q = vs_ini_get_queue(x->ini, 0);
-	uint8_t *b = vs_ini_alloc(x->ini, 8 * 512, 4096);
-	static struct waiter w[8];
+	uint8_t *b = vs_ini_alloc(x->ini, 16 * 512, 4096);
+	static struct waiter w[16];
 	unsigned n = 0;
 	int rc;
 
@@ -373,11 +374,11 @@ static void test_ring_full_busy(void **state)
 		if ((rc = vs_ini_submit(q, &w[n].io)))
 			break;
 		n++;
-		assert_true(n < 8);
+		assert_true(n < 16);
 	}
 	assert_int_equal(rc, -EBUSY);
-	assert_int_equal(n, 6);
-	assert_int_equal(vs_ini_inflight(q), 6);
+	assert_int_equal(n, 12);
+	assert_int_equal(vs_ini_inflight(q), 12);
 	for (unsigned i = 0; i < n; i++) {
 		waiter_wait(q, &w[i]);
 		assert_int_equal(w[i].io.result, 0);
