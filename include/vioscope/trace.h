@@ -549,7 +549,7 @@ VS__API const char *vs__hex(char *out, struct vs_bytes b);
 #define VS__PROVIDER_NAME VS__STR(VS_TRACE_PROVIDER)
 
 /* ---- the site expansion ------------------------------------------------------------------ */
-#define VS__SITE_DEF(lvl, flg, also_, is_hot, ...)                                                      \
+#define VS__SITE_DEF(lvl, flg, also_, is_hot, ...)                                                 \
 	static struct vs_site vs__site __attribute__((section("vs_trace_sites"), used)) = {        \
 		.id = 0,                                                                           \
 		.line = __LINE__,                                                                  \

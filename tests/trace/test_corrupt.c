@@ -166,11 +166,13 @@ static const struct scenario scenarios[] = {
 	{ .name = "metadata: path string past the record",
 	  .edit = { EDIT(PUT16, META_BODY, 40, 0xffff) }, .want_off = AT(META_BODY, 0),
 	  .want_text = "truncated" },
-	/* a site: u32 line, u8 level, flag, hot, nargs, provider, print, u16 0, ... */
+	/* a site: u32 line, u8 level, flag, hot, nargs, provider, print, also, 0, ... */
 	{ .name = "metadata: site level", .edit = { EDIT(PUT8, META_SITE, 4, 9) },
 	  .want_off = AT(META_BODY, 0), .want_text = "level 9" },
 	{ .name = "metadata: site flag bit", .edit = { EDIT(PUT8, META_SITE, 5, 31) },
 	  .want_off = AT(META_BODY, 0), .want_text = "flag bit 31" },
+	{ .name = "metadata: site second flag bit", .edit = { EDIT(PUT8, META_SITE, 10, 32) },
+	  .want_off = AT(META_BODY, 0), .want_text = "second flag bit 31" },
 	{ .name = "metadata: site provider", .edit = { EDIT(PUT8, META_SITE, 8, 3) },
 	  .want_off = AT(META_BODY, 0), .want_text = "provider 3 of 1" },
 	{ .name = "metadata: unknown record kind", .edit = { EDIT(PUT32, META_BODY, 0, 77) },
