@@ -121,10 +121,11 @@ static __attribute__((noinline)) void done_event(const struct vs_ini_queue *q,
 						 const struct vs_caller *vs__caller_id)
 {
 	VS_VERBOSE_HP_ALSO(IO, STAGE,
-		      "q %u tag %#llx done: response %u status %#x sense %u key %u resid %u "
-		      "result %d",
-		      q->v.idx, (unsigned long long)sl->tag, io->response, io->scsi_status,
-		      io->sense_len, vs_scsi_sense_key(io->sense, io->sense_len), io->resid, io->result);
+			   "q %u tag %#llx done: response %u status %#x sense %u key %u resid %u "
+			   "result %d",
+			   q->v.idx, (unsigned long long)sl->tag, io->response, io->scsi_status,
+			   io->sense_len, vs_scsi_sense_key(io->sense, io->sense_len), io->resid,
+			   io->result);
 	(void)q, (void)sl, (void)io, (void)vs__caller_id; /* flavours without hot sites */
 }
 
@@ -205,7 +206,8 @@ static __attribute__((noinline)) int poll_reap(struct vs_ini_queue *q, unsigned 
 	if (kick) {
 		uint64_t one = 1;
 
-		VS_VERBOSE_HP_ALSO(NOTIFY, STAGE, "q %u kick after %u completions", q->v.idx, total);
+		VS_VERBOSE_HP_ALSO(NOTIFY, STAGE, "q %u kick after %u completions", q->v.idx,
+				   total);
 		if (write(q->v.kick_fd, &one, sizeof(one)) != sizeof(one))
 			ini_schedule_reset(q->ini, "kick eventfd write failed");
 	}

@@ -33,8 +33,8 @@ static void io_bio_done(struct vs_bio *bio, int res)
 	 * here: this one says what it would, with the tag.  The bio's operation and range
 	 * are in its submit event (same tag and bio number): not repeated, so the record is
 	 * small and the site, off, costs this function no saved register. */
-	VS_VERBOSE_HP_ALSO(SCSI, STAGE, "tag %#llx: bio done, res %d (bio %u)", (unsigned long long)cmd->tag, res,
-		      (unsigned)(bio - st->bio));
+	VS_VERBOSE_HP_ALSO(SCSI, STAGE, "tag %#llx: bio done, res %d (bio %u)",
+			   (unsigned long long)cmd->tag, res, (unsigned)(bio - st->bio));
 	st->inflight--;
 	if (res < 0 && !st->err)
 		st->err = res;
@@ -64,8 +64,8 @@ static __attribute__((noinline)) void bio_submitted_event(const struct vs_scsi_c
 {
 	const struct vs_bio *bio = &cmd->st.bio[idx];
 	VS_VERBOSE_HP_ALSO(SCSI, STAGE, "tag %#llx: bio %u submitted: %s off %llu len %llu fua %d",
-		      (unsigned long long)cmd->tag, idx, vs_bio_op_name(bio->op),
-		      (unsigned long long)bio->offset, (unsigned long long)bio->len, bio->fua);
+			   (unsigned long long)cmd->tag, idx, vs_bio_op_name(bio->op),
+			   (unsigned long long)bio->offset, (unsigned long long)bio->len, bio->fua);
 	(void)bio; /* flavours without hot sites: never called */
 }
 

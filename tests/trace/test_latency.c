@@ -238,7 +238,7 @@ static unsigned lines_with(const char *text, const char *needle)
 
 /* The stage events of the verbose:all run, by what their lines say: each is a stage site
  * (VS_VERBOSE_HP_ALSO(..., STAGE, ...)), none of the others is. */
-static const char *const stage_says[] = {" op READ(16) lba ", "q 2 kick",	    " used head ",
+static const char *const stage_says[] = {" op READ(16) lba ", "q 2 kick",	  " used head ",
 					 " done: response",   " bio 0 submitted", " bio done, res",
 					 ": q 2 head "};
 /* The target's other hot events: the CDB (scsi) and the notify pass (target). */
@@ -285,9 +285,10 @@ static void test_verbose_stage_run_is_enough_for_latency(void **state)
 	char sdir[600], env_dir[700], icap[700], tcap[700], pattern[700];
 	snprintf(sdir, sizeof sdir, "%s/stage", dir);
 	snprintf(env_dir, sizeof env_dir, "VIOSCOPE_TRACE_DIR=%s", dir);
-	const char *env[] = {env_dir, "VIOSCOPE_TRACE=verbose:stage", "VIOSCOPE_TRACE_RING=8M", NULL};
+	const char *env[] = {env_dir, "VIOSCOPE_TRACE=verbose:stage", "VIOSCOPE_TRACE_RING=8M",
+			     NULL};
 	const char *argv[] = {VIOSCOPE_ALL, "bench",	  "--target", "null=64M",
-			      "--profile",  "rnd4k-q4t1", "--time",	  "0.3",
+			      "--profile",  "rnd4k-q4t1", "--time",   "0.3",
 			      "--record",   sdir,	  NULL};
 	assert_int_equal(th_run(argv, env, out, err), 0);
 	const char *side[] = {"initiator", "target"};
