@@ -188,8 +188,13 @@ void forge_cap_end(struct fbuf *b)
 				 .ts1 = 1000000000ull,
 				 .mono1 = 1000000000ull,
 				 .real1 = FORGE_REAL0 + 1000000000ull};
+	forge_cap_end_clock(b, &c);
+}
+
+void forge_cap_end_clock(struct fbuf *b, const struct vs_cap_clock *c)
+{
 	uint64_t end[2] = {0, 0};
-	section(b, VS_SEC_CLOCK, &c, sizeof c, NULL, 0);
+	section(b, VS_SEC_CLOCK, c, sizeof *c, NULL, 0);
 	section(b, VS_SEC_END, end, sizeof end, NULL, 0);
 }
 

@@ -60,6 +60,8 @@ void forge_cap_events(struct fbuf *b, uint32_t tid, uint32_t slot, uint32_t gen,
 /* ... and CLOCK (CLOCK_MONOTONIC timestamps: ts is ns after FORGE_REAL0) and END. */
 #define FORGE_REAL0 1700000000000000000ull
 void forge_cap_end(struct fbuf *b);
+/* ... or with the CLOCK section given. */
+void forge_cap_end_clock(struct fbuf *b, const struct vs_cap_clock *c);
 
 /* A trace file as the runtime lays it out: header, provider slots (slot 0 set to
  * info:all), metadata, RINGS ring headers (all free) and their data.  Where things
