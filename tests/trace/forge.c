@@ -179,15 +179,20 @@ void forge_cap_events(struct fbuf *b, uint32_t tid, uint32_t slot, uint32_t gen,
 	section(b, VS_SEC_EVENTS, &eh, sizeof eh, records, len);
 }
 
+struct vs_cap_clock forge_mono_clock(void)
+{
+	return (struct vs_cap_clock){.is_tsc = 0,
+				     .ts0 = 0,
+				     .mono0 = 0,
+				     .real0 = FORGE_REAL0,
+				     .ts1 = 1000000000ull,
+				     .mono1 = 1000000000ull,
+				     .real1 = FORGE_REAL0 + 1000000000ull};
+}
+
 void forge_cap_end(struct fbuf *b)
 {
-	struct vs_cap_clock c = {.is_tsc = 0,
-				 .ts0 = 0,
-				 .mono0 = 0,
-				 .real0 = FORGE_REAL0,
-				 .ts1 = 1000000000ull,
-				 .mono1 = 1000000000ull,
-				 .real1 = FORGE_REAL0 + 1000000000ull};
+	struct vs_cap_clock c = forge_mono_clock();
 	forge_cap_end_clock(b, &c);
 }
 

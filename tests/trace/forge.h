@@ -57,8 +57,10 @@ void forge_cap_begin_v(struct fbuf *b, uint16_t version, const struct fbuf *meta
 /* ... EVENTS sections (records as forge_record makes them) ... */
 void forge_cap_events(struct fbuf *b, uint32_t tid, uint32_t slot, uint32_t gen, const char *name,
 		      const void *records, size_t len);
-/* ... and CLOCK (CLOCK_MONOTONIC timestamps: ts is ns after FORGE_REAL0) and END. */
+/* ... and CLOCK (CLOCK_MONOTONIC timestamps: ts is ns after FORGE_REAL0, the clock
+ * forge_mono_clock gives) and END. */
 #define FORGE_REAL0 1700000000000000000ull
+struct vs_cap_clock forge_mono_clock(void);
 void forge_cap_end(struct fbuf *b);
 /* ... or with the CLOCK section given. */
 void forge_cap_end_clock(struct fbuf *b, const struct vs_cap_clock *c);

@@ -87,12 +87,10 @@ static uint64_t event_ns(const char *path, const struct vs_cap_clock *shared, bo
  * where the first does. */
 static void test_shared_clock_puts_one_instant_at_one_time(void **state)
 {
-	(void)state;
-	struct th_tmpdir td;
-	assert_int_equal(th_tmpdir_init(&td, "capclock"), 0);
+	const struct th_tmpdir *td = *state;
 	char a[700], b[700];
-	snprintf(a, sizeof a, "%s/a.vst", td.dir);
-	snprintf(b, sizeof b, "%s/b.vst", td.dir);
+	snprintf(a, sizeof a, "%s/a.vst", td->dir);
+	snprintf(b, sizeof b, "%s/b.vst", td->dir);
 	struct vs_cap_clock ka = tsc_clock(FORGE_REAL0, 0), kb = tsc_clock(FORGE_REAL0 + 3000, 20);
 	forge_one(a, &ka);
 	forge_one(b, &kb);
@@ -105,27 +103,17 @@ static void test_shared_clock_puts_one_instant_at_one_time(void **state)
 	bool took = false;
 	assert_int_equal(event_ns(b, &ka, &took), in_a);
 	assert_true(took);
-	th_tmpdir_fini(&td);
 }
 
 /* Scenario: a capture timed by CLOCK_MONOTONIC keeps its own calibration (its
  * timestamps are not TSC ticks), and so does a TSC capture offered a monotonic one. */
 static void test_monotonic_captures_keep_their_own_clock(void **state)
 {
-	(void)state;
-	struct th_tmpdir td;
-	assert_int_equal(th_tmpdir_init(&td, "capclock"), 0);
+	const struct th_tmpdir *td = *state;
 	char a[700], m[700];
-	snprintf(a, sizeof a, "%s/a.vst", td.dir);
-	snprintf(m, sizeof m, "%s/m.vst", td.dir);
-	struct vs_cap_clock ka = tsc_clock(FORGE_REAL0 + 5000, 0);
-	struct vs_cap_clock km = {.is_tsc = 0,
-				  .ts0 = 0,
-				  .mono0 = 0,
-				  .real0 = FORGE_REAL0,
-				  .ts1 = 10000000000ull,
-				  .mono1 = 10000000000ull,
-				  .real1 = FORGE_REAL0 + 10000000000ull};
+	snprintf(a, sizeof a, "%s/a.vst", td->dir);
+	snprintf(m, sizeof m, "%s/m.vst", td->dir);
+	struct vs_cap_clock ka = tsc_clock(FORGE_REAL0 + 5000, 0), km = forge_mono_clock();
 	forge_one(a, &ka);
 	forge_one(m, &km);
 	uint64_t own_m = event_ns(m, NULL, NULL), own_a = event_ns(a, NULL, NULL);
@@ -135,14 +123,25 @@ static void test_monotonic_captures_keep_their_own_clock(void **state)
 	took = true;
 	assert_int_equal(event_ns(a, &km, &took), own_a);
 	assert_false(took);
-	th_tmpdir_fini(&td);
+}
+
+static int setup(void **state)
+{
+	return th_tmpdir_setup(state, "capture-clock");
+}
+
+static int teardown(void **state)
+{
+	return th_tmpdir_teardown(state);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_shared_clock_puts_one_instant_at_one_time),
-	    cmocka_unit_test(test_monotonic_captures_keep_their_own_clock),
+	    cmocka_unit_test_setup_teardown(test_shared_clock_puts_one_instant_at_one_time, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_monotonic_captures_keep_their_own_clock, setup,
+					    teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
