@@ -65,8 +65,7 @@ static int on_event(const struct vs_cap_event *ev, void *opaque)
 		return 0;
 	if (d->masks &&
 	    (ev->site->prov == VS_META_NO_SLOT ||
-	     !(d->masks[ev->site->prov] &
-	       ((1u << ev->site->flag) | (ev->site->also ? 1u << (ev->site->also - 1) : 0)))))
+	     !(d->masks[ev->site->prov] & VS__FLAGS_MASK(ev->site->flag, ev->site->also))))
 		return 0;
 	vs_format_message_noted(msg, sizeof msg, ev->site, ev->args, ev->args_len, vs_proto_notes,
 				vs_proto_nnotes);
