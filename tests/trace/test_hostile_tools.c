@@ -113,7 +113,7 @@ static void assert_linear(struct th_tmpdir *td, const char *what, unsigned n,
 /* ---- CTF export: one stream per thread ------------------------------------------------------ */
 /* Not a capture ten times as large: the export writes a file per thread, and files cost
  * more than a search through 40,000 threads' streams does, so the search never dominated
- * (on dcf1c4a 4,000 and 40,000 one-event threads cost x13, not x100).  Instead two
+ * (on dcf1c4a 4,000 and 40,000 one-event threads cost x14, not x100).  Instead two
  * captures of the same threads and events, whose busy thread's stream is made first or
  * last: the same work, unless finding a stream costs the streams made before it. */
 #define CTF_THREADS 5000
