@@ -3,7 +3,8 @@
  * The event queue (virtio 1.2, 5.6.6.3): events for the driver when LUNs come, go or
  * change size.  Any thread posts an event (tq_event_post) into a bounded list and wakes
  * the control thread, which owns the event queue and writes pending events into the
- * buffers the driver keeps posted there, oldest first.
+ * buffers the driver keeps posted there, oldest first, at most a budget of buffers per
+ * pass as on every queue (a bad buffer counts: the guest chooses what it posts).
  *
  * An event that finds no buffer waits for one: the control thread asks for kicks on the
  * event ring and delivers when the driver adds buffers.  When more than TQ_EVENTS_MAX
@@ -101,18 +102,23 @@ static void event_take(struct vs_target *t, struct vs_virtio_scsi_event *ev)
 	vs_vscsi_event_lun_encode(ev->lun, 0, e.lun);
 }
 
-/* Pop one event buffer and fill it: 1 delivered (or a bad buffer returned), 0 no buffer,
- * -EIO the ring is broken. */
-static int event_deliver_one(struct tq *q)
+/* Pop one event buffer and fill it (vs_vq_dev_drain's handler): 1 delivered (or a bad
+ * buffer returned), 0 no buffer, -EIO the ring is broken, -ENOMSG no event waits. */
+static int event_deliver_one(void *opaque)
 {
+	struct tq *q = opaque;
 	struct vs_vq_elem *e = q->w->scratch;
 	struct vs_virtio_scsi_event ev;
-	int rc = tq_pop(q, e);
+	int rc;
 
+	if (!tq_events_waiting(q->t))
+		return -ENOMSG; /* the buffers left in the ring wait for the next event */
+	rc = tq_pop(q, e);
 	if (rc == -EAGAIN)
 		return 0; /* nothing in the ring */
 	if (rc == -EIO)
 		return -EIO; /* broken: tq_pop killed it */
+	q->unsignalled = true; /* the pass signals the driver once, after every ring */
 	if (rc || e->in_len < sizeof(ev)) {
 		/* The event stays pending for the next buffer. */
 		VS_ERROR(EVENT, "event head %u: %s: returned empty", e->head,
@@ -130,27 +136,13 @@ static int event_deliver_one(struct tq *q)
 
 void tq_event_process(struct tq *q)
 {
-	bool pushed = false;
-
-	if (!q->running || q->stopping || q->dead)
+	if (!q->running || q->stopping || q->dead || !tq_events_waiting(q->t))
 		return;
-	while (tq_events_waiting(q->t)) {
-		int rc = event_deliver_one(q);
-
-		if (rc < 0)
-			return;
-		if (rc) {
-			pushed = true;
-			continue;
-		}
-		/* No buffer: ask for a kick when the driver adds one, then look once more (one
-		 * added before it saw the request sent no kick). */
-		if (q->polled)
-			break;
-		vs_vq_dev_set_notification(&q->vq, true);
-		if (!vs_vq_dev_has_work(&q->vq))
-			break;
-	}
-	if (pushed)
-		tq_notify(q);
+	/* The request queues' budget, bad buffers included: a guest that keeps this ring full
+	 * of buffers too short to take an event (each a walk of up to 258 descriptors) while an
+	 * event waits must not starve the TMFs and commands that run between passes.  With no
+	 * buffer left, kicks are asked for (when the driver adds one, the event goes out);
+	 * with no event left, the buffers stay in the ring, kicks off until the next event. */
+	if (vs_vq_dev_drain(&q->vq, TQ_POP_BUDGET, q->polled, event_deliver_one, q) == 1)
+		q->kicked = true; /* more next pass */
 }

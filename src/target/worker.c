@@ -420,12 +420,15 @@ static int worker_timeout(const struct worker *w)
 {
 	for (unsigned i = 0; i < w->nq; i++) {
 		const struct tq *q = w->queues[i];
-		if (q->kind == TQ_EVENT && q->polled && tq_events_waiting(w->t))
-			return 1; /* no kicks to tell of buffers: look every millisecond */
-		if (q->kind == TQ_EVENT || q->stopping)
+		if (q->stopping)
 			continue;
 		if (q->kicked)
-			return 0;
+			return 0; /* its budget ran out: more in this ring */
+		if (q->kind == TQ_EVENT) {
+			if (q->polled && tq_events_waiting(w->t))
+				return 1; /* no kicks to tell of buffers: look every millisecond */
+			continue;
+		}
 		if (q->polled)
 			return w->ctl ? 1 : 0; /* a polled control ring need not burn a CPU */
 	}

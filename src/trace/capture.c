@@ -518,6 +518,53 @@ out:
 	return rc;
 }
 
+/* What a file that is no capture is, for the refusal. */
+static const char *file_kind(mode_t mode)
+{
+	return S_ISFIFO(mode)	? "a FIFO"
+	       : S_ISCHR(mode)	? "a character device"
+	       : S_ISBLK(mode)	? "a block device"
+	       : S_ISSOCK(mode) ? "a socket"
+	       : S_ISDIR(mode)	? "a directory"
+				: "a special file";
+}
+
+/* The capture at path open for reading (*st its fstat), or -errno with why set.
+ * O_NONBLOCK: opening a FIFO (or a device) must not wait for a writer before fstat says
+ * what it is; only a regular file is read, blocking again.  Symbolic links are followed:
+ * the path is the operator's, and what a link names is checked like anything else. */
+static int capture_fd(const char *path, struct stat *st, char *why, size_t whylen)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK), rc, flags;
+
+	if (fd < 0) {
+		rc = -errno;
+		snprintf(why, whylen, "%s: %s", path, strerror(errno));
+		return rc;
+	}
+	if (fstat(fd, st) < 0) {
+		rc = -errno;
+		snprintf(why, whylen, "%s: %s", path, strerror(errno));
+		goto fail;
+	}
+	if (!S_ISREG(st->st_mode)) {
+		rc = -EINVAL;
+		snprintf(why, whylen,
+			 "%s: %s, not a regular file: refusing to read it as a capture", path,
+			 file_kind(st->st_mode));
+		goto fail;
+	}
+	if ((flags = fcntl(fd, F_GETFL)) < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0) {
+		rc = -errno;
+		snprintf(why, whylen, "%s: fcntl: %s", path, strerror(errno));
+		goto fail;
+	}
+	return fd;
+fail:
+	close(fd);
+	return rc;
+}
+
 int vs_capture_open(struct vs_capture **out, const char *path, char *why, size_t whylen)
 {
 	struct vs_capture *c = calloc(1, sizeof *c);
@@ -527,18 +574,10 @@ int vs_capture_open(struct vs_capture **out, const char *path, char *why, size_t
 	if (!c)
 		return -ENOMEM;
 	c->path = path;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = capture_fd(path, &st, why, whylen);
 	if (fd < 0) {
-		rc = -errno;
-		snprintf(why, whylen, "%s: %s", path, strerror(errno));
 		free(c);
-		return rc;
-	}
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		snprintf(why, whylen, "%s: not a regular file", path);
-		close(fd);
-		free(c);
-		return -EINVAL;
+		return fd;
 	}
 	/* Copied, not mapped: the file may change or shrink while we decode it. */
 	c->size = (size_t)st.st_size;

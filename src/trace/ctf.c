@@ -46,6 +46,7 @@ struct ctf {
 	struct ctf_class *classes; /* [meta->nsites] */
 	struct ctf_stream *streams;
 	size_t nstreams, cap;
+	struct vs_u64map by_tid; /* tid -> stream: one lookup per event, however many threads */
 	int err;
 };
 
@@ -235,9 +236,11 @@ static int write_metadata(const struct ctf *x, const char *dir, const struct vs_
 /* ---- events -------------------------------------------------------------------------- */
 static struct ctf_stream *stream_of(struct ctf *x, const struct vs_cap_event *ev)
 {
-	for (size_t i = 0; i < x->nstreams; i++)
-		if (x->streams[i].tid == ev->tid)
-			return &x->streams[i];
+	size_t i = vs_u64map_get(&x->by_tid, ev->tid);
+	if (i != VS_U64MAP_NONE)
+		return &x->streams[i];
+	if (vs_u64map_put(&x->by_tid, ev->tid, x->nstreams) < 0)
+		return NULL;
 	if (x->nstreams == x->cap) {
 		size_t cap = x->cap ? 2 * x->cap : 16;
 		struct ctf_stream *p = realloc(x->streams, cap * sizeof *p);
@@ -400,6 +403,7 @@ out:
 	for (size_t i = 0; i < x.nstreams; i++)
 		vs_buf_free(&x.streams[i].events);
 	free(x.streams);
+	vs_u64map_free(&x.by_tid);
 	free(x.classes);
 	vs_capture_close(c);
 	return rc;

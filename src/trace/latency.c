@@ -53,36 +53,35 @@ static const struct {
 };
 #define NSTAGES (sizeof stages / sizeof stages[0])
 
+/* A capture decides how many requests are in flight (40,000 submits that never complete
+ * fill 2.5 MB), so the events that find one look it up, never search:
+ * per tag, the open requests with that tag form a stack (the newest on top, the one an
+ * event closes); per driver queue, the open requests not kicked yet form a list that its
+ * next kick takes whole. */
+#define NONE VS_U64MAP_NONE
+struct link {
+	size_t below;	      /* the next older open request of this tag */
+	size_t next_unkicked; /* the next request of this queue waiting for a kick */
+};
+
 struct side {
 	struct vs_lat_req *r;
+	struct link *link; /* [cap], beside r */
 	size_t n, cap;
-	size_t *open; /* indices of requests in flight (a few: the queue depths) */
-	size_t nopen, open_cap;
+	struct vs_u64map by_tag; /* tag -> its newest open request */
 };
 
 struct lat {
 	struct side drv, dev;
-	uint32_t pid;		/* of the capture being read */
-	uint64_t last_poll[64]; /* per driver thread slot: latest "used head" time */
+	struct vs_u64map unkicked; /* driver queue -> its open requests not kicked yet */
+	uint32_t pid;		   /* of the capture being read */
+	uint64_t last_poll[64];	   /* per driver thread slot: latest "used head" time */
 	uint32_t poll_tid[64];
 	int err;
 };
 
-static int push_idx(size_t **a, size_t *n, size_t *cap, size_t v)
-{
-	if (*n == *cap) {
-		size_t c = *cap ? *cap * 2 : 64;
-		size_t *p = realloc(*a, c * sizeof *p);
-		if (!p)
-			return -ENOMEM;
-		*a = p;
-		*cap = c;
-	}
-	(*a)[(*n)++] = v;
-	return 0;
-}
-
-static struct vs_lat_req *new_req(struct side *s)
+/* A new open request with this tag, on top of the tag's stack. */
+static struct vs_lat_req *new_req(struct side *s, uint64_t tag)
 {
 	if (s->n == s->cap) {
 		size_t c = s->cap ? s->cap * 2 : 1024;
@@ -90,29 +89,42 @@ static struct vs_lat_req *new_req(struct side *s)
 		if (!p)
 			return NULL;
 		s->r = p;
+		struct link *k = realloc(s->link, c * sizeof *k);
+		if (!k)
+			return NULL;
+		s->link = k;
 		s->cap = c;
 	}
-	if (push_idx(&s->open, &s->nopen, &s->open_cap, s->n) < 0)
+	size_t i = s->n;
+	s->link[i] = (struct link){.below = vs_u64map_get(&s->by_tag, tag), .next_unkicked = NONE};
+	if (vs_u64map_put(&s->by_tag, tag, i) < 0)
 		return NULL;
-	struct vs_lat_req *r = &s->r[s->n++];
-	memset(r, 0, sizeof *r);
-	return r;
+	s->n++;
+	memset(&s->r[i], 0, sizeof s->r[i]);
+	s->r[i].tag = tag;
+	return &s->r[i];
 }
 
-/* The open request of this side with this tag, or NULL; CLOSE takes it off the list. */
+/* The newest open request of this side with this tag, or NULL; CLOSE takes it off. */
 static struct vs_lat_req *find_open(struct side *s, uint64_t tag, bool close)
 {
-	for (size_t i = s->nopen; i-- > 0;) {
-		struct vs_lat_req *r = &s->r[s->open[i]];
-		if (r->tag != tag)
-			continue;
-		if (close) {
-			s->open[i] = s->open[--s->nopen];
-			r->closed = true;
-		}
-		return r;
+	size_t i = vs_u64map_get(&s->by_tag, tag);
+	if (i == NONE)
+		return NULL;
+	if (close) {
+		/* The tag is in the map: setting it needs no room, it cannot fail. */
+		vs_u64map_put(&s->by_tag, tag, s->link[i].below);
+		s->r[i].closed = true;
 	}
-	return NULL;
+	return &s->r[i];
+}
+
+/* Each capture is one process: what it leaves open does not carry over. */
+static void forget_open(struct lat *l)
+{
+	vs_u64map_free(&l->drv.by_tag);
+	vs_u64map_free(&l->dev.by_tag);
+	vs_u64map_free(&l->unkicked);
 }
 
 /* Integer arguments of an event, by the site's types (strings and bytes skipped). */
@@ -186,7 +198,7 @@ static int on_event(const struct vs_cap_event *ev, void *opaque)
 	struct vs_lat_req *r;
 	switch (e) {
 	case D_SUBMIT:
-		if (!(r = new_req(&l->drv)))
+		if (!(r = new_req(&l->drv, tag)))
 			return -ENOMEM;
 		*r = (struct vs_lat_req){.tag = tag,
 					 .q = (uint32_t)ARG(q),
@@ -195,18 +207,25 @@ static int on_event(const struct vs_cap_event *ev, void *opaque)
 					 .tid_driver = ev->tid,
 					 .pid_driver = l->pid};
 		r->t[VS_LAT_SUBMIT] = t;
+		l->drv.link[r - l->drv.r].next_unkicked = vs_u64map_get(&l->unkicked, r->q);
+		if (vs_u64map_put(&l->unkicked, r->q, (size_t)(r - l->drv.r)) < 0)
+			return -ENOMEM;
 		break;
 	case D_WITHDRAWN: /* recorded as submitted, then the ring refused it */
 		if ((r = find_open(&l->drv, tag, true)))
 			r->withdrawn = true;
 		break;
-	case D_KICK:
-		for (size_t i = 0; i < l->drv.nopen; i++) {
-			r = &l->drv.r[l->drv.open[i]];
-			if (r->q == ARG(q) && !r->t[VS_LAT_KICK])
-				r->t[VS_LAT_KICK] = t;
-		}
+	case D_KICK: {
+		/* Every open request of the queue not kicked yet: this kick is theirs. */
+		size_t i = vs_u64map_get(&l->unkicked, ARG(q));
+		if (i == NONE || !t)
+			break;
+		for (; i != NONE; i = l->drv.link[i].next_unkicked)
+			if (!l->drv.r[i].closed)
+				l->drv.r[i].t[VS_LAT_KICK] = t;
+		vs_u64map_put(&l->unkicked, ARG(q), NONE); /* in the map: cannot fail */
 		break;
+	}
 	case D_POLL:
 		*poll_slot(l, ev->tid) = t;
 		break;
@@ -222,7 +241,7 @@ static int on_event(const struct vs_cap_event *ev, void *opaque)
 		}
 		break;
 	case T_POP:
-		if (!(r = new_req(&l->dev)))
+		if (!(r = new_req(&l->dev, tag)))
 			return -ENOMEM;
 		*r = (struct vs_lat_req){.tag = tag,
 					 .q = (uint32_t)ARG(q),
@@ -293,18 +312,21 @@ static int join(struct lat *l, bool *have_drv, bool *have_dev)
 		struct vs_lat_req *d = &l->drv.r[order[i]];
 		const struct vs_lat_req *prev = i ? &l->drv.r[order[i - 1]] : NULL;
 		uint64_t after = prev && prev->tag == d->tag ? prev->t[VS_LAT_DONE] : 0;
+		/* The first device request of the tag popped after `after`: a binary search,
+		 * not a walk through the tag's requests (a capture may give thousands one
+		 * tag).  It is the one, unless it was popped after this one completed. */
 		size_t lo = 0, hi = l->dev.n;
 		while (lo < hi) {
 			size_t mid = (lo + hi) / 2;
-			if (l->dev.r[mid].tag < d->tag)
+			const struct vs_lat_req *m = &l->dev.r[mid];
+			if (m->tag < d->tag || (m->tag == d->tag && m->t[VS_LAT_POP] <= after))
 				lo = mid + 1;
 			else
 				hi = mid;
 		}
-		for (size_t k = lo; k < l->dev.n && l->dev.r[k].tag == d->tag; k++) {
-			const struct vs_lat_req *v = &l->dev.r[k];
-			if (v->t[VS_LAT_POP] <= after ||
-			    (d->t[VS_LAT_DONE] && v->t[VS_LAT_POP] > d->t[VS_LAT_DONE]))
+		if (lo < l->dev.n && l->dev.r[lo].tag == d->tag) {
+			const struct vs_lat_req *v = &l->dev.r[lo];
+			if (d->t[VS_LAT_DONE] && v->t[VS_LAT_POP] > d->t[VS_LAT_DONE])
 				continue;
 			for (int w = VS_LAT_POP; w <= VS_LAT_PUSH; w++)
 				d->t[w] = v->t[w];
@@ -314,7 +336,6 @@ static int join(struct lat *l, bool *have_drv, bool *have_dev)
 				d->t[VS_LAT_KICK] = 0;
 			d->tid_device = v->tid_device;
 			d->pid_device = v->pid_device;
-			break;
 		}
 	}
 	free(order);
@@ -381,6 +402,18 @@ struct summary {
 	uint64_t p50, p90, p99, p999, max;
 };
 
+/* A request's group key: its LUN (by 0), queue (1) or opcode (2). */
+static uint32_t group_of(const struct vs_lat_req *r, int by)
+{
+	return by == 0 ? r->lun : by == 1 ? r->q : r->op;
+}
+
+static int by_group(const void *x, const void *y, void *by)
+{
+	uint32_t a = group_of(x, *(const int *)by), b = group_of(y, *(const int *)by);
+	return (a > b) - (a < b);
+}
+
 /* Stage s over the requests of `rs` whose group key is `key` (all when by < 0). */
 static int summarise(const struct vs_lat_req *rs, size_t n, unsigned s, int by, uint32_t key,
 		     struct summary *out)
@@ -391,8 +424,7 @@ static int summarise(const struct vs_lat_req *rs, size_t n, unsigned s, int by, 
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
 		const struct vs_lat_req *r = &rs[i];
-		uint32_t g = by == 0 ? r->lun : by == 1 ? r->q : r->op;
-		if (by >= 0 && g != key)
+		if (by >= 0 && group_of(r, by) != key)
 			continue;
 		if (stage_value(r, s, &v[k]))
 			k++;
@@ -611,16 +643,16 @@ int vs_latency_collect(const char *const *paths, unsigned npaths, struct vs_lat_
 			vs_capture_share_clock(c, &clock);
 		else if (vs_capture_clock(c)->is_tsc)
 			clock = *vs_capture_clock(c), have_clock = true;
-		/* each capture is one process: what it leaves open does not carry over */
-		l.drv.nopen = l.dev.nopen = 0;
+		forget_open(&l);
 		l.pid = vs_capture_pid(c);
 		rc = vs_capture_walk(c, on_event, &l, why, whylen);
 		vs_capture_close(c);
 	}
 	if (rc == -ENOMEM)
 		snprintf(why, whylen, "out of memory");
-	free(l.drv.open);
-	free(l.dev.open);
+	forget_open(&l);
+	free(l.drv.link);
+	free(l.dev.link);
 	if (rc < 0) {
 		free(l.drv.r);
 		free(l.dev.r);
@@ -685,26 +717,24 @@ int vs_trace_latency(const char *const *paths, unsigned npaths, const struct vs_
 	if (o->by < 0) {
 		print_table(out, rep->r, rep->n, -1, 0, o->json, &first);
 	} else {
-		/* groups in order of their key */
-		uint32_t prev = 0;
-		bool any = false;
-		for (;;) {
-			uint32_t next = UINT32_MAX;
-			bool found = false;
-			for (size_t i = 0; i < rep->n; i++) {
-				const struct vs_lat_req *r = &rep->r[i];
-				uint32_t g = o->by == 0 ? r->lun : o->by == 1 ? r->q : r->op;
-				if ((!any || g > prev) && g <= next) {
-					next = g;
-					found = true;
-				}
-			}
-			if (!found)
-				break;
-			print_table(out, rep->r, rep->n, o->by, next, o->json, &first);
-			prev = next;
-			any = true;
+		/* Groups in order of their key, each a run of the requests sorted by it: a
+		 * capture may have as many groups as requests. */
+		struct vs_lat_req *sorted = malloc((rep->n ? rep->n : 1) * sizeof *sorted);
+		if (!sorted) {
+			snprintf(why, whylen, "out of memory");
+			free(set.r);
+			return -ENOMEM;
 		}
+		memcpy(sorted, rep->r, rep->n * sizeof *sorted);
+		int by = o->by;
+		qsort_r(sorted, rep->n, sizeof *sorted, by_group, &by);
+		for (size_t i = 0, end; i < rep->n; i = end) {
+			uint32_t g = group_of(&sorted[i], o->by);
+			for (end = i + 1; end < rep->n && group_of(&sorted[end], o->by) == g; end++)
+				;
+			print_table(out, sorted + i, end - i, o->by, g, o->json, &first);
+		}
+		free(sorted);
 	}
 	if (o->json)
 		fputs("\n],\"slow\":[\n", out);

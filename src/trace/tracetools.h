@@ -109,6 +109,20 @@ struct vs_buf {
 void vs_buf_put(struct vs_buf *b, const void *v, size_t n);
 void vs_buf_free(struct vs_buf *b);
 
+/* A map from 64-bit keys to indices, for lookups per event whose count a capture decides
+ * (u64map.c): zero-initialised is empty. */
+#define VS_U64MAP_NONE SIZE_MAX
+struct vs_u64map {
+	struct vs_u64map_slot *slots;
+	size_t cap, n;
+};
+/* key's value, or VS_U64MAP_NONE when it has none. */
+size_t vs_u64map_get(const struct vs_u64map *m, uint64_t key);
+/* Set key's value (VS_U64MAP_NONE: none): 0, or -ENOMEM when a new key finds no room (a
+ * key that has a value, even VS_U64MAP_NONE, is always set). */
+int vs_u64map_put(struct vs_u64map *m, uint64_t key, size_t val);
+void vs_u64map_free(struct vs_u64map *m);
+
 /* An object's provider as its record lists it. */
 struct vs_meta_out_provider {
 	const struct vs_provider *p; /* its sites point here */

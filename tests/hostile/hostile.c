@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -64,6 +65,7 @@ int proc_start(struct proc *p, const char *const *args)
 	snprintf(p->sock, sizeof(p->sock), "%s/sock", p->dir);
 	snprintf(p->log, sizeof(p->log), "%s/stderr", p->dir);
 	snprintf(p->file, sizeof(p->file), "%s/disk.img", p->dir);
+	snprintf(p->rpc, sizeof(p->rpc), "%s/rpc", p->dir);
 	fd = open(p->file, O_CREAT | O_RDWR | O_CLOEXEC, 0600);
 	if (fd < 0 || ftruncate(fd, 64 << 20) < 0)
 		return -errno;
@@ -74,10 +76,11 @@ int proc_start(struct proc *p, const char *const *args)
 	argv[n++] = "--socket";
 	argv[n++] = p->sock;
 	for (; args && *args && n < 62 && e < 32; args++) {
-		const char *f = strstr(*args, "%F");
-		if (f) {
-			snprintf(expanded[e], sizeof(expanded[e]), "%.*s%s%s", (int)(f - *args),
-				 *args, p->file, f + 2);
+		const char *f = strstr(*args, "%F"), *r = strstr(*args, "%R");
+		if (f || r) {
+			const char *at = f ? f : r;
+			snprintf(expanded[e], sizeof(expanded[e]), "%.*s%s%s", (int)(at - *args),
+				 *args, f ? p->file : p->rpc, at + 2);
 			argv[n++] = expanded[e++];
 		} else {
 			argv[n++] = (char *)*args;
@@ -109,6 +112,53 @@ int proc_start(struct proc *p, const char *const *args)
 	}
 	proc_log_dump(p);
 	return -ETIMEDOUT;
+}
+
+int proc_rpc(struct proc *p, const char *request, char *reply, size_t len, int timeout_ms)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int64_t deadline = now_ms() + timeout_ms;
+	size_t got = 0;
+	int fd, rc = 0;
+
+	if (len < 2 || strlen(p->rpc) >= sizeof(sa.sun_path))
+		return -EINVAL;
+	strcpy(sa.sun_path, p->rpc);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    send(fd, request, strlen(request), MSG_NOSIGNAL) != (ssize_t)strlen(request) ||
+	    send(fd, "\n", 1, MSG_NOSIGNAL) != 1) {
+		rc = -errno;
+		goto out;
+	}
+	while (!memchr(reply, '\n', got)) {
+		struct pollfd pf = {.fd = fd, .events = POLLIN};
+		int left = (int)(deadline - now_ms());
+		ssize_t n;
+
+		if (left <= 0 || poll(&pf, 1, left) != 1) {
+			rc = -ETIMEDOUT;
+			goto out;
+		}
+		n = recv(fd, reply + got, len - 1 - got, 0);
+		if (n <= 0) {
+			rc = n ? -errno : -ECONNRESET;
+			goto out;
+		}
+		got += (size_t)n;
+		if (got == len - 1 && !memchr(reply, '\n', got)) {
+			rc = -EMSGSIZE;
+			goto out;
+		}
+	}
+	*(char *)memchr(reply, '\n', got) = 0;
+out:
+	close(fd);
+	if (rc)
+		reply[0] = 0;
+	return rc;
 }
 
 bool proc_alive(struct proc *p)
@@ -222,6 +272,7 @@ void proc_cleanup(struct proc *p)
 	unlink(p->sock);
 	unlink(p->log);
 	unlink(p->file);
+	unlink(p->rpc);
 	rmdir(p->dir);
 }
 

@@ -49,11 +49,17 @@ struct proc {
 	char sock[96]; /* where it listens */
 	char log[96];  /* its stderr */
 	char file[96]; /* a 64 MiB image file, for file LUNs ("file=%F" in a spec) */
+	char rpc[96];  /* a management socket path ("--rpc", "%R") */
 };
 
 /* Start `vioscope target --socket DIR/sock ARGS...` (NULL-terminated; "%F" in an argument
- * becomes the image file's path) and wait until the socket accepts connections. */
+ * becomes the image file's path, "%R" the management socket's) and wait until the socket
+ * accepts connections. */
 int proc_start(struct proc *p, const char *const *args);
+/* One JSON-RPC request line on the management socket (started with "--rpc", "%R"): the
+ * reply line (NUL-terminated, without its newline) in reply, 0 or -errno (-ETIMEDOUT when
+ * no whole line came within timeout_ms). */
+int proc_rpc(struct proc *p, const char *request, char *reply, size_t len, int timeout_ms);
 /* Signal it and wait for its exit: the exit status, or -1 if it did not exit (it is then
  * killed) or died of a signal (*sig set). */
 int proc_stop(struct proc *p, int signo, int timeout_ms, int *sig);

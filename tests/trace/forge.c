@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #define _GNU_SOURCE
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,28 +66,56 @@ static void put_meta_str(struct fbuf *b, const char *s)
 	fb_put(b, s, strlen(s));
 }
 
+#define FORGE_MAX_PROVIDERS 8
+
+/* Site s's provider's index in names (added when new). */
+static unsigned provider_slot(const char **names, unsigned *n, const struct forge_site *s)
+{
+	const char *name = s->provider ? s->provider : "forged";
+	unsigned i = 0;
+	while (i < *n && strcmp(names[i], name))
+		i++;
+	if (i == *n) {
+		if (*n == FORGE_MAX_PROVIDERS) {
+			fprintf(stderr, "forge: more than %d providers\n", FORGE_MAX_PROVIDERS);
+			abort();
+		}
+		names[(*n)++] = name;
+	}
+	return i;
+}
+
 /* One OBJECT record (docs/CAPTURE-FORMAT.md). */
 void forge_meta(struct fbuf *b, const struct forge_site *sites, unsigned n)
 {
+	const char *provs[FORGE_MAX_PROVIDERS] = {"forged"};
+	unsigned nprovs = 0;
 	size_t at = b->len;
+	for (unsigned i = 0; i < n; i++)
+		provider_slot(provs, &nprovs, &sites[i]);
+	nprovs += !nprovs; /* "forged", with no site */
 	fb_put32(b, VS_META_OBJECT);
 	fb_put32(b, 0); /* size, below */
 	fb_put32(b, 0); /* index */
 	fb_put32(b, forge_site_id(0));
 	fb_put32(b, n);
 	fb_put32(b, 0); /* no callers */
-	fb_put32(b, 1); /* one provider */
+	fb_put32(b, nprovs);
 	fb_put32(b, 0);
 	fb_put64(b, 0x400000);
 	put_meta_str(b, "/forged/exe");
 	put_meta_str(b, "cold");
-	fb_put32(b, 0); /* slot */
-	fb_put32(b, 1); /* one flag */
-	put_meta_str(b, "forged");
-	put_meta_str(b, "TEST");
+	for (unsigned p = 0; p < nprovs; p++) {
+		fb_put32(b, p); /* slot */
+		fb_put32(b, 1); /* one flag */
+		put_meta_str(b, provs[p]);
+		put_meta_str(b, "TEST");
+	}
 	for (unsigned i = 0; i < n; i++) {
 		const struct forge_site *s = &sites[i];
-		uint8_t small[8] = {s->level ? s->level : VS_LEVEL_INFO, 0, 0, s->nargs, 0, 0, 0, 0};
+		uint8_t prov = (uint8_t)provider_slot(provs, &nprovs, s);
+		uint8_t small[8] = {
+		    s->level ? s->level : VS_LEVEL_INFO, 0, 0, s->nargs, prov, 0, 0, 0};
 		fb_put32(b, 100 + i);
 		fb_put(b, small, sizeof small);
 		fb_put(b, s->types, VS_TRACE_MAX_ARGS);
@@ -255,4 +284,105 @@ void forge_shm_ring(struct fbuf *b, const struct forge_shm *g, unsigned i, uint3
 	r->tail = 0;
 	r->head = len;
 	memcpy(b->p + g->data_off + i * g->ring_size, records, len);
+}
+
+/* ---- shapes ------------------------------------------------------------------------------ */
+static const struct forge_site count_site[] = {
+    {.fmt = "n=%u", .func = "count", .nargs = 1, .types = {VS_ARG_U32}},
+};
+
+void forge_shape_threads(struct fbuf *cap, unsigned n, unsigned k)
+{
+	struct fbuf meta = {0}, rec = {0};
+	forge_meta(&meta, count_site, 1);
+	forge_cap_begin(cap, &meta, "/forged/exe", "cold");
+	for (unsigned i = 0; i < n; i++) {
+		rec.len = 0;
+		for (unsigned j = 0; j < k; j++)
+			forge_record(&rec, (uint64_t)j * n + i, forge_site_id(0), &i, sizeof i);
+		forge_cap_events(cap, i + 1, i, 1, "t", rec.p, rec.len);
+	}
+	forge_cap_end(cap);
+	fb_free(&meta);
+	fb_free(&rec);
+}
+
+/* The stage sites of src/trace/latency.c, as our programs record them. */
+enum { SUBMIT, KICK, DONE, POP, PUSH };
+static const struct forge_site stage_sites[] = {
+    [SUBMIT] = {.fmt = "q %u tag %#llx lun %u op %#x",
+		.provider = "initiator",
+		.nargs = 4,
+		.types = {VS_ARG_U32, VS_ARG_U64, VS_ARG_U32, VS_ARG_U32}},
+    [KICK] = {.fmt = "q %u kick", .provider = "initiator", .nargs = 1, .types = {VS_ARG_U32}},
+    [DONE] = {.fmt = "q %u tag %#llx done: %u",
+	      .provider = "initiator",
+	      .nargs = 3,
+	      .types = {VS_ARG_U32, VS_ARG_U64, VS_ARG_U32}},
+    [POP] = {.fmt = "q %u head %u tag %#llx lun %02x%02x op %#x",
+	     .provider = "target",
+	     .nargs = 6,
+	     .types = {VS_ARG_U32, VS_ARG_U32, VS_ARG_U64, VS_ARG_U32, VS_ARG_U32, VS_ARG_U32}},
+    [PUSH] = {.fmt = "q %u tag %#llx lun %u op %#x done: %u",
+	      .provider = "target",
+	      .nargs = 5,
+	      .types = {VS_ARG_U32, VS_ARG_U64, VS_ARG_U32, VS_ARG_U32, VS_ARG_U32}},
+};
+
+/* One stage event: the site's integer arguments, packed as its types say. */
+static void stage_event(struct fbuf *rec, uint64_t ts, unsigned site, const uint64_t *v)
+{
+	uint8_t args[8 * VS_TRACE_MAX_ARGS];
+	size_t len = 0;
+	for (unsigned a = 0; a < stage_sites[site].nargs; a++) {
+		uint32_t narrow = (uint32_t)v[a];
+		bool wide = stage_sites[site].types[a] == VS_ARG_U64;
+		memcpy(args + len, wide ? (const void *)&v[a] : (const void *)&narrow,
+		       wide ? 8 : 4);
+		len += wide ? 8 : 4;
+	}
+	forge_record(rec, ts, forge_site_id(site), args, len);
+}
+
+void forge_shape_requests(struct fbuf *cap, unsigned n)
+{
+	struct fbuf meta = {0}, drv = {0}, dev = {0};
+	uint64_t base = 2ull * n;
+	forge_meta(&meta, stage_sites, sizeof stage_sites / sizeof stage_sites[0]);
+	forge_cap_begin(cap, &meta, "/forged/exe", "all");
+	for (unsigned i = 0; i < n; i++) {
+		stage_event(&drv, 2ull * i, SUBMIT, (uint64_t[]){i + 1, i, 0, 0x28});
+		stage_event(&drv, 2ull * i + 1, KICK, (uint64_t[]){i + 1});
+	}
+	for (unsigned j = 0; j < n; j++) {
+		uint64_t t = base + 10ull * j;
+		stage_event(&drv, t, SUBMIT, (uint64_t[]){0, FORGE_REUSED_TAG, 0, 0x2a});
+		stage_event(&dev, t + 2, POP, (uint64_t[]){0, j, FORGE_REUSED_TAG, 0, 0, 0x2a});
+		stage_event(&dev, t + 4, PUSH, (uint64_t[]){0, FORGE_REUSED_TAG, 0, 0x2a, 0});
+		stage_event(&drv, t + 6, DONE, (uint64_t[]){0, FORGE_REUSED_TAG, 0});
+	}
+	forge_cap_events(cap, 1, 0, 1, "driver", drv.p, drv.len);
+	forge_cap_events(cap, 2, 1, 1, "device", dev.p, dev.len);
+	forge_cap_end(cap);
+	fb_free(&meta);
+	fb_free(&drv);
+	fb_free(&dev);
+}
+
+void forge_shape_busy_thread(struct fbuf *cap, unsigned n, unsigned m, bool last)
+{
+	struct fbuf meta = {0}, rec = {0};
+	unsigned busy = last ? n - 1 : 0;
+	forge_meta(&meta, count_site, 1);
+	forge_cap_begin(cap, &meta, "/forged/exe", "cold");
+	for (unsigned i = 0; i < n; i++) {
+		rec.len = 0;
+		forge_record(&rec, i, forge_site_id(0), &i, sizeof i);
+		for (unsigned j = 0; i == busy && j < m; j++)
+			forge_record(&rec, n + j, forge_site_id(0), &j, sizeof j);
+		forge_cap_events(cap, i + 1, i, 1, "t", rec.p, rec.len);
+	}
+	forge_cap_end(cap);
+	fb_free(&meta);
+	fb_free(&rec);
 }

@@ -8,6 +8,7 @@
 #ifndef VS_TEST_TRACE_FORGE_H
 #define VS_TEST_TRACE_FORGE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,11 +27,12 @@ void fb_put64(struct fbuf *b, uint64_t v);
 void fb_put_str_arg(struct fbuf *b, const char *s, size_t n);
 void fb_free(struct fbuf *b);
 
-/* A site of the forged metadata: one object, one provider "forged" in slot 0 whose
- * only flag (bit 0) is TEST. */
+/* A site of the forged metadata: one object whose providers (each in its own slot, in
+ * the order the sites first name them) have one flag each (bit 0), TEST. */
 struct forge_site {
 	const char *fmt;
 	const char *func;
+	const char *provider; /* NULL: "forged" */
 	uint8_t level;
 	uint8_t nargs;
 	uint8_t types[VS_TRACE_MAX_ARGS];
@@ -84,5 +86,27 @@ static inline struct vs_shm_header *forge_shm_header(struct fbuf *b)
 {
 	return (struct vs_shm_header *)b->p;
 }
+
+/* ---- shapes of hostile captures: the tools' linear-time tests and their measurements ---- */
+/* n threads of k "n=%u" events each, interleaved in time (thread i's event j at
+ * j * n + i): every event is of another thread than the one before. */
+void forge_shape_threads(struct fbuf *cap, unsigned n, unsigned k);
+/* n threads of one "n=%u" event each (thread i's at i), and m more events of one of them
+ * after all of those: of the first thread, whose stream a decoder makes first, or of the
+ * LAST, made last.  Either has the same events and threads; a decoder that finds a
+ * thread's stream by a search through the streams made before it pays n per event for
+ * the last one. */
+void forge_shape_busy_thread(struct fbuf *cap, unsigned n, unsigned m, bool last);
+/* Stage events (the sites `trace latency` reads) of a driver (thread 1) and its device
+ * (thread 2) in one process, 2n requests:
+ * - n submitted, each on a queue of its own (i + 1, tag i) and kicked, never completed:
+ *   every kick, and every lookup of an open request, meets all of them; `--by queue`
+ *   has a group for each;
+ * - then n submitted on queue 0 with one tag (FORGE_REUSED_TAG), each popped, pushed and
+ *   completed before the next: the join meets every earlier request of the tag.
+ * Timestamps (ns after FORGE_REAL0): 2i (submit) and 2i + 1 (kick); then B + 10j
+ * (submit), + 2 (pop), + 4 (push), + 6 (done), B = 2n. */
+#define FORGE_REUSED_TAG (1ull << 40) /* above every tag of the first part */
+void forge_shape_requests(struct fbuf *cap, unsigned n);
 
 #endif

@@ -167,6 +167,33 @@ int th_wait(pid_t pid)
 	return 128 + WTERMSIG(st);
 }
 
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+int th_wait_within(pid_t pid, unsigned timeout_ms)
+{
+	uint64_t end = mono_ms() + timeout_ms;
+	int st;
+
+	for (;;) {
+		pid_t r = waitpid(pid, &st, WNOHANG);
+		if (r < 0 && errno != EINTR)
+			return -1;
+		if (r == pid)
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		if (mono_ms() >= end) {
+			kill(pid, SIGKILL);
+			th_wait(pid);
+			return -2;
+		}
+		usleep(1000); /* a wait with a deadline: polls for the exit */
+	}
+}
+
 int th_run(const char *const argv[], const char *const env[], const char *out, const char *err)
 {
 	pid_t pid = th_spawn(argv, env, NULL, out, err);

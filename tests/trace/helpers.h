@@ -49,6 +49,9 @@ pid_t th_spawn(const char *const argv[], const char *const env[], const int keep
 	       const char *out, const char *err);
 /* Exit status of PID, or 128 + signal; -1 on error. */
 int th_wait(pid_t pid);
+/* th_wait with a deadline: at TIMEOUT_MS, PID is killed (SIGKILL), reaped, and -2 is
+ * returned. */
+int th_wait_within(pid_t pid, unsigned timeout_ms);
 /* th_spawn + th_wait. */
 int th_run(const char *const argv[], const char *const env[], const char *out, const char *err);
 /* Read a whole file, NUL-terminated (malloc'd); NULL on error. */
