@@ -31,6 +31,51 @@ static void files_remove(void)
 	rmdir(to_remove->dir);
 }
 
+/* The filter refuses what it must and lets through what it should, checked once at start
+ * (a filter that refused everything would look like a quiet fuzzer). */
+static void self_check(const struct fz_files *f)
+{
+	static const char *const refused[] = {
+	    "file=/etc/passwd",
+	    "file=%s/../a",
+	    "file=%s/a/",
+	    "file=%s",
+	    "file=%s/a,log-writes=%s/b",
+	    "file=%s/a,delay=1",
+	    "file=%s/a,",
+	    "file=%s/ax",
+	    "ram=8M",
+	    "ram=1M,log-writes=%s/b",
+	    "null=1M,drop-write=1",
+	    "rbd=p/i",
+	    "RAM=1M",
+	    "ram",
+	    "",
+	    "file=",
+	};
+	static const char *const allowed[] = {
+	    "ram=1M",
+	    "ram=4M",
+	    "ram=junk",
+	    "null=16E",
+	    "null=1",
+	    "file=%s/a",
+	    "file=%s/b,ro,direct",
+	};
+	char spec[2 * PATH_MAX + 64];
+
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		snprintf(spec, sizeof(spec), refused[i], f->dir, f->dir);
+		if (fz_spec_allowed(f, spec))
+			__builtin_trap();
+	}
+	for (size_t i = 0; i < sizeof(allowed) / sizeof(allowed[0]); i++) {
+		snprintf(spec, sizeof(spec), allowed[i], f->dir);
+		if (!fz_spec_allowed(f, spec))
+			__builtin_trap();
+	}
+}
+
 void fz_files_init(struct fz_files *f)
 {
 	const char *base = getenv("TMPDIR");
@@ -52,6 +97,7 @@ void fz_files_init(struct fz_files *f)
 	to_remove = f;
 	atexit(files_remove);
 	fz_files_reset(f);
+	self_check(f);
 }
 
 void fz_files_reset(const struct fz_files *f)
