@@ -17,13 +17,15 @@
  *              (RAM and null bios complete at the next pass), for a request to meet them
  *   0x38-0x3d  one request of method op - 0x38 (lun_add, lun_remove, lun_resize, lun_list,
  *              stats, trace_set): [form][params]
- *   0x3e       a batch: [n] then (n & 3) + 1 requests, each [method][form][params]
+ *   0x3e       a batch: [n] then (n & 3) + 1 requests, each [method % 6][form][params]
  *   0x3f       a raw line: [u16 le len][len bytes] (the JSON parser, the request checks)
  * form: bits 0-1 the request's id (0: a number, 1: a string, 2: none: a notification,
  *   3: null); bit 2: an unknown param besides; bit 3: params as an array; bit 4: no params.
  * params, one byte each, an index (modulo) into a dictionary of valid and edge values:
  *   lun_add [id][spec], lun_remove [id], lun_resize [id][size], trace_set [trace spec].
- * Missing bytes at the end of the input count as 0.
+ * Missing bytes at the end of the input count as 0.  Each input starts from the same
+ * target: LUN 0 ram=1M, LUN 1 null=1M, LUN 2 the test file "a" (1 MiB of zeros again), the
+ * trace settings of the process's start.
  *
  * Every line passes the spec filter (spec_filter.h) first: a lun_add of anything but
  * small RAM, null and the fuzzer's own test files is refused there and never reaches the
