@@ -277,7 +277,7 @@ static struct {
 static __attribute__((noreturn)) void broken(const char *what)
 {
 	fprintf(stderr, "fuzz_target_rpc: %s\n  request:  %.*s\n  response: %s\n", what,
-		(int)cur.len, cur.line, cur.resp ? cur.resp : "(none)");
+		(int)cur.len, cur.line ? cur.line : "", cur.resp ? cur.resp : "(none here)");
 	__builtin_trap();
 }
 
@@ -332,12 +332,11 @@ static void send_line(struct fz_session *s, struct vs_rpc *rpc, const char *line
 	if (verbose)
 		fprintf(stderr, "in flight: queue 2: %u, queue 3: %u\n-> %.*s\n",
 			s->t->q[2].inflight, s->t->q[3].inflight, (int)len, line);
-	out = vs_rpc_handle(rpc, line, len);
-	if (verbose)
-		fprintf(stderr, "<- %s\n", out ? out : "(none)");
 	cur.line = line;
 	cur.len = len;
-	cur.resp = out;
+	cur.resp = out = vs_rpc_handle(rpc, line, len);
+	if (verbose)
+		fprintf(stderr, "<- %s\n", out ? out : "(none)");
 	if (out && strchr(out, '\n'))
 		broken("a response of more than one line");
 	resp = out ? json_loads(out, JSON_DECODE_ANY, NULL) : NULL;
@@ -368,8 +367,10 @@ static void send_line(struct fz_session *s, struct vs_rpc *rpc, const char *line
 static void check_specs(struct vs_target *t)
 {
 	for (unsigned id = 0; id < VS_TARGET_MAX_LUNS; id++)
-		if (t->spec[id] && !fz_spec_allowed(&files, t->spec[id]))
-			broken("a LUN whose spec the filter refuses");
+		if (t->spec[id] && !fz_spec_allowed(&files, t->spec[id])) {
+			fprintf(stderr, "fuzz_target_rpc: LUN %u holds '%s'\n", id, t->spec[id]);
+			broken("a LUN whose spec the filter refuses (after the last line sent)");
+		}
 }
 
 /* One management operation (op 0x38-0x3f); returns the bytes it took. */

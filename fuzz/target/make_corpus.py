@@ -413,6 +413,36 @@ def resize_in_flight():
             resize(2, "64G") + resize(0, "1T") + kick(1) + PUMP + LIST)
 
 
+def unmap(*ranges):
+    """UNMAP's CDB and parameter list: one descriptor per (lba, blocks); each after the
+    first is one more step, a completion later (the command holds its LUN between)."""
+    descs = b"".join(struct.pack(">QI4x", lba, n) for lba, n in ranges)
+    params = struct.pack(">HH4x", 6 + len(descs), len(descs)) + descs
+    return bytes([0x42, 0, 0, 0, 0, 0, 0]) + struct.pack(">H", len(params)) + b"\0", params
+
+
+def multistep_in_flight():
+    """Commands of several steps (UNMAP of three ranges) in flight on RAM LUN 0 and file
+    LUN 2 when they are removed; then on the re-added LUNs under a LUN RESET and an
+    I_T NEXUS RESET, and removed again."""
+    g = Guest(0x6000, trim=True)
+    head = g.image() + SETUP
+    cdb, params = unmap((0, 8), (64, 8), (128, 8))
+    g.scsi(2, 0, cdb, out=params, lun=0, tag=1)
+    g.scsi(3, 1, cdb, out=params, lun=2, tag=2)
+    io1 = g.flush() + kick1(2) + kick1(3)
+    g.scsi(2, 8, cdb, out=params, lun=0, tag=3)
+    g.scsi(3, 9, cdb, out=params, lun=2, tag=4)
+    io2 = g.flush() + kick1(2) + kick1(3)
+    g.tmf(4, LUN_RESET, 0, lun=0)
+    g.tmf(5, IT_NEXUS_RESET, 0, lun=2)
+    tmfs = g.flush() + kick1(0)
+    g.scsi(2, 10, cdb, out=params, lun=0, tag=5)
+    io3 = g.flush() + kick1(2)
+    return (head + io1 + remove(0) + remove(2) + add(0, "ram=1M") + add(2, "file=A") + io2 +
+            tmfs + io3 + remove(0) + kick(0) + PUMP)
+
+
 def rpc_batch():
     """Batches: changes and lists in one line, notifications among them."""
     g = Guest(trim=True)
@@ -438,7 +468,8 @@ def rpc_trace():
 
 rpc_seeds = {"rpc_methods": rpc_methods(), "rpc_errors": rpc_errors(), "rpc_specs": rpc_specs(),
              "remove_in_flight": remove_in_flight(), "tmf_then_remove": tmf_then_remove(),
-             "resize_in_flight": resize_in_flight(), "rpc_batch": rpc_batch(),
+             "resize_in_flight": resize_in_flight(), "multistep_in_flight": multistep_in_flight(),
+             "rpc_batch": rpc_batch(),
              "rpc_trace": rpc_trace()}
 # The guest's seeds mean the same to fuzz_target_rpc (ops 0x30-0x3f are not in them).
 rpc_seeds.update(session_seeds)
