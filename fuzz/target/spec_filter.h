@@ -35,7 +35,8 @@ struct fz_files {
 
 /* Make the private directory and its files (traps if it cannot): under /dev/shm when there
  * is one (every input's target flushes its file LUNs at the end: fdatasync costs nothing
- * on tmpfs), else $TMPDIR or /tmp.  Removed at exit. */
+ * on tmpfs), else $TMPDIR or /tmp.  Removed at exit; a run that crashes leaves it behind
+ * (libFuzzer's crash handler exits without atexit handlers): vioscope-fuzz-XXXXXX. */
 void fz_files_init(struct fz_files *f);
 
 /* Each input starts from the same files: their first sizes, all zeros (what a previous
