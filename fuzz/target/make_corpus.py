@@ -1,16 +1,21 @@
 #!/usr/bin/env python3
-"""Write the seed inputs of fuzz_target_session into fuzz/corpus/target_session/.
+"""Write the seed inputs of fuzz_target_session into fuzz/corpus/target_session/ and of
+fuzz_target_rpc into fuzz/corpus/target_rpc/.
 
 An input: [u16 n][n bytes of guest memory] then operations (fuzz_target_session.c):
 a vhost-user message (op 0x00, then [fd byte][request u32][flags u32][size u32][payload];
 fd byte: low 4 bits = fd count, bit 6 = eventfds, bit 7 = dups of the guest memfd),
 a kick (0x40 | queue), a guest memory write (0x80, u16 offset, u8 len, bytes), a shrink
 of the guest memory file (0xc0 | 4 KiB units), passes (0xe0).
+fuzz_target_rpc adds: a kick with one pass only (0x30 | queue: what it pops stays in
+flight), a request (0x38 + method, form, dictionary indexes), a batch (0x3e), a raw line
+(0x3f, u16 length, bytes); the indexes below name entries of its dictionaries.
 
 Guest memory (256 KiB, one region at guest address 0, user address UVA):
   0x000 + q * 0x200   ring q, 16 entries: descriptors, avail at +0x100, used at +0x140
-  0x800 + s * 0x100   slot s: request header at +0, response at +0x40
-  0x1000 + s * 0x200  slot s's data (512 bytes)
+  0x800 + s * 0x100   slot s < 8: request header at +0, response at +0x40
+  0x1000 + s * 0x200  slot s < 8's data (512 bytes)
+  0x2000, 0x4000      slots 8..23 and their data (the target_rpc seeds)
 """
 import os
 import struct
@@ -39,11 +44,11 @@ def ring_base(q):
 
 
 def slot(s):
-    return 0x800 + s * 0x100
+    return 0x800 + s * 0x100 if s < 8 else 0x2000 + (s - 8) * 0x100
 
 
 def data(s):
-    return 0x1000 + s * 0x200
+    return 0x1000 + s * 0x200 if s < 8 else 0x4000 + (s - 8) * 0x200
 
 
 def mem_table(size=MEM, offset=0):
@@ -66,10 +71,12 @@ SETUP = (msg(1) + msg(15) + msg(16, u64(0x9)) + msg(17) + msg(3) +
 class Guest:
     """Guest memory with chains made available on the rings."""
 
-    def __init__(self):
-        self.mem = bytearray(0x2000)
+    def __init__(self, size=0x2000, trim=False):
+        self.mem = bytearray(size)
+        self.trim = trim  # image() without the trailing zeros (the rest is zeros anyway)
         self.next_desc = [0] * 4
         self.avail = [0] * 4
+        self.shadow = None
 
     def put(self, at, b):
         self.mem[at:at + len(b)] = b
@@ -111,8 +118,30 @@ class Guest:
         self.put(slot(s), req)
         self.chain(0, [(slot(s), len(req), False), (slot(s) + 0x40, 5, True)])
 
+    def event_buf(self, s):
+        """A buffer for one event (virtio_scsi_event, 16 bytes) on the event queue."""
+        self.chain(1, [(slot(s), 16, True)])
+
     def image(self):
-        return struct.pack("<H", len(self.mem)) + bytes(self.mem)
+        self.shadow = bytes(self.mem)
+        mem = bytes(self.mem).rstrip(b"\0") if self.trim else bytes(self.mem)
+        return struct.pack("<H", len(mem)) + mem
+
+    def flush(self):
+        """Memory writes (op 0x80) of what changed since image() or the last flush."""
+        out = b""
+        i = 0
+        while i < len(self.mem):
+            if self.mem[i] == self.shadow[i]:
+                i += 1
+                continue
+            j = i
+            while j < len(self.mem) and j - i < 255 and self.mem[j] != self.shadow[j]:
+                j += 1
+            out += b"\x80" + struct.pack("<HB", i, j - i) + bytes(self.mem[i:j])
+            i = j
+        self.shadow = bytes(self.mem)
+        return out
 
 
 def kick(q):
@@ -180,10 +209,274 @@ def poke():
     return g.image() + SETUP + rewrite + kick(2) + PUMP
 
 
-seeds = {"io": io(), "tmf": tmf(), "remap": remap(), "shrink": shrink(), "restart": restart(),
-         "bad_chains": bad_chains(), "poke": poke()}
-here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "corpus", "target_session")
-os.makedirs(here, exist_ok=True)
-for name, blob in seeds.items():
-    with open(os.path.join(here, name), "wb") as f:
-        f.write(blob)
+session_seeds = {"io": io(), "tmf": tmf(), "remap": remap(), "shrink": shrink(),
+                 "restart": restart(), "bad_chains": bad_chains(), "poke": poke()}
+
+# ---- fuzz_target_rpc --------------------------------------------------------------------
+# Its dictionaries (fuzz_target_rpc.c), by index: keep these in step with the C arrays.
+LUN_ADD, LUN_REMOVE, LUN_RESIZE, LUN_LIST, STATS, TRACE_SET = range(6)
+ID = {0: 0, 1: 1, 2: 2, 3: 3, 255: 4, 256: 5, -1: 6, "str": 7, "frac": 8, "null": 9, "big": 10}
+SIZE = {0: 0, 512: 1, 4096: 2, 1 << 20: 3, 2 << 20: 4, 4 << 20: 5, (1 << 20) + 1: 6, 513: 7,
+        "4K": 8, "1M": 9, "3M": 10, "16E": 11, "1T": 12, "64G": 13, "1.5M": 14, -512: 15,
+        "": 16, "true": 17, "i64max": 18, "overflow": 19}
+TRACE = {"info:all": 0, "verbose:io,queue": 1, "debug:all": 2, "error": 3, "off": 4,
+         "warning:target.all": 5, "verbose:rpc.all": 6, "bogus": 7, "info:nosuchflag": 8,
+         ":": 9, "verbose:,,,": 10, "": 11, "number": 12, "long": 13}
+SPEC = {"ram=1M": 0, "ram=4M": 1, "ram=512": 2, "ram=513": 3, "ram=0": 4, "ram=junk": 5,
+        "ram=1\\u004d": 6, "ram=8M": 7, "null=1M": 8, "null=4K": 9, "null=0": 10,
+        "null=16777215T": 11, "null=2^64-512": 12, "null=2^63": 13, "null=1M,delay=1000": 14,
+        "rbd": 15, "file=/etc/passwd": 16, "bogus": 17, "": 18, "ram=1M,log-writes": 19, "number": 20,
+        "null": 21, "file=A": 22, "file=A,ro": 23, "file=B": 24, "file=B,direct": 25,
+        "file=odd": 26, "file=empty": 27, "file=A,rw": 28, "file=A,log-writes": 29}
+# form bits: id 0 number, 1 string, 2 none (notification), 3 null; 4 an unknown param;
+# 8 params as an array; 0x10 no params.
+NOTIFY, STRID, NULLID, EXTRA, ARRAY, NOPARAMS = 2, 1, 3, 4, 8, 0x10
+
+
+def kick1(q):
+    return bytes([0x30 | q])
+
+
+def req(method, *params, form=0):
+    return bytes([0x38 + method, form]) + bytes(params)
+
+
+def add(lun, spec, form=0):
+    return req(LUN_ADD, ID[lun], SPEC[spec], form=form)
+
+
+def remove(lun, form=0):
+    return req(LUN_REMOVE, ID[lun], form=form)
+
+
+def resize(lun, size, form=0):
+    return req(LUN_RESIZE, ID[lun], SIZE[size], form=form)
+
+
+def trace(spec, form=0):
+    return req(TRACE_SET, TRACE[spec], form=form)
+
+
+LIST, STAT = req(LUN_LIST), req(STATS)
+
+
+def batch(*reqs):
+    """reqs: the bytes of req() calls (their op byte becomes the method byte)."""
+    return b"\x3e" + bytes([len(reqs) - 1]) + b"".join(
+        bytes([r[0] - 0x38]) + r[1:] for r in reqs)
+
+
+def raw(line):
+    return b"\x3f" + struct.pack("<H", len(line)) + line
+
+
+def rw16(op, lba, n):
+    return bytes([op, 0]) + struct.pack(">QI", lba, n) + b"\0\0"
+
+
+READ_CAP16 = bytes([0x9e, 0x10]) + b"\0" * 8 + struct.pack(">I", 32) + b"\0\0"
+ABORT_TASK, LUN_RESET, IT_NEXUS_RESET = 0, 5, 6
+
+
+def rpc_methods():
+    """Each method once, with the guest's I/O before and after the changes."""
+    g = Guest(0x6000, trim=True)
+    for s in range(1, 5):
+        g.event_buf(s)
+    head = g.image() + SETUP + kick(1)
+    g.scsi(2, 0, rw10(0x2a, 8, 1), out=b"\x5a" * 512, lun=2)
+    io2 = g.flush() + kick(2)
+    g.scsi(2, 8, rw10(0x28, 8, 1), in_len=512, lun=3)
+    g.scsi(3, 9, READ_CAP16, in_len=32, lun=3)
+    g.scsi(3, 10, rw10(0x28, 8, 1), in_len=512, lun=2)
+    return (head + io2 + LIST + STAT + add(3, "ram=1M") + resize(3, 2 << 20) + resize(2, "3M") +
+            LIST + g.flush() + kick(2) + kick(3) + kick(1) + trace("verbose:io,queue") +
+            STAT + remove(3) + add(3, "file=B") + trace("bogus") + LIST + kick(1) + PUMP)
+
+
+def rpc_errors():
+    """What the request checks and the target refuse, in each form a request can take."""
+    lines = [b"not json", b"[]", b"[1,2]", b"{}", b'{"jsonrpc":"2.0"}',
+             b'{"jsonrpc":"2.0","method":"shutdown","id":1}',
+             b'{"jsonrpc":"2.0","method":"nope","id":2}',
+             b'{"jsonrpc":"1.0","method":"stats","id":3}',
+             b'{"jsonrpc":"2.0","method":"stats","id":{}}',
+             b'{"jsonrpc":"2.0","method":"stats","method":"lun_list","id":4}',
+             b'{"jsonrpc":"2.0","method":"lun_add","params":{"id":3,"spec":"ram=1M\\u0000x"},"id":5}',
+             b'{"jsonrpc":"2.0","method":"lun_resize","params":{"id":0,"size":"2M"}}',
+             b'[{"jsonrpc":"2.0","method":"lun_list","id":6},{"jsonrpc":"2.0","method":"stats"}]',
+             b'{"jsonrpc":"2.0","method":"lun_add","params":{"id":3,"spec":"ram=64K"},"id":7}',
+             b'{"jsonrpc":"2.0","method":"lun_add","params":{"id":3,"spec":"file=/dev/zero"},"id":8}']
+    g = Guest(trim=True)
+    head = g.image() + SETUP
+    g.scsi(2, 0, rw10(0x28, 0, 1), in_len=512, lun=1)
+    return (head + add(256, "ram=1M") + add("str", "ram=1M") + add(0, "ram=1M") +
+            add(3, "number") + add(3, "null") + resize(0, 0) + resize(0, 513) + resize(1, 2 << 20) +
+            resize(0, 512) + resize(0, "overflow") + resize(0, -512) + resize(0, "true") +
+            remove(255) + remove(-1) + remove("frac") + remove("null") + remove("big") +
+            LIST + req(LUN_LIST, form=EXTRA) + add(3, "ram=1M", form=ARRAY) +
+            remove(1, form=NOPARAMS) + STAT + req(STATS, form=STRID) +
+            req(STATS, form=NULLID) + req(STATS, form=NOTIFY) + add(3, "ram=1M", form=NOTIFY) +
+            remove(3, form=NOTIFY | EXTRA) + b"".join(raw(line) for line in lines) +
+            g.flush() + kick(2) + PUMP)
+
+
+def rpc_specs():
+    """Every spec of the dictionary: the filter's refusals, the backends' own, and LUNs
+    of odd sizes the guest then reads and writes at their ends."""
+    g = Guest(0x6000, trim=True)
+    head = g.image() + SETUP
+    out = head
+    for spec in SPEC:
+        out += add(3, spec) + LIST + remove(3)
+    g.scsi(2, 8, READ_CAP16, in_len=32, lun=3)
+    g.scsi(2, 9, rw16(0x88, (1 << 55) - 2, 1), in_len=512, lun=3)
+    g.scsi(3, 10, rw16(0x8a, (1 << 55) - 1, 1), out=b"\1" * 512, lun=3)
+    g.scsi(3, 11, bytes([0x25] + [0] * 9), in_len=8, lun=3)
+    io3 = g.flush() + kick(2) + kick(3) + PUMP
+    g.scsi(2, 12, READ_CAP16, in_len=32, lun=3)
+    g.scsi(3, 13, rw16(0x8a, 1 << 40, 1), out=b"\2" * 512, lun=3)
+    io3b = g.flush() + kick(2) + kick(3) + PUMP
+    g.scsi(3, 14, rw10(0x2a, 0, 1), out=b"\3" * 512, lun=3)
+    io3c = g.flush() + kick(3) + PUMP
+    return (out + add(3, "null=2^64-512") + io3 + remove(3) + add(3, "null=16777215T") +
+            io3b + remove(3) + add(3, "file=A,ro") + io3c)
+
+
+def remove_in_flight():
+    """READ and WRITE of LUN 0 in flight when it is removed; TMFs for it (ABORT TASK, LUN
+    RESET, I_T NEXUS RESET) after; re-added with new I/O in flight, met by a TMF, and
+    removed again under it."""
+    g = Guest(0x6000, trim=True)
+    g.event_buf(2)
+    g.event_buf(3)
+    head = g.image() + SETUP + kick(1)
+    g.scsi(2, 0, rw10(0x28, 0, 1), in_len=512, tag=7)
+    g.scsi(2, 1, rw10(0x2a, 2, 1), out=b"\x33" * 512, tag=8)
+    io1 = g.flush() + kick1(2)
+    g.tmf(4, ABORT_TASK, 7)
+    g.tmf(5, LUN_RESET, 0)
+    g.tmf(6, IT_NEXUS_RESET, 0)
+    tmfs = g.flush() + kick(0)
+    g.scsi(2, 8, rw10(0x28, 2, 1), in_len=512, tag=9)
+    g.scsi(3, 9, rw10(0x2a, 4, 1), out=b"\x44" * 512, tag=10)
+    io2 = g.flush() + kick1(2) + kick1(3)
+    g.tmf(10, ABORT_TASK, 9)
+    g.tmf(11, LUN_RESET, 0)
+    tmfs2 = g.flush() + kick1(0)
+    g.scsi(2, 12, rw10(0x28, 6, 1), in_len=512, tag=11)
+    g.scsi(3, 13, rw10(0x2a, 6, 1), out=b"\x45" * 512, tag=12)
+    io3 = g.flush() + kick1(2) + kick1(3)
+    return (head + io1 + remove(0) + tmfs + add(0, "ram=1M") + io2 + tmfs2 + io3 +
+            remove(0) + kick(1) + PUMP)
+
+
+def tmf_then_remove():
+    """A LUN RESET for in-flight commands of file LUN 2, then its removal while new ones are
+    in flight, an I_T NEXUS RESET and an ABORT TASK after, and LUN 2 again as another file
+    with a READ in flight."""
+    g = Guest(0x6000, trim=True)
+    head = g.image() + SETUP
+    g.scsi(2, 0, rw10(0x2a, 0, 1), out=b"\x55" * 512, lun=2, tag=1)
+    g.scsi(3, 1, rw10(0x28, 0, 1), in_len=512, lun=2, tag=2)
+    io1 = g.flush() + kick1(2) + kick1(3)
+    g.tmf(4, LUN_RESET, 0, lun=2)
+    reset = g.flush() + kick1(0)
+    g.scsi(2, 8, rw10(0x28, 0, 1), in_len=512, lun=2, tag=3)
+    g.scsi(3, 9, rw10(0x2a, 1, 1), out=b"\x66" * 512, lun=2, tag=4)
+    io2 = g.flush() + kick1(2) + kick1(3)
+    g.tmf(5, IT_NEXUS_RESET, 0, lun=2)
+    g.tmf(6, ABORT_TASK, 3, lun=2)
+    tmfs = g.flush() + kick1(0)
+    g.scsi(2, 10, rw10(0x28, 0, 1), in_len=512, lun=2, tag=5)
+    io3 = g.flush() + kick1(2)
+    g.tmf(7, ABORT_TASK, 5, lun=2)
+    return (head + io1 + reset + io2 + remove(2) + tmfs + add(2, "file=B") + io3 +
+            g.flush() + kick(0) + PUMP)
+
+
+def resize_in_flight():
+    """Resizes while commands are in flight: file LUN 2 shrunk under a WRITE past the new
+    end and grown again, RAM LUN 0 grown under a READ; the capacity read after each."""
+    g = Guest(0x6000, trim=True)
+    g.event_buf(1)
+    g.event_buf(2)
+    head = g.image() + SETUP + kick(1)
+    g.scsi(2, 0, rw10(0x2a, 64, 1), out=b"\x77" * 512, lun=2)
+    g.scsi(3, 3, rw10(0x28, 2040, 1), in_len=512, lun=0)
+    io1 = g.flush() + kick1(2) + kick1(3)
+    g.scsi(2, 8, READ_CAP16, in_len=32, lun=2)
+    g.scsi(3, 9, rw10(0x28, 64, 1), in_len=512, lun=2)
+    g.scsi(2, 10, READ_CAP16, in_len=32, lun=0)
+    io2 = g.flush() + kick1(2) + kick1(3)
+    return (head + io1 + resize(2, 4096) + resize(0, 4 << 20) + io2 + resize(2, 2 << 20) +
+            resize(2, "64G") + resize(0, "1T") + kick(1) + PUMP + LIST)
+
+
+def unmap(*ranges):
+    """UNMAP's CDB and parameter list: one descriptor per (lba, blocks); each after the
+    first is one more step, a completion later (the command holds its LUN between)."""
+    descs = b"".join(struct.pack(">QI4x", lba, n) for lba, n in ranges)
+    params = struct.pack(">HH4x", 6 + len(descs), len(descs)) + descs
+    return bytes([0x42, 0, 0, 0, 0, 0, 0]) + struct.pack(">H", len(params)) + b"\0", params
+
+
+def multistep_in_flight():
+    """Commands of several steps (UNMAP of three ranges) in flight on RAM LUN 0 and file
+    LUN 2 when they are removed; then on the re-added LUNs under a LUN RESET and an
+    I_T NEXUS RESET, and removed again."""
+    g = Guest(0x6000, trim=True)
+    head = g.image() + SETUP
+    cdb, params = unmap((0, 8), (64, 8), (128, 8))
+    g.scsi(2, 0, cdb, out=params, lun=0, tag=1)
+    g.scsi(3, 1, cdb, out=params, lun=2, tag=2)
+    io1 = g.flush() + kick1(2) + kick1(3)
+    g.scsi(2, 8, cdb, out=params, lun=0, tag=3)
+    g.scsi(3, 9, cdb, out=params, lun=2, tag=4)
+    io2 = g.flush() + kick1(2) + kick1(3)
+    g.tmf(4, LUN_RESET, 0, lun=0)
+    g.tmf(5, IT_NEXUS_RESET, 0, lun=2)
+    tmfs = g.flush() + kick1(0)
+    g.scsi(2, 10, cdb, out=params, lun=0, tag=5)
+    io3 = g.flush() + kick1(2)
+    return (head + io1 + remove(0) + remove(2) + add(0, "ram=1M") + add(2, "file=A") + io2 +
+            tmfs + io3 + remove(0) + kick(0) + PUMP)
+
+
+def rpc_batch():
+    """Batches: changes and lists in one line, notifications among them."""
+    g = Guest(trim=True)
+    head = g.image() + SETUP
+    g.scsi(2, 0, rw10(0x28, 0, 1), in_len=512, lun=3)
+    io = g.flush() + kick1(2)
+    return (head + batch(add(3, "ram=4M"), LIST, resize(3, "1M"), STAT) + io +
+            batch(remove(3), add(3, "null=1M", form=NOTIFY), LIST) +
+            batch(req(STATS, form=NOTIFY), trace("error", form=NOTIFY)) + kick(2) + PUMP)
+
+
+def rpc_trace():
+    """trace_set under running I/O: valid settings, bad ones, a long one."""
+    g = Guest(trim=True)
+    out = g.image() + SETUP
+    g.scsi(2, 0, rw10(0x2a, 8, 1), out=b"\x5a" * 512)
+    g.scsi(2, 1, rw10(0x28, 8, 1), in_len=512)
+    out += g.flush() + kick1(2)
+    for spec in TRACE:
+        out += trace(spec)
+    return out + trace("verbose:io,queue") + kick(2) + trace("off") + PUMP
+
+
+rpc_seeds = {"rpc_methods": rpc_methods(), "rpc_errors": rpc_errors(), "rpc_specs": rpc_specs(),
+             "remove_in_flight": remove_in_flight(), "tmf_then_remove": tmf_then_remove(),
+             "resize_in_flight": resize_in_flight(), "multistep_in_flight": multistep_in_flight(),
+             "rpc_batch": rpc_batch(),
+             "rpc_trace": rpc_trace()}
+# The guest's seeds mean the same to fuzz_target_rpc (ops 0x30-0x3f are not in them).
+rpc_seeds.update(session_seeds)
+
+for corpus, seeds in (("target_session", session_seeds), ("target_rpc", rpc_seeds)):
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "corpus", corpus)
+    os.makedirs(here, exist_ok=True)
+    for name, blob in seeds.items():
+        with open(os.path.join(here, name), "wb") as f:
+            f.write(blob)

@@ -49,6 +49,10 @@ int vs_rpc_start(struct vs_rpc **rpc, const struct vs_rpc_config *cfg, char *err
  * the socket. */
 void vs_rpc_stop(struct vs_rpc *rpc);
 
+/* A server without a socket or a thread, for tests and fuzzers: only vs_rpc_handle, on the
+ * caller's thread (cfg->path is not used).  Freed by vs_rpc_stop.  0 or -ENOMEM. */
+int vs_rpc_new(struct vs_rpc **rpc, const struct vs_rpc_config *cfg);
+
 /* One request line (without its newline) to its response line (without one; malloc'd, the
  * caller frees it); NULL when nothing is to be answered (notifications).  Used by the
  * server for every line, and by tests and fuzzers directly. */

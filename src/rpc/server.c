@@ -228,18 +228,29 @@ static void *server_main(void *arg)
 	}
 }
 
-int vs_rpc_start(struct vs_rpc **out, const struct vs_rpc_config *cfg, char *err, size_t errlen)
+int vs_rpc_new(struct vs_rpc **out, const struct vs_rpc_config *cfg)
 {
 	struct vs_rpc *rpc = calloc(1, sizeof(*rpc));
-	int rc;
 
 	*out = NULL;
 	if (!rpc)
-		return vs_fail(err, errlen, -ENOMEM, "out of memory");
+		return -ENOMEM;
 	rpc->cfg = *cfg;
 	rpc->listen_fd = rpc->wake_fd = -1;
 	for (unsigned i = 0; i < VS_RPC_MAX_CLIENTS; i++)
 		rpc->clients[i].fd = -1;
+	*out = rpc;
+	return 0;
+}
+
+int vs_rpc_start(struct vs_rpc **out, const struct vs_rpc_config *cfg, char *err, size_t errlen)
+{
+	struct vs_rpc *rpc;
+	int rc = vs_rpc_new(&rpc, cfg);
+
+	*out = NULL;
+	if (rc)
+		return vs_fail(err, errlen, rc, "out of memory");
 	rpc->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (rpc->wake_fd < 0) {
 		rc = vs_fail(err, errlen, -errno, "eventfd: %s", strerror(errno));

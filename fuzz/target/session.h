@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The stateful fuzzers' common harness (fuzz_target_session.c, fuzz_target_rpc.c): a whole
+ * target in manual mode (no threads), its vhost-user device, a guest memory file, and the
+ * guest-side operations of one input.  Each fuzzer decodes its own input around these.
+ */
+#ifndef FUZZ_TARGET_SESSION_H
+#define FUZZ_TARGET_SESSION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "target/target_int.h"
+
+#define FZ_MEM_SIZE (256u << 10) /* guest memory: one region at guest address 0 */
+#define FZ_NQ	    (VS_VIRTIO_SCSI_VQ_REQ0 + 2)
+
+struct fz_session {
+	struct vs_target *t;
+	struct vs_vhost_dev *d;
+	int first_free_fd; /* the lowest free fd before the input: free again after it */
+};
+
+/* Once per process (LLVMFuzzerInitialize): the guest memory file. */
+void fz_session_init(void);
+
+/* The input's leading guest memory image ([u16 le n][n bytes], the rest zeros); returns the
+ * bytes it took.  Then the target is made from cfg (traps if it cannot be) and connected.
+ * Call only with size >= 2. */
+size_t fz_session_begin(struct fz_session *s, const struct vs_target_config *cfg,
+			const uint8_t *data, size_t size);
+
+/* One guest-side operation at data[0] (size >= 1), in fuzz_target_session.c's encoding:
+ *   0x00-0x3f  a vhost-user message: [fd byte][12-byte header][payload of header.size]
+ *   0x40-0x7f  kick queue op & 7 and run passes until the target is quiet
+ *   0x80-0xbf  write guest memory: [u16 le offset][u8 len][len bytes]
+ *   0xc0-0xdf  shrink the guest memory file to ((op & 0x1f) << 12) bytes
+ *   0xe0-0xff  run passes
+ * Returns the bytes it took (at least 1, at most size).  A failed session is ended, as the
+ * server ends it, before it returns. */
+size_t fz_session_op(struct fz_session *s, const uint8_t *data, size_t size);
+
+/* Kick queue q (if it runs) and run `passes` passes. */
+void fz_session_kick(struct fz_session *s, unsigned q, unsigned passes);
+
+/* What the server does when the session failed (tq_fail, a memory fault): the device is
+ * reset and a new session starts.  Call after anything that may have failed it. */
+void fz_session_check(struct fz_session *s);
+
+/* The end of the input: the connection ends (every queue stops, every request completes:
+ * traps if not), the target is destroyed, and every fd handed to it must be closed. */
+void fz_session_end(struct fz_session *s);
+
+#endif
