@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +45,22 @@ static int common_options(struct vs_backend *be, const char *args, char *rest, s
 		first = false;
 		p = comma ? comma + 1 : NULL;
 	}
+	return 0;
+}
+
+/* ram=SIZE and null=SIZE: 0, or -errno with err set. */
+static int parse_size(const char *spec, const char *args, uint64_t *size, char *err,
+		      size_t errlen)
+{
+	int rc = vs_parse_size(args, size);
+
+	if (rc == -ERANGE)
+		return vs_fail(err, errlen, -EINVAL,
+			       "%s: size '%s' is too large (at most %lld bytes, 8 EiB - 1)", spec,
+			       args, (long long)INT64_MAX);
+	if (rc < 0 || *size == 0)
+		return vs_fail(err, errlen, -EINVAL, "%s: bad size '%s' (use e.g. 64M, 1G)", spec,
+			       args);
 	return 0;
 }
 
@@ -97,16 +114,13 @@ int vs_backend_open(struct vs_backend **out, const char *spec, char *err, size_t
 #endif
 	} else if ((klen == 3 && !strncmp(spec, "ram", 3)) ||
 		   (klen == 4 && !strncmp(spec, "null", 4))) {
-		rc = vs_parse_size(args, &size);
-		if (rc < 0 || size == 0) {
-			vs_fail(err, errlen, 0, "%s: bad size '%s' (use e.g. 64M, 1G)", spec, args);
+		rc = parse_size(spec, args, &size, err, errlen);
+		if (rc < 0)
 			VS_ERROR(BACKEND, "%s: bad size '%s'", spec, args);
-			rc = -EINVAL;
-		} else if (spec[0] == 'r') {
+		else if (spec[0] == 'r')
 			rc = vs_be_ram_open(be, size, err, errlen);
-		} else {
+		else
 			rc = vs_be_null_open(be, size, err, errlen);
-		}
 	} else {
 		vs_fail(err, errlen, 0, "unknown backend '%.*s' (%s)", (int)klen, spec, usage);
 		VS_ERROR(BACKEND, "unknown backend kind in '%s'", spec);

@@ -118,11 +118,19 @@ static int param_size(json_t *params, const char *name, uint64_t *out, struct rp
 	json_t *v = json_object_get(params, name);
 
 	if (v && json_is_string(v)) {
-		if (vs_parse_size(json_string_value(v), out) == 0)
+		int rc = vs_parse_size(json_string_value(v), out);
+
+		if (rc == 0)
 			return 0;
-		fail(e, VS_RPC_INVALID_PARAMS, 0,
-		     "param '%s': '%s' is not a size (bytes, or with a K, M, G or T suffix)", name,
-		     json_string_value(v));
+		if (rc == -ERANGE)
+			fail(e, VS_RPC_INVALID_PARAMS, 0,
+			     "param '%s': '%.64s' is more than %lld bytes", name,
+			     json_string_value(v), (long long)INT64_MAX);
+		else
+			fail(e, VS_RPC_INVALID_PARAMS, 0,
+			     "param '%s': '%.64s' is not a size (bytes, or with a K, M, G or T "
+			     "suffix)",
+			     name, json_string_value(v));
 		return -1;
 	}
 	if (v && !json_is_integer(v)) {
@@ -263,14 +271,13 @@ static json_t *m_stats(struct vs_rpc *rpc, json_t *params, struct rpc_error *e)
 static json_t *m_trace_set(struct vs_rpc *rpc, json_t *params, struct rpc_error *e)
 {
 	const char *spec;
+	char why[400];
 
 	(void)rpc;
 	if (param_str(params, "spec", &spec, e))
 		return NULL;
-	if (vs_trace_set_spec(spec) < 0)
-		return fail(e, VS_RPC_INVALID_PARAMS, 0,
-			    "param 'spec': '%s' is not LEVEL[:FLAG,...] (e.g. verbose:io,queue)",
-			    spec);
+	if (vs_trace_set_spec_why(spec, why, sizeof(why)) < 0)
+		return fail(e, VS_RPC_INVALID_PARAMS, 0, "param 'spec': '%.64s': %s", spec, why);
 	return json_pack("{s:s}", "spec", spec);
 }
 

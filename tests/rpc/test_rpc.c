@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -31,6 +32,7 @@
 struct fx {
 	struct tgt t;
 	char rpc[128];
+	char log[128]; /* the target's stderr */
 	struct vs_ini *ini;
 	struct vs_ini_queue *q;
 	uint8_t *buf; /* 1 MiB of the initiator's shared memory */
@@ -56,26 +58,42 @@ static int rpc_connect(const char *path)
 	}
 }
 
-static struct fx *fx_open(const char *lun0, const char *lun1)
+/* A target with LUN 0 (and 1), the management socket and more options (NULL-terminated,
+ * at most 6), its stderr in x->log; with an initiator connected when ini. */
+static struct fx *fx_start(const char *lun0, const char *lun1, const char *const *more, bool ini)
 {
 	struct fx *x = calloc(1, sizeof(*x));
 	struct vs_ini_opts o;
+	unsigned n = 0;
 
 	assert_non_null(x);
 	tgt_init(&x->t);
 	snprintf(x->rpc, sizeof(x->rpc), "%s/rpc.sock", x->t.dir);
+	snprintf(x->log, sizeof(x->log), "%s/target.log", x->t.dir);
 	x->t.luns[0] = lun0;
 	x->t.luns[1] = lun1;
-	x->t.args[0] = "--rpc";
-	x->t.args[1] = x->rpc;
+	x->t.log = x->log;
+	x->t.args[n++] = "--rpc";
+	x->t.args[n++] = x->rpc;
+	for (; more && *more; more++) {
+		assert_true(n < 8);
+		x->t.args[n++] = *more;
+	}
 	assert_int_equal(tgt_start(&x->t), 0);
 	close(rpc_connect(x->rpc)); /* it listens */
+	if (!ini)
+		return x;
 	o = ini_opts(&x->t, 1);
 	assert_int_equal(vs_ini_open(&x->ini, &o), 0);
 	x->q = vs_ini_get_queue(x->ini, 0);
 	x->buf = vs_ini_alloc(x->ini, 1 << 20, 4096);
 	assert_non_null(x->buf);
 	return x;
+}
+
+static struct fx *fx_open(const char *lun0, const char *lun1)
+{
+	return fx_start(lun0, lun1, NULL, true);
 }
 
 static void fx_close(struct fx *x)
@@ -731,6 +749,82 @@ static void test_client(void **state)
 	fx_close(x);
 }
 
+/* ---- the management plane under hostile clients (issue 22) ------------------------------ */
+
+#define MAX_CLIENTS 64	      /* VS_RPC_MAX_CLIENTS */
+#define NOBODY	    65534     /* a uid the target does not run under */
+
+/* A request line of method with params (a JSON object). */
+static const char *req(const char *method, const char *params)
+{
+	static char line[2048];
+
+	snprintf(line, sizeof(line),
+		 "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"%.32s\",\"params\":%.1900s}", method,
+		 params);
+	return line;
+}
+
+static void lun_add_refused(int fd, unsigned id, const char *spec, const char *text,
+			    const char *errname)
+{
+	char params[1024];
+
+	snprintf(params, sizeof(params), "{\"id\":%u,\"spec\":\"%s\"}", id, spec);
+	expect_error(fd, req("lun_add", params), -32000, text, errname);
+}
+
+/* trace_set checks its spec as `trace enable` does: an unknown flag or provider is
+ * refused naming it and the known ones, and the settings stay as they were.  (On dcf1c4a
+ * verbose:nosuchflag succeeded and turned every flag off.) */
+static void test_trace_set_checks_flags(void **state)
+{
+	struct fx *x = fx_start("0:ram=16M", NULL, NULL, false);
+	int fd = rpc_connect(x->rpc);
+	static char out[65536];
+	char cmd[256];
+	FILE *f;
+	size_t n;
+
+	(void)state;
+	json_decref(call_ok(fd, "trace_set", "{\"spec\":\"verbose:target.io\"}"));
+	expect_error(fd, req("trace_set", "{\"spec\":\"verbose:nosuchflag\"}"), -32602,
+		     "unknown flag 'nosuchflag' (known: ", NULL);
+	expect_error(fd, req("trace_set", "{\"spec\":\"verbose:target.nosuch\"}"), -32602,
+		     "provider 'target' has no flag 'nosuch'", NULL);
+	snprintf(cmd, sizeof(cmd), "%s trace show %d 2>&1", VIOSCOPE_BIN, (int)x->t.pid);
+	f = popen(cmd, "r");
+	assert_non_null(f);
+	n = fread(out, 1, sizeof(out) - 1, f);
+	out[n] = 0;
+	assert_int_equal(pclose(f), 0);
+	if (!strstr(out, "target       verbose  on: io "))
+		fail_msg("the refused spec changed the settings:\n%s", out);
+	close(fd);
+	fx_close(x);
+}
+
+/* Sizes are signed 64-bit (off_t, JSON): beyond that they are refused with a clear error,
+ * not wrapped or clamped.  (On dcf1c4a null=18446744073709551104 was added and listed as
+ * 9223372036854775807 bytes.) */
+static void test_sizes_beyond_int64(void **state)
+{
+	struct fx *x = fx_start("0:ram=16M", NULL, NULL, false);
+	int fd = rpc_connect(x->rpc);
+	char ids[64];
+
+	(void)state;
+	lun_add_refused(fd, 1, "null=18446744073709551104", "is too large", "EINVAL");
+	lun_add_refused(fd, 1, "null=9223372036854775808", "is too large", "EINVAL");
+	lun_add_refused(fd, 1, "null=8388608T", "is too large", "EINVAL");
+	expect_error(fd, req("lun_resize", "{\"id\":0,\"size\":\"16777216T\"}"), -32602,
+		     "more than 9223372036854775807 bytes", NULL);
+	list_ids(fd, ids, sizeof(ids));
+	assert_string_equal(ids, "0,");
+	close(fd);
+	fx_close(x);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -738,6 +832,8 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_stats_match),	 cmocka_unit_test(test_long_line),
 	    cmocka_unit_test(test_stuck_client), cmocka_unit_test(test_socket_path),
 	    cmocka_unit_test(test_shutdown),	 cmocka_unit_test(test_client),
+	    cmocka_unit_test(test_trace_set_checks_flags),
+	    cmocka_unit_test(test_sizes_beyond_int64),
 	};
 
 	if (argc > 1)
