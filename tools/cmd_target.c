@@ -46,6 +46,7 @@ static void target_usage(FILE *f)
 	    "usage: vioscope target --socket PATH --lun N:BACKEND [--lun N:BACKEND ...]\n"
 	    "                       [--queues N] [--block-size 512|4096] [--workers N] [--poll]\n"
 	    "                       [--adaptive-poll US] [--worker-timeout SECONDS] [--rpc PATH]\n"
+	    "                       [--lun-root DIR] [--testing]\n"
 	    "\n"
 	    "A vhost-user-scsi device for QEMU's vhost-user-scsi-pci (one target, LUNs 0..%u).\n"
 	    "  --socket PATH        listen here (created owner-only); QEMU connects to it\n"
@@ -71,6 +72,10 @@ static void target_usage(FILE *f)
 	    "  --rpc PATH           a management socket (owner-only) speaking JSON-RPC 2.0: add,\n"
 	    "                       remove and resize LUNs, statistics, tracing, shutdown\n"
 	    "                       (`vioscope rpc --socket PATH ...`, docs/TARGET.md)\n"
+	    "  --lun-root DIR       file= and log-writes= paths (command line and --rpc alike)\n"
+	    "                       must lie beneath DIR: relative to it, or absolute under it\n"
+	    "  --testing            allow the test-only backend options (delay=, delay-every=,\n"
+	    "                       drop-write=, misdirect-write=, stale-read=)\n"
 	    "\n"
 	    "SIGINT/SIGTERM: finish in-flight requests, flush the files, exit 0.\n"
 	    "Traces: `vioscope trace enable PID verbose:io,queue` (this binary: %s flavour).\n",
@@ -133,6 +138,8 @@ static int cmd_target(int argc, char **argv)
 	    {"worker-timeout", required_argument, NULL, 't'},
 	    {"adaptive-poll", required_argument, NULL, 'a'},
 	    {"rpc", required_argument, NULL, 'r'},
+	    {"lun-root", required_argument, NULL, 'R'},
+	    {"testing", no_argument, NULL, 'T'},
 	    {"help", no_argument, NULL, 'h'},	       {0},
 	};
 	static struct vs_target_lun luns[VS_TARGET_MAX_LUNS];
@@ -200,6 +207,12 @@ static int cmd_target(int argc, char **argv)
 			break;
 		case 'r':
 			rpc_path = optarg;
+			break;
+		case 'R':
+			cfg.lun_root = optarg;
+			break;
+		case 'T':
+			cfg.testing = true;
 			break;
 		case 'h':
 			target_usage(stdout);

@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -299,6 +300,19 @@ static void queues_init(struct vs_target *t)
 	}
 }
 
+/* The LUN root must be a directory now, not at the first LUN added through the socket. */
+static int lun_root_check(struct vs_target *t, const char *root, char *err, size_t errlen)
+{
+	int fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd < 0)
+		return tq_err(err, errlen, -errno, "LUN root %s: %s", root, strerror(errno));
+	close(fd);
+	if (!(t->lun_root = strdup(root)))
+		return tq_err(err, errlen, -ENOMEM, "out of memory");
+	return 0;
+}
+
 /* Everything but the threads and the socket.  manual: a target without threads. */
 static int target_create(struct vs_target **out, const struct vs_target_config *cfg, bool manual,
 			 char *err, size_t errlen)
@@ -341,6 +355,7 @@ static int target_create(struct vs_target **out, const struct vs_target_config *
 	t->worker_timeout_ms = cfg->worker_timeout_ms ? cfg->worker_timeout_ms : TQ_WORKER_TIMEOUT_MS;
 	t->log = cfg->log;
 	t->log_arg = cfg->log_arg;
+	t->testing = cfg->testing;
 	t->nworkers = cfg->workers ? cfg->workers : t->num_queues < cpus() ? t->num_queues : cpus();
 	if (t->nworkers > t->num_queues)
 		t->nworkers = t->num_queues; /* more would idle */
@@ -367,6 +382,8 @@ static int target_create(struct vs_target **out, const struct vs_target_config *
 		"target: socket %s, %u request queues, %u workers (%s), block size %u, %u LUNs",
 		manual ? "(none: manual)" : cfg->socket_path, t->num_queues, t->nworkers,
 		t->poll ? "poll" : "event", t->block_size, cfg->nluns);
+	if (cfg->lun_root && (rc = lun_root_check(t, cfg->lun_root, err, errlen)))
+		goto fail;
 	if ((rc = vs_scsi_dev_create(&t->dev)))
 		goto fail;
 	if ((rc = luns_open(t, cfg, err, errlen)))
@@ -503,6 +520,7 @@ int vs_target_destroy(struct vs_target *t)
 	pthread_cond_destroy(&t->tmf_cond);
 	ts_fini(t);
 	free(t->workers);
+	free(t->lun_root);
 	VS_INFO(INIT, "target stopped%s", rc ? " (flush failed)" : "");
 	free(t);
 	return rc;

@@ -765,6 +765,16 @@ static const char *req(const char *method, const char *params)
 	return line;
 }
 
+/* A file of size bytes at path (0600, zeros). */
+static void make_file(const char *path, off_t size)
+{
+	int fd = open(path, O_CREAT | O_RDWR | O_TRUNC, 0600);
+
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, size), 0);
+	close(fd);
+}
+
 static void lun_add_refused(int fd, unsigned id, const char *spec, const char *text,
 			    const char *errname)
 {
@@ -772,6 +782,130 @@ static void lun_add_refused(int fd, unsigned id, const char *spec, const char *t
 
 	snprintf(params, sizeof(params), "{\"id\":%u,\"spec\":\"%s\"}", id, spec);
 	expect_error(fd, req("lun_add", params), -32000, text, errname);
+}
+
+static void lun_add_ok(int fd, unsigned id, const char *spec)
+{
+	char params[1024];
+
+	snprintf(params, sizeof(params), "{\"id\":%u,\"spec\":\"%s\"}", id, spec);
+	json_decref(call_ok(fd, "lun_add", params));
+}
+
+/* --lun-root DIR: file= and log-writes= paths resolve beneath DIR, by the kernel: relative
+ * or absolute under it is taken; absolute elsewhere, "..", a symlink leading out are
+ * refused (EXDEV), and no log is made outside.  (On dcf1c4a the option did not exist and
+ * any file the target could open could be exported.) */
+static void test_lun_root_confines_paths(void **state)
+{
+	char root[128], path[256], spec[512];
+	const char *more[] = {"--lun-root", root, NULL};
+	struct fx *x;
+	struct tgt files;
+	int fd;
+
+	(void)state;
+	tgt_init(&files); /* a directory for the files only */
+	snprintf(root, sizeof(root), "%s/luns", files.dir);
+	assert_int_equal(mkdir(root, 0700), 0);
+	snprintf(path, sizeof(path), "%s/a.img", root);
+	make_file(path, 1 << 20);
+	snprintf(path, sizeof(path), "%s/outside.img", files.dir);
+	make_file(path, 1 << 20);
+	snprintf(path, sizeof(path), "%s/escape", root);
+	assert_int_equal(symlink("../outside.img", path), 0);
+	x = fx_start("0:ram=16M", NULL, more, false);
+	fd = rpc_connect(x->rpc);
+
+	lun_add_ok(fd, 1, "file=a.img");
+	snprintf(spec, sizeof(spec), "file=%s/a.img,ro", root);
+	lun_add_ok(fd, 2, spec);
+	snprintf(spec, sizeof(spec), "file=%s/outside.img", files.dir);
+	lun_add_refused(fd, 3, spec, "not beneath the LUN root", "EXDEV");
+	lun_add_refused(fd, 3, "file=../outside.img", "resolves outside the LUN root", "EXDEV");
+	lun_add_refused(fd, 3, "file=escape", "resolves outside the LUN root", "EXDEV");
+	lun_add_refused(fd, 3, "ram=1M,log-writes=../stolen.log", "resolves outside", "EXDEV");
+	snprintf(path, sizeof(path), "%s/stolen.log", files.dir);
+	assert_int_equal(access(path, F_OK), -1);
+	lun_add_ok(fd, 3, "ram=1M,log-writes=fresh.log");
+	snprintf(path, sizeof(path), "%s/fresh.log", root);
+	assert_int_equal(access(path, F_OK), 0);
+	close(fd);
+	fx_close(x);
+	tgt_fini(&files);
+}
+
+static off_t file_size(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) ? -1 : st.st_size;
+}
+
+/* A spec is checked whole before anything is made: a file LUN refused for its size leaves
+ * no log behind; a log file that exists, or a symlink planted where the log goes, is
+ * refused (EEXIST) and what it names is left as it was.  (On dcf1c4a the refused LUN
+ * still created its log, and both the file and the symlink's target were truncated.) */
+static void test_spec_checked_before_side_effects(void **state)
+{
+	struct fx *x = fx_start("0:ram=16M", NULL, NULL, false);
+	int fd = rpc_connect(x->rpc), v;
+	char odd[128], victim[128], planted[128], log[128], spec[512];
+
+	(void)state;
+	snprintf(odd, sizeof(odd), "%s/odd.img", x->t.dir);
+	snprintf(victim, sizeof(victim), "%s/victim", x->t.dir);
+	snprintf(planted, sizeof(planted), "%s/planted.log", x->t.dir);
+	snprintf(log, sizeof(log), "%s/fresh.log", x->t.dir);
+	make_file(odd, 1000);
+	v = open(victim, O_CREAT | O_WRONLY | O_TRUNC, 0600);
+	assert_int_equal(write(v, "keep me", 7), 7);
+	close(v);
+	assert_int_equal(symlink(victim, planted), 0);
+
+	snprintf(spec, sizeof(spec), "file=%s,log-writes=%s", odd, log);
+	lun_add_refused(fd, 1, spec, "not a whole number of 512-byte blocks", "EINVAL");
+	assert_int_equal(access(log, F_OK), -1);
+	snprintf(spec, sizeof(spec), "ram=1M,log-writes=%s", victim);
+	lun_add_refused(fd, 1, spec, "it exists (a log is never overwritten", "EEXIST");
+	snprintf(spec, sizeof(spec), "ram=1M,log-writes=%s", planted);
+	lun_add_refused(fd, 1, spec, "it exists (a log is never overwritten", "EEXIST");
+	assert_int_equal(file_size(victim), 7);
+	snprintf(spec, sizeof(spec), "ram=1M,log-writes=%s", log);
+	lun_add_ok(fd, 1, spec);
+	assert_int_equal(file_size(log), 512); /* its super block */
+	close(fd);
+	fx_close(x);
+}
+
+/* The test-only options are refused unless the target was started with --testing, each
+ * naming the switch; with it, taken.  (On dcf1c4a anyone on the socket could arm a lost
+ * write, or a 60 s delay, on a production LUN.) */
+static void test_test_options_need_testing(void **state)
+{
+	static const char *const opts[] = {"delay=1000", "delay-every=2", "drop-write=1",
+					   "misdirect-write=1", "stale-read=1"};
+	static const char *const testing[] = {"--testing", NULL};
+	struct fx *x = fx_start("0:ram=16M", NULL, NULL, false);
+	int fd = rpc_connect(x->rpc);
+	char spec[128], ids[64];
+
+	(void)state;
+	for (unsigned i = 0; i < sizeof(opts) / sizeof(opts[0]); i++) {
+		snprintf(spec, sizeof(spec), "ram=1M,%s", opts[i]);
+		lun_add_refused(fd, 1, spec,
+				"is a test-only option (the target must be started with --testing)",
+				"EPERM");
+	}
+	list_ids(fd, ids, sizeof(ids));
+	assert_string_equal(ids, "0,");
+	close(fd);
+	fx_close(x);
+	x = fx_start("0:ram=16M", NULL, testing, false);
+	fd = rpc_connect(x->rpc);
+	lun_add_ok(fd, 1, "ram=1M,delay=1000,drop-write=1");
+	close(fd);
+	fx_close(x);
 }
 
 /* trace_set checks its spec as `trace enable` does: an unknown flag or provider is
@@ -832,6 +966,9 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_stats_match),	 cmocka_unit_test(test_long_line),
 	    cmocka_unit_test(test_stuck_client), cmocka_unit_test(test_socket_path),
 	    cmocka_unit_test(test_shutdown),	 cmocka_unit_test(test_client),
+	    cmocka_unit_test(test_lun_root_confines_paths),
+	    cmocka_unit_test(test_spec_checked_before_side_effects),
+	    cmocka_unit_test(test_test_options_need_testing),
 	    cmocka_unit_test(test_trace_set_checks_flags),
 	    cmocka_unit_test(test_sizes_beyond_int64),
 	};
