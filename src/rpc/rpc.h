@@ -12,9 +12,11 @@
 #define VS_RPC_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #define VS_RPC_MAX_LINE	   65536 /* a longer request line is refused, and its client closed */
 #define VS_RPC_MAX_CLIENTS 64	 /* connections served at once; more are closed at accept */
+#define VS_RPC_MAX_ALLOW   16	 /* uids in an allow list */
 
 /* JSON-RPC 2.0 error codes (the spec's, and ours in its -32000..-32099 range). */
 enum vs_rpc_code {
@@ -37,12 +39,16 @@ struct vs_rpc_config {
 	void *arg;
 	/* Lines for the operator (a client dropped, and why); NULL: none. */
 	void (*log)(void *arg, const char *line);
+	/* Uids whose processes may connect (the kernel's SO_PEERCRED); any other gets one
+	 * error line saying so and is closed.  None: root and this process's own uid. */
+	const uint32_t *allow_uids;
+	unsigned nallow_uids; /* at most VS_RPC_MAX_ALLOW */
 };
 
 struct vs_rpc;
 
 /* Listen on cfg->path and start the server's thread.  0, or -errno with err saying why
- * (the path exists and is not a socket, another process listens on it, ...). */
+ * (the path exists and is not a socket, another process listens on it, too many uids...). */
 int vs_rpc_start(struct vs_rpc **rpc, const struct vs_rpc_config *cfg, char *err, size_t errlen);
 
 /* Stop the thread (replies already queued get one last try), close every client and remove

@@ -21,6 +21,10 @@ struct rpc_client {
 struct vs_rpc {
 	struct vs_rpc_config cfg;
 	char *path;
+	uint32_t allow[VS_RPC_MAX_ALLOW];
+	unsigned nallow;
+	uint64_t refusal_logged_ns; /* refused peers are logged once a second at most ... */
+	unsigned refusals_unlogged; /* ... and counted in between */
 	int listen_fd, wake_fd;
 	pthread_t thread;
 	bool started;

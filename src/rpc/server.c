@@ -5,9 +5,11 @@
  * has a bounded line buffer (a line longer than VS_RPC_MAX_LINE is refused with -32600 and
  * the client closed) and a reply buffer: while a client's replies are not written out, no
  * more of its requests are read, so a client that never reads holds only its own replies,
- * and past VS_RPC_MAX_OUT of them it is dropped.  Nothing here waits on a client.
+ * and past VS_RPC_MAX_OUT of them it is dropped.  Nothing here waits on a client.  A peer
+ * must run under a uid of the allow list (SO_PEERCRED, as it connected); any other gets
+ * one error line and is closed.
  */
-#define _GNU_SOURCE /* accept4 */
+#define _GNU_SOURCE /* accept4, struct ucred */
 #include <errno.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -47,6 +49,19 @@ static void client_close(struct rpc_client *c)
 	free(c->out);
 	memset(c, 0, sizeof(*c));
 	c->fd = -1;
+}
+
+/* One error line to a peer we are about to close; text is ours (nothing to escape). */
+static void tell(int fd, int code, const char *text)
+{
+	char line[512];
+	int n = snprintf(line, sizeof(line),
+			 "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":%d,\"message\":\"%s\"},"
+			 "\"id\":null}\n",
+			 code, text);
+
+	(void)!send(fd, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1,
+		    MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
 /* Queue s and a newline; false when the client has left too much unread. */
@@ -148,13 +163,57 @@ static bool client_read(struct vs_rpc *rpc, struct rpc_client *c)
 	return client_answer(rpc, c);
 }
 
+static bool allowed(const struct vs_rpc *rpc, uint32_t uid)
+{
+	for (unsigned i = 0; i < rpc->nallow; i++)
+		if (rpc->allow[i] == uid)
+			return true;
+	return false;
+}
+
+/* A peer of a uid not allowed: told, closed and logged (once a second at most: a flood
+ * of them must not flood the log). */
+static void refuse_peer(struct vs_rpc *rpc, int fd, const struct ucred *peer, uint64_t now)
+{
+	char text[128];
+
+	snprintf(text, sizeof(text), "uid %u may not use this management socket (--rpc-allow)",
+		 (unsigned)peer->uid);
+	tell(fd, VS_RPC_TARGET_ERROR, text);
+	close(fd);
+	if (rpc->refusal_logged_ns && now - rpc->refusal_logged_ns < 1000000000ull) {
+		rpc->refusals_unlogged++;
+		return;
+	}
+	text[0] = 0;
+	if (rpc->refusals_unlogged)
+		snprintf(text, sizeof(text), " (and %u more since the last such line)",
+			 rpc->refusals_unlogged);
+	rpc_log(rpc, "rpc: refused a client: pid %d uid %u is not allowed (--rpc-allow)%s",
+		(int)peer->pid, (unsigned)peer->uid, text);
+	rpc->refusal_logged_ns = now;
+	rpc->refusals_unlogged = 0;
+}
+
 static void accept_client(struct vs_rpc *rpc)
 {
+	struct ucred peer = {0};
+	socklen_t len = sizeof(peer);
 	int fd = accept4(rpc->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 	struct rpc_client *c = NULL;
 
 	if (fd < 0)
 		return;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) || len != sizeof(peer)) {
+		rpc_log(rpc, "rpc: a client whose credentials cannot be read: closed (%s)",
+			strerror(errno));
+		close(fd);
+		return;
+	}
+	if (!allowed(rpc, peer.uid)) {
+		refuse_peer(rpc, fd, &peer, vs_mono_ns());
+		return;
+	}
 	for (unsigned i = 0; i < VS_RPC_MAX_CLIENTS && !c; i++)
 		if (rpc->clients[i].fd < 0)
 			c = &rpc->clients[i];
@@ -240,6 +299,19 @@ int vs_rpc_start(struct vs_rpc **out, const struct vs_rpc_config *cfg, char *err
 	rpc->listen_fd = rpc->wake_fd = -1;
 	for (unsigned i = 0; i < VS_RPC_MAX_CLIENTS; i++)
 		rpc->clients[i].fd = -1;
+	if (cfg->nallow_uids > VS_RPC_MAX_ALLOW) {
+		rc = vs_fail(err, errlen, -EINVAL, "%u uids allowed: at most %u", cfg->nallow_uids,
+			     VS_RPC_MAX_ALLOW);
+		goto fail;
+	}
+	for (unsigned i = 0; i < cfg->nallow_uids; i++)
+		rpc->allow[rpc->nallow++] = cfg->allow_uids[i];
+	if (!rpc->nallow) {
+		rpc->allow[rpc->nallow++] = 0;
+		if (geteuid())
+			rpc->allow[rpc->nallow++] = geteuid();
+	}
+	rpc->cfg.allow_uids = NULL; /* the copy above is what counts */
 	rpc->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (rpc->wake_fd < 0) {
 		rc = vs_fail(err, errlen, -errno, "eventfd: %s", strerror(errno));

@@ -139,6 +139,25 @@ static void op_mem_changed(void *opaque, const struct vs_mem *mem)
 			(unsigned long long)mem->regions[i].uva, mem->regions[i].host);
 }
 
+/* A frontend (a guest's QEMU) that may use the management socket can export any file the
+ * target may open: the operator must hear of it. */
+static void warn_if_manager(struct vs_target *t)
+{
+	pid_t pid;
+	uid_t uid;
+
+	if (!t->vs || vs_vhost_server_peer(t->vs, &pid, &uid))
+		return;
+	for (unsigned i = 0; i < t->nmanager_uids; i++)
+		if (t->manager_uids[i] == uid) {
+			tq_log(t,
+			       "warning: the frontend (pid %d) runs as uid %u, which may use the "
+			       "management socket: run QEMU under another uid (docs/SECURITY.md)",
+			       (int)pid, (unsigned)uid);
+			return;
+		}
+}
+
 static void op_connected(void *opaque)
 {
 	struct vs_target *t = opaque;
@@ -148,6 +167,7 @@ static void op_connected(void *opaque)
 	tq_events_connected(t, true);
 	VS_INFO(VHOST, "frontend connected (connection %llu)",
 		(unsigned long long)__atomic_load_n(&t->connections, __ATOMIC_RELAXED));
+	warn_if_manager(t);
 }
 
 static void op_disconnected(void *opaque, const char *why)
@@ -340,6 +360,9 @@ static int target_create(struct vs_target **out, const struct vs_target_config *
 	    cfg->adaptive_poll_us != VS_TARGET_ADAPTIVE_POLL_OFF)
 		return tq_err(err, errlen, -EINVAL, "adaptive poll of %u us: at most %u",
 			      cfg->adaptive_poll_us, VS_TARGET_ADAPTIVE_POLL_MAX);
+	if (cfg->nmanager_uids > VS_TARGET_MAX_MANAGERS)
+		return tq_err(err, errlen, -EINVAL, "%u manager uids: at most %u",
+			      cfg->nmanager_uids, VS_TARGET_MAX_MANAGERS);
 
 	t = calloc(1, sizeof(*t));
 	if (!t)
@@ -356,6 +379,9 @@ static int target_create(struct vs_target **out, const struct vs_target_config *
 	t->log = cfg->log;
 	t->log_arg = cfg->log_arg;
 	t->testing = cfg->testing;
+	for (unsigned i = 0; i < cfg->nmanager_uids; i++)
+		t->manager_uids[i] = cfg->manager_uids[i];
+	t->nmanager_uids = cfg->nmanager_uids;
 	t->nworkers = cfg->workers ? cfg->workers : t->num_queues < cpus() ? t->num_queues : cpus();
 	if (t->nworkers > t->num_queues)
 		t->nworkers = t->num_queues; /* more would idle */

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -754,6 +755,27 @@ static void test_client(void **state)
 #define MAX_CLIENTS 64	      /* VS_RPC_MAX_CLIENTS */
 #define NOBODY	    65534     /* a uid the target does not run under */
 
+/* The target's stderr holds text (within the deadline: it is written on its threads). */
+static bool log_has(struct fx *x, const char *text, uint64_t ms)
+{
+	uint64_t end = now_ms() + ms;
+	static char buf[1 << 16];
+
+	for (;;) {
+		FILE *f = fopen(x->log, "r");
+		size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+
+		if (f)
+			fclose(f);
+		buf[n] = 0;
+		if (strstr(buf, text))
+			return true;
+		if (now_ms() >= end)
+			return false;
+		usleep(10000);
+	}
+}
+
 /* A request line of method with params (a JSON object). */
 static const char *req(const char *method, const char *params)
 {
@@ -763,6 +785,127 @@ static const char *req(const char *method, const char *params)
 		 "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"%.32s\",\"params\":%.1900s}", method,
 		 params);
 	return line;
+}
+
+/* Let other users reach the management socket (the test runs as root). */
+static void open_to_others(struct fx *x)
+{
+	assert_int_equal(chmod(x->t.dir, 0711), 0);
+	assert_int_equal(chmod(x->rpc, 0666), 0);
+}
+
+/* As uid NOBODY (a child process): connect, send line, read one line into reply ("" at
+ * EOF).  0, or why the child failed. */
+static int as_nobody(const char *sock, const char *line, char *reply, size_t len)
+{
+	int pfd[2], status;
+	size_t n = 0;
+	ssize_t r;
+	pid_t p;
+
+	assert_int_equal(pipe2(pfd, O_CLOEXEC), 0);
+	p = fork();
+	assert_true(p >= 0);
+	if (p == 0) {
+		struct sockaddr_un sa = {.sun_family = AF_UNIX};
+		char buf[4096];
+		size_t got = 0;
+		int fd;
+
+		close(pfd[0]);
+		if (setgroups(0, NULL) || setgid(NOBODY) || setuid(NOBODY))
+			_exit(10);
+		snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
+		fd = socket(AF_UNIX, SOCK_STREAM, 0);
+		if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)))
+			_exit(11);
+		/* A refused peer may be closed before it sends: what it was told is read all
+		 * the same. */
+		if (send(fd, line, strlen(line), MSG_NOSIGNAL) >= 0)
+			(void)!send(fd, "\n", 1, MSG_NOSIGNAL);
+		alarm(DEADLINE_MS / 1000); /* the deadline of the read below */
+		while (got < sizeof(buf) && !memchr(buf, '\n', got) &&
+		       (r = recv(fd, buf + got, sizeof(buf) - got, 0)) > 0)
+			got += (size_t)r;
+		if (write(pfd[1], buf, got) != (ssize_t)got)
+			_exit(13);
+		_exit(0);
+	}
+	close(pfd[1]);
+	while (n + 1 < len && (r = read(pfd[0], reply + n, len - 1 - n)) > 0)
+		n += (size_t)r;
+	reply[n] = 0;
+	close(pfd[0]);
+	assert_int_equal(waitpid(p, &status, 0), p);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* By default only root and the target's own uid may use the socket: another uid that can
+ * reach it (here: the socket made world-writable) is told why and closed, and its lun_add
+ * never runs.  (On dcf1c4a the lun_add ran.) */
+static void test_uid_not_allowed_is_refused(void **state)
+{
+	struct fx *x = fx_start("0:ram=16M", NULL, NULL, false);
+	int fd = rpc_connect(x->rpc);
+	char reply[4096], ids[64];
+
+	(void)state;
+	open_to_others(x);
+	assert_int_equal(as_nobody(x->rpc, req("lun_add", "{\"id\":1,\"spec\":\"null=1M\"}"),
+				   reply, sizeof(reply)),
+			 0);
+	if (!strstr(reply, "uid 65534 may not use this management socket (--rpc-allow)"))
+		fail_msg("nobody was answered: %s", reply);
+	list_ids(fd, ids, sizeof(ids));
+	assert_string_equal(ids, "0,");
+	assert_true(log_has(x, "uid 65534 is not allowed (--rpc-allow)", DEADLINE_MS));
+	close(fd);
+	fx_close(x);
+}
+
+/* --rpc-allow names who may: with only uid 65534 listed, root is refused (the client says
+ * why and exits 1) and nobody is served.  (On dcf1c4a the option did not exist.) */
+static void test_rpc_allow_names_who_may(void **state)
+{
+	static const char *const more[] = {"--rpc-allow", "65534", NULL};
+	struct fx *x = fx_start("0:ram=16M", NULL, more, false);
+	char reply[4096], cmd[512];
+	static char out[4096];
+	FILE *f;
+	size_t n;
+
+	(void)state;
+	open_to_others(x);
+	assert_int_equal(as_nobody(x->rpc, req("lun_list", "{}"), reply, sizeof(reply)), 0);
+	if (!strstr(reply, "\"result\":[{\"id\":0"))
+		fail_msg("nobody was not served: %s", reply);
+	snprintf(cmd, sizeof(cmd), "%s rpc --socket %s lun_list 2>&1", VIOSCOPE_BIN, x->rpc);
+	f = popen(cmd, "r");
+	assert_non_null(f);
+	n = fread(out, 1, sizeof(out) - 1, f);
+	out[n] = 0;
+	assert_int_equal(WEXITSTATUS(pclose(f)), 1);
+	if (!strstr(out, "uid 0 may not use this management socket (--rpc-allow)"))
+		fail_msg("root was not refused: %s", out);
+	fx_close(x);
+}
+
+/* A frontend that connects under a uid the management socket allows is warned about; one
+ * under a uid it does not allow is not.  (On dcf1c4a there was no warning.) */
+static void test_frontend_under_a_manager_uid_is_warned(void **state)
+{
+	static const char *const others[] = {"--rpc-allow", "65534", NULL};
+	struct fx *x = fx_start("0:ram=16M", NULL, NULL, true);
+
+	(void)state;
+	/* The initiator runs as root, which the socket allows by default. */
+	assert_true(log_has(x, "runs as uid 0, which may use the management socket", DEADLINE_MS));
+	fx_close(x);
+	/* Connected and negotiated: a warning would have been written before the target
+	 * read the frontend's first message. */
+	x = fx_start("0:ram=16M", NULL, others, true);
+	assert_false(log_has(x, "which may use the management socket", 0));
+	fx_close(x);
 }
 
 /* A file of size bytes at path (0600, zeros). */
@@ -966,6 +1109,9 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_stats_match),	 cmocka_unit_test(test_long_line),
 	    cmocka_unit_test(test_stuck_client), cmocka_unit_test(test_socket_path),
 	    cmocka_unit_test(test_shutdown),	 cmocka_unit_test(test_client),
+	    cmocka_unit_test(test_uid_not_allowed_is_refused),
+	    cmocka_unit_test(test_rpc_allow_names_who_may),
+	    cmocka_unit_test(test_frontend_under_a_manager_uid_is_warned),
 	    cmocka_unit_test(test_lun_root_confines_paths),
 	    cmocka_unit_test(test_spec_checked_before_side_effects),
 	    cmocka_unit_test(test_test_options_need_testing),
