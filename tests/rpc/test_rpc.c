@@ -105,13 +105,13 @@ static void fx_close(struct fx *x)
 	free(x);
 }
 
-/* One line from fd within the deadline (without its newline), or NULL at EOF/reset. */
-static char *read_line(int fd)
+/* One line from fd within ms (without its newline), or NULL at EOF/reset. */
+static char *read_line_within(int fd, uint64_t ms)
 {
 	static char buf[1 << 20];
 	static size_t len;
 	static int owner = -1;
-	uint64_t end = now_ms() + DEADLINE_MS;
+	uint64_t end = now_ms() + ms;
 
 	if (owner != fd) /* one reader at a time: what another fd left is not ours */
 		len = 0, owner = fd;
@@ -136,6 +136,11 @@ static char *read_line(int fd)
 			return NULL;
 		len += (size_t)n;
 	}
+}
+
+static char *read_line(int fd)
+{
+	return read_line_within(fd, DEADLINE_MS);
 }
 
 static void send_all(int fd, const char *s, size_t len)
@@ -840,6 +845,232 @@ static int as_nobody(const char *sock, const char *line, char *reply, size_t len
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+/* 64 clients connect, are answered once and stay without a word: a newcomer is still
+ * answered; the one idle longest is closed and told why, the others keep working.  (On
+ * dcf1c4a the newcomer was closed at accept: "send: Broken pipe".) */
+static void test_idle_clients_are_evicted(void **state)
+{
+	struct fx *x = fx_start("0:ram=16M", NULL, NULL, false);
+	int idle[MAX_CLIENTS], op, closed = 0;
+	char ids[64];
+
+	(void)state;
+	for (unsigned i = 0; i < MAX_CLIENTS; i++) {
+		idle[i] = rpc_connect(x->rpc);
+		list_ids(idle[i], ids, sizeof(ids)); /* accepted, answered */
+	}
+	op = rpc_connect(x->rpc);
+	list_ids(op, ids, sizeof(ids));
+	assert_string_equal(ids, "0,");
+	/* idle[0] was answered first: idle longest.  It was told, then closed. */
+	for (unsigned i = 0; i < MAX_CLIENTS; i++) {
+		struct pollfd p = {.fd = idle[i], .events = POLLRDHUP};
+
+		if (poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP))) {
+			char *line = read_line(idle[i]);
+
+			assert_int_equal(i, 0);
+			assert_non_null(line);
+			assert_non_null(strstr(line, "idle longest"));
+			free(line);
+			assert_null(read_line(idle[i]));
+			closed++;
+		}
+	}
+	assert_int_equal(closed, 1);
+	assert_true(log_has(x, "it had been idle longest", DEADLINE_MS));
+	list_ids(idle[MAX_CLIENTS - 1], ids, sizeof(ids));
+	assert_string_equal(ids, "0,");
+	for (unsigned i = 0; i < MAX_CLIENTS; i++)
+		close(idle[i]);
+	close(op);
+	fx_close(x);
+}
+
+/* Half a request line and nothing more: refused with -32600 and closed after
+ * VS_RPC_STALL_MS (5 s), another client served meanwhile.  (On dcf1c4a it stayed for
+ * good.) */
+static void test_partial_line_times_out(void **state)
+{
+	struct fx *x = fx_start("0:ram=16M", NULL, NULL, false);
+	int slow = rpc_connect(x->rpc), other = rpc_connect(x->rpc);
+	char ids[64], *line;
+
+	(void)state;
+	send_all(slow, "{\"jsonrpc\":\"2.0\",", 17);
+	list_ids(other, ids, sizeof(ids));
+	assert_string_equal(ids, "0,");
+	line = read_line_within(slow, 3 * DEADLINE_MS);
+	assert_non_null(line);
+	assert_non_null(strstr(line, "-32600"));
+	assert_non_null(strstr(line, "no complete request line within 5000 ms"));
+	free(line);
+	assert_null(read_line(slow));
+	list_ids(other, ids, sizeof(ids));
+	close(slow);
+	close(other);
+	fx_close(x);
+}
+
+/* A client that queues requests and never reads its replies is closed once they have
+ * gone unread for VS_RPC_STALL_MS; the others are served throughout.  (On dcf1c4a it
+ * held its slot and its replies for good.) */
+static void test_unread_replies_drop_the_client(void **state)
+{
+	struct fx *x = fx_start("0:ram=16M", NULL, NULL, false);
+	int stuck = rpc_connect(x->rpc), other = rpc_connect(x->rpc);
+	static const char line[] = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"stats\"}\n";
+	struct pollfd p = {.fd = stuck, .events = POLLRDHUP};
+	unsigned queued = 0;
+	char ids[64];
+
+	(void)state;
+	while (send(stuck, line, sizeof(line) - 1, MSG_NOSIGNAL | MSG_DONTWAIT) > 0)
+		queued++;
+	assert_int_equal(errno, EAGAIN);
+	assert_true(queued > 100);
+	list_ids(other, ids, sizeof(ids));
+	/* Closed by the target: the hang-up shows while its replies still sit unread. */
+	assert_int_equal(poll(&p, 1, 3 * DEADLINE_MS), 1);
+	assert_true(p.revents & (POLLRDHUP | POLLHUP));
+	assert_true(log_has(x, "its replies went unread for 5000 ms", DEADLINE_MS));
+	list_ids(other, ids, sizeof(ids));
+	assert_string_equal(ids, "0,");
+	close(stuck);
+	close(other);
+	fx_close(x);
+}
+
+/* 30 clients each queue hundreds of requests (every one grows its own LUN by a block) and
+ * never read; then an operator connects and asks for lun_list.  The target is stopped
+ * (SIGSTOP) while they all send, so that it finds everything at once: the operator's
+ * answer must come after at most about one request of each flooder, which the LUNs' sizes
+ * in that answer count.  (On dcf1c4a every flooder's buffered lines were answered first:
+ * 8,340 requests before the operator's.) */
+static void test_a_flood_waits_its_turn(void **state)
+{
+	enum { FLOODERS = 30 };
+	struct fx *x = fx_start("0:ram=16M", NULL, NULL, false);
+	int setup = rpc_connect(x->rpc), op, fl[FLOODERS], status;
+	unsigned queued[FLOODERS] = {0}, served = 0;
+	char line[256], params[64], ids[256];
+	json_t *resp, *list, *l;
+	size_t i;
+
+	(void)state;
+	for (unsigned k = 0; k < FLOODERS; k++) {
+		snprintf(params, sizeof(params), "{\"id\":%u,\"spec\":\"ram=1M\"}", k + 1);
+		json_decref(call_ok(setup, "lun_add", params));
+	}
+	close(setup);
+	for (unsigned k = 0; k < FLOODERS; k++) {
+		fl[k] = rpc_connect(x->rpc);
+		list_ids(fl[k], ids, sizeof(ids)); /* accepted */
+	}
+	assert_int_equal(kill(x->t.pid, SIGSTOP), 0);
+	assert_int_equal(waitpid(x->t.pid, &status, WUNTRACED), x->t.pid);
+	assert_true(WIFSTOPPED(status));
+	/* The operator comes last: it is accepted after the flooders' lines are read, as
+	 * dcf1c4a read them and answered them all first. */
+	op = rpc_connect(x->rpc);
+	for (unsigned k = 0; k < FLOODERS; k++) {
+		for (unsigned n = 1; n <= 2000; n++) {
+			int len = snprintf(line, sizeof(line),
+					   "{\"jsonrpc\":\"2.0\",\"id\":%u,\"method\":\"lun_resize\","
+					   "\"params\":{\"id\":%u,\"size\":%u}}\n",
+					   n, k + 1, (1u << 20) + 512 * n);
+			ssize_t w = send(fl[k], line, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+			if (w != len)
+				break; /* its socket is full (a part of a line is never answered) */
+			queued[k]++;
+		}
+		assert_true(queued[k] >= 200);
+	}
+	send_all(op, req("lun_list", "{}"), strlen(req("lun_list", "{}")));
+	send_all(op, "\n", 1);
+	assert_int_equal(kill(x->t.pid, SIGCONT), 0);
+	{
+		char *reply = read_line(op);
+
+		assert_non_null(reply);
+		resp = json_loads(reply, 0, NULL);
+		list = json_object_get(resp, "result");
+		assert_non_null(list);
+		free(reply);
+	}
+	json_array_foreach(list, i, l)
+	{
+		uint64_t id = (uint64_t)json_integer_value(json_object_get(l, "id"));
+		uint64_t bytes = (uint64_t)json_integer_value(json_object_get(l, "bytes"));
+
+		if (id >= 1 && id <= FLOODERS)
+			served += (unsigned)((bytes - (1u << 20)) / 512);
+	}
+	json_decref(resp);
+	/* About one each: at most two, for the requests under way when the operator's came. */
+	print_message("%u requests of the %u flooders were answered before the operator's\n", served,
+		      FLOODERS);
+	if (served > 2 * FLOODERS)
+		fail_msg("%u of the flooders' requests were answered before the operator's", served);
+	for (unsigned k = 0; k < FLOODERS; k++)
+		close(fl[k]);
+	close(op);
+	fx_close(x);
+}
+
+/* A batch is bounded before any of it runs: 254 lun_adds, whose replies could pass 1 MiB,
+ * are refused whole and add nothing; 16 stats over 64 LUNs too; 4 are answered.  (On
+ * dcf1c4a all 254 LUNs were added, and the 16 stats answered in one go: 1,500 of them took
+ * ~0.28 s of the server's thread, and hundreds of MB with 256 LUNs.) */
+static void test_batch_bounded_before_it_runs(void **state)
+{
+	struct fx *x = fx_start("0:ram=16M", NULL, NULL, false);
+	int fd = rpc_connect(x->rpc);
+	static char batch[65536];
+	char params[64], ids[1024];
+	size_t n = 0;
+	json_t *r;
+
+	(void)state;
+	n += (size_t)snprintf(batch + n, sizeof(batch) - n, "[");
+	for (unsigned k = 1; k <= 254; k++)
+		n += (size_t)snprintf(batch + n, sizeof(batch) - n,
+				      "%s{\"jsonrpc\":\"2.0\",\"id\":%u,\"method\":\"lun_add\","
+				      "\"params\":{\"id\":%u,\"spec\":\"null=1M\"}}",
+				      k > 1 ? "," : "", k, k);
+	snprintf(batch + n, sizeof(batch) - n, "]");
+	expect_error(fd, batch, -32600, "nothing of it was run", NULL);
+	list_ids(fd, ids, sizeof(ids));
+	assert_string_equal(ids, "0,");
+
+	for (unsigned k = 1; k < 64; k++) {
+		snprintf(params, sizeof(params), "{\"id\":%u,\"spec\":\"null=1M\"}", k);
+		json_decref(call_ok(fd, "lun_add", params));
+	}
+	n = (size_t)snprintf(batch, sizeof(batch), "[");
+	for (unsigned k = 0; k < 16; k++)
+		n += (size_t)snprintf(batch + n, sizeof(batch) - n,
+				      "%s{\"jsonrpc\":\"2.0\",\"id\":%u,\"method\":\"stats\"}",
+				      k ? "," : "", k);
+	snprintf(batch + n, sizeof(batch) - n, "]");
+	expect_error(fd, batch, -32600, "could take more than 1048576 bytes", NULL);
+	n = (size_t)snprintf(batch, sizeof(batch), "[");
+	for (unsigned k = 0; k < 4; k++)
+		n += (size_t)snprintf(batch + n, sizeof(batch) - n,
+				      "%s{\"jsonrpc\":\"2.0\",\"id\":%u,\"method\":\"stats\"}",
+				      k ? "," : "", k);
+	snprintf(batch + n, sizeof(batch) - n, "]");
+	r = exchange(fd, batch);
+	assert_int_equal(json_array_size(r), 4);
+	assert_int_equal(json_array_size(json_object_get(
+			     json_object_get(json_array_get(r, 3), "result"), "luns")),
+			 64);
+	json_decref(r);
+	close(fd);
+	fx_close(x);
+}
+
 /* By default only root and the target's own uid may use the socket: another uid that can
  * reach it (here: the socket made world-writable) is told why and closed, and its lun_add
  * never runs.  (On dcf1c4a the lun_add ran.) */
@@ -1109,6 +1340,11 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_stats_match),	 cmocka_unit_test(test_long_line),
 	    cmocka_unit_test(test_stuck_client), cmocka_unit_test(test_socket_path),
 	    cmocka_unit_test(test_shutdown),	 cmocka_unit_test(test_client),
+	    cmocka_unit_test(test_idle_clients_are_evicted),
+	    cmocka_unit_test(test_partial_line_times_out),
+	    cmocka_unit_test(test_unread_replies_drop_the_client),
+	    cmocka_unit_test(test_a_flood_waits_its_turn),
+	    cmocka_unit_test(test_batch_bounded_before_it_runs),
 	    cmocka_unit_test(test_uid_not_allowed_is_refused),
 	    cmocka_unit_test(test_rpc_allow_names_who_may),
 	    cmocka_unit_test(test_frontend_under_a_manager_uid_is_warned),
