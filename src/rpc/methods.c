@@ -433,10 +433,8 @@ static char *dump(json_t *j)
 
 /* ---- bounds ---------------------------------------------------------------------------- */
 
-/* The most bytes req's response can take, from what the target holds now: a stats answer
- * grows with the LUNs and queues, a lun_list one with the LUNs (each spec up to 255 bytes,
- * 6 each once escaped); anything else, an error included (a message of at most 512 bytes),
- * fits 4 KiB.  The id is echoed, escaped. */
+/* The most bytes an error response to req can take: a message of at most 512 bytes, and
+ * req's id echoed, escaped. */
 static size_t error_bound(json_t *req)
 {
 	json_t *id = json_object_get(req, "id");
@@ -455,6 +453,9 @@ static struct rpc_sizes sizes_now(struct vs_rpc *rpc)
 				  vs_target_queue_stats(rpc->cfg.target, NULL, 0)};
 }
 
+/* The most bytes req's response can take, from what the target holds now: a stats answer
+ * grows with the LUNs (under 1 KiB each) and queues, a lun_list one with the LUNs (each
+ * spec up to 255 bytes, 6 each once escaped); anything else fits an error's bound. */
 static size_t reply_bound(json_t *req, struct rpc_sizes n)
 {
 	const char *method = json_string_value(json_object_get(req, "method"));
@@ -498,7 +499,7 @@ struct rpc_line *rpc_line_start(struct vs_rpc *rpc, const char *text, size_t len
 	struct rpc_line *l;
 	json_error_t jerr;
 	json_t *req = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
-	struct rpc_sizes now = sizes_now(rpc);
+	struct rpc_sizes now = {0, 0};
 	size_t i, bound = 0;
 	json_t *r;
 
@@ -516,6 +517,8 @@ struct rpc_line *rpc_line_start(struct vs_rpc *rpc, const char *text, size_t len
 	}
 	/* A batch is answered a request at a time, between other clients' requests; what its
 	 * replies may take is bounded before any of it runs. */
+	if (json_is_array(req))
+		now = sizes_now(rpc);
 	json_array_foreach(req, i, r)
 	{
 		bound += reply_bound(r, now);
