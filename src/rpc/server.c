@@ -211,17 +211,23 @@ static bool client_done(struct rpc_client *c)
 	return !c->out_len && (c->closing || (c->eof && !c->line && !has_line(c)));
 }
 
+/* A timer started at since (0: not running) has run out at now. */
+static bool stalled(uint64_t since, uint64_t now)
+{
+	return since && now > since && now - since >= STALL_NS;
+}
+
 /* Close c if it took too long or is done.  false: closed. */
 static bool client_expire(struct vs_rpc *rpc, struct rpc_client *c, uint64_t now)
 {
 	char why[96];
 
-	if (c->partial_ns && now - c->partial_ns >= STALL_NS) {
+	if (stalled(c->partial_ns, now)) {
 		snprintf(why, sizeof(why), "no complete request line within %u ms",
 			 VS_RPC_STALL_MS);
 		if (!client_refuse(rpc, c, why))
 			goto close;
-	} else if (c->unread_ns && now - c->unread_ns >= STALL_NS) {
+	} else if (stalled(c->unread_ns, now)) {
 		rpc_log(rpc,
 			"rpc: client fd %d (pid %d uid %u) dropped: its replies went unread for "
 			"%u ms",
@@ -489,6 +495,7 @@ static void *server_main(void *arg)
 		serve_one(rpc, now);
 		/* After the answer too: a client it finished with is closed now, not at the
 		 * next wake-up. */
+		now = vs_mono_ns();
 		for (unsigned i = 0; i < VS_RPC_MAX_CLIENTS; i++) {
 			struct rpc_client *c = &rpc->clients[i];
 
