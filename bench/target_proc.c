@@ -22,8 +22,8 @@ int bench_target_start(const char *exe, const char *spec, unsigned queues,
 {
 	char lun[1100], q[16], ap[16];
 	/* --testing: a private target, whose spec may hold delay= (trace analysis) */
-	char *argv[16] = {(char *)exe, "target", "--socket", (char *)sock, "--lun",
-			  lun,	       "--queues", q,	     "--testing"};
+	char *argv[16] = {(char *)exe, "target",   "--socket", (char *)sock, "--lun",
+			  lun,	       "--queues", q,	       "--testing"};
 	int n = 9;
 
 	snprintf(lun, sizeof lun, "0:%s", spec);

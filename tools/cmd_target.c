@@ -174,16 +174,20 @@ static int parse_users(const char *list, uint32_t *uids, unsigned *n)
 static int cmd_target(int argc, char **argv)
 {
 	static const struct option opts[] = {
-	    {"socket", required_argument, NULL, 's'},  {"lun", required_argument, NULL, 'l'},
-	    {"queues", required_argument, NULL, 'q'},  {"block-size", required_argument, NULL, 'b'},
-	    {"workers", required_argument, NULL, 'w'}, {"poll", no_argument, NULL, 'p'},
+	    {"socket", required_argument, NULL, 's'},
+	    {"lun", required_argument, NULL, 'l'},
+	    {"queues", required_argument, NULL, 'q'},
+	    {"block-size", required_argument, NULL, 'b'},
+	    {"workers", required_argument, NULL, 'w'},
+	    {"poll", no_argument, NULL, 'p'},
 	    {"worker-timeout", required_argument, NULL, 't'},
 	    {"adaptive-poll", required_argument, NULL, 'a'},
 	    {"rpc", required_argument, NULL, 'r'},
 	    {"rpc-allow", required_argument, NULL, 'A'},
 	    {"lun-root", required_argument, NULL, 'R'},
 	    {"testing", no_argument, NULL, 'T'},
-	    {"help", no_argument, NULL, 'h'},	       {0},
+	    {"help", no_argument, NULL, 'h'},
+	    {0},
 	};
 	static struct vs_target_lun luns[VS_TARGET_MAX_LUNS];
 	struct vs_target_config cfg = {

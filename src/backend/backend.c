@@ -49,8 +49,7 @@ static int common_options(struct vs_backend *be, const char *args, bool testing,
 }
 
 /* ram=SIZE and null=SIZE: 0, or -errno with err set. */
-static int parse_size(const char *spec, const char *args, uint64_t *size, char *err,
-		      size_t errlen)
+static int parse_size(const char *spec, const char *args, uint64_t *size, char *err, size_t errlen)
 {
 	int rc = vs_parse_size(args, size);
 
@@ -84,8 +83,8 @@ int vs_backend_open(struct vs_backend **out, const char *spec, char *err, size_t
 	return vs_backend_open_opts(out, spec, &trusting, err, errlen);
 }
 
-int vs_backend_open_opts(struct vs_backend **out, const char *spec,
-			 const struct vs_backend_opts *o, char *err, size_t errlen)
+int vs_backend_open_opts(struct vs_backend **out, const char *spec, const struct vs_backend_opts *o,
+			 char *err, size_t errlen)
 {
 	static const char usage[] =
 	    "use file=PATH[,ro][,direct], ram=SIZE, null=SIZE or rbd=POOL/IMAGE[,conf=PATH]"

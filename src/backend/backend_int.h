@@ -138,8 +138,8 @@ int vs_be_rbd_open(struct vs_backend *be, const char *args, char *err, size_t er
 #endif
 /* ---- path.c: a path from a spec, opened where the spec's giver may (o->root) ----
  * The fd, or -errno with why set: strerror's text, or which rule of the root refused it. */
-int vs_be_open(const struct vs_backend_opts *o, const char *path, int flags, mode_t mode,
-	       char *why, size_t whylen);
+int vs_be_open(const struct vs_backend_opts *o, const char *path, int flags, mode_t mode, char *why,
+	       size_t whylen);
 /* The size changed (a backend's own thread): store it, tell the watcher. */
 void vs_backend_size_changed(struct vs_backend *be, uint64_t new_size);
 
@@ -177,8 +177,8 @@ void vs_be_hooks_close(struct vs_backend *be);
 /* ---- wlog.c: the write log, in dm-log-writes' format (proto/logwrites_proto.h) ---- */
 struct vs_wlog;
 /* Create the log at path (which must not exist: never overwritten, no symlink followed). */
-int vs_wlog_open(struct vs_wlog **log, const char *path, const struct vs_backend_opts *o,
-		 char *err, size_t errlen);
+int vs_wlog_open(struct vs_wlog **log, const char *path, const struct vs_backend_opts *o, char *err,
+		 size_t errlen);
 /* A flush is about to be submitted: it covers the writes completed so far. */
 void vs_wlog_flush_submitted(struct vs_wlog *log, const struct vs_bio *flush);
 /* A write, discard, write-zeroes or flush completed with res (< 0: not logged). */

@@ -55,8 +55,8 @@ static const char *relative_path(const char *root, const char *path, char *real,
 	return under(real, path);
 }
 
-int vs_be_open(const struct vs_backend_opts *o, const char *path, int flags, mode_t mode,
-	       char *why, size_t whylen)
+int vs_be_open(const struct vs_backend_opts *o, const char *path, int flags, mode_t mode, char *why,
+	       size_t whylen)
 {
 	struct open_how how = {.flags = (uint64_t)flags,
 			       .mode = flags & O_CREAT ? mode : 0,
@@ -86,11 +86,12 @@ int vs_be_open(const struct vs_backend_opts *o, const char *path, int flags, mod
 	if (rc == -EXDEV)
 		vs_fail(why, whylen, rc, "resolves outside the LUN root %s (--lun-root)", o->root);
 	else if (rc == -ELOOP)
-		vs_fail(why, whylen, rc, "a symlink loop, or a /proc magic link (refused beneath "
-					 "the LUN root)");
+		vs_fail(why, whylen, rc,
+			"a symlink loop, or a /proc magic link (refused beneath the LUN root)");
 	else if (rc == -ENOSYS)
-		vs_fail(why, whylen, rc, "this kernel has no openat2 (Linux 5.6+): the LUN root "
-					 "cannot be enforced");
+		vs_fail(why, whylen, rc,
+			"this kernel has no openat2 (Linux 5.6+): the LUN root cannot be "
+			"enforced");
 	else if (rc < 0)
 		vs_fail(why, whylen, rc, "%s", strerror(-rc));
 out:

@@ -168,8 +168,8 @@ static void list_log(struct vs_wlog *log, struct wlog_list *l)
 	list_free(l);
 }
 
-int vs_wlog_open(struct vs_wlog **out, const char *path, const struct vs_backend_opts *o,
-		 char *err, size_t errlen)
+int vs_wlog_open(struct vs_wlog **out, const char *path, const struct vs_backend_opts *o, char *err,
+		 size_t errlen)
 {
 	struct vs_wlog *log = calloc(1, sizeof(*log));
 	char why[200];
@@ -188,8 +188,8 @@ int vs_wlog_open(struct vs_wlog **out, const char *path, const struct vs_backend
 		rc = log->fd;
 		if (rc == -EEXIST)
 			vs_fail(err, errlen, rc,
-				"log-writes=%s: it exists (a log is never overwritten: remove it or "
-				"name a new file)",
+				"log-writes=%s: it exists (a log is never overwritten: remove "
+				"it or name a new file)",
 				path);
 		else
 			vs_fail(err, errlen, rc, "log-writes=%s: cannot create it: %s", path, why);

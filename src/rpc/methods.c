@@ -487,10 +487,10 @@ static char *refuse_line(const char *fmt, ...)
 /* ---- request lines --------------------------------------------------------------------- */
 
 struct rpc_line {
-	json_t *req;	 /* one request, or a batch: an array of them */
-	size_t next;	 /* a batch: the request to answer next */
-	json_t *out;	 /* a batch: the responses so far */
-	size_t budget;	 /* a batch: reply bytes left (VS_RPC_MAX_REPLY at the start) */
+	json_t *req;   /* one request, or a batch: an array of them */
+	size_t next;   /* a batch: the request to answer next */
+	json_t *out;   /* a batch: the responses so far */
+	size_t budget; /* a batch: reply bytes left (VS_RPC_MAX_REPLY at the start) */
 };
 
 struct rpc_line *rpc_line_start(struct vs_rpc *rpc, const char *text, size_t len, char **reply)
@@ -525,8 +525,8 @@ struct rpc_line *rpc_line_start(struct vs_rpc *rpc, const char *text, size_t len
 		if (bound > VS_RPC_MAX_REPLY) {
 			*reply = refuse_line(
 			    "a batch of %zu requests whose replies could take more than %u bytes "
-			    "(stats: 1.5 KiB a LUN, lun_list: 2 KiB a LUN, others 4 KiB): nothing of "
-			    "it was run; send fewer requests a line",
+			    "(stats: 1.5 KiB a LUN, lun_list: 2 KiB a LUN, others 4 KiB): "
+			    "nothing of it was run; send fewer requests a line",
 			    json_array_size(req), VS_RPC_MAX_REPLY);
 			json_decref(req);
 			return NULL;
@@ -568,8 +568,8 @@ bool rpc_line_step(struct vs_rpc *rpc, struct rpc_line *l, char **reply)
 		     "not run: the batch's replies would pass %u bytes", VS_RPC_MAX_REPLY);
 		if (!json_is_string(id) && !json_is_integer(id))
 			id = NULL;
-		one = json_is_object(r) && !json_object_get(r, "id") ? NULL
-								     : response(id, NULL, &e);
+		one =
+		    json_is_object(r) && !json_object_get(r, "id") ? NULL : response(id, NULL, &e);
 		bound = error_bound(r);
 	} else {
 		one = handle_one(rpc, r);

@@ -20,24 +20,24 @@ struct rpc_usage {
 };
 
 struct rpc_client {
-	int fd;	       /* -1: slot free */
-	uint32_t uid;  /* of the peer, as it connected */
-	unsigned who;  /* uid's index in the allow list */
+	int fd;	      /* -1: slot free */
+	uint32_t uid; /* of the peer, as it connected */
+	unsigned who; /* uid's index in the allow list */
 	int pid;
-	char *in;      /* VS_RPC_MAX_LINE + 1 bytes: one line and its newline at most */
+	char *in; /* VS_RPC_MAX_LINE + 1 bytes: one line and its newline at most */
 	size_t in_len;
-	size_t scanned;	      /* in[0..scanned) holds no newline */
+	size_t scanned;	       /* in[0..scanned) holds no newline */
 	struct rpc_line *line; /* being answered, a request a turn */
-	char *out;	      /* replies not yet written */
+	char *out;	       /* replies not yet written */
 	size_t out_len, out_cap, out_off;
-	bool closing;	       /* refused: close once the replies are out */
-	bool eof;	       /* it sent all it will: close once its lines are answered */
-	bool ready;	       /* had a request to answer at the last look */
-	uint64_t partial_ns;   /* since when in holds only part of a line (0: not so) */
-	uint64_t unread_ns;    /* since when replies wait and none went out (0: none wait) */
-	uint64_t active_ns;    /* accepted, or last answered: who is idle longest */
-	struct rpc_usage use;  /* of this connection (its uid's is in the server) */
-	uint64_t ready_seq;    /* when it became ready, in the order of such events */
+	bool closing;	      /* refused: close once the replies are out */
+	bool eof;	      /* it sent all it will: close once its lines are answered */
+	bool ready;	      /* had a request to answer at the last look */
+	uint64_t partial_ns;  /* since when in holds only part of a line (0: not so) */
+	uint64_t unread_ns;   /* since when replies wait and none went out (0: none wait) */
+	uint64_t active_ns;   /* accepted, or last answered: who is idle longest */
+	struct rpc_usage use; /* of this connection (its uid's is in the server) */
+	uint64_t ready_seq;   /* when it became ready, in the order of such events */
 };
 
 struct vs_rpc {
@@ -49,7 +49,7 @@ struct vs_rpc {
 	pthread_t thread;
 	bool started;
 	struct rpc_usage use[VS_RPC_MAX_ALLOW]; /* of each allowed uid, all its connections */
-	uint64_t ready_seq; /* clients that became ready so far */
+	uint64_t ready_seq;			/* clients that became ready so far */
 	uint64_t refusal_logged_ns; /* refused peers are logged once a second at most ... */
 	unsigned refusals_unlogged; /* ... and counted in between */
 	struct rpc_client clients[VS_RPC_MAX_CLIENTS];

@@ -254,8 +254,8 @@ static void charge(struct rpc_usage *u, uint64_t ns, uint64_t now)
 
 /* a comes before b: its uid has had less of our time lately, then itself, then it has
  * waited longer. */
-static bool before(const struct vs_rpc *rpc, const struct rpc_client *a,
-		   const struct rpc_client *b, uint64_t now)
+static bool before(const struct vs_rpc *rpc, const struct rpc_client *a, const struct rpc_client *b,
+		   uint64_t now)
 {
 	double ua = usage(&rpc->use[a->who], now), ub = usage(&rpc->use[b->who], now);
 
@@ -425,7 +425,7 @@ static bool woken(struct vs_rpc *rpc)
 /* What to poll for c; its earliest deadline lowers *deadline. */
 static short client_events(const struct rpc_client *c, uint64_t *deadline)
 {
-	uint64_t d = c->partial_ns ? c->partial_ns + STALL_NS
+	uint64_t d = c->partial_ns  ? c->partial_ns + STALL_NS
 		     : c->unread_ns ? c->unread_ns + STALL_NS
 				    : UINT64_MAX;
 
@@ -457,7 +457,8 @@ static void *server_main(void *arg)
 			if (c->fd < 0)
 				continue;
 			work |= c->ready;
-			pfd[n] = (struct pollfd){.fd = c->fd, .events = client_events(c, &deadline)};
+			pfd[n] =
+			    (struct pollfd){.fd = c->fd, .events = client_events(c, &deadline)};
 			who[n++] = i;
 		}
 		now = vs_mono_ns();

@@ -178,8 +178,8 @@ int vs_trace_set_spec_why(const char *spec, char *why, size_t whylen)
 	if (!sp || !masks || !copy) {
 		rc = spec ? -ENOMEM : -EINVAL;
 		snprintf(reason, sizeof reason, "%s", spec ? "out of memory" : "no spec");
-	} else if (vs_spec_eval(spec, sp, reg.nprovs, true, &level, masks, reason,
-				sizeof reason) < 0) {
+	} else if (vs_spec_eval(spec, sp, reg.nprovs, true, &level, masks, reason, sizeof reason) <
+		   0) {
 		rc = -EINVAL;
 	} else {
 		for (uint32_t i = 0; i < reg.nprovs; i++)

@@ -233,10 +233,13 @@ static void test_log_stops_on_partial_sector(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_drop_write), cmocka_unit_test(test_misdirect_write),
-	    cmocka_unit_test(test_stale_read), cmocka_unit_test(test_bad_options),
+	    cmocka_unit_test(test_drop_write),
+	    cmocka_unit_test(test_misdirect_write),
+	    cmocka_unit_test(test_stale_read),
+	    cmocka_unit_test(test_bad_options),
 	    cmocka_unit_test(test_log_is_never_overwritten),
-	    cmocka_unit_test(test_log_order),  cmocka_unit_test(test_log_stops_on_partial_sector),
+	    cmocka_unit_test(test_log_order),
+	    cmocka_unit_test(test_log_stops_on_partial_sector),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -140,8 +140,8 @@ int tgt_start(struct tgt *t)
 		return -errno;
 	if (p == 0) {
 		int fd = open("/dev/null", O_WRONLY);
-		int log = t->log ? open(t->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600)
-				 : -1;
+		int log =
+		    t->log ? open(t->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600) : -1;
 
 		prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the test */
 		if (fd >= 0) {

@@ -757,8 +757,8 @@ static void test_client(void **state)
 
 /* ---- the management plane under hostile clients (issue 22) ------------------------------ */
 
-#define MAX_CLIENTS 64	      /* VS_RPC_MAX_CLIENTS */
-#define NOBODY	    65534     /* a uid the target does not run under */
+#define MAX_CLIENTS 64	  /* VS_RPC_MAX_CLIENTS */
+#define NOBODY	    65534 /* a uid the target does not run under */
 
 /* The target's stderr holds text (within the deadline: it is written on its threads). */
 static bool log_has(struct fx *x, const char *text, uint64_t ms)
@@ -975,10 +975,11 @@ static void test_a_flood_waits_its_turn(void **state)
 	op = rpc_connect(x->rpc);
 	for (unsigned k = 0; k < FLOODERS; k++) {
 		for (unsigned n = 1; n <= 2000; n++) {
-			int len = snprintf(line, sizeof(line),
-					   "{\"jsonrpc\":\"2.0\",\"id\":%u,\"method\":\"lun_resize\","
-					   "\"params\":{\"id\":%u,\"size\":%u}}\n",
-					   n, k + 1, (1u << 20) + 512 * n);
+			int len =
+			    snprintf(line, sizeof(line),
+				     "{\"jsonrpc\":\"2.0\",\"id\":%u,\"method\":\"lun_resize\","
+				     "\"params\":{\"id\":%u,\"size\":%u}}\n",
+				     n, k + 1, (1u << 20) + 512 * n);
 			ssize_t w = send(fl[k], line, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT);
 
 			if (w != len)
@@ -1009,10 +1010,11 @@ static void test_a_flood_waits_its_turn(void **state)
 	}
 	json_decref(resp);
 	/* About one each: at most two, for the requests under way when the operator's came. */
-	print_message("%u requests of the %u flooders were answered before the operator's\n", served,
-		      FLOODERS);
+	print_message("%u requests of the %u flooders were answered before the operator's\n",
+		      served, FLOODERS);
 	if (served > 2 * FLOODERS)
-		fail_msg("%u of the flooders' requests were answered before the operator's", served);
+		fail_msg("%u of the flooders' requests were answered before the operator's",
+			 served);
 	for (unsigned k = 0; k < FLOODERS; k++)
 		close(fl[k]);
 	close(op);
@@ -1082,8 +1084,8 @@ static void test_uid_not_allowed_is_refused(void **state)
 
 	(void)state;
 	open_to_others(x);
-	assert_int_equal(as_nobody(x->rpc, req("lun_add", "{\"id\":1,\"spec\":\"null=1M\"}"),
-				   reply, sizeof(reply)),
+	assert_int_equal(as_nobody(x->rpc, req("lun_add", "{\"id\":1,\"spec\":\"null=1M\"}"), reply,
+				   sizeof(reply)),
 			 0);
 	if (!strstr(reply, "uid 65534 may not use this management socket (--rpc-allow)"))
 		fail_msg("nobody was answered: %s", reply);
@@ -1336,10 +1338,14 @@ static void test_sizes_beyond_int64(void **state)
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_errors),	 cmocka_unit_test(test_lun_lifecycle),
-	    cmocka_unit_test(test_stats_match),	 cmocka_unit_test(test_long_line),
-	    cmocka_unit_test(test_stuck_client), cmocka_unit_test(test_socket_path),
-	    cmocka_unit_test(test_shutdown),	 cmocka_unit_test(test_client),
+	    cmocka_unit_test(test_errors),
+	    cmocka_unit_test(test_lun_lifecycle),
+	    cmocka_unit_test(test_stats_match),
+	    cmocka_unit_test(test_long_line),
+	    cmocka_unit_test(test_stuck_client),
+	    cmocka_unit_test(test_socket_path),
+	    cmocka_unit_test(test_shutdown),
+	    cmocka_unit_test(test_client),
 	    cmocka_unit_test(test_idle_clients_are_evicted),
 	    cmocka_unit_test(test_partial_line_times_out),
 	    cmocka_unit_test(test_unread_replies_drop_the_client),

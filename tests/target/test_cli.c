@@ -122,8 +122,10 @@ static void test_size_not_block_multiple(void **state)
  * the LUN opened with its fault armed and the target failed later, at the socket). */
 static void test_test_option_needs_testing(void **state)
 {
-	char *args[] = {"vioscope", "target", "--socket", "/nonexistent/dir/sock",
-			"--lun",    "0:ram=1M,drop-write=3", NULL};
+	char *args[] = {"vioscope", "target",
+			"--socket", "/nonexistent/dir/sock",
+			"--lun",    "0:ram=1M,drop-write=3",
+			NULL};
 	char err[1024];
 
 	(void)state;
@@ -138,8 +140,9 @@ static void test_test_option_needs_testing(void **state)
 static void test_lun_root_refuses_outside(void **state)
 {
 	char dir[] = "/tmp/vs-cli-root-XXXXXX", root[64], img[64], lun[96], err[1024];
-	char *args[] = {"vioscope", "target", "--socket", "/nonexistent/dir/sock",
-			"--lun-root", root,   "--lun",	  lun,	 NULL};
+	char *args[] = {"vioscope",   "target", "--socket", "/nonexistent/dir/sock",
+			"--lun-root", root,	"--lun",    lun,
+			NULL};
 	int fd;
 
 	(void)state;
