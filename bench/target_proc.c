@@ -21,9 +21,10 @@ int bench_target_start(const char *exe, const char *spec, unsigned queues,
 		       size_t whylen)
 {
 	char lun[1100], q[16], ap[16];
-	char *argv[16] = {(char *)exe, "target",  "--socket", (char *)sock,
-			  "--lun",     lun, "--queues", q};
-	int n = 8;
+	/* --testing: a private target, whose spec may hold delay= (trace analysis) */
+	char *argv[16] = {(char *)exe, "target",   "--socket", (char *)sock, "--lun",
+			  lun,	       "--queues", q,	       "--testing"};
+	int n = 9;
 
 	snprintf(lun, sizeof lun, "0:%s", spec);
 	snprintf(q, sizeof q, "%u", queues ? queues : 1);

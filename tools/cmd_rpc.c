@@ -145,12 +145,17 @@ static json_t *call(struct conn *c, const char *method, json_t *params, bool *rp
 		ssize_t n = send(c->fd, line + off, len - off, MSG_NOSIGNAL);
 
 		if (n < 0) {
-			fprintf(stderr, "vioscope rpc: send: %s\n", strerror(errno));
+			int e = errno;
+
+			/* Closed on us: it may have said why (a uid it refuses, a full table). */
+			if ((reply = read_line(c)))
+				break;
+			fprintf(stderr, "vioscope rpc: send: %s\n", strerror(e));
 			goto out;
 		}
 		off += (size_t)n;
 	}
-	if (!(reply = read_line(c)))
+	if (!reply && !(reply = read_line(c)))
 		goto out;
 	resp = json_loads(reply, 0, &jerr);
 	if (!resp) {

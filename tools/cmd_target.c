@@ -3,10 +3,12 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <getopt.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <vioscope/target.h>
 #include <vioscope/trace.h>
@@ -46,6 +48,7 @@ static void target_usage(FILE *f)
 	    "usage: vioscope target --socket PATH --lun N:BACKEND [--lun N:BACKEND ...]\n"
 	    "                       [--queues N] [--block-size 512|4096] [--workers N] [--poll]\n"
 	    "                       [--adaptive-poll US] [--worker-timeout SECONDS] [--rpc PATH]\n"
+	    "                       [--rpc-allow USERS] [--lun-root DIR] [--testing]\n"
 	    "\n"
 	    "A vhost-user-scsi device for QEMU's vhost-user-scsi-pci (one target, LUNs 0..%u).\n"
 	    "  --socket PATH        listen here (created owner-only); QEMU connects to it\n"
@@ -71,6 +74,13 @@ static void target_usage(FILE *f)
 	    "  --rpc PATH           a management socket (owner-only) speaking JSON-RPC 2.0: add,\n"
 	    "                       remove and resize LUNs, statistics, tracing, shutdown\n"
 	    "                       (`vioscope rpc --socket PATH ...`, docs/TARGET.md)\n"
+	    "  --rpc-allow USERS    who may use it: user names or uids, comma-separated\n"
+	    "                       (default: root and the target's own uid); run QEMU under\n"
+	    "                       another uid (docs/SECURITY.md)\n"
+	    "  --lun-root DIR       file= and log-writes= paths (command line and --rpc alike)\n"
+	    "                       must lie beneath DIR: relative to it, or absolute under it\n"
+	    "  --testing            allow the test-only backend options (delay=, delay-every=,\n"
+	    "                       drop-write=, misdirect-write=, stale-read=)\n"
 	    "\n"
 	    "SIGINT/SIGTERM: finish in-flight requests, flush the files, exit 0.\n"
 	    "Traces: `vioscope trace enable PID verbose:io,queue` (this binary: %s flavour).\n",
@@ -124,22 +134,68 @@ static int parse_lun(const char *arg, struct vs_target_lun *l, const struct vs_t
 	return 0;
 }
 
+/* "root,qemu,1000" into uids: 0, or -1 after printing why. */
+static int parse_users(const char *list, uint32_t *uids, unsigned *n)
+{
+	char copy[1024], *save = NULL;
+
+	if (strlen(list) >= sizeof(copy)) {
+		fprintf(stderr, "vioscope target: --rpc-allow: the list is too long\n");
+		return -1;
+	}
+	snprintf(copy, sizeof(copy), "%s", list);
+	for (char *w = strtok_r(copy, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+		struct passwd pw, *found = NULL;
+		char buf[4096];
+		uint64_t v;
+
+		if (*n >= VS_RPC_MAX_ALLOW) {
+			fprintf(stderr, "vioscope target: --rpc-allow: at most %u users\n",
+				VS_RPC_MAX_ALLOW);
+			return -1;
+		}
+		if (vs_parse_u64(w, 0, UINT32_MAX - 1, &v) == 0) {
+			uids[(*n)++] = (uint32_t)v;
+			continue;
+		}
+		if (getpwnam_r(w, &pw, buf, sizeof(buf), &found) || !found) {
+			fprintf(stderr, "vioscope target: --rpc-allow: no user '%s'\n", w);
+			return -1;
+		}
+		uids[(*n)++] = (uint32_t)found->pw_uid;
+	}
+	if (!*n) {
+		fprintf(stderr, "vioscope target: --rpc-allow: no user given\n");
+		return -1;
+	}
+	return 0;
+}
+
 static int cmd_target(int argc, char **argv)
 {
 	static const struct option opts[] = {
-	    {"socket", required_argument, NULL, 's'},  {"lun", required_argument, NULL, 'l'},
-	    {"queues", required_argument, NULL, 'q'},  {"block-size", required_argument, NULL, 'b'},
-	    {"workers", required_argument, NULL, 'w'}, {"poll", no_argument, NULL, 'p'},
+	    {"socket", required_argument, NULL, 's'},
+	    {"lun", required_argument, NULL, 'l'},
+	    {"queues", required_argument, NULL, 'q'},
+	    {"block-size", required_argument, NULL, 'b'},
+	    {"workers", required_argument, NULL, 'w'},
+	    {"poll", no_argument, NULL, 'p'},
 	    {"worker-timeout", required_argument, NULL, 't'},
 	    {"adaptive-poll", required_argument, NULL, 'a'},
 	    {"rpc", required_argument, NULL, 'r'},
-	    {"help", no_argument, NULL, 'h'},	       {0},
+	    {"rpc-allow", required_argument, NULL, 'A'},
+	    {"lun-root", required_argument, NULL, 'R'},
+	    {"testing", no_argument, NULL, 'T'},
+	    {"help", no_argument, NULL, 'h'},
+	    {0},
 	};
 	static struct vs_target_lun luns[VS_TARGET_MAX_LUNS];
 	struct vs_target_config cfg = {
 	    .num_queues = 1, .block_size = 512, .luns = luns, .log = log_line};
 	struct sigaction sa;
-	const char *rpc_path = NULL;
+	const char *rpc_path = NULL, *rpc_allow = NULL;
+	uint32_t allow[VS_RPC_MAX_ALLOW];
+	unsigned nallow = 0;
 	struct vs_rpc *rpc = NULL;
 	char err[512];
 	double secs;
@@ -201,6 +257,15 @@ static int cmd_target(int argc, char **argv)
 		case 'r':
 			rpc_path = optarg;
 			break;
+		case 'A':
+			rpc_allow = optarg;
+			break;
+		case 'R':
+			cfg.lun_root = optarg;
+			break;
+		case 'T':
+			cfg.testing = true;
+			break;
 		case 'h':
 			target_usage(stdout);
 			return 0;
@@ -227,6 +292,22 @@ static int cmd_target(int argc, char **argv)
 		fprintf(stderr, "vioscope target: at least one --lun N:BACKEND is required\n");
 		return 2;
 	}
+	if (rpc_allow && !rpc_path) {
+		fprintf(stderr, "vioscope target: --rpc-allow without --rpc\n");
+		return 2;
+	}
+	if (rpc_path) {
+		if (rpc_allow && parse_users(rpc_allow, allow, &nallow))
+			return 2;
+		if (!rpc_allow) { /* the default: root and our own uid */
+			allow[nallow++] = 0;
+			if (geteuid())
+				allow[nallow++] = geteuid();
+		}
+		/* A frontend under one of them is warned about (it could reconfigure us). */
+		cfg.manager_uids = allow;
+		cfg.nmanager_uids = nallow;
+	}
 
 	/* Handlers before the socket exists: a signal right after must not kill us. */
 	memset(&sa, 0, sizeof(sa));
@@ -246,8 +327,12 @@ static int cmd_target(int argc, char **argv)
 		running = t;
 	}
 	if (rpc_path) {
-		struct vs_rpc_config rc_cfg = {
-		    .path = rpc_path, .target = running, .shutdown = rpc_shutdown, .log = log_line};
+		struct vs_rpc_config rc_cfg = {.path = rpc_path,
+					       .target = running,
+					       .shutdown = rpc_shutdown,
+					       .log = log_line,
+					       .allow_uids = allow,
+					       .nallow_uids = nallow};
 
 		if (vs_rpc_start(&rpc, &rc_cfg, err, sizeof(err))) {
 			struct vs_target *t = running;

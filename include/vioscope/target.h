@@ -55,7 +55,21 @@ struct vs_target_config {
 	 * on.  Called on the target's threads; NULL: traced only. */
 	void (*log)(void *arg, const char *line);
 	void *log_arg;
+	/* LUN specs (at create and vs_target_lun_add) may use the test-only options (delay=,
+	 * delay-every=, drop-write=, misdirect-write=, stale-read=); else they are refused. */
+	bool testing;
+	/* NULL, or every file= and log-writes= path must resolve beneath this directory
+	 * (relative to it, or absolute under it; symlinks out and ".." refused by the kernel:
+	 * openat2 RESOLVE_BENEATH). */
+	const char *lun_root;
+	/* Uids that may manage the target (the management socket's allow list): a frontend
+	 * that connects under one of them is warned about in a log line, since it could
+	 * reconfigure the target (export any file it may open).  At most
+	 * VS_TARGET_MAX_MANAGERS; none: no warning. */
+	const uint32_t *manager_uids;
+	unsigned nmanager_uids;
 };
+#define VS_TARGET_MAX_MANAGERS 16
 
 /* Counters, for tests and tools (approximate while running). */
 struct vs_target_stats {

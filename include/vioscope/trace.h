@@ -782,8 +782,12 @@ __attribute__((destructor(101), used)) static void vs__unit_unregister(void)
 /* One provider's threshold and flags; -ENOENT if no loaded object declares it. */
 VS__API int vs_trace_set_provider(const char *provider, int level, uint32_t flag_mask);
 /* Every provider, from a spec as in $VIOSCOPE_TRACE; also applies to providers loaded
- * later.  0 or -EINVAL. */
+ * later.  Checked as `vioscope trace enable` checks it: a provider or flag that no object
+ * loaded now declares is refused.  0, or -EINVAL and nothing changed. */
 VS__API int vs_trace_set_spec(const char *spec);
+/* The same, with why it was refused (naming the unknown level, provider or flag and the
+ * known ones) in why. */
+VS__API int vs_trace_set_spec_why(const char *spec, char *why, size_t whylen);
 /* Keep the shared-memory file (the flight record) when the process exits. */
 VS__API void vs_trace_keep_on_exit(int keep);
 /* Path of this process's shared-memory file, or NULL (nothing traced, or no file). */

@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,8 +18,8 @@
 
 /* The options every kind takes (hooks.c: log-writes, and the test-only delay and faults) go
  * into be; args without them into rest, for the kind to parse.  0, or -EINVAL with err set. */
-static int common_options(struct vs_backend *be, const char *args, char *rest, size_t restlen,
-			  char *err, size_t errlen)
+static int common_options(struct vs_backend *be, const char *args, bool testing, char *rest,
+			  size_t restlen, char *err, size_t errlen)
 {
 	size_t used = 0;
 	bool first = true;
@@ -32,7 +33,7 @@ static int common_options(struct vs_backend *be, const char *args, char *rest, s
 		if (len >= sizeof(field))
 			return vs_fail(err, errlen, -EINVAL, "backend spec field too long");
 		snprintf(field, sizeof(field), "%.*s", (int)len, p);
-		rc = first ? 0 : vs_be_hooks_parse(be, field, err, errlen);
+		rc = first ? 0 : vs_be_hooks_parse(be, field, testing, err, errlen);
 		if (rc < 0)
 			return rc;
 		if (!rc) {
@@ -47,7 +48,43 @@ static int common_options(struct vs_backend *be, const char *args, char *rest, s
 	return 0;
 }
 
+/* ram=SIZE and null=SIZE: 0, or -errno with err set. */
+static int parse_size(const char *spec, const char *args, uint64_t *size, char *err, size_t errlen)
+{
+	int rc = vs_parse_size(args, size);
+
+	if (rc == -ERANGE)
+		return vs_fail(err, errlen, -EINVAL,
+			       "%s: size '%s' is too large (at most %lld bytes, 8 EiB - 1)", spec,
+			       args, (long long)INT64_MAX);
+	if (rc < 0 || *size == 0)
+		return vs_fail(err, errlen, -EINVAL, "%s: bad size '%s' (use e.g. 64M, 1G)", spec,
+			       args);
+	return 0;
+}
+
+/* Before the log is created: nothing of a refused spec may be left behind. */
+static int check_size(struct vs_backend *be, const struct vs_backend_opts *o, char *err,
+		      size_t errlen)
+{
+	uint64_t size = vs_backend_size(be);
+
+	if (o->block_size && (size < o->block_size || size % o->block_size))
+		return vs_fail(err, errlen, -EINVAL,
+			       "size %llu bytes is not a whole number of %u-byte blocks",
+			       (unsigned long long)size, o->block_size);
+	return 0;
+}
+
 int vs_backend_open(struct vs_backend **out, const char *spec, char *err, size_t errlen)
+{
+	static const struct vs_backend_opts trusting = {.testing = true};
+
+	return vs_backend_open_opts(out, spec, &trusting, err, errlen);
+}
+
+int vs_backend_open_opts(struct vs_backend **out, const char *spec, const struct vs_backend_opts *o,
+			 char *err, size_t errlen)
 {
 	static const char usage[] =
 	    "use file=PATH[,ro][,direct], ram=SIZE, null=SIZE or rbd=POOL/IMAGE[,conf=PATH]"
@@ -76,7 +113,7 @@ int vs_backend_open(struct vs_backend **out, const char *spec, char *err, size_t
 	be->mem_align = be->off_align = 1;
 	be->file.fd = be->file.fd_buffered = -1;
 	pthread_mutex_init(&be->size_lock, NULL);
-	if ((rc = common_options(be, eq + 1, args, sizeof(args), err, errlen))) {
+	if ((rc = common_options(be, eq + 1, o->testing, args, sizeof(args), err, errlen))) {
 		vs_be_hooks_close(be);
 		pthread_mutex_destroy(&be->size_lock);
 		free(be);
@@ -84,7 +121,7 @@ int vs_backend_open(struct vs_backend **out, const char *spec, char *err, size_t
 	}
 
 	if (klen == 4 && !strncmp(spec, "file", 4)) {
-		rc = vs_be_file_open(be, args, err, errlen);
+		rc = vs_be_file_open(be, args, o, err, errlen);
 	} else if (klen == 3 && !strncmp(spec, "rbd", 3)) {
 #ifdef VS_HAVE_RBD
 		rc = vs_be_rbd_open(be, args, err, errlen);
@@ -97,22 +134,20 @@ int vs_backend_open(struct vs_backend **out, const char *spec, char *err, size_t
 #endif
 	} else if ((klen == 3 && !strncmp(spec, "ram", 3)) ||
 		   (klen == 4 && !strncmp(spec, "null", 4))) {
-		rc = vs_parse_size(args, &size);
-		if (rc < 0 || size == 0) {
-			vs_fail(err, errlen, 0, "%s: bad size '%s' (use e.g. 64M, 1G)", spec, args);
+		rc = parse_size(spec, args, &size, err, errlen);
+		if (rc < 0)
 			VS_ERROR(BACKEND, "%s: bad size '%s'", spec, args);
-			rc = -EINVAL;
-		} else if (spec[0] == 'r') {
+		else if (spec[0] == 'r')
 			rc = vs_be_ram_open(be, size, err, errlen);
-		} else {
+		else
 			rc = vs_be_null_open(be, size, err, errlen);
-		}
 	} else {
 		vs_fail(err, errlen, 0, "unknown backend '%.*s' (%s)", (int)klen, spec, usage);
 		VS_ERROR(BACKEND, "unknown backend kind in '%s'", spec);
 		rc = -EINVAL;
 	}
-	if (rc == 0 && (rc = vs_be_hooks_start(be, err, errlen)) < 0)
+	if (rc == 0 && ((rc = check_size(be, o, err, errlen)) < 0 ||
+			(rc = vs_be_hooks_start(be, o, err, errlen)) < 0))
 		be->ops->close(be);
 	if (rc < 0) {
 		vs_be_hooks_close(be);

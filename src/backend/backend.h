@@ -103,7 +103,7 @@ int vs_io_ctx_set_wait(struct vs_io_ctx *ctx, enum vs_io_wait how);
  * Options for any kind:
  *   "log-writes=LOG"  record every completed write, discard and flush in LOG, in the
  *                     dm-log-writes format (proto/logwrites_proto.h), for crash-state
- *                     replay (`vioscope check flush`); LOG is started afresh
+ *                     replay (`vioscope check flush`); LOG is created, never overwritten
  * Test-only options, for any kind: "delay=USEC" holds every bio's completion back by USEC
  * microseconds (the data has moved; done() runs late), "delay-every=N" only every Nth
  * bio's.  They make requests stay in flight on purpose (TMF and reset tests) and a slow
@@ -112,6 +112,21 @@ int vs_io_ctx_set_wait(struct vs_io_ctx *ctx, enum vs_io_wait how);
  * writes it one 512-byte sector further on (back, at the end of the device),
  * "stale-read=K" makes the first read that overlaps it return what it replaced. */
 int vs_backend_open(struct vs_backend **be, const char *spec, char *err, size_t errlen);
+/* What a spec may do, for callers that take specs from others (the target: its command
+ * line and its management socket).  vs_backend_open() is the trusting form: test options
+ * taken, paths anywhere, any size. */
+struct vs_backend_opts {
+	bool testing;	     /* take the test-only options; without it they are refused (-EPERM) */
+	const char *root;    /* NULL, or file= and log-writes= paths must resolve beneath this
+				directory (relative to it, or absolute under it; openat2
+				RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS): -EXDEV otherwise */
+	uint32_t block_size; /* > 0: the size must be a whole, non-zero number of these (-EINVAL) */
+};
+/* The whole spec is checked (every option, its values, what the caller allows) before
+ * anything is opened; the data is opened and its size checked before a log-writes= file is
+ * created, and that file must not exist yet (O_EXCL | O_NOFOLLOW: -EEXIST). */
+int vs_backend_open_opts(struct vs_backend **be, const char *spec,
+			 const struct vs_backend_opts *opts, char *err, size_t errlen);
 void vs_backend_close(struct vs_backend *be);
 /* Bytes.  May change while the backend is in use (an RBD image resized by its owner):
  * see vs_backend_watch_size. */

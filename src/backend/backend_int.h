@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <string.h>
+#include <sys/types.h>
 #include <liburing.h>
 
 #include "backend/backend.h"
@@ -128,12 +129,17 @@ void vs_io_req_remote_cancel(struct vs_io_ctx *ctx, struct vs_io_req *req);
  * bio may be touched after this call. */
 void vs_io_req_remote_done(struct vs_io_req *req, int64_t res);
 
-int vs_be_file_open(struct vs_backend *be, const char *args, char *err, size_t errlen);
+int vs_be_file_open(struct vs_backend *be, const char *args, const struct vs_backend_opts *o,
+		    char *err, size_t errlen);
 int vs_be_ram_open(struct vs_backend *be, uint64_t size, char *err, size_t errlen);
 int vs_be_null_open(struct vs_backend *be, uint64_t size, char *err, size_t errlen);
 #ifdef VS_HAVE_RBD
 int vs_be_rbd_open(struct vs_backend *be, const char *args, char *err, size_t errlen);
 #endif
+/* ---- path.c: a path from a spec, opened where the spec's giver may (o->root) ----
+ * The fd, or -errno with why set: strerror's text, or which rule of the root refused it. */
+int vs_be_open(const struct vs_backend_opts *o, const char *path, int flags, mode_t mode, char *why,
+	       size_t whylen);
 /* The size changed (a backend's own thread): store it, tell the watcher. */
 void vs_backend_size_changed(struct vs_backend *be, uint64_t new_size);
 
@@ -155,10 +161,13 @@ static inline bool vs_be_next_opt(const char **cursor, const char **opt, size_t 
  * (log-writes=PATH) all act here, on bios of a backend with be->hooks set: at submission
  * (vs_be_hooks_submit) and when the bio completes, just before its done() runs
  * (vs_be_hooks_done). */
-/* One "name=value" field of a backend spec: 1 taken, 0 not one of ours, -EINVAL (err set). */
-int vs_be_hooks_parse(struct vs_backend *be, const char *field, char *err, size_t errlen);
-/* After the backend opened: open the log, say what is armed.  0 or -errno (err set). */
-int vs_be_hooks_start(struct vs_backend *be, char *err, size_t errlen);
+/* One "name=value" field of a backend spec: 1 taken, 0 not one of ours, -EINVAL (err set);
+ * a test-only option without testing: -EPERM. */
+int vs_be_hooks_parse(struct vs_backend *be, const char *field, bool testing, char *err,
+		      size_t errlen);
+/* After the backend opened: create the log, say what is armed.  0 or -errno (err set). */
+int vs_be_hooks_start(struct vs_backend *be, const struct vs_backend_opts *o, char *err,
+		      size_t errlen);
 /* A valid bio about to go to the backend: 0 go on, 1 the hook completed it (deferred). */
 int vs_be_hooks_submit(struct vs_backend *be, struct vs_io_ctx *ctx, struct vs_bio *bio);
 /* bio (bio->hooked) completed with res; runs before its done(). */
@@ -167,7 +176,9 @@ void vs_be_hooks_close(struct vs_backend *be);
 
 /* ---- wlog.c: the write log, in dm-log-writes' format (proto/logwrites_proto.h) ---- */
 struct vs_wlog;
-int vs_wlog_open(struct vs_wlog **log, const char *path, char *err, size_t errlen);
+/* Create the log at path (which must not exist: never overwritten, no symlink followed). */
+int vs_wlog_open(struct vs_wlog **log, const char *path, const struct vs_backend_opts *o, char *err,
+		 size_t errlen);
 /* A flush is about to be submitted: it covers the writes completed so far. */
 void vs_wlog_flush_submitted(struct vs_wlog *log, const struct vs_bio *flush);
 /* A write, discard, write-zeroes or flush completed with res (< 0: not logged). */

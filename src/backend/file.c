@@ -23,6 +23,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -214,6 +215,23 @@ static void file_dio_align(struct vs_backend *be, int fd)
 	}
 }
 
+/* "file:REALPATH" of the file open on fd, as the target names file LUNs. */
+static void file_identity(struct vs_backend *be, int fd)
+{
+	char link[32], real[PATH_MAX];
+	ssize_t n;
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	n = readlink(link, real, sizeof(real) - 1);
+	if (n <= 0)
+		return;
+	real[n] = 0;
+	if (n >= (ssize_t)sizeof(be->identity) - 5)
+		return; /* too long to name it: the target names it by the LUN */
+	memcpy(be->identity, "file:", 5);
+	memcpy(be->identity + 5, real, (size_t)n + 1);
+}
+
 static int file_parse(const char *args, char *path, size_t pathlen, bool *ro, bool *direct,
 		      char *err, size_t errlen)
 {
@@ -241,9 +259,10 @@ static int file_parse(const char *args, char *path, size_t pathlen, bool *ro, bo
 	return 0;
 }
 
-int vs_be_file_open(struct vs_backend *be, const char *args, char *err, size_t errlen)
+int vs_be_file_open(struct vs_backend *be, const char *args, const struct vs_backend_opts *o,
+		    char *err, size_t errlen)
 {
-	char path[4096], dummy[1];
+	char path[4096], dummy[1], why[200], again[32];
 	bool ro = false, direct = false;
 	struct stat st;
 	int flags, fd = -1, rc;
@@ -260,18 +279,20 @@ int vs_be_file_open(struct vs_backend *be, const char *args, char *err, size_t e
 	be->ro = ro;
 	be->file.direct = direct;
 	flags = (ro ? O_RDONLY : O_RDWR) | O_CLOEXEC;
-	fd = open(path, flags | (direct ? O_DIRECT : 0));
+	fd = vs_be_open(o, path, flags | (direct ? O_DIRECT : 0), 0, why, sizeof(why));
 	if (fd < 0) {
-		rc = -errno;
+		rc = fd;
+		fd = -1;
 		if (direct && rc == -EINVAL)
 			snprintf(err, errlen, "O_DIRECT not supported by the file system of %s",
 				 path);
 		else
-			snprintf(err, errlen, "file=%s: cannot open %s: %s", args, path,
-				 strerror(-rc));
+			snprintf(err, errlen, "file=%s: cannot open %s: %s", args, path, why);
 		goto out_err;
 	}
 	be->file.fd = fd;
+	if (o && o->root)
+		file_identity(be, fd); /* the spec's path is relative to the root, not to us */
 	if (fstat(fd, &st) < 0) {
 		rc = -errno;
 		snprintf(err, errlen, "file=%s: fstat: %s", args, strerror(-rc));
@@ -303,7 +324,9 @@ int vs_be_file_open(struct vs_backend *be, const char *args, char *err, size_t e
 	}
 	if (direct) {
 		file_dio_align(be, fd);
-		be->file.fd_buffered = open(path, flags);
+		/* The file just opened, not whatever its path names now. */
+		snprintf(again, sizeof(again), "/proc/self/fd/%d", fd);
+		be->file.fd_buffered = open(again, flags);
 		if (be->file.fd_buffered < 0) {
 			rc = -errno;
 			snprintf(err, errlen, "file=%s: cannot open %s again: %s", args, path,

@@ -62,7 +62,8 @@ static int number_option(const char *field, size_t name_len, uint64_t min, uint6
 	return 1;
 }
 
-int vs_be_hooks_parse(struct vs_backend *be, const char *field, char *err, size_t errlen)
+int vs_be_hooks_parse(struct vs_backend *be, const char *field, bool testing, char *err,
+		      size_t errlen)
 {
 	static const struct {
 		const char *name;
@@ -84,6 +85,12 @@ int vs_be_hooks_parse(struct vs_backend *be, const char *field, char *err, size_
 
 		if (strncmp(field, numbers[i].name, n))
 			continue;
+		/* Faults and delays in a production target are an attack, not a test. */
+		if (!testing)
+			return vs_fail(err, errlen, -EPERM,
+				       "'%s' is a test-only option (the target must be started "
+				       "with --testing)",
+				       field);
 		if ((rc = number_option(field, n, numbers[i].min, numbers[i].max, &v, err,
 					errlen)) < 0)
 			return rc;
@@ -103,7 +110,8 @@ int vs_be_hooks_parse(struct vs_backend *be, const char *field, char *err, size_
 	return 0;
 }
 
-int vs_be_hooks_start(struct vs_backend *be, char *err, size_t errlen)
+int vs_be_hooks_start(struct vs_backend *be, const struct vs_backend_opts *o, char *err,
+		      size_t errlen)
 {
 	struct vs_be_hooks *h = be->hooks;
 	int rc;
@@ -113,7 +121,7 @@ int vs_be_hooks_start(struct vs_backend *be, char *err, size_t errlen)
 	if (h->stale_write && !be->ops->read_sync)
 		return vs_fail(err, errlen, -EINVAL, "stale-read: not supported by %s backends",
 			       be->ops->kind);
-	if (h->log_path && (rc = vs_wlog_open(&h->log, h->log_path, err, errlen)) < 0)
+	if (h->log_path && (rc = vs_wlog_open(&h->log, h->log_path, o, err, errlen)) < 0)
 		return rc;
 	if (h->delay_us)
 		VS_WARNING(BACKEND, "test option delay: 1 bio in %llu completes %llu us late",

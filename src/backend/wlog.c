@@ -168,9 +168,11 @@ static void list_log(struct vs_wlog *log, struct wlog_list *l)
 	list_free(l);
 }
 
-int vs_wlog_open(struct vs_wlog **out, const char *path, char *err, size_t errlen)
+int vs_wlog_open(struct vs_wlog **out, const char *path, const struct vs_backend_opts *o, char *err,
+		 size_t errlen)
 {
 	struct vs_wlog *log = calloc(1, sizeof(*log));
+	char why[200];
 	int rc;
 
 	*out = NULL;
@@ -178,11 +180,19 @@ int vs_wlog_open(struct vs_wlog **out, const char *path, char *err, size_t errle
 		free(log);
 		return vs_fail(err, errlen, -ENOMEM, "log-writes: out of memory");
 	}
-	log->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	/* Created, never reused: an existing file, or a symlink planted in a shared directory,
+	 * would have us truncate whatever it names. */
+	log->fd = vs_be_open(o, path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600,
+			     why, sizeof(why));
 	if (log->fd < 0) {
-		rc = -errno;
-		vs_fail(err, errlen, rc, "log-writes=%s: cannot create it: %s", path,
-			strerror(-rc));
+		rc = log->fd;
+		if (rc == -EEXIST)
+			vs_fail(err, errlen, rc,
+				"log-writes=%s: it exists (a log is never overwritten: remove "
+				"it or name a new file)",
+				path);
+		else
+			vs_fail(err, errlen, rc, "log-writes=%s: cannot create it: %s", path, why);
 		goto fail;
 	}
 	if ((rc = super_write(log)) < 0) {

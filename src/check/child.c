@@ -28,6 +28,7 @@ int child_target_start(struct child_target *c, const char *exe, const char *sock
 	c->argv[n++] = c->argbuf[1];
 	c->argv[n++] = "--queues";
 	c->argv[n++] = c->argbuf[2];
+	c->argv[n++] = "--testing"; /* the checks' own targets: faults and delays are the point */
 	c->argv[n] = NULL;
 	return vs_spawn_server(c->argv, c->sock, 10000, false, &c->pid, why, whylen);
 }

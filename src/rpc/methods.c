@@ -118,11 +118,19 @@ static int param_size(json_t *params, const char *name, uint64_t *out, struct rp
 	json_t *v = json_object_get(params, name);
 
 	if (v && json_is_string(v)) {
-		if (vs_parse_size(json_string_value(v), out) == 0)
+		int rc = vs_parse_size(json_string_value(v), out);
+
+		if (rc == 0)
 			return 0;
-		fail(e, VS_RPC_INVALID_PARAMS, 0,
-		     "param '%s': '%s' is not a size (bytes, or with a K, M, G or T suffix)", name,
-		     json_string_value(v));
+		if (rc == -ERANGE)
+			fail(e, VS_RPC_INVALID_PARAMS, 0,
+			     "param '%s': '%.64s' is more than %lld bytes", name,
+			     json_string_value(v), (long long)INT64_MAX);
+		else
+			fail(e, VS_RPC_INVALID_PARAMS, 0,
+			     "param '%s': '%.64s' is not a size (bytes, or with a K, M, G or T "
+			     "suffix)",
+			     name, json_string_value(v));
 		return -1;
 	}
 	if (v && !json_is_integer(v)) {
@@ -263,14 +271,13 @@ static json_t *m_stats(struct vs_rpc *rpc, json_t *params, struct rpc_error *e)
 static json_t *m_trace_set(struct vs_rpc *rpc, json_t *params, struct rpc_error *e)
 {
 	const char *spec;
+	char why[400];
 
 	(void)rpc;
 	if (param_str(params, "spec", &spec, e))
 		return NULL;
-	if (vs_trace_set_spec(spec) < 0)
-		return fail(e, VS_RPC_INVALID_PARAMS, 0,
-			    "param 'spec': '%s' is not LEVEL[:FLAG,...] (e.g. verbose:io,queue)",
-			    spec);
+	if (vs_trace_set_spec_why(spec, why, sizeof(why)) < 0)
+		return fail(e, VS_RPC_INVALID_PARAMS, 0, "param 'spec': '%.64s': %s", spec, why);
 	return json_pack("{s:s}", "spec", spec);
 }
 
@@ -424,42 +431,175 @@ static char *dump(json_t *j)
 	return s;
 }
 
-char *vs_rpc_handle(struct vs_rpc *rpc, const char *line, size_t len)
+/* ---- bounds ---------------------------------------------------------------------------- */
+
+/* The most bytes an error response to req can take: a message of at most 512 bytes, and
+ * req's id echoed, escaped. */
+static size_t error_bound(json_t *req)
+{
+	json_t *id = json_object_get(req, "id");
+
+	return 4096 + (json_is_string(id) ? 6 * json_string_length(id) : 0);
+}
+
+/* What the target holds now, as reply_bound counts it. */
+struct rpc_sizes {
+	unsigned luns, queues;
+};
+
+static struct rpc_sizes sizes_now(struct vs_rpc *rpc)
+{
+	return (struct rpc_sizes){vs_target_lun_list(rpc->cfg.target, NULL, 0),
+				  vs_target_queue_stats(rpc->cfg.target, NULL, 0)};
+}
+
+/* The most bytes req's response can take, from what the target holds now: a stats answer
+ * grows with the LUNs (under 1 KiB each) and queues, a lun_list one with the LUNs (each
+ * spec up to 255 bytes, 6 each once escaped); anything else fits an error's bound. */
+static size_t reply_bound(json_t *req, struct rpc_sizes n)
+{
+	const char *method = json_string_value(json_object_get(req, "method"));
+	size_t bound = error_bound(req);
+
+	if (!method)
+		return bound;
+	if (!strcmp(method, "stats"))
+		bound += (size_t)n.luns * 1536 + (size_t)n.queues * 256;
+	else if (!strcmp(method, "lun_list"))
+		bound += (size_t)n.luns * 2048;
+	else if (!strcmp(method, "lun_add") || !strcmp(method, "lun_resize"))
+		bound += 2048;
+	return bound;
+}
+
+static char *refuse_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *refuse_line(const char *fmt, ...)
+{
+	struct rpc_error e = {.code = VS_RPC_INVALID_REQUEST};
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(e.msg, sizeof(e.msg), fmt, ap);
+	va_end(ap);
+	return dump(response(NULL, NULL, &e));
+}
+
+/* ---- request lines --------------------------------------------------------------------- */
+
+struct rpc_line {
+	json_t *req;   /* one request, or a batch: an array of them */
+	size_t next;   /* a batch: the request to answer next */
+	json_t *out;   /* a batch: the responses so far */
+	size_t budget; /* a batch: reply bytes left (VS_RPC_MAX_REPLY at the start) */
+};
+
+struct rpc_line *rpc_line_start(struct vs_rpc *rpc, const char *text, size_t len, char **reply)
 {
 	struct rpc_error e = {0};
+	struct rpc_line *l;
 	json_error_t jerr;
-	json_t *req = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
-	json_t *out;
+	json_t *req = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
+	struct rpc_sizes now = {0, 0};
+	size_t i, bound = 0;
+	json_t *r;
 
+	*reply = NULL;
 	if (!req) {
 		fail(&e, VS_RPC_PARSE_ERROR, 0, "parse error: %s (column %d)", jerr.text,
 		     jerr.column);
-		return dump(response(NULL, NULL, &e));
+		*reply = dump(response(NULL, NULL, &e));
+		return NULL;
 	}
-	if (!json_is_array(req)) {
-		out = handle_one(rpc, req);
-	} else if (!json_array_size(req)) {
-		fail(&e, VS_RPC_INVALID_REQUEST, 0, "an empty batch");
-		out = response(NULL, NULL, &e);
-	} else { /* a batch: the responses of its requests, notifications answered by none */
-		size_t i;
-		json_t *r;
-
-		out = json_array();
-		json_array_foreach(req, i, r)
-		{
-			json_t *one = handle_one(rpc, r);
-
-			if (one && out)
-				json_array_append_new(out, one);
-			else
-				json_decref(one);
-		}
-		if (out && !json_array_size(out)) {
-			json_decref(out);
-			out = NULL;
+	if (json_is_array(req) && !json_array_size(req)) {
+		json_decref(req);
+		*reply = refuse_line("an empty batch");
+		return NULL;
+	}
+	/* A batch is answered a request at a time, between other clients' requests; what its
+	 * replies may take is bounded before any of it runs. */
+	if (json_is_array(req))
+		now = sizes_now(rpc);
+	json_array_foreach(req, i, r)
+	{
+		bound += reply_bound(r, now);
+		if (bound > VS_RPC_MAX_REPLY) {
+			*reply = refuse_line(
+			    "a batch of %zu requests whose replies could take more than %u bytes "
+			    "(stats: 1.5 KiB a LUN, lun_list: 2 KiB a LUN, others 4 KiB): "
+			    "nothing of it was run; send fewer requests a line",
+			    json_array_size(req), VS_RPC_MAX_REPLY);
+			json_decref(req);
+			return NULL;
 		}
 	}
-	json_decref(req);
-	return dump(out);
+	l = calloc(1, sizeof(*l));
+	if (!l || (json_is_array(req) && !(l->out = json_array()))) {
+		free(l);
+		json_decref(req);
+		fail(&e, VS_RPC_INTERNAL_ERROR, ENOMEM, "out of memory");
+		*reply = dump(response(NULL, NULL, &e));
+		return NULL;
+	}
+	l->req = req;
+	l->budget = VS_RPC_MAX_REPLY;
+	return l;
+}
+
+bool rpc_line_step(struct vs_rpc *rpc, struct rpc_line *l, char **reply)
+{
+	json_t *r, *one;
+	size_t bound;
+
+	*reply = NULL;
+	if (!json_is_array(l->req)) {
+		*reply = dump(handle_one(rpc, l->req));
+		rpc_line_free(l);
+		return true;
+	}
+	r = json_array_get(l->req, l->next++);
+	/* LUNs added since the line was checked must not make it pass its bound: past it, a
+	 * request is answered with an error (whose bound the check counted) instead. */
+	bound = reply_bound(r, sizes_now(rpc));
+	if (bound > l->budget) {
+		json_t *id = json_object_get(r, "id");
+		struct rpc_error e = {0};
+
+		fail(&e, VS_RPC_INVALID_REQUEST, 0,
+		     "not run: the batch's replies would pass %u bytes", VS_RPC_MAX_REPLY);
+		if (!json_is_string(id) && !json_is_integer(id))
+			id = NULL;
+		one =
+		    json_is_object(r) && !json_object_get(r, "id") ? NULL : response(id, NULL, &e);
+		bound = error_bound(r);
+	} else {
+		one = handle_one(rpc, r);
+	}
+	l->budget -= bound < l->budget ? bound : l->budget;
+	if (one)
+		json_array_append_new(l->out, one);
+	if (l->next < json_array_size(l->req))
+		return false;
+	if (json_array_size(l->out))
+		*reply = dump(json_incref(l->out));
+	rpc_line_free(l);
+	return true;
+}
+
+void rpc_line_free(struct rpc_line *l)
+{
+	if (!l)
+		return;
+	json_decref(l->req);
+	json_decref(l->out);
+	free(l);
+}
+
+char *vs_rpc_handle(struct vs_rpc *rpc, const char *line, size_t len)
+{
+	char *reply;
+	struct rpc_line *l = rpc_line_start(rpc, line, len, &reply);
+
+	while (l && !rpc_line_step(rpc, l, &reply))
+		;
+	return reply;
 }

@@ -12,9 +12,19 @@
 #define VS_RPC_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #define VS_RPC_MAX_LINE	   65536 /* a longer request line is refused, and its client closed */
-#define VS_RPC_MAX_CLIENTS 64	 /* connections served at once; more are closed at accept */
+/* Connections at once.  A newcomer to a full table closes the client idle longest among
+ * those of the uid that holds the most connections (told why). */
+#define VS_RPC_MAX_CLIENTS 64
+/* The most the replies to one line may take (a batch is refused whole past it, before any
+ * of it runs) */
+#define VS_RPC_MAX_REPLY (1u << 20)
+/* How long a started request line may take to be completed, and replies waiting to be
+ * read may go unread, before the client is closed. */
+#define VS_RPC_STALL_MS	 5000
+#define VS_RPC_MAX_ALLOW 16 /* uids in an allow list */
 
 /* JSON-RPC 2.0 error codes (the spec's, and ours in its -32000..-32099 range). */
 enum vs_rpc_code {
@@ -37,12 +47,20 @@ struct vs_rpc_config {
 	void *arg;
 	/* Lines for the operator (a client dropped, and why); NULL: none. */
 	void (*log)(void *arg, const char *line);
+	/* Uids whose processes may connect (the kernel's SO_PEERCRED); any other gets one
+	 * error line saying so and is closed.  None: root and this process's own uid. */
+	const uint32_t *allow_uids;
+	unsigned nallow_uids; /* at most VS_RPC_MAX_ALLOW */
 };
 
 struct vs_rpc;
 
 /* Listen on cfg->path and start the server's thread.  0, or -errno with err saying why
- * (the path exists and is not a socket, another process listens on it, ...). */
+ * (the path exists and is not a socket, another process listens on it, too many uids...).
+ *
+ * One thread serves every client, a request at a time (a batch too): the next is one of
+ * the client whose uid, then which itself, has had the least of the thread's time lately,
+ * so one that makes it work waits for its own requests, not the others. */
 int vs_rpc_start(struct vs_rpc **rpc, const struct vs_rpc_config *cfg, char *err, size_t errlen);
 
 /* Stop the thread (replies already queued get one last try), close every client and remove
@@ -50,7 +68,8 @@ int vs_rpc_start(struct vs_rpc **rpc, const struct vs_rpc_config *cfg, char *err
 void vs_rpc_stop(struct vs_rpc *rpc);
 
 /* A server without a socket or a thread, for tests and fuzzers: only vs_rpc_handle, on the
- * caller's thread (cfg->path is not used).  Freed by vs_rpc_stop.  0 or -ENOMEM. */
+ * caller's thread (cfg->path is not used).  Freed by vs_rpc_stop.  0, -ENOMEM, or -E2BIG
+ * (more than VS_RPC_MAX_ALLOW uids allowed). */
 int vs_rpc_new(struct vs_rpc **rpc, const struct vs_rpc_config *cfg);
 
 /* One request line (without its newline) to its response line (without one; malloc'd, the

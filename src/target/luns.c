@@ -66,9 +66,11 @@ int tq_lun_open(struct vs_target *t, const struct vs_target_lun *l, char *err, s
 {
 	struct vs_scsi_lun_params p = {
 	    .block_size = t->block_size, .resized = lun_resized, .resized_arg = t};
+	struct vs_backend_opts o = {
+	    .testing = t->testing, .root = t->lun_root, .block_size = t->block_size};
 	struct vs_scsi_lun *lun = NULL;
 	struct vs_backend *be = NULL;
-	char why[256] = "", name[PATH_MAX + 8];
+	char why[512] = "", name[PATH_MAX + 8];
 	uint64_t size;
 	int rc;
 
@@ -77,17 +79,11 @@ int tq_lun_open(struct vs_target *t, const struct vs_target_lun *l, char *err, s
 			      VS_TARGET_MAX_LUNS - 1);
 	if (!l->spec || !*l->spec)
 		return tq_err(err, errlen, -EINVAL, "LUN %u: no backend", l->id);
-	rc = vs_backend_open(&be, l->spec, why, sizeof(why));
+	rc = vs_backend_open_opts(&be, l->spec, &o, why, sizeof(why)); /* sizes checked there */
 	if (rc)
 		return tq_err(err, errlen, rc, "LUN %u (%s): %s", l->id, l->spec,
 			      *why ? why : strerror(-rc));
 	size = vs_backend_size(be);
-	if (size < t->block_size || size % t->block_size) {
-		rc = tq_err(err, errlen, -EINVAL,
-			    "LUN %u (%s): size %llu bytes is not a whole number of %u-byte blocks",
-			    l->id, l->spec, (unsigned long long)size, t->block_size);
-		goto fail;
-	}
 	lun_name(name, sizeof(name), l, be);
 	p.be = be;
 	p.name = name;

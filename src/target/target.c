@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -138,6 +139,25 @@ static void op_mem_changed(void *opaque, const struct vs_mem *mem)
 			(unsigned long long)mem->regions[i].uva, mem->regions[i].host);
 }
 
+/* A frontend (a guest's QEMU) that may use the management socket can export any file the
+ * target may open: the operator must hear of it. */
+static void warn_if_manager(struct vs_target *t)
+{
+	pid_t pid;
+	uid_t uid;
+
+	if (!t->vs || vs_vhost_server_peer(t->vs, &pid, &uid))
+		return;
+	for (unsigned i = 0; i < t->nmanager_uids; i++)
+		if (t->manager_uids[i] == uid) {
+			tq_log(t,
+			       "warning: the frontend (pid %d) runs as uid %u, which may use the "
+			       "management socket: run QEMU under another uid (docs/SECURITY.md)",
+			       (int)pid, (unsigned)uid);
+			return;
+		}
+}
+
 static void op_connected(void *opaque)
 {
 	struct vs_target *t = opaque;
@@ -147,6 +167,7 @@ static void op_connected(void *opaque)
 	tq_events_connected(t, true);
 	VS_INFO(VHOST, "frontend connected (connection %llu)",
 		(unsigned long long)__atomic_load_n(&t->connections, __ATOMIC_RELAXED));
+	warn_if_manager(t);
 }
 
 static void op_disconnected(void *opaque, const char *why)
@@ -299,6 +320,19 @@ static void queues_init(struct vs_target *t)
 	}
 }
 
+/* The LUN root must be a directory now, not at the first LUN added through the socket. */
+static int lun_root_check(struct vs_target *t, const char *root, char *err, size_t errlen)
+{
+	int fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd < 0)
+		return tq_err(err, errlen, -errno, "LUN root %s: %s", root, strerror(errno));
+	close(fd);
+	if (!(t->lun_root = strdup(root)))
+		return tq_err(err, errlen, -ENOMEM, "out of memory");
+	return 0;
+}
+
 /* Everything but the threads and the socket.  manual: a target without threads. */
 static int target_create(struct vs_target **out, const struct vs_target_config *cfg, bool manual,
 			 char *err, size_t errlen)
@@ -326,6 +360,9 @@ static int target_create(struct vs_target **out, const struct vs_target_config *
 	    cfg->adaptive_poll_us != VS_TARGET_ADAPTIVE_POLL_OFF)
 		return tq_err(err, errlen, -EINVAL, "adaptive poll of %u us: at most %u",
 			      cfg->adaptive_poll_us, VS_TARGET_ADAPTIVE_POLL_MAX);
+	if (cfg->nmanager_uids > VS_TARGET_MAX_MANAGERS)
+		return tq_err(err, errlen, -EINVAL, "%u manager uids: at most %u",
+			      cfg->nmanager_uids, VS_TARGET_MAX_MANAGERS);
 
 	t = calloc(1, sizeof(*t));
 	if (!t)
@@ -341,6 +378,10 @@ static int target_create(struct vs_target **out, const struct vs_target_config *
 	t->worker_timeout_ms = cfg->worker_timeout_ms ? cfg->worker_timeout_ms : TQ_WORKER_TIMEOUT_MS;
 	t->log = cfg->log;
 	t->log_arg = cfg->log_arg;
+	t->testing = cfg->testing;
+	for (unsigned i = 0; i < cfg->nmanager_uids; i++)
+		t->manager_uids[i] = cfg->manager_uids[i];
+	t->nmanager_uids = cfg->nmanager_uids;
 	t->nworkers = cfg->workers ? cfg->workers : t->num_queues < cpus() ? t->num_queues : cpus();
 	if (t->nworkers > t->num_queues)
 		t->nworkers = t->num_queues; /* more would idle */
@@ -367,6 +408,8 @@ static int target_create(struct vs_target **out, const struct vs_target_config *
 		"target: socket %s, %u request queues, %u workers (%s), block size %u, %u LUNs",
 		manual ? "(none: manual)" : cfg->socket_path, t->num_queues, t->nworkers,
 		t->poll ? "poll" : "event", t->block_size, cfg->nluns);
+	if (cfg->lun_root && (rc = lun_root_check(t, cfg->lun_root, err, errlen)))
+		goto fail;
 	if ((rc = vs_scsi_dev_create(&t->dev)))
 		goto fail;
 	if ((rc = luns_open(t, cfg, err, errlen)))
@@ -503,6 +546,7 @@ int vs_target_destroy(struct vs_target *t)
 	pthread_cond_destroy(&t->tmf_cond);
 	ts_fini(t);
 	free(t->workers);
+	free(t->lun_root);
 	VS_INFO(INIT, "target stopped%s", rc ? " (flush failed)" : "");
 	free(t);
 	return rc;

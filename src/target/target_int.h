@@ -244,6 +244,10 @@ struct vs_target {
 	unsigned worker_timeout_ms;
 	void (*log)(void *arg, const char *line);
 	void *log_arg;
+	bool testing;	/* LUN specs may use the test-only options */
+	char *lun_root; /* NULL, or where file LUNs and write logs must live */
+	uint32_t manager_uids[VS_TARGET_MAX_MANAGERS]; /* a frontend under one is warned about */
+	unsigned nmanager_uids;
 	int failed; /* atomic: the session must end (manual mode reads it) */
 	bool lost;  /* a worker stopped answering: the target can only fail cleanly */
 	struct vs_scsi_dev *dev;

@@ -163,19 +163,23 @@ int vs_trace_set_provider(const char *provider, int level, uint32_t flag_mask)
 	return rc;
 }
 
-int vs_trace_set_spec(const char *spec)
+/* Strict, as `vioscope trace enable`: a provider or flag that no loaded object declares is
+ * refused (a typo would otherwise turn every flag off), and nothing changes. */
+int vs_trace_set_spec_why(const char *spec, char *why, size_t whylen)
 {
 	uint32_t level;
-	char why[256];
+	char reason[512];
 	int rc = 0;
 	pthread_mutex_lock(&reg.lock);
 	read_spec();
 	struct vs_spec_provider *sp = all_spec_providers();
 	uint32_t *masks = calloc(reg.nprovs ? reg.nprovs : 1, sizeof *masks);
-	char *copy = strdup(spec);
+	char *copy = spec ? strdup(spec) : NULL;
 	if (!sp || !masks || !copy) {
-		rc = -ENOMEM;
-	} else if (vs_spec_eval(spec, sp, reg.nprovs, false, &level, masks, why, sizeof why) < 0) {
+		rc = spec ? -ENOMEM : -EINVAL;
+		snprintf(reason, sizeof reason, "%s", spec ? "out of memory" : "no spec");
+	} else if (vs_spec_eval(spec, sp, reg.nprovs, true, &level, masks, reason, sizeof reason) <
+		   0) {
 		rc = -EINVAL;
 	} else {
 		for (uint32_t i = 0; i < reg.nprovs; i++)
@@ -188,7 +192,14 @@ int vs_trace_set_spec(const char *spec)
 	free(sp);
 	free(masks);
 	pthread_mutex_unlock(&reg.lock);
+	if (rc < 0 && why && whylen)
+		snprintf(why, whylen, "%s", reason);
 	return rc;
+}
+
+int vs_trace_set_spec(const char *spec)
+{
+	return vs_trace_set_spec_why(spec, NULL, 0);
 }
 
 /* ---- providers --------------------------------------------------------------------------- */

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Numbers from command lines and specs: strict, so that a typo is an error, not a zero. */
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "util/util.h"
@@ -33,12 +34,15 @@ int vs_parse_size(const char *s, uint64_t *out)
 	unsigned shift = 0;
 	const char *p = s;
 
+	bool big = false;
+
 	if (!s || !is_digit(*s))
 		return -EINVAL;
 	for (; is_digit(*p); p++) {
-		if (v > (UINT64_MAX - (uint64_t)(*p - '0')) / 10)
-			return -EINVAL;
-		v = v * 10 + (uint64_t)(*p - '0');
+		if (v > (uint64_t)(INT64_MAX - (*p - '0')) / 10)
+			big = true; /* keep going: a malformed tail is still -EINVAL */
+		else
+			v = v * 10 + (uint64_t)(*p - '0');
 	}
 	switch (*p) {
 	case 'k': case 'K': shift = 10; p++; break;
@@ -47,8 +51,11 @@ int vs_parse_size(const char *s, uint64_t *out)
 	case 't': case 'T': shift = 40; p++; break;
 	default: break;
 	}
-	if (*p || (shift && v > UINT64_MAX >> shift))
+	if (*p)
 		return -EINVAL;
+	/* Sizes become off_t and JSON integers: both signed 64-bit. */
+	if (big || v > (uint64_t)INT64_MAX >> shift)
+		return -ERANGE;
 	*out = v << shift;
 	return 0;
 }

@@ -192,8 +192,8 @@ int vs_vfail(char *why, size_t whylen, int rc, const char *fmt, va_list ap)
 /* ---- numbers --------------------------------------------------------------------------- */
 /* Strict decimal in [min, max] (no sign, no space, nothing after): 0 or -EINVAL/-ERANGE. */
 int vs_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
-/* A size with an optional K, M, G or T suffix (powers of 1024, either case): 0 or -EINVAL
- * (malformed, or overflowing 64 bits). */
+/* A size with an optional K, M, G or T suffix (powers of 1024, either case): 0, -EINVAL
+ * (malformed) or -ERANGE (more than INT64_MAX bytes: a size must fit off_t). */
 int vs_parse_size(const char *s, uint64_t *out);
 /* Non-negative decimal seconds ("2", "0.5"): 0 or -EINVAL. */
 int vs_parse_seconds(const char *s, double *out);

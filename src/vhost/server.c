@@ -35,6 +35,7 @@ struct vs_vhost_server {
 	void *opaque;
 	int listen_fd, conn_fd, wake_fd; /* -1 when unused */
 	char *path;
+	struct ucred peer; /* the frontend's process, when conn_fd >= 0 (pid 0: unknown) */
 
 	/* vs_vhost_server_drop(), from any thread; under drop_lock: */
 	pthread_mutex_t drop_lock;
@@ -169,6 +170,15 @@ void vs_vhost_server_wake(struct vs_vhost_server *srv)
 	}
 }
 
+int vs_vhost_server_peer(const struct vs_vhost_server *srv, pid_t *pid, uid_t *uid)
+{
+	if (srv->conn_fd < 0 || !srv->peer.pid)
+		return -ENOTCONN;
+	*pid = srv->peer.pid;
+	*uid = srv->peer.uid;
+	return 0;
+}
+
 static void accept_one(struct vs_vhost_server *srv)
 {
 	struct timeval tv = {.tv_sec = IO_TIMEOUT};
@@ -186,10 +196,13 @@ static void accept_one(struct vs_vhost_server *srv)
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	srv->conn_fd = fd;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &srv->peer, &(socklen_t){sizeof(srv->peer)}))
+		srv->peer = (struct ucred){.pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1};
 	pthread_mutex_lock(&srv->drop_lock);
 	srv->session = true;
 	pthread_mutex_unlock(&srv->drop_lock);
-	VS_INFO(VHOST, "frontend connected (fd %d)", fd);
+	VS_INFO(VHOST, "frontend connected (fd %d): pid %d uid %u", fd, (int)srv->peer.pid,
+		(unsigned)srv->peer.uid);
 	if (srv->ops.connected)
 		srv->ops.connected(srv->opaque);
 }

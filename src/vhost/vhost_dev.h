@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "vhost/vhost_msg.h"
 #include "virtio/virtio.h" /* struct vs_mem */
@@ -124,6 +125,10 @@ struct vs_vhost_server *vs_vhost_server_create(const char *path, unsigned max_qu
  * session state is torn down, disconnected() is called and the next frontend is accepted.
  * 0 when stopped, -errno if the listening socket fails, -EIO when the device is wedged. */
 int vs_vhost_server_serve(struct vs_vhost_server *s, volatile sig_atomic_t *stop);
+
+/* The connected frontend's process as the kernel saw it connect (SO_PEERCRED): 0, or
+ * -ENOTCONN when none is connected.  On the serving thread (connected() included). */
+int vs_vhost_server_peer(const struct vs_vhost_server *s, pid_t *pid, uid_t *uid);
 
 /* Make serve() re-check *stop now.  Async-signal-safe, any thread. */
 void vs_vhost_server_wake(struct vs_vhost_server *s);

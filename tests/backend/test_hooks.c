@@ -114,6 +114,38 @@ static void test_bad_options(void **state)
 	assert_non_null(strstr(err, "/nonexistent/dir/log"));
 }
 
+/* log-writes= creates its file: one that exists, or a symlink planted where the log goes
+ * (a shared directory), is refused with -EEXIST, and what it names keeps its content.  (On
+ * dcf1c4a both were truncated into a new log.) */
+static void test_log_is_never_overwritten(void **state)
+{
+	char dir[] = "/tmp/vs-hooks-XXXXXX", victim[64], planted[64], spec[160], buf[16] = "";
+	struct vs_backend *be;
+	char err[256];
+	int fd;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(victim, sizeof(victim), "%s/victim", dir);
+	snprintf(planted, sizeof(planted), "%s/planted", dir);
+	fd = open(victim, O_CREAT | O_WRONLY | O_TRUNC, 0600);
+	assert_int_equal(write(fd, "keep me", 7), 7);
+	close(fd);
+	assert_int_equal(symlink(victim, planted), 0);
+	snprintf(spec, sizeof(spec), "ram=1M,log-writes=%s", victim);
+	assert_int_equal(vs_backend_open(&be, spec, err, sizeof(err)), -EEXIST);
+	assert_non_null(strstr(err, "never overwritten"));
+	snprintf(spec, sizeof(spec), "ram=1M,log-writes=%s", planted);
+	assert_int_equal(vs_backend_open(&be, spec, err, sizeof(err)), -EEXIST);
+	fd = open(victim, O_RDONLY);
+	assert_int_equal(read(fd, buf, sizeof(buf)), 7);
+	close(fd);
+	assert_string_equal(buf, "keep me");
+	unlink(planted);
+	unlink(victim);
+	rmdir(dir);
+}
+
 static unsigned read_log(const char *path, struct lw_test_entry *e, unsigned max)
 {
 	int n = lw_test_read(path, e, max);
@@ -201,9 +233,13 @@ static void test_log_stops_on_partial_sector(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_drop_write), cmocka_unit_test(test_misdirect_write),
-	    cmocka_unit_test(test_stale_read), cmocka_unit_test(test_bad_options),
-	    cmocka_unit_test(test_log_order),  cmocka_unit_test(test_log_stops_on_partial_sector),
+	    cmocka_unit_test(test_drop_write),
+	    cmocka_unit_test(test_misdirect_write),
+	    cmocka_unit_test(test_stale_read),
+	    cmocka_unit_test(test_bad_options),
+	    cmocka_unit_test(test_log_is_never_overwritten),
+	    cmocka_unit_test(test_log_order),
+	    cmocka_unit_test(test_log_stops_on_partial_sector),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

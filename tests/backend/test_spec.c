@@ -80,6 +80,19 @@ static void test_bad_sizes(void **state)
 	expect_fail("null=16777216T", -EINVAL);		   /* 2^64 after the shift */
 }
 
+/* A size must fit off_t (signed 64-bit): a larger one is refused as too large, not
+ * wrapped or clamped.  (On dcf1c4a null=18446744073709551104 opened, and the target listed
+ * it as 9223372036854775807 bytes.) */
+static void test_sizes_past_int64(void **state)
+{
+	(void)state;
+	assert_non_null(strstr(expect_fail("null=18446744073709551104", -EINVAL), "is too large"));
+	assert_non_null(strstr(expect_fail("null=9223372036854775808", -EINVAL), "is too large"));
+	assert_non_null(strstr(expect_fail("ram=8388608T", -EINVAL), "is too large"));
+	expect_open("null=8388607T", "null", 8388607ull << 40, false);
+	expect_open("null=9223372036854775807", "null", INT64_MAX, false);
+}
+
 static void test_bad_kinds(void **state)
 {
 	(void)state;
@@ -154,6 +167,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_ram_null_sizes),
 	    cmocka_unit_test(test_bad_sizes),
+	    cmocka_unit_test(test_sizes_past_int64),
 	    cmocka_unit_test(test_bad_kinds),
 	    cmocka_unit_test(test_file_specs),
 	    cmocka_unit_test(test_null_err_buffer),

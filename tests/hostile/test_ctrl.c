@@ -189,7 +189,7 @@ static void tmf_during_big_read(struct sess *s, uint32_t tmf, uint8_t expect, un
 
 static void abort_task_during_a_32mib_read(void **state)
 {
-	const char *const args[] = {"--lun", "0:ram=64M,delay=2000000", NULL};
+	const char *const args[] = {"--testing", "--lun", "0:ram=64M,delay=2000000", NULL};
 	struct sess *s = *state;
 
 	assert_int_equal(sess_start(s, args, &(struct fe_opts){.nq = 3}), 0);
@@ -200,7 +200,7 @@ static void abort_task_during_a_32mib_read(void **state)
 static void lun_reset_during_a_32mib_read(void **state)
 {
 	/* A file LUN: the kernel writes the data (io_uring), then the completion waits. */
-	const char *const args[] = {"--lun", "0:file=%F,delay=2000000", NULL};
+	const char *const args[] = {"--testing", "--lun", "0:file=%F,delay=2000000", NULL};
 	struct sess *s = *state;
 
 	assert_int_equal(sess_start(s, args, &(struct fe_opts){.nq = 3}), 0);

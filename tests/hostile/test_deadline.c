@@ -25,8 +25,9 @@
 #define REQ0 VS_VIRTIO_SCSI_VQ_REQ0
 
 /* LUN 0 a file, LUN 1 in RAM whose bios complete 60 s late; workers give up after 2 s. */
-static const char *const args[] = {"--lun",	     "0:file=%F", "--lun", "1:ram=16M,delay=60000000",
-				   "--worker-timeout", "2",	    NULL};
+static const char *const args[] = {
+    "--testing",	"--lun", "0:file=%F", "--lun", "1:ram=16M,delay=60000000",
+    "--worker-timeout", "2",	 NULL};
 
 /* Start the target; a WRITE to the file LUN (completed), then a READ of the slow LUN
  * left in flight. */

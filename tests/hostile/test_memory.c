@@ -275,7 +275,7 @@ static void run_batch(struct sess *s, uint8_t op, bool split)
 static void memory_table_changes_with_1000_requests_in_flight(void **state)
 {
 	/* Every bio completes 300 ms late: all 1,000 are in flight when the table changes. */
-	const char *const args[] = {"--lun", "0:ram=16M,delay=300000", NULL};
+	const char *const args[] = {"--testing", "--lun", "0:ram=16M,delay=300000", NULL};
 	const struct fe_opts opts = {.nq = 3, .qsize = {128, 128, 1024}};
 	struct sess *s = *state;
 

@@ -132,7 +132,7 @@ int tgt_start(struct tgt *t)
 		argv[n++] = "--lun";
 		argv[n++] = (char *)t->luns[i];
 	}
-	for (unsigned i = 0; i < 4 && t->args[i]; i++)
+	for (unsigned i = 0; i < 8 && t->args[i]; i++)
 		argv[n++] = (char *)t->args[i];
 	argv[n] = NULL;
 	p = fork();
@@ -140,11 +140,15 @@ int tgt_start(struct tgt *t)
 		return -errno;
 	if (p == 0) {
 		int fd = open("/dev/null", O_WRONLY);
+		int log =
+		    t->log ? open(t->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600) : -1;
 
 		prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the test */
 		if (fd >= 0) {
 			dup2(fd, 1);
-			if (!getenv("VIOSCOPE_TEST_TARGET_LOG"))
+			if (log >= 0)
+				dup2(log, 2);
+			else if (!getenv("VIOSCOPE_TEST_TARGET_LOG"))
 				dup2(fd, 2);
 		}
 		execv(VIOSCOPE_BIN, argv);

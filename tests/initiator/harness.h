@@ -21,7 +21,8 @@ struct tgt {
 	const char *luns[4]; /* "0:ram=64M" ... */
 	unsigned queues;
 	unsigned block_size; /* 0: the target's default (512) */
-	const char *args[4]; /* more target options ("--rpc", path), NULL-terminated */
+	const char *args[8]; /* more target options ("--rpc", path), NULL-terminated */
+	const char *log;     /* the target's stderr goes here (NULL: /dev/null) */
 };
 
 /* Make the temporary directory (and sock/file paths) once per test. */

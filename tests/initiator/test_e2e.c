@@ -218,8 +218,7 @@ static void test_queues_4(void **state)
  * is logged only once a flush made it durable, just before that FLUSH entry. */
 static void test_flush(void **state)
 {
-	char log[] = "/tmp/vs-e2e-log-XXXXXX", lun0[96];
-	int fd = mkstemp(log);
+	char dir[] = "/tmp/vs-e2e-log-XXXXXX", log[64], lun0[96];
 	struct fx *x;
 	struct vs_ini_queue *q;
 	struct lw_test_entry e[8];
@@ -227,8 +226,8 @@ static void test_flush(void **state)
 	static struct waiter wt;
 
 	(void)state;
-	assert_true(fd >= 0);
-	close(fd);
+	assert_non_null(mkdtemp(dir)); /* the target creates the log: it never reuses a file */
+	snprintf(log, sizeof(log), "%s/log", dir);
 	snprintf(lun0, sizeof(lun0), "FILE,log-writes=%s", log);
 	x = fx_open(lun0, NULL, 1, 512, NULL);
 	q = vs_ini_get_queue(x->ini, 0);
@@ -252,6 +251,7 @@ static void test_flush(void **state)
 	assert_true(e[2].flags == VS_LW_FLUSH);
 	fx_close(x);
 	unlink(log);
+	rmdir(dir);
 }
 
 /* UNMAP of written blocks: they read back as zeros, the neighbours keep their data. */

@@ -100,6 +100,7 @@ static struct vs_ini *open_interrupt(struct tgt *t, const char *lun)
 
 	tgt_init(t);
 	t->luns[0] = lun;
+	t->args[0] = "--testing"; /* one test holds requests with delay= */
 	t->queues = 1;
 	assert_int_equal(tgt_start(t), 0);
 	o = ini_opts(t, 1);

@@ -234,6 +234,7 @@ static void test_lun_reset_under_load(void **state)
 	(void)state;
 	tgt_init(&t);
 	t.luns[0] = "0:ram=64M,delay=20000,delay-every=4";
+	t.args[0] = "--testing";
 	t.queues = 2;
 	assert_int_equal(tgt_start(&t), 0);
 	o = ini_opts(&t, 2);
@@ -319,6 +320,7 @@ static void test_abort(void **state)
 	tgt_init(&t);
 	t.luns[0] = "0:ram=16M,delay=500000";
 	t.luns[1] = "1:ram=16M";
+	t.args[0] = "--testing";
 	assert_int_equal(tgt_start(&t), 0);
 	o = ini_opts(&t, 1);
 	assert_int_equal(vs_ini_open(&ini, &o), 0);

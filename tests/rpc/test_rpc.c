@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -31,6 +33,7 @@
 struct fx {
 	struct tgt t;
 	char rpc[128];
+	char log[128]; /* the target's stderr */
 	struct vs_ini *ini;
 	struct vs_ini_queue *q;
 	uint8_t *buf; /* 1 MiB of the initiator's shared memory */
@@ -56,26 +59,42 @@ static int rpc_connect(const char *path)
 	}
 }
 
-static struct fx *fx_open(const char *lun0, const char *lun1)
+/* A target with LUN 0 (and 1), the management socket and more options (NULL-terminated,
+ * at most 6), its stderr in x->log; with an initiator connected when ini. */
+static struct fx *fx_start(const char *lun0, const char *lun1, const char *const *more, bool ini)
 {
 	struct fx *x = calloc(1, sizeof(*x));
 	struct vs_ini_opts o;
+	unsigned n = 0;
 
 	assert_non_null(x);
 	tgt_init(&x->t);
 	snprintf(x->rpc, sizeof(x->rpc), "%s/rpc.sock", x->t.dir);
+	snprintf(x->log, sizeof(x->log), "%s/target.log", x->t.dir);
 	x->t.luns[0] = lun0;
 	x->t.luns[1] = lun1;
-	x->t.args[0] = "--rpc";
-	x->t.args[1] = x->rpc;
+	x->t.log = x->log;
+	x->t.args[n++] = "--rpc";
+	x->t.args[n++] = x->rpc;
+	for (; more && *more; more++) {
+		assert_true(n < 8);
+		x->t.args[n++] = *more;
+	}
 	assert_int_equal(tgt_start(&x->t), 0);
 	close(rpc_connect(x->rpc)); /* it listens */
+	if (!ini)
+		return x;
 	o = ini_opts(&x->t, 1);
 	assert_int_equal(vs_ini_open(&x->ini, &o), 0);
 	x->q = vs_ini_get_queue(x->ini, 0);
 	x->buf = vs_ini_alloc(x->ini, 1 << 20, 4096);
 	assert_non_null(x->buf);
 	return x;
+}
+
+static struct fx *fx_open(const char *lun0, const char *lun1)
+{
+	return fx_start(lun0, lun1, NULL, true);
 }
 
 static void fx_close(struct fx *x)
@@ -86,13 +105,13 @@ static void fx_close(struct fx *x)
 	free(x);
 }
 
-/* One line from fd within the deadline (without its newline), or NULL at EOF/reset. */
-static char *read_line(int fd)
+/* One line from fd within ms (without its newline), or NULL at EOF/reset. */
+static char *read_line_within(int fd, uint64_t ms)
 {
 	static char buf[1 << 20];
 	static size_t len;
 	static int owner = -1;
-	uint64_t end = now_ms() + DEADLINE_MS;
+	uint64_t end = now_ms() + ms;
 
 	if (owner != fd) /* one reader at a time: what another fd left is not ours */
 		len = 0, owner = fd;
@@ -117,6 +136,11 @@ static char *read_line(int fd)
 			return NULL;
 		len += (size_t)n;
 	}
+}
+
+static char *read_line(int fd)
+{
+	return read_line_within(fd, DEADLINE_MS);
 }
 
 static void send_all(int fd, const char *s, size_t len)
@@ -731,13 +755,610 @@ static void test_client(void **state)
 	fx_close(x);
 }
 
+/* ---- the management plane under hostile clients (issue 22) ------------------------------ */
+
+#define MAX_CLIENTS 64	  /* VS_RPC_MAX_CLIENTS */
+#define NOBODY	    65534 /* a uid the target does not run under */
+
+/* The target's stderr holds text (within the deadline: it is written on its threads). */
+static bool log_has(struct fx *x, const char *text, uint64_t ms)
+{
+	uint64_t end = now_ms() + ms;
+	static char buf[1 << 16];
+
+	for (;;) {
+		FILE *f = fopen(x->log, "r");
+		size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+
+		if (f)
+			fclose(f);
+		buf[n] = 0;
+		if (strstr(buf, text))
+			return true;
+		if (now_ms() >= end)
+			return false;
+		usleep(10000);
+	}
+}
+
+/* A request line of method with params (a JSON object). */
+static const char *req(const char *method, const char *params)
+{
+	static char line[2048];
+
+	snprintf(line, sizeof(line),
+		 "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"%.32s\",\"params\":%.1900s}", method,
+		 params);
+	return line;
+}
+
+/* Let other users reach the management socket (the test runs as root). */
+static void open_to_others(struct fx *x)
+{
+	assert_int_equal(chmod(x->t.dir, 0711), 0);
+	assert_int_equal(chmod(x->rpc, 0666), 0);
+}
+
+/* As uid NOBODY (a child process): connect, send line, read one line into reply ("" at
+ * EOF).  0, or why the child failed. */
+static int as_nobody(const char *sock, const char *line, char *reply, size_t len)
+{
+	int pfd[2], status;
+	size_t n = 0;
+	ssize_t r;
+	pid_t p;
+
+	assert_int_equal(pipe2(pfd, O_CLOEXEC), 0);
+	p = fork();
+	assert_true(p >= 0);
+	if (p == 0) {
+		struct sockaddr_un sa = {.sun_family = AF_UNIX};
+		char buf[4096];
+		size_t got = 0;
+		int fd;
+
+		close(pfd[0]);
+		if (setgroups(0, NULL) || setgid(NOBODY) || setuid(NOBODY))
+			_exit(10);
+		snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
+		fd = socket(AF_UNIX, SOCK_STREAM, 0);
+		if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)))
+			_exit(11);
+		/* A refused peer may be closed before it sends: what it was told is read all
+		 * the same. */
+		if (send(fd, line, strlen(line), MSG_NOSIGNAL) >= 0)
+			(void)!send(fd, "\n", 1, MSG_NOSIGNAL);
+		alarm(DEADLINE_MS / 1000); /* the deadline of the read below */
+		while (got < sizeof(buf) && !memchr(buf, '\n', got) &&
+		       (r = recv(fd, buf + got, sizeof(buf) - got, 0)) > 0)
+			got += (size_t)r;
+		if (write(pfd[1], buf, got) != (ssize_t)got)
+			_exit(13);
+		_exit(0);
+	}
+	close(pfd[1]);
+	while (n + 1 < len && (r = read(pfd[0], reply + n, len - 1 - n)) > 0)
+		n += (size_t)r;
+	reply[n] = 0;
+	close(pfd[0]);
+	assert_int_equal(waitpid(p, &status, 0), p);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* 64 clients connect, are answered once and stay without a word: a newcomer is still
+ * answered; the one idle longest is closed and told why, the others keep working.  (On
+ * dcf1c4a the newcomer was closed at accept: "send: Broken pipe".) */
+static void test_idle_clients_are_evicted(void **state)
+{
+	struct fx *x = fx_start("0:ram=16M", NULL, NULL, false);
+	int idle[MAX_CLIENTS], op, closed = 0;
+	char ids[64];
+
+	(void)state;
+	for (unsigned i = 0; i < MAX_CLIENTS; i++) {
+		idle[i] = rpc_connect(x->rpc);
+		list_ids(idle[i], ids, sizeof(ids)); /* accepted, answered */
+	}
+	op = rpc_connect(x->rpc);
+	list_ids(op, ids, sizeof(ids));
+	assert_string_equal(ids, "0,");
+	/* idle[0] was answered first: idle longest.  It was told, then closed. */
+	for (unsigned i = 0; i < MAX_CLIENTS; i++) {
+		struct pollfd p = {.fd = idle[i], .events = POLLRDHUP};
+
+		if (poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP))) {
+			char *line = read_line(idle[i]);
+
+			assert_int_equal(i, 0);
+			assert_non_null(line);
+			assert_non_null(strstr(line, "idle longest"));
+			free(line);
+			assert_null(read_line(idle[i]));
+			closed++;
+		}
+	}
+	assert_int_equal(closed, 1);
+	assert_true(log_has(x, "it had been idle longest", DEADLINE_MS));
+	list_ids(idle[MAX_CLIENTS - 1], ids, sizeof(ids));
+	assert_string_equal(ids, "0,");
+	for (unsigned i = 0; i < MAX_CLIENTS; i++)
+		close(idle[i]);
+	close(op);
+	fx_close(x);
+}
+
+/* Half a request line and nothing more: refused with -32600 and closed after
+ * VS_RPC_STALL_MS (5 s), another client served meanwhile.  (On dcf1c4a it stayed for
+ * good.) */
+static void test_partial_line_times_out(void **state)
+{
+	struct fx *x = fx_start("0:ram=16M", NULL, NULL, false);
+	int slow = rpc_connect(x->rpc), other = rpc_connect(x->rpc);
+	char ids[64], *line;
+
+	(void)state;
+	send_all(slow, "{\"jsonrpc\":\"2.0\",", 17);
+	list_ids(other, ids, sizeof(ids));
+	assert_string_equal(ids, "0,");
+	line = read_line_within(slow, 3 * DEADLINE_MS);
+	assert_non_null(line);
+	assert_non_null(strstr(line, "-32600"));
+	assert_non_null(strstr(line, "no complete request line within 5000 ms"));
+	free(line);
+	assert_null(read_line(slow));
+	list_ids(other, ids, sizeof(ids));
+	close(slow);
+	close(other);
+	fx_close(x);
+}
+
+/* A client that queues requests and never reads its replies is closed once they have
+ * gone unread for VS_RPC_STALL_MS; the others are served throughout.  (On dcf1c4a it
+ * held its slot and its replies for good.) */
+static void test_unread_replies_drop_the_client(void **state)
+{
+	struct fx *x = fx_start("0:ram=16M", NULL, NULL, false);
+	int stuck = rpc_connect(x->rpc), other = rpc_connect(x->rpc);
+	static const char line[] = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"stats\"}\n";
+	struct pollfd p = {.fd = stuck, .events = POLLRDHUP};
+	unsigned queued = 0;
+	char ids[64];
+
+	(void)state;
+	while (send(stuck, line, sizeof(line) - 1, MSG_NOSIGNAL | MSG_DONTWAIT) > 0)
+		queued++;
+	assert_int_equal(errno, EAGAIN);
+	assert_true(queued > 100);
+	list_ids(other, ids, sizeof(ids));
+	/* Closed by the target: the hang-up shows while its replies still sit unread. */
+	assert_int_equal(poll(&p, 1, 3 * DEADLINE_MS), 1);
+	assert_true(p.revents & (POLLRDHUP | POLLHUP));
+	assert_true(log_has(x, "its replies went unread for 5000 ms", DEADLINE_MS));
+	list_ids(other, ids, sizeof(ids));
+	assert_string_equal(ids, "0,");
+	close(stuck);
+	close(other);
+	fx_close(x);
+}
+
+/* 30 clients each queue hundreds of requests (every one grows its own LUN by a block) and
+ * never read; then an operator connects and asks for lun_list.  The target is stopped
+ * (SIGSTOP) while they all send, so that it finds everything at once: the operator's
+ * answer must come after at most about one request of each flooder, which the LUNs' sizes
+ * in that answer count.  (On dcf1c4a every flooder's buffered lines were answered first:
+ * 8,340 requests before the operator's.) */
+static void test_a_flood_waits_its_turn(void **state)
+{
+	enum { FLOODERS = 30 };
+	struct fx *x = fx_start("0:ram=16M", NULL, NULL, false);
+	int setup = rpc_connect(x->rpc), op, fl[FLOODERS], status;
+	unsigned queued[FLOODERS] = {0}, served = 0;
+	char line[256], params[64], ids[256];
+	json_t *resp, *list, *l;
+	size_t i;
+
+	(void)state;
+	for (unsigned k = 0; k < FLOODERS; k++) {
+		snprintf(params, sizeof(params), "{\"id\":%u,\"spec\":\"ram=1M\"}", k + 1);
+		json_decref(call_ok(setup, "lun_add", params));
+	}
+	close(setup);
+	for (unsigned k = 0; k < FLOODERS; k++) {
+		fl[k] = rpc_connect(x->rpc);
+		list_ids(fl[k], ids, sizeof(ids)); /* accepted */
+	}
+	assert_int_equal(kill(x->t.pid, SIGSTOP), 0);
+	assert_int_equal(waitpid(x->t.pid, &status, WUNTRACED), x->t.pid);
+	assert_true(WIFSTOPPED(status));
+	/* The operator comes last: it is accepted after the flooders' lines are read, as
+	 * dcf1c4a read them and answered them all first. */
+	op = rpc_connect(x->rpc);
+	for (unsigned k = 0; k < FLOODERS; k++) {
+		for (unsigned n = 1; n <= 2000; n++) {
+			int len =
+			    snprintf(line, sizeof(line),
+				     "{\"jsonrpc\":\"2.0\",\"id\":%u,\"method\":\"lun_resize\","
+				     "\"params\":{\"id\":%u,\"size\":%u}}\n",
+				     n, k + 1, (1u << 20) + 512 * n);
+			ssize_t w = send(fl[k], line, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+			if (w != len)
+				break; /* its socket is full (a part of a line is never answered) */
+			queued[k]++;
+		}
+		assert_true(queued[k] >= 200);
+	}
+	send_all(op, req("lun_list", "{}"), strlen(req("lun_list", "{}")));
+	send_all(op, "\n", 1);
+	assert_int_equal(kill(x->t.pid, SIGCONT), 0);
+	{
+		char *reply = read_line(op);
+
+		assert_non_null(reply);
+		resp = json_loads(reply, 0, NULL);
+		list = json_object_get(resp, "result");
+		assert_non_null(list);
+		free(reply);
+	}
+	json_array_foreach(list, i, l)
+	{
+		uint64_t id = (uint64_t)json_integer_value(json_object_get(l, "id"));
+		uint64_t bytes = (uint64_t)json_integer_value(json_object_get(l, "bytes"));
+
+		if (id >= 1 && id <= FLOODERS)
+			served += (unsigned)((bytes - (1u << 20)) / 512);
+	}
+	json_decref(resp);
+	/* About one each: at most two, for the requests under way when the operator's came. */
+	print_message("%u requests of the %u flooders were answered before the operator's\n",
+		      served, FLOODERS);
+	if (served > 2 * FLOODERS)
+		fail_msg("%u of the flooders' requests were answered before the operator's",
+			 served);
+	for (unsigned k = 0; k < FLOODERS; k++)
+		close(fl[k]);
+	close(op);
+	fx_close(x);
+}
+
+/* A batch is bounded before any of it runs: 254 lun_adds, whose replies could pass 1 MiB,
+ * are refused whole and add nothing; 16 stats over 64 LUNs too; 4 are answered.  (On
+ * dcf1c4a all 254 LUNs were added, and the 16 stats answered in one go: 1,500 of them took
+ * ~0.28 s of the server's thread, and hundreds of MB with 256 LUNs.) */
+static void test_batch_bounded_before_it_runs(void **state)
+{
+	struct fx *x = fx_start("0:ram=16M", NULL, NULL, false);
+	int fd = rpc_connect(x->rpc);
+	static char batch[65536];
+	char params[64], ids[1024];
+	size_t n = 0;
+	json_t *r;
+
+	(void)state;
+	n += (size_t)snprintf(batch + n, sizeof(batch) - n, "[");
+	for (unsigned k = 1; k <= 254; k++)
+		n += (size_t)snprintf(batch + n, sizeof(batch) - n,
+				      "%s{\"jsonrpc\":\"2.0\",\"id\":%u,\"method\":\"lun_add\","
+				      "\"params\":{\"id\":%u,\"spec\":\"null=1M\"}}",
+				      k > 1 ? "," : "", k, k);
+	snprintf(batch + n, sizeof(batch) - n, "]");
+	expect_error(fd, batch, -32600, "nothing of it was run", NULL);
+	list_ids(fd, ids, sizeof(ids));
+	assert_string_equal(ids, "0,");
+
+	for (unsigned k = 1; k < 64; k++) {
+		snprintf(params, sizeof(params), "{\"id\":%u,\"spec\":\"null=1M\"}", k);
+		json_decref(call_ok(fd, "lun_add", params));
+	}
+	n = (size_t)snprintf(batch, sizeof(batch), "[");
+	for (unsigned k = 0; k < 16; k++)
+		n += (size_t)snprintf(batch + n, sizeof(batch) - n,
+				      "%s{\"jsonrpc\":\"2.0\",\"id\":%u,\"method\":\"stats\"}",
+				      k ? "," : "", k);
+	snprintf(batch + n, sizeof(batch) - n, "]");
+	expect_error(fd, batch, -32600, "could take more than 1048576 bytes", NULL);
+	n = (size_t)snprintf(batch, sizeof(batch), "[");
+	for (unsigned k = 0; k < 4; k++)
+		n += (size_t)snprintf(batch + n, sizeof(batch) - n,
+				      "%s{\"jsonrpc\":\"2.0\",\"id\":%u,\"method\":\"stats\"}",
+				      k ? "," : "", k);
+	snprintf(batch + n, sizeof(batch) - n, "]");
+	r = exchange(fd, batch);
+	assert_int_equal(json_array_size(r), 4);
+	assert_int_equal(json_array_size(json_object_get(
+			     json_object_get(json_array_get(r, 3), "result"), "luns")),
+			 64);
+	json_decref(r);
+	close(fd);
+	fx_close(x);
+}
+
+/* By default only root and the target's own uid may use the socket: another uid that can
+ * reach it (here: the socket made world-writable) is told why and closed, and its lun_add
+ * never runs.  (On dcf1c4a the lun_add ran.) */
+static void test_uid_not_allowed_is_refused(void **state)
+{
+	struct fx *x = fx_start("0:ram=16M", NULL, NULL, false);
+	int fd = rpc_connect(x->rpc);
+	char reply[4096], ids[64];
+
+	(void)state;
+	open_to_others(x);
+	assert_int_equal(as_nobody(x->rpc, req("lun_add", "{\"id\":1,\"spec\":\"null=1M\"}"), reply,
+				   sizeof(reply)),
+			 0);
+	if (!strstr(reply, "uid 65534 may not use this management socket (--rpc-allow)"))
+		fail_msg("nobody was answered: %s", reply);
+	list_ids(fd, ids, sizeof(ids));
+	assert_string_equal(ids, "0,");
+	assert_true(log_has(x, "uid 65534 is not allowed (--rpc-allow)", DEADLINE_MS));
+	close(fd);
+	fx_close(x);
+}
+
+/* --rpc-allow names who may: with only uid 65534 listed, root is refused (the client says
+ * why and exits 1) and nobody is served.  (On dcf1c4a the option did not exist.) */
+static void test_rpc_allow_names_who_may(void **state)
+{
+	static const char *const more[] = {"--rpc-allow", "65534", NULL};
+	struct fx *x = fx_start("0:ram=16M", NULL, more, false);
+	char reply[4096], cmd[512];
+	static char out[4096];
+	FILE *f;
+	size_t n;
+
+	(void)state;
+	open_to_others(x);
+	assert_int_equal(as_nobody(x->rpc, req("lun_list", "{}"), reply, sizeof(reply)), 0);
+	if (!strstr(reply, "\"result\":[{\"id\":0"))
+		fail_msg("nobody was not served: %s", reply);
+	snprintf(cmd, sizeof(cmd), "%s rpc --socket %s lun_list 2>&1", VIOSCOPE_BIN, x->rpc);
+	f = popen(cmd, "r");
+	assert_non_null(f);
+	n = fread(out, 1, sizeof(out) - 1, f);
+	out[n] = 0;
+	assert_int_equal(WEXITSTATUS(pclose(f)), 1);
+	if (!strstr(out, "uid 0 may not use this management socket (--rpc-allow)"))
+		fail_msg("root was not refused: %s", out);
+	fx_close(x);
+}
+
+/* A frontend that connects under a uid the management socket allows is warned about; one
+ * under a uid it does not allow is not.  (On dcf1c4a there was no warning.) */
+static void test_frontend_under_a_manager_uid_is_warned(void **state)
+{
+	static const char *const others[] = {"--rpc-allow", "65534", NULL};
+	struct fx *x = fx_start("0:ram=16M", NULL, NULL, true);
+
+	(void)state;
+	/* The initiator runs as root, which the socket allows by default. */
+	assert_true(log_has(x, "runs as uid 0, which may use the management socket", DEADLINE_MS));
+	fx_close(x);
+	/* Connected and negotiated: a warning would have been written before the target
+	 * read the frontend's first message. */
+	x = fx_start("0:ram=16M", NULL, others, true);
+	assert_false(log_has(x, "which may use the management socket", 0));
+	fx_close(x);
+}
+
+/* A file of size bytes at path (0600, zeros). */
+static void make_file(const char *path, off_t size)
+{
+	int fd = open(path, O_CREAT | O_RDWR | O_TRUNC, 0600);
+
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, size), 0);
+	close(fd);
+}
+
+static void lun_add_refused(int fd, unsigned id, const char *spec, const char *text,
+			    const char *errname)
+{
+	char params[1024];
+
+	snprintf(params, sizeof(params), "{\"id\":%u,\"spec\":\"%s\"}", id, spec);
+	expect_error(fd, req("lun_add", params), -32000, text, errname);
+}
+
+static void lun_add_ok(int fd, unsigned id, const char *spec)
+{
+	char params[1024];
+
+	snprintf(params, sizeof(params), "{\"id\":%u,\"spec\":\"%s\"}", id, spec);
+	json_decref(call_ok(fd, "lun_add", params));
+}
+
+/* --lun-root DIR: file= and log-writes= paths resolve beneath DIR, by the kernel: relative
+ * or absolute under it is taken; absolute elsewhere, "..", a symlink leading out are
+ * refused (EXDEV), and no log is made outside.  (On dcf1c4a the option did not exist and
+ * any file the target could open could be exported.) */
+static void test_lun_root_confines_paths(void **state)
+{
+	char root[128], path[256], spec[512];
+	const char *more[] = {"--lun-root", root, NULL};
+	struct fx *x;
+	struct tgt files;
+	int fd;
+
+	(void)state;
+	tgt_init(&files); /* a directory for the files only */
+	snprintf(root, sizeof(root), "%s/luns", files.dir);
+	assert_int_equal(mkdir(root, 0700), 0);
+	snprintf(path, sizeof(path), "%s/a.img", root);
+	make_file(path, 1 << 20);
+	snprintf(path, sizeof(path), "%s/outside.img", files.dir);
+	make_file(path, 1 << 20);
+	snprintf(path, sizeof(path), "%s/escape", root);
+	assert_int_equal(symlink("../outside.img", path), 0);
+	x = fx_start("0:ram=16M", NULL, more, false);
+	fd = rpc_connect(x->rpc);
+
+	lun_add_ok(fd, 1, "file=a.img");
+	snprintf(spec, sizeof(spec), "file=%s/a.img,ro", root);
+	lun_add_ok(fd, 2, spec);
+	snprintf(spec, sizeof(spec), "file=%s/outside.img", files.dir);
+	lun_add_refused(fd, 3, spec, "not beneath the LUN root", "EXDEV");
+	lun_add_refused(fd, 3, "file=../outside.img", "resolves outside the LUN root", "EXDEV");
+	lun_add_refused(fd, 3, "file=escape", "resolves outside the LUN root", "EXDEV");
+	lun_add_refused(fd, 3, "ram=1M,log-writes=../stolen.log", "resolves outside", "EXDEV");
+	snprintf(path, sizeof(path), "%s/stolen.log", files.dir);
+	assert_int_equal(access(path, F_OK), -1);
+	lun_add_ok(fd, 3, "ram=1M,log-writes=fresh.log");
+	snprintf(path, sizeof(path), "%s/fresh.log", root);
+	assert_int_equal(access(path, F_OK), 0);
+	close(fd);
+	fx_close(x);
+	tgt_fini(&files);
+}
+
+static off_t file_size(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) ? -1 : st.st_size;
+}
+
+/* A spec is checked whole before anything is made: a file LUN refused for its size leaves
+ * no log behind; a log file that exists, or a symlink planted where the log goes, is
+ * refused (EEXIST) and what it names is left as it was.  (On dcf1c4a the refused LUN
+ * still created its log, and both the file and the symlink's target were truncated.) */
+static void test_spec_checked_before_side_effects(void **state)
+{
+	struct fx *x = fx_start("0:ram=16M", NULL, NULL, false);
+	int fd = rpc_connect(x->rpc), v;
+	char odd[128], victim[128], planted[128], log[128], spec[512];
+
+	(void)state;
+	snprintf(odd, sizeof(odd), "%s/odd.img", x->t.dir);
+	snprintf(victim, sizeof(victim), "%s/victim", x->t.dir);
+	snprintf(planted, sizeof(planted), "%s/planted.log", x->t.dir);
+	snprintf(log, sizeof(log), "%s/fresh.log", x->t.dir);
+	make_file(odd, 1000);
+	v = open(victim, O_CREAT | O_WRONLY | O_TRUNC, 0600);
+	assert_int_equal(write(v, "keep me", 7), 7);
+	close(v);
+	assert_int_equal(symlink(victim, planted), 0);
+
+	snprintf(spec, sizeof(spec), "file=%s,log-writes=%s", odd, log);
+	lun_add_refused(fd, 1, spec, "not a whole number of 512-byte blocks", "EINVAL");
+	assert_int_equal(access(log, F_OK), -1);
+	snprintf(spec, sizeof(spec), "ram=1M,log-writes=%s", victim);
+	lun_add_refused(fd, 1, spec, "it exists (a log is never overwritten", "EEXIST");
+	snprintf(spec, sizeof(spec), "ram=1M,log-writes=%s", planted);
+	lun_add_refused(fd, 1, spec, "it exists (a log is never overwritten", "EEXIST");
+	assert_int_equal(file_size(victim), 7);
+	snprintf(spec, sizeof(spec), "ram=1M,log-writes=%s", log);
+	lun_add_ok(fd, 1, spec);
+	assert_int_equal(file_size(log), 512); /* its super block */
+	close(fd);
+	fx_close(x);
+}
+
+/* The test-only options are refused unless the target was started with --testing, each
+ * naming the switch; with it, taken.  (On dcf1c4a anyone on the socket could arm a lost
+ * write, or a 60 s delay, on a production LUN.) */
+static void test_test_options_need_testing(void **state)
+{
+	static const char *const opts[] = {"delay=1000", "delay-every=2", "drop-write=1",
+					   "misdirect-write=1", "stale-read=1"};
+	static const char *const testing[] = {"--testing", NULL};
+	struct fx *x = fx_start("0:ram=16M", NULL, NULL, false);
+	int fd = rpc_connect(x->rpc);
+	char spec[128], ids[64];
+
+	(void)state;
+	for (unsigned i = 0; i < sizeof(opts) / sizeof(opts[0]); i++) {
+		snprintf(spec, sizeof(spec), "ram=1M,%s", opts[i]);
+		lun_add_refused(fd, 1, spec,
+				"is a test-only option (the target must be started with --testing)",
+				"EPERM");
+	}
+	list_ids(fd, ids, sizeof(ids));
+	assert_string_equal(ids, "0,");
+	close(fd);
+	fx_close(x);
+	x = fx_start("0:ram=16M", NULL, testing, false);
+	fd = rpc_connect(x->rpc);
+	lun_add_ok(fd, 1, "ram=1M,delay=1000,drop-write=1");
+	close(fd);
+	fx_close(x);
+}
+
+/* trace_set checks its spec as `trace enable` does: an unknown flag or provider is
+ * refused naming it and the known ones, and the settings stay as they were.  (On dcf1c4a
+ * verbose:nosuchflag succeeded and turned every flag off.) */
+static void test_trace_set_checks_flags(void **state)
+{
+	struct fx *x = fx_start("0:ram=16M", NULL, NULL, false);
+	int fd = rpc_connect(x->rpc);
+	static char out[65536];
+	char cmd[256];
+	FILE *f;
+	size_t n;
+
+	(void)state;
+	json_decref(call_ok(fd, "trace_set", "{\"spec\":\"verbose:target.io\"}"));
+	expect_error(fd, req("trace_set", "{\"spec\":\"verbose:nosuchflag\"}"), -32602,
+		     "unknown flag 'nosuchflag' (known: ", NULL);
+	expect_error(fd, req("trace_set", "{\"spec\":\"verbose:target.nosuch\"}"), -32602,
+		     "provider 'target' has no flag 'nosuch'", NULL);
+	snprintf(cmd, sizeof(cmd), "%s trace show %d 2>&1", VIOSCOPE_BIN, (int)x->t.pid);
+	f = popen(cmd, "r");
+	assert_non_null(f);
+	n = fread(out, 1, sizeof(out) - 1, f);
+	out[n] = 0;
+	assert_int_equal(pclose(f), 0);
+	if (!strstr(out, "target       verbose  on: io "))
+		fail_msg("the refused spec changed the settings:\n%s", out);
+	close(fd);
+	fx_close(x);
+}
+
+/* Sizes are signed 64-bit (off_t, JSON): beyond that they are refused with a clear error,
+ * not wrapped or clamped.  (On dcf1c4a null=18446744073709551104 was added and listed as
+ * 9223372036854775807 bytes.) */
+static void test_sizes_beyond_int64(void **state)
+{
+	struct fx *x = fx_start("0:ram=16M", NULL, NULL, false);
+	int fd = rpc_connect(x->rpc);
+	char ids[64];
+
+	(void)state;
+	lun_add_refused(fd, 1, "null=18446744073709551104", "is too large", "EINVAL");
+	lun_add_refused(fd, 1, "null=9223372036854775808", "is too large", "EINVAL");
+	lun_add_refused(fd, 1, "null=8388608T", "is too large", "EINVAL");
+	expect_error(fd, req("lun_resize", "{\"id\":0,\"size\":\"16777216T\"}"), -32602,
+		     "more than 9223372036854775807 bytes", NULL);
+	list_ids(fd, ids, sizeof(ids));
+	assert_string_equal(ids, "0,");
+	close(fd);
+	fx_close(x);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_errors),	 cmocka_unit_test(test_lun_lifecycle),
-	    cmocka_unit_test(test_stats_match),	 cmocka_unit_test(test_long_line),
-	    cmocka_unit_test(test_stuck_client), cmocka_unit_test(test_socket_path),
-	    cmocka_unit_test(test_shutdown),	 cmocka_unit_test(test_client),
+	    cmocka_unit_test(test_errors),
+	    cmocka_unit_test(test_lun_lifecycle),
+	    cmocka_unit_test(test_stats_match),
+	    cmocka_unit_test(test_long_line),
+	    cmocka_unit_test(test_stuck_client),
+	    cmocka_unit_test(test_socket_path),
+	    cmocka_unit_test(test_shutdown),
+	    cmocka_unit_test(test_client),
+	    cmocka_unit_test(test_idle_clients_are_evicted),
+	    cmocka_unit_test(test_partial_line_times_out),
+	    cmocka_unit_test(test_unread_replies_drop_the_client),
+	    cmocka_unit_test(test_a_flood_waits_its_turn),
+	    cmocka_unit_test(test_batch_bounded_before_it_runs),
+	    cmocka_unit_test(test_uid_not_allowed_is_refused),
+	    cmocka_unit_test(test_rpc_allow_names_who_may),
+	    cmocka_unit_test(test_frontend_under_a_manager_uid_is_warned),
+	    cmocka_unit_test(test_lun_root_confines_paths),
+	    cmocka_unit_test(test_spec_checked_before_side_effects),
+	    cmocka_unit_test(test_test_options_need_testing),
+	    cmocka_unit_test(test_trace_set_checks_flags),
+	    cmocka_unit_test(test_sizes_beyond_int64),
 	};
 
 	if (argc > 1)

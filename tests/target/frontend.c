@@ -39,8 +39,9 @@ int tgt_start_opts(struct tgt *g, unsigned queues, bool poll, const char *lun0_o
 {
 	char err[256], spec[256];
 	struct vs_target_lun luns[2];
+	/* testing: the TMF and LUN tests hold requests in flight with delay= */
 	struct vs_target_config cfg = {
-	    .num_queues = queues, .nluns = 2, .luns = luns, .poll = poll};
+	    .num_queues = queues, .nluns = 2, .luns = luns, .poll = poll, .testing = true};
 	int fd, rc;
 
 	memset(g, 0, sizeof(*g));

@@ -117,6 +117,52 @@ static void test_size_not_block_multiple(void **state)
 	assert_non_null(strstr(err, "4096"));
 }
 
+/* A test-only option on the command line without --testing: exit status 1, naming the
+ * switch, before anything listens (the socket path cannot be used either: on dcf1c4a
+ * the LUN opened with its fault armed and the target failed later, at the socket). */
+static void test_test_option_needs_testing(void **state)
+{
+	char *args[] = {"vioscope", "target",
+			"--socket", "/nonexistent/dir/sock",
+			"--lun",    "0:ram=1M,drop-write=3",
+			NULL};
+	char err[1024];
+
+	(void)state;
+	assert_int_equal(run(args, err, sizeof(err)), 1);
+	if (!strstr(err, "LUN 0 (ram=1M,drop-write=3): 'drop-write=3' is a test-only option "
+			 "(the target must be started with --testing)"))
+		fail_msg("%s", err);
+}
+
+/* --lun-root: a file LUN outside it is refused at start, exit status 1, naming the root.
+ * (On dcf1c4a the option did not exist: exit status 2.) */
+static void test_lun_root_refuses_outside(void **state)
+{
+	char dir[] = "/tmp/vs-cli-root-XXXXXX", root[64], img[64], lun[96], err[1024];
+	char *args[] = {"vioscope",   "target", "--socket", "/nonexistent/dir/sock",
+			"--lun-root", root,	"--lun",    lun,
+			NULL};
+	int fd;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(root, sizeof(root), "%s/luns", dir);
+	snprintf(img, sizeof(img), "%s/outside.img", dir);
+	assert_int_equal(mkdir(root, 0700), 0);
+	fd = open(img, O_CREAT | O_RDWR | O_TRUNC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, 1 << 20), 0);
+	close(fd);
+	snprintf(lun, sizeof(lun), "0:file=%s", img);
+	assert_int_equal(run(args, err, sizeof(err)), 1);
+	if (!strstr(err, "not beneath the LUN root"))
+		fail_msg("%s", err);
+	unlink(img);
+	rmdir(root);
+	rmdir(dir);
+}
+
 /* SIGTERM with a frontend connected: exit status 0, the socket removed, and a write
  * that was never synchronised is in the file. */
 static void test_sigterm_clean_exit(void **state)
@@ -175,6 +221,8 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_duplicate_lun),
 	    cmocka_unit_test(test_missing_file),
 	    cmocka_unit_test(test_size_not_block_multiple),
+	    cmocka_unit_test(test_test_option_needs_testing),
+	    cmocka_unit_test(test_lun_root_refuses_outside),
 	    cmocka_unit_test(test_sigterm_clean_exit),
 	};
 

@@ -43,7 +43,9 @@ static void *serve(void *arg)
 static struct fx *fx_open(const char *lun0, const char *lun1)
 {
 	struct vs_target_lun luns[2] = {{0, lun0}, {1, lun1}};
-	struct vs_target_config cfg = {.num_queues = 2, .workers = 2, .nluns = 2, .luns = luns};
+	/* testing: two tests hold requests in flight with delay= */
+	struct vs_target_config cfg = {
+	    .num_queues = 2, .workers = 2, .nluns = 2, .luns = luns, .testing = true};
 	struct vs_ini_opts o = {.queues = 2, .data_mem = 8u << 20};
 	struct fx *x = calloc(1, sizeof(*x));
 	char err[256];
