@@ -323,6 +323,20 @@ static __attribute__((noinline, cold)) void submit_refused_event(const struct vs
 	(void)be, (void)bio, (void)rc; /* the off flavour */
 }
 
+static inline int dispatch(struct vs_backend *be, struct vs_io_ctx *ctx, struct vs_bio *bio)
+{
+	if (bio->len == 0 && bio->op != VS_BIO_FLUSH) {
+		vs_io_ctx_defer(ctx, bio, 0); /* nothing to do, but done() still runs */
+		return 0;
+	}
+	return be->ops->submit(be, ctx, bio);
+}
+
+int vs_be_dispatch(struct vs_backend *be, struct vs_io_ctx *ctx, struct vs_bio *bio)
+{
+	return dispatch(be, ctx, bio);
+}
+
 int vs_backend_submit(struct vs_backend *be, struct vs_io_ctx *ctx, struct vs_bio *bio)
 {
 	const char *why = NULL;
@@ -338,15 +352,10 @@ int vs_backend_submit(struct vs_backend *be, struct vs_io_ctx *ctx, struct vs_bi
 	bio->delay_us = 0;
 	bio->hooked = NULL;
 	if (__builtin_expect(be->hooks != NULL, 0) && vs_be_hooks_submit(be, ctx, bio)) {
-		ctx->inflight++; /* the hook completed it: done() runs at the next reap */
+		ctx->inflight++; /* the hook completed or holds it: done() runs at a later reap */
 		return 0;
 	}
-	if (bio->len == 0 && bio->op != VS_BIO_FLUSH) {
-		vs_io_ctx_defer(ctx, bio, 0); /* nothing to do, but done() still runs */
-		rc = 0;
-	} else {
-		rc = be->ops->submit(be, ctx, bio);
-	}
+	rc = dispatch(be, ctx, bio);
 	if (rc == 0)
 		ctx->inflight++;
 	else if (__builtin_expect(rc != -EAGAIN, 0))

@@ -99,6 +99,10 @@ struct vs_io_ctx {
 	struct vs_bio *defer_head; /* synchronously completed, done() pending */
 	struct vs_bio **defer_tail;
 	unsigned remote_busy; /* reqs owned by a library's threads (rbd) */
+	unsigned hook_busy;   /* bios a hook holds (the test gate): owner-only */
+	/* Bios such a hook let go, handed back from any thread (lock-free, through
+	 * bio->next, LIFO); the owner sends them on at its next reap: */
+	struct vs_bio *handed_back;
 	/* Lock-free, filled by those threads, emptied by the owner (atomic exchange): */
 	struct vs_io_req *remote; /* completed there, LIFO, through req->next */
 	unsigned remote_pushing;  /* threads between their push and their eventfd write */
@@ -106,6 +110,16 @@ struct vs_io_ctx {
 	struct vs_io_req reqs[];
 };
 
+/* A hook keeps bio, counted in flight, for a while (owner thread): the owner's waits
+ * watch the eventfd meanwhile. */
+void vs_io_ctx_hold(struct vs_io_ctx *ctx);
+/* Any thread: give a held bio back to ctx; its owner sends it on to the backend at its next
+ * reap (bio->res 0), or completes it with bio->res (< 0, bio->hooked NULL: no hook runs).
+ * Wakes the owner (eventfd) when its list was empty. */
+void vs_io_ctx_hand_back(struct vs_io_ctx *ctx, struct vs_bio *bio);
+/* Send a valid bio that passed the hooks on to its backend (vs_backend_submit's second
+ * half): 0, or -errno (-EAGAIN: no room now). */
+int vs_be_dispatch(struct vs_backend *be, struct vs_io_ctx *ctx, struct vs_bio *bio);
 /* Queue bio for completion with res at the next reap (ram, null, zero-length). */
 void vs_io_ctx_defer(struct vs_io_ctx *ctx, struct vs_bio *bio, int res);
 /* Take a free request slot for bio on be (NULL when none); the caller then takes an
@@ -159,11 +173,28 @@ static inline bool vs_be_next_opt(const char **cursor, const char **opt, size_t 
 int vs_be_hooks_parse(struct vs_backend *be, const char *field, char *err, size_t errlen);
 /* After the backend opened: open the log, say what is armed.  0 or -errno (err set). */
 int vs_be_hooks_start(struct vs_backend *be, char *err, size_t errlen);
-/* A valid bio about to go to the backend: 0 go on, 1 the hook completed it (deferred). */
+/* A valid bio about to go to the backend: 0 go on, 1 the hook completed it (deferred) or
+ * holds it (the gate: it comes back through vs_io_ctx_hand_back). */
 int vs_be_hooks_submit(struct vs_backend *be, struct vs_io_ctx *ctx, struct vs_bio *bio);
+/* A bio the gate held is about to go to the backend after all. */
+void vs_be_hooks_resume(struct vs_bio *bio);
+/* be's gate, or NULL. */
+struct vs_be_gate *vs_be_hooks_gate(struct vs_backend *be);
 /* bio (bio->hooked) completed with res; runs before its done(). */
 void vs_be_hooks_done(struct vs_bio *bio, int res);
 void vs_be_hooks_close(struct vs_backend *be);
+
+/* ---- gate.c: the test gate (gate=, gate-sock=) ---- */
+struct vs_be_gate;
+/* One spec field: 1 taken (*g made on the first), 0 not one of ours, -EINVAL (err set). */
+int vs_be_gate_parse(struct vs_be_gate **g, const char *field, char *err, size_t errlen);
+/* After the backend opened (g may be NULL): connect gate-sock.  0 or -errno (err set). */
+int vs_be_gate_start(struct vs_be_gate *g, char *err, size_t errlen);
+/* On ctx's thread: true when the gate keeps bio (it comes back through
+ * vs_io_ctx_hand_back once released). */
+bool vs_be_gate_hold(struct vs_be_gate *g, struct vs_io_ctx *ctx, struct vs_bio *bio);
+/* What is still held fails with -ECANCELED (g may be NULL). */
+void vs_be_gate_close(struct vs_be_gate *g);
 
 /* ---- wlog.c: the write log, in dm-log-writes' format (proto/logwrites_proto.h) ---- */
 struct vs_wlog;

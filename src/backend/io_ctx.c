@@ -142,7 +142,8 @@ int vs_io_ctx_submit(struct vs_io_ctx *ctx)
 bool vs_io_ctx_pending(const struct vs_io_ctx *ctx)
 {
 	return ctx->defer_head || io_uring_cq_ready(&ctx->ring) ||
-	       __atomic_load_n(&ctx->remote, __ATOMIC_RELAXED);
+	       __atomic_load_n(&ctx->remote, __ATOMIC_RELAXED) ||
+	       __atomic_load_n(&ctx->handed_back, __ATOMIC_RELAXED);
 }
 
 int vs_io_ctx_set_wait(struct vs_io_ctx *ctx, enum vs_io_wait how)
@@ -158,6 +159,17 @@ int vs_io_ctx_set_wait(struct vs_io_ctx *ctx, enum vs_io_wait how)
 	if (how == VS_IO_WAIT_LEVEL)
 		ctx_signal_deferred(ctx); /* what waits now shows on the fd */
 	return 0;
+}
+
+/* The owner's eventfd, for a hand-over from another thread (remote_pushing counted). */
+static void ctx_wake_owner(struct vs_io_ctx *ctx)
+{
+	uint64_t one = 1;
+
+	if (__atomic_load_n(&ctx->wait, __ATOMIC_RELAXED) != VS_IO_WAIT_POLL &&
+	    write(ctx->efd, &one, sizeof(one)) < 0) {
+		/* full counter: the owner is woken anyway */
+	}
 }
 
 void vs_io_req_remote_start(struct vs_io_ctx *ctx, struct vs_io_req *req)
@@ -176,7 +188,6 @@ void vs_io_req_remote_done(struct vs_io_req *req, int64_t res)
 {
 	struct vs_io_ctx *ctx = req->ctx;
 	struct vs_io_req *head;
-	uint64_t one = 1;
 
 	/* Counted first: the owner, once it has reaped req, may be destroying ctx; it waits
 	 * for this count to drop before closing the eventfd and freeing ctx. */
@@ -189,10 +200,29 @@ void vs_io_req_remote_done(struct vs_io_req *req, int64_t res)
 					    __ATOMIC_RELAXED));
 	/* Only the push onto an empty list wakes the owner: it has not taken the list since
 	 * (else the list would be empty again and the next push would write). */
-	if (!head && __atomic_load_n(&ctx->wait, __ATOMIC_RELAXED) != VS_IO_WAIT_POLL &&
-	    write(ctx->efd, &one, sizeof(one)) < 0) {
-		/* full counter: the owner is woken anyway */
-	}
+	if (!head)
+		ctx_wake_owner(ctx);
+	__atomic_sub_fetch(&ctx->remote_pushing, 1, __ATOMIC_RELEASE);
+}
+
+void vs_io_ctx_hold(struct vs_io_ctx *ctx)
+{
+	ctx->hook_busy++;
+}
+
+void vs_io_ctx_hand_back(struct vs_io_ctx *ctx, struct vs_bio *bio)
+{
+	struct vs_bio *head;
+
+	/* Counted first, as in vs_io_req_remote_done: the owner may be destroying ctx. */
+	__atomic_add_fetch(&ctx->remote_pushing, 1, __ATOMIC_ACQUIRE);
+	head = __atomic_load_n(&ctx->handed_back, __ATOMIC_RELAXED);
+	do
+		bio->next = head;
+	while (!__atomic_compare_exchange_n(&ctx->handed_back, &head, bio, true, __ATOMIC_RELEASE,
+					    __ATOMIC_RELAXED));
+	if (!head)
+		ctx_wake_owner(ctx);
 	__atomic_sub_fetch(&ctx->remote_pushing, 1, __ATOMIC_RELEASE);
 }
 
@@ -436,31 +466,100 @@ static int remote_reap(struct vs_io_ctx *ctx)
 	return n;
 }
 
-/* Block until something completes: io_uring's wait when only the ring has requests out;
- * else the eventfd (which io_uring and the libraries' threads both write), or, for a
- * polled context, whose eventfd stays quiet, a spin that also lets io_uring post. */
-static int ctx_wait(struct vs_io_ctx *ctx)
+/* Bios a hook held and let go (the test gate), in the order they went: each goes on to its
+ * backend now, or completes with the error it came back with.  Returns how many
+ * completed; *sent: how many went to the backend (their SQEs want submitting). */
+static int handed_back_reap(struct vs_io_ctx *ctx, unsigned *sent)
+{
+	struct vs_bio *list = __atomic_exchange_n(&ctx->handed_back, NULL, __ATOMIC_ACQUIRE);
+	struct vs_bio *fifo = NULL;
+	int n = 0;
+
+	while (list) {
+		struct vs_bio *bio = list;
+
+		list = bio->next;
+		bio->next = fifo;
+		fifo = bio;
+	}
+	while (fifo) {
+		struct vs_bio *bio = fifo;
+		int rc = bio->res;
+
+		fifo = bio->next;
+		ctx->hook_busy--;
+		if (!rc && bio->hooked) {
+			vs_be_hooks_resume(bio);
+			rc = vs_be_dispatch(bio->hooked, ctx, bio);
+			if (rc == -EAGAIN) { /* the SQ is full of this pass's work: make room */
+				io_uring_submit(&ctx->ring);
+				rc = vs_be_dispatch(bio->hooked, ctx, bio);
+			}
+			if (!rc) {
+				(*sent)++;
+				continue;
+			}
+		}
+		if (bio_complete(ctx, bio, rc))
+			n++;
+	}
+	return n;
+}
+
+/* Milliseconds left until deadline (monotonic ns; 0: none, -1 returned), at least 1. */
+static int ms_left(uint64_t deadline)
+{
+	uint64_t now = vs_mono_ns();
+
+	if (!deadline)
+		return -1;
+	if (now >= deadline)
+		return 0;
+	return (deadline - now) / 1000000 >= INT32_MAX ? INT32_MAX
+						       : (int)((deadline - now + 999999) / 1000000);
+}
+
+/* Block until something completes or deadline passes (monotonic ns, 0: none): 0, -ETIMEDOUT
+ * or -errno.  io_uring's wait when only the ring has requests out; else the eventfd (which
+ * io_uring, the libraries' threads and a hook letting a bio go all write), or, for a polled
+ * context, whose eventfd stays quiet, a spin that also lets io_uring post. */
+static int ctx_wait(struct vs_io_ctx *ctx, uint64_t deadline)
 {
 	struct pollfd p = {.fd = ctx->efd, .events = POLLIN};
 	uint64_t cnt;
-	int rc;
+	int rc, ms;
 
-	if (!ctx->remote_busy) {
-		do
-			rc = io_uring_submit_and_wait(&ctx->ring, 1);
-		while (rc == -EINTR);
+	if (!ctx->remote_busy && !ctx->hook_busy) {
+		struct io_uring_cqe *cqe;
+
+		do {
+			struct __kernel_timespec ts;
+
+			if (!deadline) {
+				rc = io_uring_submit_and_wait(&ctx->ring, 1);
+				continue;
+			}
+			if (!(ms = ms_left(deadline)))
+				return -ETIMEDOUT;
+			ts = (struct __kernel_timespec){ms / 1000, (long long)(ms % 1000) * 1000000};
+			rc = io_uring_submit_and_wait_timeout(&ctx->ring, &cqe, 1, &ts, NULL);
+			if (rc == -ETIME)
+				rc = -EINTR; /* look at the clock again */
+		} while (rc == -EINTR);
 		return rc < 0 ? rc : 0;
 	}
 	while (!vs_io_ctx_pending(ctx)) {
 		if ((rc = io_uring_submit_and_get_events(&ctx->ring)) < 0 && rc != -EINTR)
 			return rc;
+		if (vs_io_ctx_pending(ctx))
+			break;
+		if (!(ms = ms_left(deadline)))
+			return -ETIMEDOUT;
 		if (ctx->wait == VS_IO_WAIT_POLL) {
 			sched_yield();
 			continue;
 		}
-		if (vs_io_ctx_pending(ctx))
-			break;
-		if (poll(&p, 1, -1) < 0 && errno != EINTR)
+		if (poll(&p, 1, ms) < 0 && errno != EINTR)
 			return -errno;
 		/* A late write for a request reaped already: drain it, or poll would spin. */
 		if (!vs_io_ctx_pending(ctx) && read(ctx->efd, &cnt, sizeof(cnt)) < 0 &&
@@ -468,6 +567,13 @@ static int ctx_wait(struct vs_io_ctx *ctx)
 			return -errno;
 	}
 	return 0;
+}
+
+int vs_io_ctx_wait(struct vs_io_ctx *ctx, unsigned timeout_ms)
+{
+	if (ctx->defer_head || (!ctx->ring_busy && !ctx->remote_busy && !ctx->hook_busy))
+		return 0; /* something to reap already, or nothing that could complete */
+	return ctx_wait(ctx, vs_mono_ns() + (uint64_t)timeout_ms * 1000000 + 1);
 }
 
 int vs_io_ctx_reap(struct vs_io_ctx *ctx, bool wait_one)
@@ -485,8 +591,8 @@ int vs_io_ctx_reap(struct vs_io_ctx *ctx, bool wait_one)
 		return -errno;
 	ctx->signalled = false;
 
-	if (wait_one && !ctx->defer_head && (ctx->ring_busy || ctx->remote_busy) &&
-	    (rc = ctx_wait(ctx)) < 0) {
+	if (wait_one && !ctx->defer_head && (ctx->ring_busy || ctx->remote_busy || ctx->hook_busy) &&
+	    (rc = ctx_wait(ctx, 0)) < 0) {
 		VS_ERROR(BACKEND, "io ctx %p: wait: %s", ctx, strerror(-rc));
 		return rc;
 	}
@@ -505,6 +611,8 @@ int vs_io_ctx_reap(struct vs_io_ctx *ctx, bool wait_one)
 		else
 			n++;
 	}
+	if (ctx->hook_busy)
+		n += handed_back_reap(ctx, &resubmits);
 	if (resubmits) {
 		rc = io_uring_submit(&ctx->ring);
 		if (rc < 0)
