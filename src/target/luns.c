@@ -7,12 +7,14 @@
  * Publication: the SCSI device's LUN table is read by every command on the workers
  * without a lock (src/scsi/dev.c): an added LUN is published, fully built, with a release
  * store; a removed one is unpublished first, so that commands popped from then on get
- * LOGICAL UNIT NOT SUPPORTED, and destroyed only after a grace period: every request
- * that may have looked it up is in a request queue's in-flight list (tracked before
- * vs_scsi_exec loads the entry), so once no request of that LUN is in any list, no one
- * holds the LUN any more.  Removal waits for those requests to complete normally (their
- * data has moved, their status is the real one) and only then flushes and closes the
- * backend: nothing acknowledged is lost.
+ * LOGICAL UNIT NOT SUPPORTED, and destroyed only after a grace period.  Two kinds of
+ * reader may have looked it up before: a request, which is in a request queue's in-flight
+ * list (tracked before vs_scsi_exec loads the entry), so once no request of that LUN is in
+ * any list no request holds the LUN; and a TMF on the control thread, which looks LUNs up
+ * and resets them under tmf_lun_lock, so once the removal had that lock no TMF holds it.
+ * Removal waits for those requests to complete normally (their data has moved, their
+ * status is the real one) and only then flushes and closes the backend: nothing
+ * acknowledged is lost.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -208,6 +210,8 @@ int vs_target_lun_remove(struct vs_target *t, unsigned id, char *err, size_t err
 	/* Unpublish (or find the one an earlier removal gave up on), then the grace period. */
 	lun = t->detached[id] ? t->detached[id] : vs_scsi_dev_detach(t->dev, id);
 	t->detached[id] = lun;
+	pthread_mutex_lock(&t->tmf_lun_lock); /* a TMF that loaded the LUN is done with it */
+	pthread_mutex_unlock(&t->tmf_lun_lock);
 	if ((rc = lun_drain(t, id))) {
 		rc = tq_err(err, errlen, rc,
 			    "LUN %u is gone for the driver, but requests of it did not complete "

@@ -347,6 +347,7 @@ static int target_create(struct vs_target **out, const struct vs_target_config *
 	pthread_mutex_init(&t->tmf_lock, NULL);
 	pthread_cond_init(&t->tmf_cond, NULL);
 	pthread_mutex_init(&t->luns_lock, NULL);
+	pthread_mutex_init(&t->tmf_lun_lock, NULL);
 	tq_events_init(t);
 	ts_init(t);
 	t->workers = calloc(t->nworkers, sizeof(*t->workers));
@@ -354,6 +355,7 @@ static int target_create(struct vs_target **out, const struct vs_target_config *
 		ts_fini(t);
 		tq_events_fini(t);
 		pthread_mutex_destroy(&t->luns_lock);
+		pthread_mutex_destroy(&t->tmf_lun_lock);
 		free(t);
 		return tq_err(err, errlen, -ENOMEM, "out of memory");
 	}
@@ -499,6 +501,7 @@ int vs_target_destroy(struct vs_target *t)
 	}
 	tq_events_fini(t);
 	pthread_mutex_destroy(&t->luns_lock);
+	pthread_mutex_destroy(&t->tmf_lun_lock);
 	pthread_mutex_destroy(&t->tmf_lock);
 	pthread_cond_destroy(&t->tmf_cond);
 	ts_fini(t);

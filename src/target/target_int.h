@@ -255,6 +255,9 @@ struct vs_target {
 	/* detached, but requests of it were still in flight when its removal gave up
 	 * waiting: freed at destroy; the id cannot be reused before (-EBUSY) */
 	struct vs_scsi_lun *detached[VS_TARGET_MAX_LUNS];
+	/* A TMF holds it while it uses LUNs it looked up in the table (control.c); a removal
+	 * takes it once after unpublishing: then no TMF holds the LUN it removes. */
+	pthread_mutex_t tmf_lun_lock;
 	/* events for the driver (events.c): posted by any thread, delivered by the control
 	 * thread into the event queue's buffers */
 	pthread_mutex_t ev_lock;
