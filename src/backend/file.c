@@ -241,11 +241,57 @@ static int file_parse(const char *args, char *path, size_t pathlen, bool *ro, bo
 	return 0;
 }
 
+/* Open path as the backend's storage: O_NONBLOCK, so that a FIFO (or a device that waits
+ * for a carrier) cannot block the open, then refused unless fstat on the very fd opened says
+ * a regular file or a block device (a path checked before the open could be swapped);
+ * O_NONBLOCK is cleared then (io_uring would fail reads with -EAGAIN instead of waiting).
+ * The fd, or -errno with err set. */
+static int open_storage(const char *args, const char *path, int flags, struct stat *st,
+			char *err, size_t errlen)
+{
+	int fd = open(path, flags | O_NONBLOCK | O_NOCTTY), rc;
+
+	if (fd < 0) {
+		rc = -errno;
+		if ((flags & O_DIRECT) && rc == -EINVAL && stat(path, st) == 0 &&
+		    !S_ISREG(st->st_mode) && !S_ISBLK(st->st_mode))
+			snprintf(err, errlen, "file=%s: %s is neither a regular file nor a block device",
+				 args, path);
+		else if ((flags & O_DIRECT) && rc == -EINVAL)
+			snprintf(err, errlen, "O_DIRECT not supported by the file system of %s",
+				 path);
+		else
+			snprintf(err, errlen, "file=%s: cannot open %s: %s", args, path,
+				 strerror(-rc));
+		return rc;
+	}
+	if (fstat(fd, st) < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "file=%s: fstat: %s", args, strerror(-rc));
+		goto fail;
+	}
+	if (!S_ISREG(st->st_mode) && !S_ISBLK(st->st_mode)) {
+		rc = -EINVAL;
+		snprintf(err, errlen, "file=%s: %s is neither a regular file nor a block device",
+			 args, path);
+		goto fail;
+	}
+	if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "file=%s: fcntl: %s", args, strerror(-rc));
+		goto fail;
+	}
+	return fd;
+fail:
+	close(fd);
+	return rc;
+}
+
 int vs_be_file_open(struct vs_backend *be, const char *args, char *err, size_t errlen)
 {
 	char path[4096], dummy[1];
 	bool ro = false, direct = false;
-	struct stat st;
+	struct stat st, st2;
 	int flags, fd = -1, rc;
 
 	if (!err) {
@@ -260,23 +306,10 @@ int vs_be_file_open(struct vs_backend *be, const char *args, char *err, size_t e
 	be->ro = ro;
 	be->file.direct = direct;
 	flags = (ro ? O_RDONLY : O_RDWR) | O_CLOEXEC;
-	fd = open(path, flags | (direct ? O_DIRECT : 0));
-	if (fd < 0) {
-		rc = -errno;
-		if (direct && rc == -EINVAL)
-			snprintf(err, errlen, "O_DIRECT not supported by the file system of %s",
-				 path);
-		else
-			snprintf(err, errlen, "file=%s: cannot open %s: %s", args, path,
-				 strerror(-rc));
+	if ((fd = rc = open_storage(args, path, flags | (direct ? O_DIRECT : 0), &st, err,
+				    errlen)) < 0)
 		goto out_err;
-	}
 	be->file.fd = fd;
-	if (fstat(fd, &st) < 0) {
-		rc = -errno;
-		snprintf(err, errlen, "file=%s: fstat: %s", args, strerror(-rc));
-		goto out_err;
-	}
 	if (S_ISBLK(st.st_mode)) {
 		be->file.bdev = true;
 		if (ioctl(fd, BLKGETSIZE64, &be->size) < 0) {
@@ -284,16 +317,11 @@ int vs_be_file_open(struct vs_backend *be, const char *args, char *err, size_t e
 			snprintf(err, errlen, "file=%s: BLKGETSIZE64: %s", args, strerror(-rc));
 			goto out_err;
 		}
-	} else if (S_ISREG(st.st_mode)) {
+	} else {
 		struct statfs sfs;
 		be->size = (uint64_t)st.st_size;
 		be->file.memory_fs = !direct && fstatfs(fd, &sfs) == 0 &&
 				     sfs.f_type == TMPFS_MAGIC;
-	} else {
-		rc = -EINVAL;
-		snprintf(err, errlen, "file=%s: %s is neither a regular file nor a block device",
-			 args, path);
-		goto out_err;
 	}
 	if (be->size == 0) {
 		rc = -EINVAL;
@@ -303,11 +331,13 @@ int vs_be_file_open(struct vs_backend *be, const char *args, char *err, size_t e
 	}
 	if (direct) {
 		file_dio_align(be, fd);
-		be->file.fd_buffered = open(path, flags);
-		if (be->file.fd_buffered < 0) {
-			rc = -errno;
-			snprintf(err, errlen, "file=%s: cannot open %s again: %s", args, path,
-				 strerror(-rc));
+		if ((rc = be->file.fd_buffered = open_storage(args, path, flags, &st2, err,
+							      errlen)) < 0)
+			goto out_err;
+		if (st2.st_dev != st.st_dev || st2.st_ino != st.st_ino) {
+			rc = -ESTALE;
+			snprintf(err, errlen, "file=%s: %s was replaced while it was opened", args,
+				 path);
 			goto out_err;
 		}
 	}

@@ -463,6 +463,86 @@ static void test_no_frontend(void **state)
 	assert_int_equal(capacity(x, 4), 4096);
 }
 
+/* ---- changes that wait, outside the lock --------------------------------------------------- */
+struct change {
+	struct vs_target *t;
+	unsigned id;
+	uint64_t bytes; /* a resize to bytes; 0: a removal */
+	int rc;		/* reported to the test thread */
+	char err[256];
+	int done; /* atomic */
+};
+
+static void *change_main(void *arg)
+{
+	struct change *c = arg;
+
+	c->rc = c->bytes ? vs_target_lun_resize(c->t, c->id, c->bytes, c->err, sizeof(c->err))
+			 : vs_target_lun_remove(c->t, c->id, c->err, sizeof(c->err));
+	__atomic_store_n(&c->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* A file of size bytes in the fixture's directory, added as LUN id with spec options opts;
+ * path gets its name. */
+static struct vs_backend *add_file(struct fx *x, unsigned id, uint64_t size, const char *opts,
+				   char *path, size_t len)
+{
+	char err[256], spec[256];
+	int fd;
+
+	snprintf(path, len, "%s/lun%u.img", x->g.dir, id);
+	fd = open(path, O_CREAT | O_RDWR | O_TRUNC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, (off_t)size), 0);
+	close(fd);
+	snprintf(spec, sizeof(spec), "file=%s%s", path, opts);
+	if (add(x, id, spec, err, sizeof(err)))
+		fail_msg("add: %s", err);
+	return x->g.t->be[id]; /* white-box: the test's handle on its gate */
+}
+
+/* A removal whose final flush the gate holds: the LUN cannot be added, resized or removed
+ * again meanwhile (-EBUSY), but the frontend can disconnect (the vhost thread's flush does
+ * not wait for the removal), a new one connect and move data; the removal then finishes. */
+static void test_removal_flush_held_across_a_reconnect(void **state)
+{
+	struct fx *x = *state;
+	struct change c = {.t = x->g.t, .id = 3};
+	struct vs_backend *be;
+	char path[128], err[256];
+	pthread_t thr;
+	int rc;
+
+	be = add_file(x, 3, 1 << 20, ",gate=flush", path, sizeof(path));
+	write_read(x, 3, 0, 1);
+	assert_int_equal(pthread_create(&thr, NULL, change_main, &c), 0);
+	assert_int_equal(vs_backend_gate_wait(be, 1, 10000), 0);
+
+	assert_int_equal(add(x, 3, "ram=1M", err, sizeof(err)), -EBUSY);
+	assert_non_null(strstr(err, "being removed"));
+	assert_int_equal(vs_target_lun_remove(x->g.t, 3, err, sizeof(err)), -EBUSY);
+	assert_int_equal(vs_target_lun_resize(x->g.t, 3, 2 << 20, err, sizeof(err)), -EBUSY);
+	assert_int_equal(vs_target_lun_list(x->g.t, NULL, 0), 2); /* 0 and 1 */
+
+	fe_disconnect(&x->fe);
+	if ((rc = fe_connect(&x->fe, x->g.sock))) {
+		vs_backend_gate_open(be); /* let the target unwind before the failure */
+		pthread_join(thr, NULL);
+		fail_msg("a new frontend could not connect while a removal flushed: %s",
+			 strerror(-rc));
+	}
+	write_read(x, 0, 16, 2);
+	assert_false(__atomic_load_n(&c.done, __ATOMIC_ACQUIRE));
+
+	assert_int_equal(vs_backend_gate_open(be), 1);
+	assert_int_equal(pthread_join(thr, NULL), 0);
+	if (c.rc)
+		fail_msg("remove: %s", c.err);
+	assert_false(reported(x, 3));
+	unlink(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -474,6 +554,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_remove_in_flight, fx_setup, fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_churn_under_io, fx_setup, fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_no_frontend, fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_removal_flush_held_across_a_reconnect, fx_setup,
+					    fx_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
