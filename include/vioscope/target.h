@@ -122,8 +122,10 @@ int vs_target_lun_add(struct vs_target *t, const struct vs_target_lun *lun, char
  * its backend left open) and closed.  -ENOENT; -EBUSY (being added, resized or removed);
  * the flush's error (the LUN is removed). */
 int vs_target_lun_remove(struct vs_target *t, unsigned id, char *err, size_t errlen);
-/* file: grows or shrinks (ftruncate); ram: grows.  -ENOENT, -EBUSY (being added, resized
- * or removed), -EINVAL (not a whole number of blocks, 0), -ENOTSUP (null, rbd, a block
+/* file: grows or shrinks (ftruncate); ram: grows.  A shrink lowers the capacity first (new
+ * commands past the new end get LBA OUT OF RANGE), waits for the LUN's requests in flight
+ * (up to worker_timeout_ms: else -ETIMEDOUT and the old size is back), then cuts the file.
+ * -ENOENT, -EBUSY, -EINVAL (not a whole number of blocks, 0), -ENOTSUP (null, rbd, a block
  * device, read-only, ram shrink), -ENOSPC (ram beyond its reservation), the system call's
  * -errno.  The same size: 0, no event. */
 int vs_target_lun_resize(struct vs_target *t, unsigned id, uint64_t new_bytes, char *err,

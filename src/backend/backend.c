@@ -204,7 +204,8 @@ void vs_backend_size_changed(struct vs_backend *be, uint64_t new_size)
 	pthread_mutex_unlock(&be->size_lock);
 }
 
-int vs_backend_resize(struct vs_backend *be, uint64_t new_size, char *err, size_t errlen)
+int vs_backend_resize(struct vs_backend *be, uint64_t new_size, int (*drain)(void *arg),
+		      void *arg, char *err, size_t errlen)
 {
 	uint64_t old = vs_backend_size(be);
 	int rc;
@@ -220,14 +221,29 @@ int vs_backend_resize(struct vs_backend *be, uint64_t new_size, char *err, size_
 	}
 	if (new_size == old)
 		return 0;
-	if ((rc = be->ops->resize(be, new_size, err, errlen)) < 0) {
-		VS_ERROR(BACKEND, "%s backend: resize %llu -> %llu bytes: %s", be->ops->kind,
-			 (unsigned long long)old, (unsigned long long)new_size,
-			 err && *err ? err : strerror(-rc));
+	if (be->ops->resize_check && (rc = be->ops->resize_check(be, old, new_size, err, errlen)))
 		return rc;
+	/* Shrinking: the new end first (bios past it are refused from now on), then the
+	 * caller's wait for those in flight, then the storage; growing: the other way. */
+	if (new_size < old) {
+		vs_backend_size_changed(be, new_size);
+		if (drain && (rc = drain(arg))) {
+			vs_fail(err, errlen, rc,
+				"requests in flight did not complete: the size stays %llu bytes",
+				(unsigned long long)old);
+			goto undo;
+		}
 	}
+	if ((rc = be->ops->resize(be, old, new_size, err, errlen)) < 0)
+		goto undo;
 	vs_backend_size_changed(be, new_size);
 	return 0;
+undo:
+	VS_ERROR(BACKEND, "%s backend: resize %llu -> %llu bytes: %s", be->ops->kind,
+		 (unsigned long long)old, (unsigned long long)new_size,
+		 err && *err ? err : strerror(-rc));
+	vs_backend_size_changed(be, old);
+	return rc;
 }
 
 bool vs_backend_read_only(const struct vs_backend *be)

@@ -145,13 +145,18 @@ int vs_backend_watch_size(struct vs_backend *be, vs_backend_size_fn fn, void *ar
 /* Stop watching (arg as given to vs_backend_watch_size); once it returns, fn is not
  * running and will not run again. */
 void vs_backend_unwatch_size(struct vs_backend *be, void *arg);
-/* Grow or shrink the storage to new_size bytes while it is in use (bios in flight finish
- * against the old or the new size), then tell the size watcher (on the caller's thread).
- * file: ftruncate (regular files only); ram: grows (up to max(64 GiB, the size it was
- * opened with): the address range reserved at open).  0, or -errno with err set:
- * -ENOTSUP (null, rbd, a block device, ram shrinking, read-only), -ENOSPC (ram beyond
- * its reservation), the system call's error. */
-int vs_backend_resize(struct vs_backend *be, uint64_t new_size, char *err, size_t errlen);
+/* Grow or shrink the storage to new_size bytes while it is in use, telling the size
+ * watcher (on the caller's thread).  Growing: the storage grows, then the size.  Shrinking:
+ * the size is lowered first (bios past the new end are refused with -ERANGE from then on),
+ * then drain(arg) (when not NULL) waits for the bios in flight that were checked against
+ * the old size (0, or -errno: the old size is put back and that is the result), then the
+ * storage is cut, so that no write in flight lands past the new end.  file: ftruncate
+ * (regular files only); ram: grows (up to max(64 GiB, the size it was opened with): the
+ * address range reserved at open).  0, or -errno with err set: -ENOTSUP (null, rbd, a block
+ * device, ram shrinking, read-only), -ENOSPC (ram beyond its reservation), drain's error,
+ * the system call's error (the old size is back). */
+int vs_backend_resize(struct vs_backend *be, uint64_t new_size, int (*drain)(void *arg),
+		      void *arg, char *err, size_t errlen);
 /* Built with the rbd backend (librbd was found when vioscope was built). */
 bool vs_backend_have_rbd(void);
 /* Alignment O_DIRECT needs for buffers, offsets and lengths (1 when buffered). */

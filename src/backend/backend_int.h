@@ -30,10 +30,14 @@ struct vs_be_ops {
 	 * when the backend sent req out again (a next stage); else the bio completes with
 	 * *res (which the backend may rewrite: 0 or -errno). */
 	bool (*remote_again)(struct vs_io_ctx *ctx, struct vs_io_req *req, int64_t *res);
-	/* Change the storage to new_size bytes (vs_backend_resize checked it: writable,
-	 * not the current size); the caller then stores the size and tells the watcher.
-	 * NULL: the size is fixed (null) or changed only by its owner (rbd). */
-	int (*resize)(struct vs_backend *be, uint64_t new_size, char *err, size_t errlen);
+	/* Whether the storage can go from old to new_size bytes (vs_backend_resize checked:
+	 * writable, another size): 0, or -errno with err set.  Asked before anything changes.
+	 * Then resize changes it: 0 or -errno (err set); the caller keeps the size and tells
+	 * the watcher.  NULL: the size is fixed (null) or changed only by its owner (rbd). */
+	int (*resize_check)(struct vs_backend *be, uint64_t old, uint64_t new_size, char *err,
+			    size_t errlen);
+	int (*resize)(struct vs_backend *be, uint64_t old, uint64_t new_size, char *err,
+		      size_t errlen);
 };
 
 struct vs_be_rbd; /* rbd.c */

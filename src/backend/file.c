@@ -173,14 +173,28 @@ static int file_read_sync(struct vs_backend *be, void *buf, uint64_t len, uint64
 }
 
 /* Regular files only: a block device's size is its own. */
-static int file_resize(struct vs_backend *be, uint64_t new_size, char *err, size_t errlen)
+static int file_resize_check(struct vs_backend *be, uint64_t old, uint64_t new_size, char *err,
+			     size_t errlen)
 {
+	(void)old;
 	if (be->file.bdev) {
 		vs_fail(err, errlen, 0, "a block device cannot be resized here");
 		return -ENOTSUP;
 	}
-	if (new_size > INT64_MAX || ftruncate(be->file.fd, (off_t)new_size) < 0) {
-		int rc = new_size > INT64_MAX ? -EFBIG : -errno;
+	if (new_size > INT64_MAX) {
+		vs_fail(err, errlen, 0, "%llu bytes: too large for a file",
+			(unsigned long long)new_size);
+		return -EFBIG;
+	}
+	return 0;
+}
+
+static int file_resize(struct vs_backend *be, uint64_t old, uint64_t new_size, char *err,
+		       size_t errlen)
+{
+	(void)old;
+	if (ftruncate(be->file.fd, (off_t)new_size) < 0) {
+		int rc = -errno;
 
 		vs_fail(err, errlen, rc, "ftruncate to %llu bytes: %s", (unsigned long long)new_size,
 			strerror(-rc));
@@ -194,6 +208,7 @@ static const struct vs_be_ops file_ops = {
     .submit = file_submit,
     .close = file_close,
     .read_sync = file_read_sync,
+    .resize_check = file_resize_check,
     .resize = file_resize,
 };
 

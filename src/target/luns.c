@@ -22,7 +22,11 @@
  * TMF holds it.  Removal waits for those requests to complete normally (their data has
  * moved, their status is the real one) and only then flushes and closes the backend:
  * nothing acknowledged is lost.
-
+ *
+ * A shrink follows the same rule: the capacity is lowered first (commands checked from
+ * then on fail past the new end), then the requests that may have been checked against
+ * the old one are waited for, and only then is the storage cut, so that no write in flight
+ * lands past the new end and makes the file long again.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -390,9 +394,26 @@ int vs_target_lun_remove(struct vs_target *t, unsigned id, char *err, size_t err
 }
 
 /* ---- resize ---------------------------------------------------------------------------------- */
+struct shrink {
+	struct vs_target *t;
+	unsigned id;
+};
+
+/* A shrink lowered the capacity (commands past the new end now fail): wait for the requests
+ * that may have been checked against the old one before the storage is cut. */
+static int shrink_drain(void *arg)
+{
+	struct shrink *sh = arg;
+	struct lun_snap snap;
+
+	lun_snapshot(sh->t, &snap);
+	return lun_drain(sh->t, sh->id, &snap);
+}
+
 int vs_target_lun_resize(struct vs_target *t, unsigned id, uint64_t new_bytes, char *err,
 			 size_t errlen)
 {
+	struct shrink sh = {t, id};
 	struct vs_backend *be = NULL;
 	char why[256] = "";
 	int rc;
@@ -419,8 +440,9 @@ int vs_target_lun_resize(struct vs_target *t, unsigned id, uint64_t new_bytes, c
 	if (rc)
 		return rc;
 	/* The LUN's capacity, its unit attention and the event follow the backend's size
-	 * watcher (lun_resized), when it changed. */
-	if ((rc = vs_backend_resize(be, new_bytes, why, sizeof(why))))
+	 * watcher (lun_resized), when it changed; a shrink waits for the requests in flight
+	 * between lowering the capacity and cutting the storage. */
+	if ((rc = vs_backend_resize(be, new_bytes, shrink_drain, &sh, why, sizeof(why))))
 		tq_err(err, errlen, rc, "LUN %u (%s): %s", id, t->spec[id], why);
 	pthread_mutex_lock(&t->luns_lock);
 	t->lun_state[id] = TQ_LUN_PRESENT;
