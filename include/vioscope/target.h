@@ -95,7 +95,9 @@ int vs_target_destroy(struct vs_target *t);
 
 /* Make every completed write durable: 0 or the first error (-ETIMEDOUT: a flush did not
  * finish within worker_timeout_ms; each such LUN is named in the log and not flushed again).
- * Call only while no frontend is connected, or from the serving thread. */
+ * A writeback error stays with its LUN: every later SYNCHRONIZE CACHE of it answers MEDIUM
+ * ERROR, WRITE ERROR until the LUN is added again.  Call only while no frontend is
+ * connected, or from the serving thread. */
 int vs_target_flush(struct vs_target *t);
 
 void vs_target_get_stats(const struct vs_target *t, struct vs_target_stats *s);

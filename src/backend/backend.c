@@ -339,18 +339,56 @@ static __attribute__((noinline, cold)) void submit_refused_event(const struct vs
 	(void)be, (void)bio, (void)rc; /* the off flavour */
 }
 
-static inline int dispatch(struct vs_backend *be, struct vs_io_ctx *ctx, struct vs_bio *bio)
+/* A zero-length bio, or a flush (whatever its length): a flush fails at once with the
+ * writeback error its backend keeps, else goes to the backend watched for its result. */
+static __attribute__((noinline, cold)) int dispatch_empty(struct vs_backend *be,
+							  struct vs_io_ctx *ctx, struct vs_bio *bio)
 {
-	if (bio->len == 0 && bio->op != VS_BIO_FLUSH) {
+	int err;
+
+	if (bio->op != VS_BIO_FLUSH) {
 		vs_io_ctx_defer(ctx, bio, 0); /* nothing to do, but done() still runs */
 		return 0;
 	}
+	if ((err = __atomic_load_n(&be->flush_err, __ATOMIC_ACQUIRE))) {
+		vs_io_ctx_defer(ctx, bio, err);
+		return 0;
+	}
+	bio->hooked = be; /* its completion passes vs_be_flush_completed */
+	return be->ops->submit(be, ctx, bio);
+}
+
+static inline int dispatch(struct vs_backend *be, struct vs_io_ctx *ctx, struct vs_bio *bio)
+{
+	if (__builtin_expect(bio->len == 0 || bio->op == VS_BIO_FLUSH, 0))
+		return dispatch_empty(be, ctx, bio);
 	return be->ops->submit(be, ctx, bio);
 }
 
 int vs_be_dispatch(struct vs_backend *be, struct vs_io_ctx *ctx, struct vs_bio *bio)
 {
 	return dispatch(be, ctx, bio);
+}
+
+void vs_be_flush_completed(struct vs_backend *be, int res)
+{
+	int none = 0;
+
+	/* Errors that say nothing of the writes before the flush are not kept. */
+	if (res >= 0 || res == -ETIMEDOUT || res == -EAGAIN || res == -ENOMEM || res == -ECANCELED ||
+	    res == -EINTR)
+		return;
+	if (__atomic_compare_exchange_n(&be->flush_err, &none, res, false, __ATOMIC_RELEASE,
+					__ATOMIC_RELAXED))
+		VS_ERROR(BACKEND,
+			 "%s backend %s: a flush failed (%s): every later flush fails with it "
+			 "until the backend is opened again",
+			 be->ops->kind, be->identity, strerror(-res));
+}
+
+int vs_backend_flush_error(const struct vs_backend *be)
+{
+	return __atomic_load_n(&be->flush_err, __ATOMIC_ACQUIRE);
 }
 
 int vs_backend_submit(struct vs_backend *be, struct vs_io_ctx *ctx, struct vs_bio *bio)

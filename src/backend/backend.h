@@ -120,7 +120,12 @@ int vs_io_ctx_set_wait(struct vs_io_ctx *ctx, enum vs_io_wait how);
  * go: "gate=KIND[:FIRST[-[LAST]]]" (KIND read, write, flush, discard or any; the FIRST..
  * LAST bios of that kind counted from 1, all of them without a range), driven by the
  * vs_backend_gate_*() calls below or, from another process, "gate-sock=PATH" (gate.c).
- * vs_backend_test_option() names these test-only options. */
+ * vs_backend_test_option() names these test-only options.
+ *
+ * A flush that fails with a writeback error (anything but -ETIMEDOUT, -EAGAIN, -ENOMEM,
+ * -ECANCELED) is remembered: every later flush of the backend fails with that error
+ * until the backend is opened again, so that a write lost once is never reported
+ * durable by a later flush (the kernel reports such an error only once per open file). */
 int vs_backend_open(struct vs_backend **be, const char *spec, char *err, size_t errlen);
 void vs_backend_close(struct vs_backend *be);
 /* Bytes.  May change while the backend is in use (an RBD image resized by its owner):
@@ -157,6 +162,8 @@ void vs_backend_unwatch_size(struct vs_backend *be, void *arg);
  * the system call's error (the old size is back). */
 int vs_backend_resize(struct vs_backend *be, uint64_t new_size, int (*drain)(void *arg),
 		      void *arg, char *err, size_t errlen);
+/* The writeback error a flush of be met (kept: see vs_backend_open), or 0. */
+int vs_backend_flush_error(const struct vs_backend *be);
 /* Built with the rbd backend (librbd was found when vioscope was built). */
 bool vs_backend_have_rbd(void);
 /* Alignment O_DIRECT needs for buffers, offsets and lengths (1 when buffered). */

@@ -52,6 +52,7 @@ struct vs_backend {
 	uint64_t bounces;	   /* bios not sent O_DIRECT as given (atomic, relaxed) */
 	struct vs_be_hooks *hooks; /* test options and the write log (hooks.c), or NULL */
 	bool durable;		   /* completed writes outlive the process */
+	int flush_err;		   /* a flush's writeback error, kept (atomic; 0: none) */
 	char identity[300];	   /* vs_backend_identity(), "" when none */
 	pthread_mutex_t size_lock; /* the size watcher below */
 	vs_backend_size_fn size_fn;
@@ -124,6 +125,9 @@ void vs_io_ctx_hand_back(struct vs_io_ctx *ctx, struct vs_bio *bio);
 /* Send a valid bio that passed the hooks on to its backend (vs_backend_submit's second
  * half): 0, or -errno (-EAGAIN: no room now). */
 int vs_be_dispatch(struct vs_backend *be, struct vs_io_ctx *ctx, struct vs_bio *bio);
+/* A flush of be completed with res: a writeback error is kept, and every later flush of be
+ * fails with it (the kernel reports one only once to each open file). */
+void vs_be_flush_completed(struct vs_backend *be, int res);
 /* Queue bio for completion with res at the next reap (ram, null, zero-length). */
 void vs_io_ctx_defer(struct vs_io_ctx *ctx, struct vs_bio *bio, int res);
 /* Take a free request slot for bio on be (NULL when none); the caller then takes an

@@ -247,7 +247,7 @@ int vs_be_hooks_submit(struct vs_backend *be, struct vs_io_ctx *ctx, struct vs_b
 	    __atomic_add_fetch(&h->flushes, 1, __ATOMIC_RELAXED) == h->fail_flush) {
 		VS_WARNING(BACKEND, "test fault: flush %llu fails", (unsigned long long)h->fail_flush);
 		vs_io_ctx_defer(ctx, bio, -EIO);
-		return 1; /* its completion still passes the hooks */
+		return 1; /* its completion still passes the hooks: the backend keeps the error */
 	}
 	if (h->gate && vs_be_gate_hold(h->gate, ctx, bio))
 		return 1;

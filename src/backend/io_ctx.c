@@ -325,6 +325,8 @@ static __attribute__((noinline, cold)) bool hooked_complete(struct vs_io_ctx *ct
 {
 	if (bio->delay_us && delay_start(ctx, bio, res))
 		return true;
+	if (bio->op == VS_BIO_FLUSH)
+		vs_be_flush_completed(bio->hooked, res);
 	vs_be_hooks_done(bio, res);
 	bio->hooked = NULL;
 	return false;

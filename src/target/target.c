@@ -160,7 +160,8 @@ static void op_disconnected(void *opaque, const char *why)
 		       (unsigned long long)__atomic_load_n(&t->connections, __ATOMIC_RELAXED), why);
 	/* Every queue is stopped (in-flight requests completed): make their writes durable
 	 * before anyone, such as a restarted QEMU, can ask for them again.  Bounded: a LUN
-	 * whose flush hangs is named in the log, and the next frontend is served. */
+	 * whose flush hangs is named in the log, and the next frontend is served.  A flush
+	 * error stays with its backend: the next session's SYNCHRONIZE CACHE reports it. */
 	rc = vs_target_flush(t);
 	VS_INFO(VHOST, "frontend disconnected; backends flushed: %s", rc ? strerror(-rc) : "ok");
 }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The test gate (gate=, gate-sock=: src/backend/gate.c), the injected writeback error
- * (fail-flush=), and the bounded wait on a context (vs_io_ctx_wait).  One scenario per
- * test, each asserting what was held, let go, failed. */
+ * (fail-flush=) and the flush error a backend keeps, and the bounded wait on a context
+ * (vs_io_ctx_wait).  One scenario per test, each asserting what was held, let go, failed. */
 #include <poll.h>
 #include <pthread.h>
 #include <sys/socket.h>
@@ -196,6 +196,38 @@ static void test_fail_flush(void **state)
 	vs_backend_close(be);
 }
 
+/* fail-flush=1 on a file: the first flush fails with -EIO, and every flush after it too
+ * (the backend keeps the error); a backend opened again on the file flushes cleanly. */
+static void test_flush_error_is_kept(void **state)
+{
+	char dir[] = "/tmp/vs-gate-XXXXXX", path[64], spec[128];
+	struct vs_backend *be;
+	struct vs_io_ctx *ctx;
+	char buf[512];
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	make_file(dir, "img", 1 << 20, path, sizeof(path));
+	snprintf(spec, sizeof(spec), "file=%s,fail-flush=1", path);
+	open_pair(spec, &be, &ctx);
+	memset(buf, 'w', sizeof(buf));
+	assert_int_equal(run_rw(be, ctx, VS_BIO_WRITE, 0, buf, sizeof(buf), false), 0);
+	assert_int_equal(vs_backend_flush_error(be), 0);
+	assert_int_equal(run_op(be, ctx, VS_BIO_FLUSH, 0, 0), -EIO);
+	assert_int_equal(vs_backend_flush_error(be), -EIO);
+	assert_int_equal(run_rw(be, ctx, VS_BIO_WRITE, 512, buf, sizeof(buf), false), 0);
+	assert_int_equal(run_op(be, ctx, VS_BIO_FLUSH, 0, 0), -EIO);
+	assert_int_equal(run_op(be, ctx, VS_BIO_FLUSH, 0, 0), -EIO);
+	vs_backend_close(be);
+	snprintf(spec, sizeof(spec), "file=%s", path);
+	assert_int_equal(vs_backend_open(&be, spec, NULL, 0), 0);
+	assert_int_equal(run_op(be, ctx, VS_BIO_FLUSH, 0, 0), 0);
+	vs_io_ctx_destroy(ctx);
+	vs_backend_close(be);
+	unlink(path);
+	rmdir(dir);
+}
+
 /* Bad gate options are refused naming what is wrong; the options are test-only ones. */
 static void test_gate_bad_options(void **state)
 {
@@ -289,6 +321,7 @@ int main(void)
 	    cmocka_unit_test(test_bounded_wait),
 	    cmocka_unit_test(test_gate_close_fails_what_it_holds),
 	    cmocka_unit_test(test_fail_flush),
+	    cmocka_unit_test(test_flush_error_is_kept),
 	    cmocka_unit_test(test_gate_bad_options),
 	    cmocka_unit_test(test_gate_socket),
 	};
