@@ -97,18 +97,21 @@ static void *remove_main(void *arg)
 	return NULL;
 }
 
-/* stderr made a full pipe: the next print blocks in write().  Undone by stderr_release. */
+/* stderr made a one-page pipe with room bytes free: a print that does not fit blocks in
+ * write() (glibc writes an unbuffered stream's prefix, message and newline as three writes,
+ * each appended to the page while it fits).  Undone by stderr_release. */
 struct stuck_stderr {
 	int saved, rd, wr;
 };
 
-static void stderr_block(struct stuck_stderr *s)
+static void stderr_block(struct stuck_stderr *s, size_t room)
 {
 	char junk[4096], path[64];
 	int p[2], fill;
 
 	memset(junk, '.', sizeof(junk));
 	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	assert_int_equal(fcntl(p[1], F_SETPIPE_SZ, 4096), 4096);
 	s->rd = p[0];
 	s->wr = p[1];
 	s->saved = dup(2);
@@ -117,9 +120,7 @@ static void stderr_block(struct stuck_stderr *s)
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", p[1]);
 	fill = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
 	assert_true(fill >= 0);
-	for (size_t n = sizeof(junk); n; n /= 2)
-		while (write(fill, junk, n) > 0)
-			;
+	assert_int_equal(write(fill, junk, sizeof(junk) - room), (ssize_t)(sizeof(junk) - room));
 	close(fill);
 	assert_int_equal(dup2(p[1], 2), 2);
 }
@@ -141,18 +142,42 @@ static void stderr_release(struct stuck_stderr *s)
 	close(s->wr);
 }
 
-/* A LOGICAL UNIT RESET of LUN 1 held in the middle of its reset (the control thread blocked
- * in the reset's trace print, the LUN looked up), and LUN 1 removed meanwhile: the removal
- * must wait for the TMF to be done with the LUN.  On dcf1c4a it finished at once and freed
- * the LUN, and the reset then wrote into freed memory (ASan: heap-use-after-free). */
-static void test_lun_reset_held_inside_a_lun_being_removed(void **state)
+/* The length of the first trace line an I_T NEXUS RESET prints ("scsi dev ...: reset"),
+ * read from a pipe it printed into; the lines after it are the LUNs' own. */
+static size_t nexus_first_line(struct fx *x)
 {
-	struct fx *x = *state;
-	struct removal r = {.t = x->g.t, .id = 1};
+	char buf[4096], *nl;
+	int p[2], saved = dup(2);
+	uint8_t resp = 0xee;
+	ssize_t n;
+
+	assert_int_equal(pipe2(p, O_CLOEXEC | O_NONBLOCK), 0);
+	assert_int_equal(dup2(p[1], 2), 2);
+	assert_int_equal(fe_tmf(&x->fe, VS_VIRTIO_SCSI_T_TMF_I_T_NEXUS_RESET, 0, 0, 0, &resp), 0);
+	dup2(saved, 2);
+	close(saved);
+	n = read(p[0], buf, sizeof(buf) - 1);
+	close(p[0]);
+	close(p[1]);
+	assert_int_equal(resp, VS_VIRTIO_SCSI_S_FUNCTION_COMPLETE);
+	assert_true(n > 0);
+	buf[n] = 0;
+	nl = strchr(buf, '\n');
+	assert_non_null(nl);
+	return (size_t)(nl + 1 - buf);
+}
+
+/* Post a TMF of subtype for lun on the control queue (TMF trace lines on), stderr a pipe with
+ * room bytes free; once the control thread blocks in a print, remove LUN victim; then let
+ * the print go.  The removal must not finish while the TMF holds the LUN: it waits (sleeps)
+ * instead.  Trace lines are off again afterwards. */
+static void reset_held_while_removed(struct fx *x, uint32_t subtype, unsigned lun,
+				     unsigned victim, size_t room)
+{
+	struct removal r = {.t = x->g.t, .id = victim};
 	const uint64_t reqa = FE_SLOT + 0x800, respa = FE_SLOT + 0x900;
-	struct vs_virtio_scsi_ctrl_tmf_req req = {
-	    .type = vs_le32(VS_VIRTIO_SCSI_T_TMF),
-	    .subtype = vs_le32(VS_VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET)};
+	struct vs_virtio_scsi_ctrl_tmf_req req = {.type = vs_le32(VS_VIRTIO_SCSI_T_TMF),
+						  .subtype = vs_le32(subtype)};
 	struct vs_vq_buf bufs[2] = {{reqa, sizeof(req), false}, {respa, 1, true}};
 	struct stuck_stderr se;
 	bool held = false, removed_while_held = false;
@@ -161,12 +186,11 @@ static void test_lun_reset_held_inside_a_lun_being_removed(void **state)
 	uint32_t len;
 	pthread_t thr;
 
-	assert_int_equal(vs_trace_set_spec("info:scsi.tmf"), 0);
-	assert_int_equal(vs_vscsi_lun_encode(req.lun, 0, 1), 0);
+	assert_int_equal(vs_vscsi_lun_encode(req.lun, 0, lun), 0);
 	memcpy(fe_host(&x->fe, reqa), &req, sizeof(req));
 	*(uint8_t *)fe_host(&x->fe, respa) = 0xee;
 
-	stderr_block(&se);
+	stderr_block(&se, room);
 	assert_int_equal(fe_post(&x->fe, CTLQ, bufs, 2, &head), 0);
 	for (uint64_t end = vs_mono_ns() + WAIT_NS; !held && vs_mono_ns() < end;) {
 		thread_wchan("vs-ctl", wchan, sizeof(wchan));
@@ -186,8 +210,8 @@ static void test_lun_reset_held_inside_a_lun_being_removed(void **state)
 		}
 		removed_while_held = __atomic_load_n(&r.done, __ATOMIC_ACQUIRE);
 	}
+	assert_int_equal(vs_trace_set_spec(QUIET), 0); /* what is printing finishes, no more */
 	stderr_release(&se); /* the TMF goes on: on dcf1c4a, into the freed LUN */
-	assert_int_equal(vs_trace_set_spec(QUIET), 0);
 	if (!held)
 		fail_msg("the control thread did not block in the reset's print (wchan '%s')",
 			 wchan);
@@ -202,8 +226,29 @@ static void test_lun_reset_held_inside_a_lun_being_removed(void **state)
 	assert_int_equal(vs_target_lun_list(x->g.t, NULL, 0), 1);
 }
 
+/* A LOGICAL UNIT RESET of LUN 1 held in the middle of its reset (the control thread blocked
+ * in the reset's trace print, with the LUN looked up) while LUN 1 is removed: the removal
+ * waits for the TMF to be done with the LUN.  On dcf1c4a it finished at once and freed the
+ * LUN, and the reset then read and wrote freed memory (ASan: heap-use-after-free). */
+static void test_lun_reset_held_inside_a_lun_being_removed(void **state)
+{
+	assert_int_equal(vs_trace_set_spec("info:scsi.tmf"), 0);
+	reset_held_while_removed(*state, VS_VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET, 1, 1, 0);
+}
+
+/* The same for an I_T NEXUS RESET, held in LUN 0's reset (its first line, the device's, fits
+ * in the pipe; LUN 0's does not) while LUN 0 is removed. */
+static void test_nexus_reset_held_inside_a_lun_being_removed(void **state)
+{
+	size_t first;
+
+	assert_int_equal(vs_trace_set_spec("info:scsi.tmf"), 0);
+	first = nexus_first_line(*state);
+	reset_held_while_removed(*state, VS_VIRTIO_SCSI_T_TMF_I_T_NEXUS_RESET, 0, 0, first + 16);
+}
+
 /* ---- the race as reported: resets back to back while a LUN comes and goes ---------------- */
-#define RACE_CYCLES 300 /* adds and removes */
+#define RACE_CYCLES 1500 /* adds and removes */
 
 struct churn {
 	struct vs_target *t;
@@ -366,15 +411,20 @@ static void test_resets_back_to_back_while_a_lun_comes_and_goes(void **state)
 	pthread_cond_destroy(&c.cond);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	signal(SIGPIPE, SIG_IGN); /* a print still in the pipe when it closes: EPIPE, not death */
 	vs_trace_set_spec(QUIET);
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_lun_reset_held_inside_a_lun_being_removed,
 					    fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_nexus_reset_held_inside_a_lun_being_removed,
+					    fx_setup, fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_resets_back_to_back_while_a_lun_comes_and_goes,
 					    fx_setup, fx_teardown),
 	};
+
+	if (argc > 1) /* one test by name */
+		cmocka_set_test_filter(argv[1]);
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
