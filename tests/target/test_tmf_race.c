@@ -142,29 +142,32 @@ static void stderr_release(struct stuck_stderr *s)
 	close(s->wr);
 }
 
-/* The length of the first trace line an I_T NEXUS RESET prints ("scsi dev ...: reset"),
- * read from a pipe it printed into; the lines after it are the LUNs' own. */
-static size_t nexus_first_line(struct fx *x)
+/* The length of the first n trace lines an I_T NEXUS RESET prints (the device's "scsi dev
+ * ...: reset", then one per LUN in order), read from a pipe it printed into. */
+static size_t nexus_lines(struct fx *x, unsigned n)
 {
-	char buf[4096], *nl;
+	char buf[4096], *end;
 	int p[2], saved = dup(2);
 	uint8_t resp = 0xee;
-	ssize_t n;
+	ssize_t got;
 
 	assert_int_equal(pipe2(p, O_CLOEXEC | O_NONBLOCK), 0);
 	assert_int_equal(dup2(p[1], 2), 2);
 	assert_int_equal(fe_tmf(&x->fe, VS_VIRTIO_SCSI_T_TMF_I_T_NEXUS_RESET, 0, 0, 0, &resp), 0);
 	dup2(saved, 2);
 	close(saved);
-	n = read(p[0], buf, sizeof(buf) - 1);
+	got = read(p[0], buf, sizeof(buf) - 1);
 	close(p[0]);
 	close(p[1]);
 	assert_int_equal(resp, VS_VIRTIO_SCSI_S_FUNCTION_COMPLETE);
-	assert_true(n > 0);
-	buf[n] = 0;
-	nl = strchr(buf, '\n');
-	assert_non_null(nl);
-	return (size_t)(nl + 1 - buf);
+	assert_true(got > 0);
+	buf[got] = 0;
+	end = buf;
+	for (unsigned i = 0; i < n; i++) {
+		assert_non_null(end = strchr(end, '\n'));
+		end++;
+	}
+	return (size_t)(end - buf);
 }
 
 /* Post a TMF of subtype for lun on the control queue (TMF trace lines on), stderr a pipe with
@@ -236,15 +239,15 @@ static void test_lun_reset_held_inside_a_lun_being_removed(void **state)
 	reset_held_while_removed(*state, VS_VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET, 1, 1, 0);
 }
 
-/* The same for an I_T NEXUS RESET, held in LUN 0's reset (its first line, the device's, fits
- * in the pipe; LUN 0's does not) while LUN 0 is removed. */
+/* The same for an I_T NEXUS RESET, held in LUN 1's reset (its first two lines, the device's
+ * and LUN 0's, fit in the pipe; LUN 1's does not) while LUN 1 is removed. */
 static void test_nexus_reset_held_inside_a_lun_being_removed(void **state)
 {
-	size_t first;
+	size_t room;
 
 	assert_int_equal(vs_trace_set_spec("info:scsi.tmf"), 0);
-	first = nexus_first_line(*state);
-	reset_held_while_removed(*state, VS_VIRTIO_SCSI_T_TMF_I_T_NEXUS_RESET, 0, 0, first + 16);
+	room = nexus_lines(*state, 2) + 16;
+	reset_held_while_removed(*state, VS_VIRTIO_SCSI_T_TMF_I_T_NEXUS_RESET, 0, 1, room);
 }
 
 /* ---- the race as reported: resets back to back while a LUN comes and goes ---------------- */
