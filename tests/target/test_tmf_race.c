@@ -189,6 +189,7 @@ static void reset_held_while_removed(struct fx *x, uint32_t subtype, unsigned lu
 	uint32_t len;
 	pthread_t thr;
 
+	memset(&thr, 0, sizeof(thr)); /* joined only once made (fail_msg does not return) */
 	assert_int_equal(vs_vscsi_lun_encode(req.lun, 0, lun), 0);
 	memcpy(fe_host(&x->fe, reqa), &req, sizeof(req));
 	*(uint8_t *)fe_host(&x->fe, respa) = 0xee;
