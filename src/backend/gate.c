@@ -91,9 +91,10 @@ static int gate_parse_which(struct vs_be_gate *g, const char *v, char *err, size
 	} kinds[] = {{"read", VS_BIO_READ},	  {"write", VS_BIO_WRITE},
 		     {"flush", VS_BIO_FLUSH},	  {"discard", VS_BIO_DISCARD},
 		     {"any", GATE_ANY}};
-	const char *colon = strchr(v, ':'), *dash;
-	size_t klen = colon ? (size_t)(colon - v) : strlen(v);
-	char num[24];
+	const char *colon = strchr(v, ':');
+	size_t klen = colon ? (size_t)(colon - v) : strlen(v), nlen;
+	char first[24];
+	const char *dash;
 	size_t i;
 
 	for (i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
@@ -103,19 +104,19 @@ static int gate_parse_which(struct vs_be_gate *g, const char *v, char *err, size
 		goto bad;
 	g->kind = kinds[i].kind;
 	if (!colon)
-		return 0;
+		return 0; /* every bio of the kind */
+	/* FIRST, then nothing (FIRST only), "-" (FIRST on) or "-LAST" */
 	dash = strchr(colon + 1, '-');
-	if ((size_t)((dash ? dash : colon + 1 + strlen(colon + 1)) - (colon + 1)) >= sizeof(num))
+	nlen = dash ? (size_t)(dash - (colon + 1)) : strlen(colon + 1);
+	if (nlen >= sizeof(first))
 		goto bad;
-	snprintf(num, sizeof(num), "%.*s",
-		 (int)(dash ? (size_t)(dash - colon - 1) : strlen(colon + 1)), colon + 1);
-	if (vs_parse_u64(num, 1, UINT64_MAX, &g->first))
+	memcpy(first, colon + 1, nlen);
+	first[nlen] = 0;
+	if (vs_parse_u64(first, 1, UINT64_MAX, &g->first))
 		goto bad;
-	g->last = g->first;
+	g->last = !dash ? g->first : UINT64_MAX;
 	if (dash && dash[1] && vs_parse_u64(dash + 1, g->first, UINT64_MAX, &g->last))
 		goto bad;
-	if (dash && !dash[1])
-		g->last = UINT64_MAX;
 	return 0;
 bad:
 	return vs_fail(err, errlen, -EINVAL,
