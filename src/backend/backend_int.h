@@ -84,6 +84,7 @@ struct vs_io_req {
 	struct iovec biov;	     /* the bounce buffer as an iovec */
 	struct iovec *tail;	     /* remainder iovecs after a short transfer, or NULL */
 	bool delay;		     /* a test-only delay: a timeout that completes bio */
+	bool held;		     /* a hook holds bio (vs_io_ctx_hold) */
 	struct __kernel_timespec ts; /* its length */
 	struct vs_io_req *next;	     /* free list; the remote list while handed back */
 	/* Requests a library completes on its own threads (rbd): */
@@ -104,10 +105,6 @@ struct vs_io_ctx {
 	struct vs_bio *defer_head; /* synchronously completed, done() pending */
 	struct vs_bio **defer_tail;
 	unsigned remote_busy; /* reqs owned by a library's threads (rbd) */
-	unsigned hook_busy;   /* bios a hook holds (the test gate): owner-only */
-	/* Bios such a hook let go, handed back from any thread (lock-free, through
-	 * bio->next, LIFO); the owner sends them on at its next reap: */
-	struct vs_bio *handed_back;
 	/* Lock-free, filled by those threads, emptied by the owner (atomic exchange): */
 	struct vs_io_req *remote; /* completed there, LIFO, through req->next */
 	unsigned remote_pushing;  /* threads between their push and their eventfd write */
@@ -115,13 +112,12 @@ struct vs_io_ctx {
 	struct vs_io_req reqs[];
 };
 
-/* A hook keeps bio, counted in flight, for a while (owner thread): the owner's waits
- * watch the eventfd meanwhile. */
-void vs_io_ctx_hold(struct vs_io_ctx *ctx);
-/* Any thread: give a held bio back to ctx; its owner sends it on to the backend at its next
- * reap (bio->res 0), or completes it with bio->res (< 0, bio->hooked NULL: no hook runs).
- * Wakes the owner (eventfd) when its list was empty. */
-void vs_io_ctx_hand_back(struct vs_io_ctx *ctx, struct vs_bio *bio);
+/* On ctx's thread: a hook (the test gate) keeps bio, counted in flight, for a while: a
+ * request slot stands for it as for a library's request (vs_io_req_remote_start), so the
+ * owner's waits watch the eventfd.  NULL when no slot is free.  Any thread hands it back
+ * with vs_io_req_remote_done(req, res): at the owner's next reap the bio goes on to its
+ * backend (res 0), or completes with res (< 0; bio->hooked NULL: no hook runs). */
+struct vs_io_req *vs_io_ctx_hold(struct vs_io_ctx *ctx, struct vs_backend *be, struct vs_bio *bio);
 /* Send a valid bio that passed the hooks on to its backend (vs_backend_submit's second
  * half): 0, or -errno (-EAGAIN: no room now). */
 int vs_be_dispatch(struct vs_backend *be, struct vs_io_ctx *ctx, struct vs_bio *bio);
@@ -182,7 +178,7 @@ int vs_be_hooks_parse(struct vs_backend *be, const char *field, char *err, size_
 /* After the backend opened: open the log, say what is armed.  0 or -errno (err set). */
 int vs_be_hooks_start(struct vs_backend *be, char *err, size_t errlen);
 /* A valid bio about to go to the backend: 0 go on, 1 the hook completed it (deferred) or
- * holds it (the gate: it comes back through vs_io_ctx_hand_back). */
+ * holds it (the gate: it comes back through vs_io_req_remote_done). */
 int vs_be_hooks_submit(struct vs_backend *be, struct vs_io_ctx *ctx, struct vs_bio *bio);
 /* A bio the gate held is about to go to the backend after all. */
 void vs_be_hooks_resume(struct vs_bio *bio);
@@ -199,7 +195,7 @@ int vs_be_gate_parse(struct vs_be_gate **g, const char *field, char *err, size_t
 /* After the backend opened (g may be NULL): connect gate-sock.  0 or -errno (err set). */
 int vs_be_gate_start(struct vs_be_gate *g, char *err, size_t errlen);
 /* On ctx's thread: true when the gate keeps bio (it comes back through
- * vs_io_ctx_hand_back once released). */
+ * vs_io_req_remote_done once released). */
 bool vs_be_gate_hold(struct vs_be_gate *g, struct vs_io_ctx *ctx, struct vs_bio *bio);
 /* What is still held fails with -ECANCELED (g may be NULL). */
 void vs_be_gate_close(struct vs_be_gate *g);

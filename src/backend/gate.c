@@ -17,9 +17,10 @@
  *                               no more are held); end of file opens the gate
  *
  * In-process tests use vs_backend_gate_*() instead (backend.h).  A held bio keeps its
- * place in its I/O context (counted in flight); once released, any thread hands it back
- * to that context (vs_io_ctx_hand_back) and the context's own thread sends it on at its
- * next reap, as if it had been submitted then.
+ * place in its I/O context (counted in flight, a request slot standing for it as for a
+ * library's request: vs_io_ctx_hold); once released, any thread hands it back to that
+ * context (vs_io_req_remote_done) and the context's own thread sends it on at its next
+ * reap, as if it had been submitted then.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -42,8 +43,7 @@
 
 struct gate_node {
 	struct gate_node *next;
-	struct vs_bio *bio;
-	struct vs_io_ctx *ctx; /* whose thread sends it on */
+	struct vs_io_req *req; /* stands for the bio in its context (vs_io_ctx_hold) */
 };
 
 struct vs_be_gate {
@@ -186,13 +186,9 @@ static unsigned gate_send_on(struct gate_node *list, int res)
 		struct gate_node *node = list;
 
 		list = node->next;
-		if (res < 0) {
-			node->bio->hooked = NULL; /* its backend is going: no hook may run */
-			node->bio->res = res;
-		} else {
-			node->bio->res = 0;
-		}
-		vs_io_ctx_hand_back(node->ctx, node->bio);
+		if (res < 0)
+			node->req->bio->hooked = NULL; /* its backend is going: no hook may run */
+		vs_io_req_remote_done(node->req, res);
 		free(node);
 		n++;
 	}
@@ -301,12 +297,18 @@ bool vs_be_gate_hold(struct vs_be_gate *g, struct vs_io_ctx *ctx, struct vs_bio 
 		pthread_mutex_unlock(&g->lock);
 		return false;
 	}
-	*node = (struct gate_node){.bio = bio, .ctx = ctx};
+	/* Before anyone can let it go: we are the context's thread. */
+	if (!(node->req = vs_io_ctx_hold(ctx, bio->hooked, bio))) {
+		pthread_mutex_unlock(&g->lock);
+		free(node);
+		VS_ERROR(BACKEND, "gate: no request slot to hold a bio with: it goes on");
+		return false;
+	}
+	node->next = NULL;
 	*g->tail = node;
 	g->tail = &node->next;
 	g->held++;
 	g->held_total++;
-	vs_io_ctx_hold(ctx); /* before anyone can hand it back: we are the context's thread */
 	gate_tell(g);
 	pthread_mutex_unlock(&g->lock);
 	VS_WARNING(BACKEND, "gate: %s bio %llu (off %llu len %llu) held", vs_bio_op_name(bio->op),

@@ -142,8 +142,7 @@ int vs_io_ctx_submit(struct vs_io_ctx *ctx)
 bool vs_io_ctx_pending(const struct vs_io_ctx *ctx)
 {
 	return ctx->defer_head || io_uring_cq_ready(&ctx->ring) ||
-	       __atomic_load_n(&ctx->remote, __ATOMIC_RELAXED) ||
-	       __atomic_load_n(&ctx->handed_back, __ATOMIC_RELAXED);
+	       __atomic_load_n(&ctx->remote, __ATOMIC_RELAXED);
 }
 
 int vs_io_ctx_set_wait(struct vs_io_ctx *ctx, enum vs_io_wait how)
@@ -159,17 +158,6 @@ int vs_io_ctx_set_wait(struct vs_io_ctx *ctx, enum vs_io_wait how)
 	if (how == VS_IO_WAIT_LEVEL)
 		ctx_signal_deferred(ctx); /* what waits now shows on the fd */
 	return 0;
-}
-
-/* The owner's eventfd, for a hand-over from another thread (remote_pushing counted). */
-static void ctx_wake_owner(struct vs_io_ctx *ctx)
-{
-	uint64_t one = 1;
-
-	if (__atomic_load_n(&ctx->wait, __ATOMIC_RELAXED) != VS_IO_WAIT_POLL &&
-	    write(ctx->efd, &one, sizeof(one)) < 0) {
-		/* full counter: the owner is woken anyway */
-	}
 }
 
 void vs_io_req_remote_start(struct vs_io_ctx *ctx, struct vs_io_req *req)
@@ -188,6 +176,7 @@ void vs_io_req_remote_done(struct vs_io_req *req, int64_t res)
 {
 	struct vs_io_ctx *ctx = req->ctx;
 	struct vs_io_req *head;
+	uint64_t one = 1;
 
 	/* Counted first: the owner, once it has reaped req, may be destroying ctx; it waits
 	 * for this count to drop before closing the eventfd and freeing ctx. */
@@ -200,30 +189,22 @@ void vs_io_req_remote_done(struct vs_io_req *req, int64_t res)
 					    __ATOMIC_RELAXED));
 	/* Only the push onto an empty list wakes the owner: it has not taken the list since
 	 * (else the list would be empty again and the next push would write). */
-	if (!head)
-		ctx_wake_owner(ctx);
+	if (!head && __atomic_load_n(&ctx->wait, __ATOMIC_RELAXED) != VS_IO_WAIT_POLL &&
+	    write(ctx->efd, &one, sizeof(one)) < 0) {
+		/* full counter: the owner is woken anyway */
+	}
 	__atomic_sub_fetch(&ctx->remote_pushing, 1, __ATOMIC_RELEASE);
 }
 
-void vs_io_ctx_hold(struct vs_io_ctx *ctx)
+struct vs_io_req *vs_io_ctx_hold(struct vs_io_ctx *ctx, struct vs_backend *be, struct vs_bio *bio)
 {
-	ctx->hook_busy++;
-}
+	struct vs_io_req *req = vs_io_req_get(ctx, be, bio);
 
-void vs_io_ctx_hand_back(struct vs_io_ctx *ctx, struct vs_bio *bio)
-{
-	struct vs_bio *head;
-
-	/* Counted first, as in vs_io_req_remote_done: the owner may be destroying ctx. */
-	__atomic_add_fetch(&ctx->remote_pushing, 1, __ATOMIC_ACQUIRE);
-	head = __atomic_load_n(&ctx->handed_back, __ATOMIC_RELAXED);
-	do
-		bio->next = head;
-	while (!__atomic_compare_exchange_n(&ctx->handed_back, &head, bio, true, __ATOMIC_RELEASE,
-					    __ATOMIC_RELAXED));
-	if (!head)
-		ctx_wake_owner(ctx);
-	__atomic_sub_fetch(&ctx->remote_pushing, 1, __ATOMIC_RELEASE);
+	if (req) {
+		req->held = true;
+		vs_io_req_remote_start(ctx, req);
+	}
+	return req;
 }
 
 void vs_io_ctx_defer(struct vs_io_ctx *ctx, struct vs_bio *bio, int res)
@@ -437,12 +418,39 @@ finish:
 	return !bio_complete(ctx, bio, res < 0 ? res : 0);
 }
 
+/* A bio a hook held came back (req, vs_io_ctx_hold): it goes on to its backend now, or
+ * completes with the error it came back with.  1 when it completed; *sent counts those
+ * that went to the backend (their SQEs want submitting). */
+static __attribute__((noinline, cold)) int held_resume(struct vs_io_ctx *ctx, struct vs_io_req *req,
+							int res, unsigned *sent)
+{
+	struct vs_bio *bio = req->bio;
+
+	ctx->remote_busy--;
+	vs_io_req_put(ctx, req); /* before the dispatch: it may need a slot */
+	if (!res && bio->hooked) {
+		vs_be_hooks_resume(bio);
+		res = vs_be_dispatch(bio->hooked, ctx, bio);
+		if (res == -EAGAIN) { /* the SQ is full of this pass's work: make room */
+			io_uring_submit(&ctx->ring);
+			res = vs_be_dispatch(bio->hooked, ctx, bio);
+		}
+		if (!res) {
+			(*sent)++;
+			return 0;
+		}
+	}
+	return bio_complete(ctx, bio, res);
+}
+
 /* Requests a library's threads handed back, oldest first: done() runs in the order the
- * completions came.  A request sent out again (a next stage) stays the library's. */
+ * completions came.  A request sent out again (a next stage) stays the library's; a bio a
+ * hook held goes on (held_resume). */
 static int remote_reap(struct vs_io_ctx *ctx)
 {
 	struct vs_io_req *list = __atomic_exchange_n(&ctx->remote, NULL, __ATOMIC_ACQUIRE);
 	struct vs_io_req *fifo = NULL;
+	unsigned sent = 0;
 	int n = 0;
 
 	while (list) { /* reverse the LIFO */
@@ -458,6 +466,10 @@ static int remote_reap(struct vs_io_ctx *ctx)
 		int64_t res = req->remote_res;
 
 		fifo = req->next;
+		if (__builtin_expect(req->held, 0)) {
+			n += held_resume(ctx, req, (int)res, &sent);
+			continue;
+		}
 		if (req->be->ops->remote_again(ctx, req, &res))
 			continue;
 		ctx->remote_busy--;
@@ -465,46 +477,8 @@ static int remote_reap(struct vs_io_ctx *ctx)
 		if (bio_complete(ctx, bio, res < 0 ? (int)res : 0))
 			n++;
 	}
-	return n;
-}
-
-/* Bios a hook held and let go (the test gate), in the order they went: each goes on to its
- * backend now, or completes with the error it came back with.  Returns how many
- * completed; *sent: how many went to the backend (their SQEs want submitting). */
-static int handed_back_reap(struct vs_io_ctx *ctx, unsigned *sent)
-{
-	struct vs_bio *list = __atomic_exchange_n(&ctx->handed_back, NULL, __ATOMIC_ACQUIRE);
-	struct vs_bio *fifo = NULL;
-	int n = 0;
-
-	while (list) {
-		struct vs_bio *bio = list;
-
-		list = bio->next;
-		bio->next = fifo;
-		fifo = bio;
-	}
-	while (fifo) {
-		struct vs_bio *bio = fifo;
-		int rc = bio->res;
-
-		fifo = bio->next;
-		ctx->hook_busy--;
-		if (!rc && bio->hooked) {
-			vs_be_hooks_resume(bio);
-			rc = vs_be_dispatch(bio->hooked, ctx, bio);
-			if (rc == -EAGAIN) { /* the SQ is full of this pass's work: make room */
-				io_uring_submit(&ctx->ring);
-				rc = vs_be_dispatch(bio->hooked, ctx, bio);
-			}
-			if (!rc) {
-				(*sent)++;
-				continue;
-			}
-		}
-		if (bio_complete(ctx, bio, rc))
-			n++;
-	}
+	if (sent)
+		io_uring_submit(&ctx->ring);
 	return n;
 }
 
@@ -531,7 +505,7 @@ static int ctx_wait(struct vs_io_ctx *ctx, uint64_t deadline)
 	uint64_t cnt;
 	int rc, ms;
 
-	if (!ctx->remote_busy && !ctx->hook_busy) {
+	if (!ctx->remote_busy) {
 		struct io_uring_cqe *cqe;
 
 		do {
@@ -573,7 +547,7 @@ static int ctx_wait(struct vs_io_ctx *ctx, uint64_t deadline)
 
 int vs_io_ctx_wait(struct vs_io_ctx *ctx, unsigned timeout_ms)
 {
-	if (ctx->defer_head || (!ctx->ring_busy && !ctx->remote_busy && !ctx->hook_busy))
+	if (ctx->defer_head || (!ctx->ring_busy && !ctx->remote_busy))
 		return 0; /* something to reap already, or nothing that could complete */
 	return ctx_wait(ctx, vs_mono_ns() + (uint64_t)timeout_ms * 1000000 + 1);
 }
@@ -593,7 +567,7 @@ int vs_io_ctx_reap(struct vs_io_ctx *ctx, bool wait_one)
 		return -errno;
 	ctx->signalled = false;
 
-	if (wait_one && !ctx->defer_head && (ctx->ring_busy || ctx->remote_busy || ctx->hook_busy) &&
+	if (wait_one && !ctx->defer_head && (ctx->ring_busy || ctx->remote_busy) &&
 	    (rc = ctx_wait(ctx, 0)) < 0) {
 		VS_ERROR(BACKEND, "io ctx %p: wait: %s", ctx, strerror(-rc));
 		return rc;
@@ -613,8 +587,6 @@ int vs_io_ctx_reap(struct vs_io_ctx *ctx, bool wait_one)
 		else
 			n++;
 	}
-	if (ctx->hook_busy)
-		n += handed_back_reap(ctx, &resubmits);
 	if (resubmits) {
 		rc = io_uring_submit(&ctx->ring);
 		if (rc < 0)
