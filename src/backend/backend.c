@@ -204,8 +204,8 @@ void vs_backend_size_changed(struct vs_backend *be, uint64_t new_size)
 	pthread_mutex_unlock(&be->size_lock);
 }
 
-int vs_backend_resize(struct vs_backend *be, uint64_t new_size, int (*drain)(void *arg),
-		      void *arg, char *err, size_t errlen)
+int vs_backend_resize(struct vs_backend *be, uint64_t new_size, int (*drain)(void *arg), void *arg,
+		      char *err, size_t errlen)
 {
 	uint64_t old = vs_backend_size(be);
 	int rc;
@@ -375,8 +375,8 @@ void vs_be_flush_completed(struct vs_backend *be, int res)
 	int none = 0;
 
 	/* Errors that say nothing of the writes before the flush are not kept. */
-	if (res >= 0 || res == -ETIMEDOUT || res == -EAGAIN || res == -ENOMEM || res == -ECANCELED ||
-	    res == -EINTR)
+	if (res >= 0 || res == -ETIMEDOUT || res == -EAGAIN || res == -ENOMEM ||
+	    res == -ECANCELED || res == -EINTR)
 		return;
 	if (__atomic_compare_exchange_n(&be->flush_err, &none, res, false, __ATOMIC_RELEASE,
 					__ATOMIC_RELAXED))

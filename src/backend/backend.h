@@ -160,8 +160,8 @@ void vs_backend_unwatch_size(struct vs_backend *be, void *arg);
  * address range reserved at open).  0, or -errno with err set: -ENOTSUP (null, rbd, a block
  * device, ram shrinking, read-only), -ENOSPC (ram beyond its reservation), drain's error,
  * the system call's error (the old size is back). */
-int vs_backend_resize(struct vs_backend *be, uint64_t new_size, int (*drain)(void *arg),
-		      void *arg, char *err, size_t errlen);
+int vs_backend_resize(struct vs_backend *be, uint64_t new_size, int (*drain)(void *arg), void *arg,
+		      char *err, size_t errlen);
 /* The writeback error a flush of be met (kept: see vs_backend_open), or 0. */
 int vs_backend_flush_error(const struct vs_backend *be);
 /* Built with the rbd backend (librbd was found when vioscope was built). */

@@ -261,8 +261,8 @@ static int file_parse(const char *args, char *path, size_t pathlen, bool *ro, bo
  * a regular file or a block device (a path checked before the open could be swapped);
  * O_NONBLOCK is cleared then (io_uring would fail reads with -EAGAIN instead of waiting).
  * The fd, or -errno with err set. */
-static int open_storage(const char *args, const char *path, int flags, struct stat *st,
-			char *err, size_t errlen)
+static int open_storage(const char *args, const char *path, int flags, struct stat *st, char *err,
+			size_t errlen)
 {
 	int fd = open(path, flags | O_NONBLOCK | O_NOCTTY), rc;
 
@@ -270,8 +270,9 @@ static int open_storage(const char *args, const char *path, int flags, struct st
 		rc = -errno;
 		if ((flags & O_DIRECT) && rc == -EINVAL && stat(path, st) == 0 &&
 		    !S_ISREG(st->st_mode) && !S_ISBLK(st->st_mode))
-			snprintf(err, errlen, "file=%s: %s is neither a regular file nor a block device",
-				 args, path);
+			snprintf(err, errlen,
+				 "file=%s: %s is neither a regular file nor a block device", args,
+				 path);
 		else if ((flags & O_DIRECT) && rc == -EINVAL)
 			snprintf(err, errlen, "O_DIRECT not supported by the file system of %s",
 				 path);
@@ -321,8 +322,8 @@ int vs_be_file_open(struct vs_backend *be, const char *args, char *err, size_t e
 	be->ro = ro;
 	be->file.direct = direct;
 	flags = (ro ? O_RDONLY : O_RDWR) | O_CLOEXEC;
-	if ((fd = rc = open_storage(args, path, flags | (direct ? O_DIRECT : 0), &st, err,
-				    errlen)) < 0)
+	if ((fd = rc =
+		 open_storage(args, path, flags | (direct ? O_DIRECT : 0), &st, err, errlen)) < 0)
 		goto out_err;
 	be->file.fd = fd;
 	if (S_ISBLK(st.st_mode)) {
@@ -335,8 +336,7 @@ int vs_be_file_open(struct vs_backend *be, const char *args, char *err, size_t e
 	} else {
 		struct statfs sfs;
 		be->size = (uint64_t)st.st_size;
-		be->file.memory_fs = !direct && fstatfs(fd, &sfs) == 0 &&
-				     sfs.f_type == TMPFS_MAGIC;
+		be->file.memory_fs = !direct && fstatfs(fd, &sfs) == 0 && sfs.f_type == TMPFS_MAGIC;
 	}
 	if (be->size == 0) {
 		rc = -EINVAL;
@@ -346,8 +346,8 @@ int vs_be_file_open(struct vs_backend *be, const char *args, char *err, size_t e
 	}
 	if (direct) {
 		file_dio_align(be, fd);
-		if ((rc = be->file.fd_buffered = open_storage(args, path, flags, &st2, err,
-							      errlen)) < 0)
+		if ((rc = be->file.fd_buffered =
+			 open_storage(args, path, flags, &st2, err, errlen)) < 0)
 			goto out_err;
 		if (st2.st_dev != st.st_dev || st2.st_ino != st.st_ino) {
 			rc = -ESTALE;

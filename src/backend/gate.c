@@ -88,8 +88,10 @@ static int gate_parse_which(struct vs_be_gate *g, const char *v, char *err, size
 	static const struct {
 		const char *name;
 		int kind;
-	} kinds[] = {{"read", VS_BIO_READ},	  {"write", VS_BIO_WRITE},
-		     {"flush", VS_BIO_FLUSH},	  {"discard", VS_BIO_DISCARD},
+	} kinds[] = {{"read", VS_BIO_READ},
+		     {"write", VS_BIO_WRITE},
+		     {"flush", VS_BIO_FLUSH},
+		     {"discard", VS_BIO_DISCARD},
 		     {"any", GATE_ANY}};
 	const char *colon = strchr(v, ':');
 	size_t klen = colon ? (size_t)(colon - v) : strlen(v), nlen;

@@ -245,7 +245,8 @@ int vs_be_hooks_submit(struct vs_backend *be, struct vs_io_ctx *ctx, struct vs_b
 	bio->hooked = be;
 	if (bio->op == VS_BIO_FLUSH && h->fail_flush &&
 	    __atomic_add_fetch(&h->flushes, 1, __ATOMIC_RELAXED) == h->fail_flush) {
-		VS_WARNING(BACKEND, "test fault: flush %llu fails", (unsigned long long)h->fail_flush);
+		VS_WARNING(BACKEND, "test fault: flush %llu fails",
+			   (unsigned long long)h->fail_flush);
 		vs_io_ctx_defer(ctx, bio, -EIO);
 		return 1; /* its completion still passes the hooks: the backend keeps the error */
 	}
@@ -270,9 +271,9 @@ struct vs_be_gate *vs_be_hooks_gate(struct vs_backend *be)
 
 bool vs_backend_test_option(const char *field)
 {
-	static const char *const test_only[] = {"delay=",      "delay-every=", "drop-write=",
-						"misdirect-write=", "stale-read=", "fail-flush=",
-						"gate=",	    "gate-sock="};
+	static const char *const test_only[] = {
+	    "delay=",	   "delay-every=", "drop-write=", "misdirect-write=",
+	    "stale-read=", "fail-flush=",  "gate=",	  "gate-sock="};
 
 	for (size_t i = 0; i < sizeof(test_only) / sizeof(test_only[0]); i++)
 		if (!strncmp(field, test_only[i], strlen(test_only[i])))

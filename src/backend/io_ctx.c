@@ -422,7 +422,7 @@ finish:
  * completes with the error it came back with.  1 when it completed; *sent counts those
  * that went to the backend (their SQEs want submitting). */
 static __attribute__((noinline, cold)) int held_resume(struct vs_io_ctx *ctx, struct vs_io_req *req,
-							int res, unsigned *sent)
+						       int res, unsigned *sent)
 {
 	struct vs_bio *bio = req->bio;
 
@@ -517,7 +517,8 @@ static int ctx_wait(struct vs_io_ctx *ctx, uint64_t deadline)
 			}
 			if (!(ms = ms_left(deadline)))
 				return -ETIMEDOUT;
-			ts = (struct __kernel_timespec){ms / 1000, (long long)(ms % 1000) * 1000000};
+			ts =
+			    (struct __kernel_timespec){ms / 1000, (long long)(ms % 1000) * 1000000};
 			rc = io_uring_submit_and_wait_timeout(&ctx->ring, &cqe, 1, &ts, NULL);
 			if (rc == -ETIME)
 				rc = -EINTR; /* look at the clock again */

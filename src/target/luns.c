@@ -318,18 +318,20 @@ static int lun_retire(struct vs_target *t, unsigned id, char *err, size_t errlen
 	stuck = t->flush_stuck[id] || !lun_unpinned(t, id);
 	pthread_mutex_unlock(&t->luns_lock);
 	if (stuck) {
-		rc = tq_err(err, errlen, -ETIMEDOUT,
-			    "LUN %u removed, but an earlier flush of it never finished: its backend "
-			    "is left open",
-			    id);
+		rc =
+		    tq_err(err, errlen, -ETIMEDOUT,
+			   "LUN %u removed, but an earlier flush of it never finished: its backend "
+			   "is left open",
+			   id);
 	} else {
 		tq_flush_backends(t, &be, 1, &res);
 		if (res == -ETIMEDOUT) {
 			stuck = true;
-			rc = tq_err(err, errlen, res,
-				    "LUN %u removed, but its final flush did not finish within %u ms: "
-				    "its backend is left open",
-				    id, t->worker_timeout_ms);
+			rc = tq_err(
+			    err, errlen, res,
+			    "LUN %u removed, but its final flush did not finish within %u ms: "
+			    "its backend is left open",
+			    id, t->worker_timeout_ms);
 		} else if (res) {
 			rc = tq_err(err, errlen, res, "LUN %u removed, but its final flush failed",
 				    id);
@@ -360,8 +362,8 @@ int vs_target_lun_remove(struct vs_target *t, unsigned id, char *err, size_t err
 		return tq_err(err, errlen, -ENOENT, "no LUN %u", id);
 	/* Unpublish (or take the one an earlier removal gave up on) ... */
 	pthread_mutex_lock(&t->luns_lock);
-	if (t->lun_state[id] == TQ_LUN_UNFINISHED || !(rc = lun_check(t, id, TQ_LUN_PRESENT, err,
-								      errlen))) {
+	if (t->lun_state[id] == TQ_LUN_UNFINISHED ||
+	    !(rc = lun_check(t, id, TQ_LUN_PRESENT, err, errlen))) {
 		rc = 0;
 		lun = t->detached[id] ? t->detached[id] : vs_scsi_dev_detach(t->dev, id);
 		t->detached[id] = NULL;

@@ -291,8 +291,8 @@ int vs_target_flush(struct vs_target *t)
 		if (!t->be[id] || s == TQ_LUN_OPENING || s == TQ_LUN_REMOVING)
 			continue;
 		if (t->flush_stuck[id] && needs_flush(t->be[id])) {
-			tq_log(t, "LUN %u (%s): not flushed: an earlier flush of it never finished", id,
-			       t->spec[id]);
+			tq_log(t, "LUN %u (%s): not flushed: an earlier flush of it never finished",
+			       id, t->spec[id]);
 			rc = rc ? rc : -ETIMEDOUT;
 			continue;
 		}
@@ -565,7 +565,7 @@ int vs_target_destroy(struct vs_target *t)
 	vs_scsi_dev_destroy(t->dev);
 	for (unsigned i = 0; i < VS_TARGET_MAX_LUNS; i++) {
 		vs_scsi_lun_destroy(t->detached[i]); /* a remove that gave up waiting */
-		if (!t->flush_stuck[i]) /* else an abandoned flush keeps it */
+		if (!t->flush_stuck[i])		     /* else an abandoned flush keeps it */
 			vs_backend_close(t->be[i]);
 		free(t->spec[i]);
 	}

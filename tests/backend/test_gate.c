@@ -242,9 +242,8 @@ static void test_gate_bad_options(void **state)
 		assert_int_equal(vs_backend_open(&be, bad[i], err, sizeof(err)), -EINVAL);
 		assert_non_null(strstr(err, "gate"));
 	}
-	assert_int_equal(vs_backend_open(&be, "ram=1M,gate-sock=/nonexistent/sock", err,
-					 sizeof(err)),
-			 -ENOENT);
+	assert_int_equal(
+	    vs_backend_open(&be, "ram=1M,gate-sock=/nonexistent/sock", err, sizeof(err)), -ENOENT);
 	assert_non_null(strstr(err, "/nonexistent/sock"));
 	assert_true(vs_backend_test_option("gate=write"));
 	assert_true(vs_backend_test_option("gate-sock=/x"));

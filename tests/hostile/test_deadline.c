@@ -110,12 +110,12 @@ static void sigterm_past_the_worker_timeout_still_stops(void **state)
 }
 
 /* ---- flushes that do not finish ------------------------------------------------------------ */
-static const char *const rpc_args[] = {"--rpc",		   "%D/rpc.sock", "--lun", "0:file=%F",
-				       "--worker-timeout", "2",		  NULL};
+static const char *const rpc_args[] = {
+    "--rpc", "%D/rpc.sock", "--lun", "0:file=%F", "--worker-timeout", "2", NULL};
 
 struct gated {
-	int rpc;     /* the management socket */
-	int gate;    /* LUN 1's gate */
+	int rpc;  /* the management socket */
+	int gate; /* LUN 1's gate */
 	char spec[320];
 };
 

@@ -174,8 +174,8 @@ static size_t nexus_lines(struct fx *x, unsigned n)
  * room bytes free; once the control thread blocks in a print, remove LUN victim; then let
  * the print go.  The removal must not finish while the TMF holds the LUN: it waits (sleeps)
  * instead.  Trace lines are off again afterwards. */
-static void reset_held_while_removed(struct fx *x, uint32_t subtype, unsigned lun,
-				     unsigned victim, size_t room)
+static void reset_held_while_removed(struct fx *x, uint32_t subtype, unsigned lun, unsigned victim,
+				     size_t room)
 {
 	struct removal r = {.t = x->g.t, .id = victim};
 	const uint64_t reqa = FE_SLOT + 0x800, respa = FE_SLOT + 0x900;
@@ -384,8 +384,8 @@ static void test_resets_back_to_back_while_a_lun_comes_and_goes(void **state)
 	while (!stop) {
 		uint8_t resp = 0xee;
 
-		assert_int_equal(fe_tmf(&x->fe, VS_VIRTIO_SCSI_T_TMF_I_T_NEXUS_RESET, 0, 0, 0, &resp),
-				 0);
+		assert_int_equal(
+		    fe_tmf(&x->fe, VS_VIRTIO_SCSI_T_TMF_I_T_NEXUS_RESET, 0, 0, 0, &resp), 0);
 		assert_int_equal(resp, VS_VIRTIO_SCSI_S_FUNCTION_COMPLETE);
 		assert_int_equal(
 		    fe_tmf(&x->fe, VS_VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET, 0, 2, 0, &resp), 0);
