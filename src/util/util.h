@@ -207,11 +207,26 @@ int vs_cli_uint(const char *cmd, const char *opt, const char *arg, uint64_t min,
 int vs_cli_seconds(const char *cmd, const char *opt, const char *arg, double min, double max,
 		   double *out);
 
+/* Every command's exit status (README, "Exit status"): what a script tests.  USAGE is a
+ * mistake in the command line (an unknown option, a malformed size, level, flag or PID);
+ * CANNOT_RUN is a correct command that could not do its job (no such socket, process or
+ * file, a target that would not start), so that FAILED always means the thing tested or
+ * asked for failed (a fault found, requests failed, an RPC error).  An interrupted command
+ * exits 128 + the signal, after it stopped its children and removed what it made. */
+enum vs_exit {
+	VS_EXIT_OK = 0,
+	VS_EXIT_FAILED = 1,
+	VS_EXIT_USAGE = 2,
+	VS_EXIT_CANNOT_RUN = 3,
+	VS_EXIT_SIGINT = 130,
+	VS_EXIT_SIGTERM = 143,
+};
+
 /* A `vioscope` subcommand.  Each command file registers itself with VS_CLI_COMMAND, so the
  * CLI's main() lists whatever was linked in (the benchmarks live outside tools/). */
 struct vs_cli_command {
 	const char *name;
-	int (*fn)(int argc, char **argv); /* exit status: 0 ok, 1 failure, 2 bad command line */
+	int (*fn)(int argc, char **argv); /* exit status: enum vs_exit */
 	const char *help;
 	int order; /* position in the usage text */
 	bool inspects; /* only looks at other processes' traces: gets no trace file itself */
