@@ -131,6 +131,9 @@ static int demo_flavour(const char *exe, const char *flavour, const char *dir)
 	int go[2];
 	snprintf(capture, sizeof capture, "%s/demo-%s.vst", dir, flavour);
 	snprintf(text, sizeof text, "%s/demo-%s.txt", dir, flavour);
+	/* A capture is never overwritten: the one of an earlier demo in a kept directory
+	 * ($VIOSCOPE_DEMO_DIR) is this demo's own, replaced on purpose. */
+	unlink(capture);
 	if (pipe(go) < 0)
 		return -errno;
 	pid_t child = fork();

@@ -79,6 +79,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	    (size && pwrite(shm_fd, data, size, 0) != (ssize_t)size))
 		abort();
 
+	unlink(cap_path); /* captures are never overwritten */
 	if (vs_trace_dump(shm_path, cap_path, &st, why, sizeof why) == 0)
 		decode_capture();
 
@@ -89,6 +90,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		       data + size - FLIP_BYTES, FLIP_BYTES);
 	struct vs_capw w;
 	uint8_t *buf = malloc(s.snap.ring_size);
+	unlink(cap_path);
 	if (buf && vs_capw_open(&w, cap_path, &s) == 0) {
 		for (unsigned i = 0; i < s.snap.ring_count; i++) {
 			struct vs_shm_ring *r = vs_shm_ring(&s, i);

@@ -49,9 +49,19 @@ int vs_capw_open(struct vs_capw *w, const char *path, const struct vs_shm *s)
 {
 	const struct vs_shm_header *h = &s->snap;
 	memset(w, 0, sizeof *w);
-	w->f = fopen(path, "we");
-	if (!w->f)
+	/* A new file, always: an existing capture is never truncated (a recording lost to
+	 * a repeated command line), and O_EXCL refuses a symbolic link too, dangling or not,
+	 * so a link planted in a shared directory cannot send the capture elsewhere. */
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+	if (fd < 0)
 		return -errno;
+	w->f = fdopen(fd, "w");
+	if (!w->f) {
+		int e = errno;
+		close(fd);
+		unlink(path);
+		return -e;
+	}
 	struct vs_cap_file_header fh = { .version = VS_CAP_VERSION, .header_size = sizeof fh };
 	memcpy(fh.magic, VS_CAP_MAGIC, 8);
 	w_put(w, &fh, sizeof fh);
@@ -151,6 +161,17 @@ int vs_capw_close(struct vs_capw *w, const struct vs_shm *s)
 		w->err = -errno;
 	w->f = NULL;
 	return w->err;
+}
+
+void vs_capw_discard(struct vs_capw *w, const char *path)
+{
+	struct stat ours, there;
+	bool same = fstat(fileno(w->f), &ours) == 0 && lstat(path, &there) == 0 &&
+		    ours.st_dev == there.st_dev && ours.st_ino == there.st_ino;
+	fclose(w->f);
+	w->f = NULL;
+	if (same)
+		unlink(path);
 }
 
 /* ---- reader ------------------------------------------------------------------------------

@@ -26,7 +26,11 @@ static int start_capture(struct vs_shm *s, struct vs_capw *w, const char *target
 		return rc;
 	rc = vs_capw_open(w, out, s);
 	if (rc < 0) {
-		snprintf(why, whylen, "%s: %s", out, strerror(-rc));
+		if (rc == -EEXIST)
+			snprintf(why, whylen, "%s: exists (a capture is never overwritten: remove it "
+				 "or name a new file)", out);
+		else
+			snprintf(why, whylen, "%s: %s", out, strerror(-rc));
 		vs_shm_close(s);
 	}
 	return rc;

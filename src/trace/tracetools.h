@@ -304,7 +304,11 @@ struct vs_capw {
 	uint64_t events;
 	int err;
 };
+/* A new capture file at path: never an existing file, never through a symbolic link
+ * (-EEXIST for both). */
 int vs_capw_open(struct vs_capw *w, const char *path, const struct vs_shm *s);
+/* Close a capture just opened and remove it (if path still names it): nothing was made. */
+void vs_capw_discard(struct vs_capw *w, const char *path);
 int vs_capw_events(struct vs_capw *w, const struct vs_shm_ring *r, unsigned slot, const void *data,
 		   size_t len);
 int vs_capw_loss(struct vs_capw *w, const struct vs_shm_ring *r, unsigned slot, uint64_t dropped,
