@@ -208,6 +208,7 @@ struct vs_capture {
 	bool have_clock, have_end;
 	uint64_t no_ring_drops;
 	uint32_t pid;
+	char exe[256];
 	struct stream *streams;
 	size_t nstreams, streams_cap;
 	struct chunk *chunks;
@@ -440,6 +441,11 @@ static int scan(struct vs_capture *c, uint64_t off, int pass, char *why, size_t 
 		case VS_SEC_PROCESS:
 			if (sh.size >= 4)
 				memcpy(&c->pid, p, 4);
+			/* i32 pid, u32, u64 start_time, char flavour[16], char exe[256] */
+			if (sh.size >= 32 + sizeof c->exe) {
+				memcpy(c->exe, p + 32, sizeof c->exe);
+				c->exe[sizeof c->exe - 1] = '\0';
+			}
 			break;
 		case VS_SEC_CLOCK:
 			if (sh.size != sizeof c->clock) {
@@ -679,6 +685,11 @@ void vs_capture_close(struct vs_capture *c)
 uint32_t vs_capture_pid(const struct vs_capture *c)
 {
 	return c->pid;
+}
+
+const char *vs_capture_exe(const struct vs_capture *c)
+{
+	return c->exe;
 }
 
 const struct vs_meta *vs_capture_meta(const struct vs_capture *c)

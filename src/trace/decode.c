@@ -18,7 +18,30 @@ struct dctx {
 	bool have_first;
 	uint64_t shown, lost;
 	uint32_t pid;
+	struct vs_u64map named; /* chrome: the threads of this capture named so far */
 };
+
+/* Chrome metadata ("ph":"M") naming a process or a thread in Perfetto's track list:
+ * what = "process_name" or "thread_name". */
+static void chrome_name(struct dctx *d, const char *what, uint32_t tid, const char *name)
+{
+	fprintf(d->out, "%s{\"ph\":\"M\",\"pid\":%u,\"tid\":%u,\"name\":\"%s\",\"args\":{\"name\":",
+		d->shown++ ? ",\n" : "", d->pid, tid, what);
+	vs_fputs_json(name, d->out);
+	fputs("}}", d->out);
+}
+
+/* A thread's name, the first time one of its events comes by (filtered or not: slices of
+ * its requests may be drawn on it). */
+static void chrome_name_thread(struct dctx *d, const struct vs_cap_event *ev)
+{
+	if (!ev->thread_name || !ev->thread_name[0] ||
+	    vs_u64map_get(&d->named, ev->tid) != VS_U64MAP_NONE)
+		return;
+	if (vs_u64map_put(&d->named, ev->tid, 1) < 0)
+		return; /* no room to remember it: unnamed, never named twice */
+	chrome_name(d, "thread_name", ev->tid, ev->thread_name);
+}
 
 static int on_event(const struct vs_cap_event *ev, void *opaque)
 {
@@ -31,6 +54,8 @@ static int on_event(const struct vs_cap_event *ev, void *opaque)
 		d->have_first = true;
 	}
 	double rel = d->have_first ? (double)(ev->real_ns - d->first_ns) / 1e9 : 0;
+	if (o->chrome)
+		chrome_name_thread(d, ev);
 	if (o->tid && ev->tid != o->tid)
 		return 0;
 	if (ev->real_ns && (rel < o->from_s || (o->to_s >= 0 && rel > o->to_s)))
@@ -147,13 +172,21 @@ static int decode_one(const char *path, struct dctx *d, char *why, size_t whylen
 		rc = !sp || !masks
 			 ? -ENOMEM
 			 : vs_spec_eval(spec, sp, m->nproviders, true, &level, masks, why, whylen);
+		if (rc == -EINVAL)
+			rc = -EDOM; /* the filter's fault, not the capture's */
 		free(sp);
 	}
 	if (rc == 0) {
 		d->masks = masks;
 		d->pid = vs_capture_pid(c);
+		if (d->o->chrome) {
+			/* the program's name, as `ps` shows it; Perfetto adds the pid */
+			const char *exe = vs_capture_exe(c), *slash = strrchr(exe, '/');
+			chrome_name(d, "process_name", 0, slash ? slash + 1 : exe[0] ? exe : "?");
+		}
 		rc = vs_capture_walk(c, on_event, d, why, whylen);
 		d->masks = NULL;
+		vs_u64map_free(&d->named);
 	}
 	vs_capture_close(c);
 	free(masks);

@@ -336,6 +336,8 @@ int vs_capture_open(struct vs_capture **c, const char *path, char *why, size_t w
 void vs_capture_close(struct vs_capture *c);
 const struct vs_meta *vs_capture_meta(const struct vs_capture *c);
 uint32_t vs_capture_pid(const struct vs_capture *c);
+/* The traced program's path, from its PROCESS section ("" if none; untrusted text). */
+const char *vs_capture_exe(const struct vs_capture *c);
 /* Its CLOCK section (checked at open). */
 const struct vs_cap_clock *vs_capture_clock(const struct vs_capture *c);
 /* Read c's timestamps with another capture's calibration k (both TSC: one host's TSC is
@@ -441,7 +443,8 @@ struct vs_decode_opts {
 	const char *flag_spec;  /* FLAG,... as in a spec, resolved against the capture's
 				   providers (NULL: all) */
 };
-/* Decode a capture to `out`.  Returns 0, or -errno with `why` (bad file, bad filter). */
+/* Decode a capture to `out`.  Returns 0, or -errno with `why`: -EDOM for a --flag filter
+ * naming no provider or flag of the capture, -EINVAL for a capture that is not valid. */
 int vs_trace_decode(const char *path, const struct vs_decode_opts *o, FILE *out, char *why,
 		    size_t whylen);
 /* Several captures in one output (text and JSON: one after the other).  Chrome output

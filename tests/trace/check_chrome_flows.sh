@@ -3,7 +3,8 @@
 # JSON (https://docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU),
 # each request's stages as slices on both processes and joined by a flow driver ->
 # device -> driver (s, t..., f with bp "e", in time order, s and f on the driver's
-# process, t on the device's).  Usage: check_chrome_flows.sh VIOSCOPE VIOSCOPE_ALL
+# process, t on the device's); each process named ("ph":"M" process_name) after its
+# program.  Usage: check_chrome_flows.sh VIOSCOPE VIOSCOPE_ALL
 set -eu
 cli=$1 all=$2
 command -v python3 >/dev/null || { echo "skipped: python3 is not installed (scripts/deps.sh)"; exit 77; }
@@ -19,8 +20,12 @@ doc = json.load(open(sys.argv[1]))            # valid JSON, or this fails
 ev = doc["traceEvents"]
 assert isinstance(ev, list) and ev, "no traceEvents"
 SKEW_US = 0.1
-flows, names, pids = {}, set(), set()
+flows, names, pids, named = {}, set(), set(), {}
 for e in ev:
+    if e["ph"] == "M":                      # metadata: no time stamp
+        if e["name"] == "process_name":
+            named[e["pid"]] = e["args"]["name"]
+        continue
     assert e["ph"] in ("i", "X", "s", "t", "f"), e
     assert isinstance(e["ts"], (int, float)) and e["ts"] >= 0, e
     assert isinstance(e["pid"], int) and isinstance(e["tid"], int), e
@@ -32,6 +37,7 @@ for e in ev:
     if e["ph"] in "stf":
         flows.setdefault(e["id"], []).append(e)
 assert len(pids) == 2, "expected the driver's and the device's process: %s" % pids
+assert all(named.get(p, "").startswith("vioscope") for p in pids), ("unnamed", named)
 for stage in ("pop>backend", "backend", "backend>push", "poll>done"):
     assert stage in names, "no %s slice" % stage
 assert len(flows) >= 10, "only %d flows" % len(flows)
