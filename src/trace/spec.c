@@ -59,8 +59,23 @@ struct vs_spec_provider *vs_meta_spec_providers(const struct vs_meta *m)
 		p[i].name = m->providers[i].name;
 		p[i].nflags = m->providers[i].nflags;
 		p[i].flags = m->providers[i].flags;
+		p[i].sites_known = true;
+	}
+	for (uint32_t i = 0; p && i < m->nsites; i++) {
+		const struct vs_meta_site *site = &m->sites[i];
+		if (site->prov < m->nproviders && site->level <= VS_LEVEL_MAX && site->flag < 32 &&
+		    site->also <= 32)
+			p[site->prov].sited[site->level] |= VS__FLAGS_MASK(site->flag, site->also);
 	}
 	return p;
+}
+
+uint32_t vs_spec_sited(const struct vs_spec_provider *p, unsigned level)
+{
+	uint32_t mask = 0;
+	for (unsigned l = 1; l <= level && l <= VS_LEVEL_MAX; l++)
+		mask |= p->sited[l];
+	return mask;
 }
 
 static int flag_bit(const struct vs_spec_provider *p, const char *name)
@@ -71,33 +86,80 @@ static int flag_bit(const struct vs_spec_provider *p, const char *name)
 	return -1;
 }
 
-/* "a, b, c" into buf, lower case, cut to fit. */
+/* Whole names into a buffer: what does not fit is counted, never cut. */
+struct name_list {
+	char *buf;
+	size_t len, used;
+	unsigned more;
+};
+/* Room kept for the count of the names left out: " and 4294967295 more". */
+#define NAME_LIST_TAIL 24
+
+static void name_add(struct name_list *l, const char *prov, const char *name)
+{
+	char one[160];
+	int n = snprintf(one, sizeof one, "%s%s%s", prov ? prov : "", prov && prov[0] ? "." : "",
+			 name);
+	if (l->more || n < 0 || (size_t)n >= sizeof one ||
+	    l->used + 2 + (size_t)n + NAME_LIST_TAIL >= l->len) {
+		l->more++;
+		return;
+	}
+	for (char *c = one; *c; c++)
+		*c = (char)tolower((unsigned char)*c);
+	l->used += (size_t)snprintf(l->buf + l->used, l->len - l->used, "%s%s", l->used ? ", " : "",
+				    one);
+}
+
+/* "a, b, c" (lower case) into buf, len bytes at most, then " and N more" when the rest
+ * does not fit: provider names (only < 0, !qualified), the flags of provider `only`, or
+ * provider.flag of every provider (qualified).  Flags with sites only, where known. */
 static void list_names(char *buf, size_t len, const struct vs_spec_provider *provs,
 		       unsigned nprovs, int only, bool qualified)
 {
-	size_t used = 0;
+	struct name_list l = { buf, len, 0, 0 };
+	if (!len)
+		return;
 	buf[0] = '\0';
 	for (unsigned i = 0; i < nprovs; i++) {
 		if (only >= 0 && (unsigned)only != i)
 			continue;
 		const struct vs_spec_provider *p = &provs[i];
 		if (!qualified && only < 0) {
-			used += (size_t)snprintf(buf + used, len - used, "%s%s", used ? ", " : "",
-						 p->name);
-		} else {
-			for (uint32_t f = 0; f < p->nflags && used < len; f++) {
-				if (!p->flags[f])
-					continue;
-				used += (size_t)snprintf(buf + used, len - used, "%s%s%s%s",
-							 used ? ", " : "", qualified ? p->name : "",
-							 qualified && p->name[0] ? "." : "", p->flags[f]);
-			}
+			name_add(&l, NULL, p->name);
+			continue;
 		}
-		if (used >= len)
-			break;
+		uint32_t sited = vs_spec_sited(p, VS_LEVEL_MAX);
+		for (uint32_t f = 0; f < p->nflags && f < 32; f++)
+			if (p->flags[f] && (!p->sites_known || (sited & (1u << f))))
+				name_add(&l, qualified ? p->name : NULL, p->flags[f]);
 	}
-	for (char *c = buf; *c; c++)
-		*c = (char)tolower((unsigned char)*c);
+	if (l.more)
+		snprintf(buf + l.used, len - l.used, "%s%u more", l.used ? " and " : "", l.more);
+	else if (!l.used)
+		snprintf(buf, len, "none");
+}
+
+/* "HEAD" + list_names(...) + ")" into why, the list cut to whole names to fit. */
+static int fail_listing(char *why, size_t whylen, const char *head,
+			const struct vs_spec_provider *provs, unsigned nprovs, int only,
+			bool qualified)
+{
+	if (!whylen)
+		return -EINVAL;
+	snprintf(why, whylen, "%s", head);
+	size_t h = strlen(why);
+	if (h + 2 < whylen) {
+		list_names(why + h, whylen - h - 1, provs, nprovs, only, qualified);
+		strcat(why, ")");
+	}
+	return -EINVAL;
+}
+
+/* The label of a list of flags: with sites, where that is known. */
+static const char *flags_label(const struct vs_spec_provider *provs, unsigned nprovs)
+{
+	return nprovs && provs[0].sites_known ? "flags with sites" : "known";
 }
 
 static int spec_fail(char *why, size_t whylen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -132,7 +194,7 @@ static int mask_word(const char *w, uint32_t *mask, char *why, size_t whylen)
 static int apply_term(const char *term, const struct vs_spec_provider *provs, unsigned nprovs,
 		      bool strict, uint32_t *masks, char *why, size_t whylen)
 {
-	char list[768];
+	char head[320];
 	const char *dot = strchr(term, '.');
 	const char *flag = dot ? dot + 1 : term;
 	uint32_t mask;
@@ -147,9 +209,9 @@ static int apply_term(const char *term, const struct vs_spec_provider *provs, un
 		if (p < 0) {
 			if (!strict)
 				return 0;
-			list_names(list, sizeof list, provs, nprovs, -1, false);
-			return spec_fail(why, whylen, "no provider '%.*s' in '%s' (providers: %s)",
-					 (int)(dot - term), term, term, list[0] ? list : "none");
+			snprintf(head, sizeof head, "no provider '%.*s' in '%s' (providers: ",
+				 (int)(dot - term), term, term);
+			return fail_listing(why, whylen, head, provs, nprovs, -1, false);
 		}
 		rc = mask_word(flag, &mask, why, whylen);
 		if (rc < 0)
@@ -162,9 +224,10 @@ static int apply_term(const char *term, const struct vs_spec_provider *provs, un
 		if (bit < 0) {
 			if (!strict)
 				return 0;
-			list_names(list, sizeof list, provs, nprovs, p, false);
-			return spec_fail(why, whylen, "provider '%s' has no flag '%s' (its flags: %s)",
-					 provs[p].name, flag, list);
+			snprintf(head, sizeof head, "provider '%s' has no flag '%s' (its %s: ",
+				 provs[p].name, flag,
+				 provs[p].sites_known ? "flags with sites" : "flags");
+			return fail_listing(why, whylen, head, provs, nprovs, p, false);
 		}
 		masks[p] |= 1u << bit;
 		return 0;
@@ -182,9 +245,9 @@ static int apply_term(const char *term, const struct vs_spec_provider *provs, un
 		matched |= rc == 0 || bit >= 0;
 	}
 	if (!matched && rc == 1 && strict) {
-		list_names(list, sizeof list, provs, nprovs, -1, true);
-		return spec_fail(why, whylen, "unknown flag '%s' (known: %s)", term,
-				 list[0] ? list : "none");
+		snprintf(head, sizeof head, "unknown flag '%s' (%s: ", term,
+			 flags_label(provs, nprovs));
+		return fail_listing(why, whylen, head, provs, nprovs, -1, true);
 	}
 	return 0;
 }
@@ -226,4 +289,84 @@ int vs_spec_eval(const char *spec, const struct vs_spec_provider *provs, unsigne
 			p++;
 	}
 	return 0;
+}
+
+/* Why term (its masks: what it selects) selects no site at `level`, into warn. */
+static void describe_unsited(char *warn, size_t warnlen, const char *term, const uint32_t *masks,
+			     const struct vs_spec_provider *provs, unsigned nprovs, unsigned level)
+{
+	char head[320];
+	int only = -1, nsel = 0;
+	for (unsigned i = 0; i < nprovs; i++) {
+		for (unsigned l = level + 1; l <= VS_LEVEL_MAX; l++)
+			if (masks[i] & provs[i].sited[l]) {
+				/* sites there are, only more verbose than the spec's level */
+				snprintf(warn, warnlen,
+					 "'%s' selects no trace site at level %s (its sites are at "
+					 "level %s and above)",
+					 term, vs_level_name(level), vs_level_name(l));
+				return;
+			}
+		if (masks[i]) {
+			only = (int)i;
+			nsel++;
+		}
+	}
+	if (nsel == 1 && strchr(term, '.')) {
+		snprintf(head, sizeof head, "'%s' selects no trace site (%s's flags with sites: ", term,
+			 provs[only].name);
+		fail_listing(warn, warnlen, head, provs, nprovs, only, false);
+	} else {
+		snprintf(head, sizeof head, "'%s' selects no trace site (flags with sites: ", term);
+		fail_listing(warn, warnlen, head, provs, nprovs, -1, true);
+	}
+}
+
+unsigned vs_spec_unsited(const char *spec, const struct vs_spec_provider *provs, unsigned nprovs,
+			 char *warn, size_t warnlen)
+{
+	uint32_t level, *masks = calloc(nprovs ? nprovs : 1, sizeof *masks);
+	const char *colon = strchr(spec, ':');
+	const char *p = colon ? colon + 1 : spec;
+	char why[256];
+	size_t used = 0;
+	unsigned n = 0;
+
+	if (warnlen)
+		warn[0] = '\0';
+	if (!masks || vs_spec_eval(spec, NULL, 0, false, &level, NULL, why, sizeof why) < 0 ||
+	    level == 0)
+		goto out;
+	while (*p) {
+		char term[128];
+		size_t k = colon ? strcspn(p, ",+|") : strlen(p);
+		if (k == 0 || k >= sizeof term)
+			break;
+		memcpy(term, p, k);
+		term[k] = '\0';
+		p += k;
+		if (*p)
+			p++;
+		memset(masks, 0, (nprovs ? nprovs : 1) * sizeof *masks);
+		if (!colon)
+			memset(masks, 0xff, nprovs * sizeof *masks); /* a bare level: every flag */
+		else if (apply_term(term, provs, nprovs, false, masks, why, sizeof why) < 0)
+			continue;
+		bool selects = false;
+		for (unsigned i = 0; i < nprovs; i++)
+			selects |= (masks[i] & vs_spec_sited(&provs[i], level)) != 0;
+		if (selects)
+			continue;
+		n++;
+		if (used + 3 < warnlen) {
+			if (used)
+				used += (size_t)snprintf(warn + used, warnlen - used, "; ");
+			describe_unsited(warn + used, warnlen - used, term, masks, provs, nprovs,
+					 level);
+			used += strlen(warn + used);
+		}
+	}
+out:
+	free(masks);
+	return n;
 }

@@ -206,11 +206,26 @@ struct vs_spec_provider {
 	const char *name;
 	uint32_t nflags;
 	const char *const *flags; /* [nflags], NULL entries allowed */
+	/* Which flags have sites, when known (from metadata): a provider declares every
+	 * flag of its list, vioscope's own 17 included, whether or not a site uses it. */
+	bool sites_known;
+	uint32_t sited[VS_LEVEL_MAX + 1]; /* [level]: flags with a site of that level */
 };
+/* Errors naming the flags that exist list those with sites when that is known, as many
+ * whole names as fit in whylen, then how many more there are. */
 int vs_spec_eval(const char *spec, const struct vs_spec_provider *provs, unsigned nprovs,
 		 bool strict, uint32_t *level, uint32_t *masks, char *why, size_t whylen);
-/* The providers of parsed metadata, as vs_spec_eval takes them (malloc'd array). */
+/* The providers of parsed metadata, as vs_spec_eval takes them, with the flags their
+ * sites use (malloc'd array). */
 struct vs_spec_provider *vs_meta_spec_providers(const struct vs_meta *m);
+/* The flags of p with a site at or below level. */
+uint32_t vs_spec_sited(const struct vs_spec_provider *p, unsigned level);
+/* The terms of a (valid) spec that select no site of provs (sites_known): a flag that no
+ * site uses, or whose sites all lie above the spec's level.  Each is named in warn
+ * ("'scsi.io' selects no trace site (scsi's flags with sites: scsi, stage, tmf)"), cut to
+ * whole names as errors are; returns how many.  Level off selects nothing on purpose. */
+unsigned vs_spec_unsited(const char *spec, const struct vs_spec_provider *provs, unsigned nprovs,
+			 char *warn, size_t warnlen);
 /* Recompute control words from a threshold and mask (keeps the clock word). */
 void vs_ctl_compute(struct vs_trace_control *ctl, uint32_t level, uint32_t mask);
 /* Set one provider's threshold and mask, live (the process or a tool). */

@@ -729,7 +729,7 @@ static void test_errors_quoting_the_file_are_escaped(void **state)
 	char *err = th_read_file(td->err, &len);
 	assert_non_null(err);
 	assert_null(memchr(err, 0x7f, len));
-	if (!strstr(err, "known: forged.t\\x7fst"))
+	if (!strstr(err, "flags with sites: forged.t\\x7fst"))
 		fail_msg("no escaped flag name in: %s", err);
 	free(err);
 }
