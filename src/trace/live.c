@@ -6,6 +6,7 @@
  * records are copied out (vs_ring_copy) and printed in the decoder's text.  Events
  * the process dropped or overwrote before we read them are shown as markers, never
  * hidden.  It ends on *stop (Ctrl-C) or when the process exits (after a last pass).
+ * It never writes the process's settings: its level and flags only filter what it shows.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -17,6 +18,38 @@
 #include "trace/tracetools.h"
 
 #define POLL_NS 5000000L /* 5 ms between passes */
+
+/* What is shown: --flag resolved against the process's providers (masks NULL: all),
+ * again whenever objects loaded since bring new ones. */
+struct live_filter {
+	const struct vs_live_opts *o;
+	uint32_t *masks;
+};
+
+static int filter_resolve(struct live_filter *f, const struct vs_meta *m, bool strict, char *why,
+			  size_t whylen)
+{
+	char spec[512];
+	uint32_t level;
+	if (!f->o->flag_spec)
+		return 0;
+	struct vs_spec_provider *sp = vs_meta_spec_providers(m);
+	uint32_t *masks = calloc(m->nproviders ? m->nproviders : 1, sizeof *masks);
+	int rc = -ENOMEM;
+	snprintf(spec, sizeof spec, "verbose:%s", f->o->flag_spec);
+	if (sp && masks)
+		rc = vs_spec_eval(spec, sp, m->nproviders, strict, &level, masks, why, whylen);
+	else
+		snprintf(why, whylen, "out of memory");
+	free(sp);
+	if (rc < 0) {
+		free(masks);
+		return rc;
+	}
+	free(f->masks);
+	f->masks = masks;
+	return 0;
+}
 
 struct live_ring {
 	uint32_t generation;
@@ -49,8 +82,9 @@ static void marker(FILE *out, uint32_t tid, uint64_t n, const char *what)
 
 /* Print the records of one copied stretch of ring i. */
 static int print_records(struct vs_shm *s, uint32_t tid, const uint8_t *p, size_t n, FILE *out,
-			 const struct vs_live_opts *o)
+			 struct live_filter *f)
 {
+	const struct vs_live_opts *o = f->o;
 	for (size_t off = 0; off + sizeof(struct vs_event_header) <= n;) {
 		struct vs_event_header e;
 		memcpy(&e, p + off, sizeof e);
@@ -80,6 +114,7 @@ static int print_records(struct vs_shm *s, uint32_t tid, const uint8_t *p, size_
 					s->meta_blob = blob;
 					s->meta_len = len;
 					blob = NULL;
+					filter_resolve(f, &s->meta, false, why, sizeof why);
 				}
 				free(blob);
 			}
@@ -89,6 +124,9 @@ static int print_records(struct vs_shm *s, uint32_t tid, const uint8_t *p, size_
 		}
 		const struct vs_meta_site *site = &s->meta.sites[idx];
 		if (o->max_level && site->level > o->max_level)
+			continue;
+		if (f->masks && (site->prov == VS_META_NO_SLOT ||
+				 !(f->masks[site->prov] & VS__FLAGS_MASK(site->flag, site->also))))
 			continue;
 		char msg[4096], prefix[512];
 		vs_format_message_noted(msg, sizeof msg, site, args, alen, vs_proto_notes,
@@ -104,7 +142,7 @@ static int print_records(struct vs_shm *s, uint32_t tid, const uint8_t *p, size_
 
 /* One pass over the rings; returns how many bytes of records it printed. */
 static size_t pass(struct vs_shm *s, struct live_ring *lr, uint8_t *buf, size_t cap, FILE *out,
-		   const struct vs_live_opts *o, bool from_now)
+		   struct live_filter *f, bool from_now)
 {
 	size_t total = 0;
 	for (unsigned i = 0; i < s->snap.ring_count; i++) {
@@ -137,7 +175,7 @@ static size_t pass(struct vs_shm *s, struct live_ring *lr, uint8_t *buf, size_t 
 		while (l->pos < head) {
 			uint64_t before = l->pos;
 			size_t n = vs_ring_copy(s, i, &l->pos, head, buf, cap);
-			print_records(s, tid, buf, n, out, o);
+			print_records(s, tid, buf, n, out, f);
 			total += n;
 			if (l->pos == before)
 				break; /* nothing parsable: next pass */
@@ -150,10 +188,11 @@ int vs_trace_live(const char *target, const struct vs_live_opts *o, FILE *out, c
 		  size_t whylen)
 {
 	struct vs_shm s;
+	struct live_filter f = { .o = o };
 	int rc = vs_shm_open(&s, target, why, whylen);
 	if (rc < 0)
 		return rc;
-	if (o->enable_spec && (rc = vs_shm_apply_spec(&s, o->enable_spec, why, whylen)) < 0) {
+	if ((rc = filter_resolve(&f, &s.meta, true, why, whylen)) < 0) {
 		vs_shm_close(&s);
 		return rc;
 	}
@@ -165,11 +204,11 @@ int vs_trace_live(const char *target, const struct vs_live_opts *o, FILE *out, c
 		rc = -ENOMEM;
 		goto out;
 	}
-	pass(&s, lr, buf, cap, out, o, true);
+	pass(&s, lr, buf, cap, out, &f, true);
 	for (;;) {
 		bool gone =
 		    !vs_shm_owner_alive(&s) || __atomic_load_n(&s.hdr->exited, __ATOMIC_ACQUIRE);
-		pass(&s, lr, buf, cap, out, o, false);
+		pass(&s, lr, buf, cap, out, &f, false);
 		fflush(out);
 		if (vs_shm_shrunk(&s)) {
 			snprintf(why, whylen,
@@ -183,6 +222,7 @@ int vs_trace_live(const char *target, const struct vs_live_opts *o, FILE *out, c
 		nanosleep(&ts, NULL);
 	}
 out:
+	free(f.masks);
 	free(buf);
 	free(lr);
 	vs_shm_close(&s);

@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,6 +94,81 @@ int vs_trace_dump(const char *target, const char *out, struct vs_dump_stats *st,
 	return finish_capture(&s, &w, out, why, whylen);
 }
 
+/* Become pid's recorder: lock our byte (vs_shm_recorder_alive), then take recorder_pid
+ * from nobody, from a recorder that has gone, or (force) from one that records.  The
+ * pid displaced, if any, goes to st. */
+static int claim_recording(struct vs_shm *s, bool force, struct vs_dump_stats *st, char *why,
+			   size_t whylen)
+{
+	const int32_t me = (int32_t)getpid();
+	struct flock lk = { .l_type = F_WRLCK, .l_whence = SEEK_SET,
+			    .l_start = VS_SHM_RECORDER_LOCK + me, .l_len = 1 };
+	if (fcntl(s->fd, F_OFD_SETLK, &lk) < 0) {
+		int e = errno;
+		if (e == EAGAIN || e == EACCES) {
+			snprintf(why, whylen, "pid %d is recorded already by another recorder in "
+				 "this process (pid %d)", s->snap.pid, (int)me);
+			return -EBUSY;
+		}
+		snprintf(why, whylen, "%s: cannot lock it as its recorder: %s", s->path, strerror(e));
+		return -e;
+	}
+	for (;;) {
+		int32_t cur = __atomic_load_n(&s->hdr->recorder_pid, __ATOMIC_ACQUIRE);
+		bool alive = cur > 0 && vs_shm_recorder_alive(s, cur);
+		if (alive && !force) {
+			snprintf(why, whylen,
+				 "pid %d is recorded already, by pid %d: a second recorder would "
+				 "split its events between the two (`trace record --force` takes "
+				 "the recording over)",
+				 s->snap.pid, (int)cur);
+			return -EBUSY;
+		}
+		if (__atomic_compare_exchange_n(&s->hdr->recorder_pid, &cur, me, false,
+						__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+			st->displaced = cur;
+			st->displaced_alive = alive;
+			break;
+		}
+	}
+	__atomic_store_n(&s->hdr->mode, VS_MODE_STREAM, __ATOMIC_RELEASE);
+	return 0;
+}
+
+/* Back to the flight recorder, unless another recorder has taken over meanwhile. */
+static void release_recording(struct vs_shm *s)
+{
+	int32_t me = (int32_t)getpid();
+	if (__atomic_load_n(&s->hdr->recorder_pid, __ATOMIC_ACQUIRE) != me)
+		return;
+	__atomic_store_n(&s->hdr->mode, VS_MODE_FLIGHT, __ATOMIC_RELEASE);
+	__atomic_compare_exchange_n(&s->hdr->recorder_pid, &me, 0, false, __ATOMIC_ACQ_REL,
+				    __ATOMIC_RELAXED);
+}
+
+/* Still the recorder?  Says why not.  A recorder giving up (release_recording) may set
+ * the flight mode just after our claim: put stream mode back. */
+static bool still_recording(struct vs_shm *s, const char *out, char *why, size_t whylen)
+{
+	if (vs_shm_shrunk(s))
+		return true; /* zeros now: the loop ends on that, and says so */
+	int32_t cur = __atomic_load_n(&s->hdr->recorder_pid, __ATOMIC_ACQUIRE);
+	if (cur != (int32_t)getpid()) {
+		if (cur > 0)
+			snprintf(why, whylen, "pid %d took the recording of pid %d over (`trace record "
+				 "--force`); %s holds the events until then", (int)cur, s->snap.pid,
+				 out);
+		else
+			snprintf(why, whylen, "pid %d stopped streaming to this recorder (its trace "
+				 "file names no recorder now); %s holds the events until then",
+				 s->snap.pid, out);
+		return false;
+	}
+	if (__atomic_load_n(&s->hdr->mode, __ATOMIC_ACQUIRE) != VS_MODE_STREAM)
+		__atomic_store_n(&s->hdr->mode, VS_MODE_STREAM, __ATOMIC_RELEASE);
+	return true;
+}
+
 int vs_trace_record(const char *target, const char *out, const struct vs_record_opts *o,
 		    struct vs_dump_stats *st, char *why, size_t whylen)
 {
@@ -113,13 +189,16 @@ int vs_trace_record(const char *target, const char *out, const struct vs_record_
 		goto out;
 	}
 	memset(st, 0, sizeof *st);
+	/* After the capture is made, so that a capture we cannot write never ends a
+	 * recording that --force would take over. */
+	rc = claim_recording(&s, o->force, st, why, whylen);
+	if (rc < 0)
+		goto refused;
 	if (o->enable_spec) {
-		rc = vs_shm_apply_spec(&s, o->enable_spec, why, whylen);
+		rc = vs_shm_apply_spec(&s, o->enable_spec, NULL, 0, why, whylen);
 		if (rc < 0)
 			goto out;
 	}
-	__atomic_store_n(&h->recorder_pid, (int32_t)getpid(), __ATOMIC_RELAXED);
-	__atomic_store_n(&h->mode, VS_MODE_STREAM, __ATOMIC_RELEASE);
 	if (o->started)
 		o->started(o->opaque);
 
@@ -129,6 +208,10 @@ int vs_trace_record(const char *target, const char *out, const struct vs_record_
 	for (;;) {
 		size_t got = 0;
 		size_t budget = BACKLOG_SLICE; /* backlog bytes this pass, over all rings */
+		if (!still_recording(&s, out, why, whylen)) {
+			rc = -ECANCELED; /* the capture is whole up to here: closed below */
+			break;
+		}
 		/* exited is one load; whether a killed owner is still there means reading
 		 * /proc, so that is asked at most every 50 ms, not on every pass. */
 		bool owner_gone = __atomic_load_n(&h->exited, __ATOMIC_ACQUIRE);
@@ -247,28 +330,61 @@ int vs_trace_record(const char *target, const char *out, const struct vs_record_
 	}
 	st->alive = vs_shm_owner_alive(&s) && !__atomic_load_n(&h->exited, __ATOMIC_ACQUIRE);
 out:
-	__atomic_store_n(&h->mode, VS_MODE_FLIGHT, __ATOMIC_RELEASE);
-	__atomic_store_n(&h->recorder_pid, 0, __ATOMIC_RELAXED);
+	release_recording(&s);
+refused:
 	free(buf);
 	free(from);
 	free(gen);
 	free(seen);
-	if (rc < 0) {
-		vs_capw_close(&w, &s);
+	if (rc < 0 && rc != -ECANCELED) {
+		if (!st->threads && !st->bytes)
+			vs_capw_discard(&w, out); /* refused before it began: leave nothing */
+		else
+			vs_capw_close(&w, &s);
 		vs_shm_close(&s);
 		return rc;
 	}
-	return finish_capture(&s, &w, out, why, whylen);
+	int frc = finish_capture(&s, &w, out, why, whylen);
+	return frc < 0 ? frc : rc;
 }
 
-int vs_shm_apply_spec(struct vs_shm *s, const char *spec, char *why, size_t whylen)
+/* A spec against the file's providers (strict), and what it selects no site of. */
+static int eval_spec(const struct vs_shm *s, const char *spec, uint32_t *level, uint32_t *masks,
+		     char *warn, size_t warnlen, char *why, size_t whylen)
 {
 	const struct vs_meta *m = &s->meta;
 	struct vs_spec_provider *sp = vs_meta_spec_providers(m);
-	uint32_t *masks = calloc(m->nproviders ? m->nproviders : 1, sizeof *masks), level;
 	int rc = -ENOMEM;
-	if (sp && masks)
-		rc = vs_spec_eval(spec, sp, m->nproviders, true, &level, masks, why, whylen);
+	if (warnlen)
+		warn[0] = '\0';
+	if (sp)
+		rc = vs_spec_eval(spec, sp, m->nproviders, true, level, masks, why, whylen);
+	if (rc == 0 && warnlen)
+		vs_spec_unsited(spec, sp, m->nproviders, warn, warnlen);
+	if (rc == -ENOMEM)
+		snprintf(why, whylen, "out of memory");
+	free(sp);
+	return rc;
+}
+
+int vs_shm_check_spec(const struct vs_shm *s, const char *spec, char *warn, size_t warnlen,
+		      char *why, size_t whylen)
+{
+	const struct vs_meta *m = &s->meta;
+	uint32_t level, *masks = calloc(m->nproviders ? m->nproviders : 1, sizeof *masks);
+	int rc = masks ? eval_spec(s, spec, &level, masks, warn, warnlen, why, whylen) : -ENOMEM;
+	if (!masks)
+		snprintf(why, whylen, "out of memory");
+	free(masks);
+	return rc;
+}
+
+int vs_shm_apply_spec(struct vs_shm *s, const char *spec, char *warn, size_t warnlen, char *why,
+		      size_t whylen)
+{
+	const struct vs_meta *m = &s->meta;
+	uint32_t level, *masks = calloc(m->nproviders ? m->nproviders : 1, sizeof *masks);
+	int rc = masks ? eval_spec(s, spec, &level, masks, warn, warnlen, why, whylen) : -ENOMEM;
 	for (uint32_t i = 0; rc == 0 && i < m->nproviders; i++) {
 		/* slots were checked against the snapshot's provider_slots by the parser's
 		 * caller: vs_shm_provider() says NULL otherwise */
@@ -276,20 +392,8 @@ int vs_shm_apply_spec(struct vs_shm *s, const char *spec, char *why, size_t whyl
 		if (p)
 			vs_ctl_store(p, level, masks[i]);
 	}
-	if (rc == -ENOMEM)
+	if (!masks)
 		snprintf(why, whylen, "out of memory");
-	free(sp);
 	free(masks);
-	return rc;
-}
-
-int vs_trace_enable(const char *target, const char *spec, char *why, size_t whylen)
-{
-	struct vs_shm s;
-	int rc = vs_shm_open(&s, target, why, whylen);
-	if (rc < 0)
-		return rc;
-	rc = vs_shm_apply_spec(&s, spec, why, whylen);
-	vs_shm_close(&s);
 	return rc;
 }

@@ -62,6 +62,19 @@ bool vs_shm_owner_alive(const struct vs_shm *s)
 	return st == 0 || st == s->snap.start_time;
 }
 
+bool vs_shm_recorder_alive(const struct vs_shm *s, int32_t pid)
+{
+	struct flock lk = { .l_type = F_WRLCK, .l_whence = SEEK_SET,
+			    .l_start = VS_SHM_RECORDER_LOCK + pid, .l_len = 1 };
+	if (pid <= 0 || s->fd < 0)
+		return false;
+	/* Unknown (no OFD locks here): say alive, so a recorder is never taken over by
+	 * mistake; --force still can. */
+	if (fcntl(s->fd, F_OFD_GETLK, &lk) < 0)
+		return true;
+	return lk.l_type != F_UNLCK;
+}
+
 /* ---- surviving a file that shrinks under its mapping ---------------------------------
  * Touching a shared mapping past the end of its file raises SIGBUS.  The owner of a
  * trace file can truncate it at any time; a tool must not die of it with a capture

@@ -273,6 +273,13 @@ int vs_shm_meta_now(const struct vs_shm *s, void **blob, size_t *len, char *why,
 /* Is the process that wrote this file alive (same pid and start time, from the
  * snapshot)? */
 bool vs_shm_owner_alive(const struct vs_shm *s);
+/* A recorder holds an OFD write lock on one byte of the trace file, at
+ * VS_SHM_RECORDER_LOCK + its pid (past any file's end: a lock may lie beyond it).  The
+ * kernel drops it when the recorder exits, however it exits, so whether the recorder_pid
+ * of a file still records is asked of its lock, never of a pid that may be reused. */
+#define VS_SHM_RECORDER_LOCK ((int64_t)1 << 40)
+/* Does pid hold its recorder lock on s's file (through another open of it than s)? */
+bool vs_shm_recorder_alive(const struct vs_shm *s, int32_t pid);
 uint64_t vs_proc_start_time(int pid);
 /* Did the file shrink under a mapping of it (its owner truncated it)?  The mapping
  * then reads as zeros from the first fault on, and the tools stop with an error. */
@@ -429,6 +436,10 @@ struct vs_dump_stats {
 	uint64_t dropped;
 	uint64_t overwritten;
 	bool alive;
+	/* record: the recorder it took over from (0: none), and whether that one was still
+	 * recording (--force) or had gone without detaching */
+	int32_t displaced;
+	bool displaced_alive;
 };
 
 /* target: pid or shm path.  Errors: -errno and `why`. */
@@ -439,15 +450,24 @@ struct vs_record_opts {
 	double duration_s;                 /* 0: until the process exits or *stop */
 	volatile sig_atomic_t *stop;       /* may be NULL */
 	const char *enable_spec;           /* set level/flags when recording starts */
+	bool force;                        /* take the recording over from a live recorder */
 	void (*started)(void *opaque);     /* called once streaming has begun */
 	void *opaque;
 };
+/* One recorder per process: a second is refused (-EBUSY, naming the first) unless
+ * o->force, and then the first stops with -ECANCELED, its capture whole up to the
+ * takeover.  A recorder that has gone without detaching is taken over in any case. */
 int vs_trace_record(const char *target, const char *out, const struct vs_record_opts *o,
 		    struct vs_dump_stats *st, char *why, size_t whylen);
 
-int vs_trace_enable(const char *target, const char *spec, char *why, size_t whylen);
-/* A spec (strict: every name must match) onto the providers of an opened file. */
-int vs_shm_apply_spec(struct vs_shm *s, const char *spec, char *why, size_t whylen);
+/* A spec (strict: every name must match) against the providers of an opened file,
+ * nothing changed: 0, or -EINVAL with why.  warn (warnlen 0: not wanted) gets the terms
+ * that select no site of the process (vs_spec_unsited), "" when each selects some. */
+int vs_shm_check_spec(const struct vs_shm *s, const char *spec, char *warn, size_t warnlen,
+		      char *why, size_t whylen);
+/* The same, then the level and flags stored in the process's control words (live). */
+int vs_shm_apply_spec(struct vs_shm *s, const char *spec, char *warn, size_t warnlen, char *why,
+		      size_t whylen);
 
 struct vs_decode_opts {
 	bool json;
@@ -515,8 +535,10 @@ int vs_trace_latency(const char *const *paths, unsigned npaths, const struct vs_
 		     FILE *out, char *why, size_t whylen);
 
 /* `trace live`: a process's events printed as they happen (live.c). */
+/* It reads and never writes the process's settings: the level and flags filter what it
+ * shows, as decode's do (changing what the process records is `trace enable`'s). */
 struct vs_live_opts {
-	const char *enable_spec;     /* set on the process first (LEVEL:FLAG,...), or NULL */
+	const char *flag_spec;       /* FLAG,... as in a spec: shown only (NULL: all) */
 	unsigned max_level;          /* 0: all */
 	volatile sig_atomic_t *stop; /* set (Ctrl-C) to end; it also ends when the process does */
 };

@@ -110,8 +110,8 @@ static void test_clean_keeps_live_process_files(void **state)
 	assert_int_equal(stat(shm, &st), -1);
 }
 
-/* Scenario: bad input gets exit status 2 (usage) or 1 (failure) and a message
- * saying what is wrong; nothing else happens. */
+/* Scenario: bad input gets exit status 2 (usage) or 3 (could not run: no such process
+ * or file) and a message saying what is wrong; nothing else happens. */
 static void test_bad_input_is_refused_clearly(void **state)
 {
 	struct th_tmpdir *td = *state;
@@ -126,15 +126,15 @@ static void test_bad_input_is_refused_clearly(void **state)
 
 	pid_t pid = start_holder(td);
 	snprintf(pidstr, sizeof pidstr, "%d", (int)pid);
-	assert_int_equal(th_cli(td, "enable", pidstr, "verbose:nosuchflag", NULL), 1);
+	assert_int_equal(th_cli(td, "enable", pidstr, "verbose:nosuchflag", NULL), 2);
 	assert_true(th_file_contains(td->err, "unknown flag 'nosuchflag'"));
 	assert_true(th_file_contains(td->err, "test")); /* lists the known flags */
-	assert_int_equal(th_cli(td, "enable", pidstr, "loud", NULL), 1);
+	assert_int_equal(th_cli(td, "enable", pidstr, "loud", NULL), 2);
 	assert_true(th_file_contains(td->err, "unknown level 'loud'"));
 	assert_int_equal(th_cli(td, "enable", pidstr, NULL), 2);
 	assert_true(th_file_contains(td->err, "usage"));
 	assert_int_equal(th_cli(td, "dump", pidstr, NULL), 2);
-	assert_true(th_file_contains(td->err, "usage: dump PID -o FILE"));
+	assert_true(th_file_contains(td->err, "usage: dump PID|SHMFILE -o FILE"));
 	assert_int_equal(th_cli(td, "record", pidstr, NULL), 2);
 	assert_true(th_file_contains(td->err, "usage: record PID -o FILE"));
 	assert_int_equal(th_cli(td, "record", pidstr, "-o", cap, "--duration=abc", NULL), 2);
@@ -142,14 +142,14 @@ static void test_bad_input_is_refused_clearly(void **state)
 	assert_int_equal(stat(cap, &st), -1); /* nothing written */
 	th_kill_holding(pid);
 
-	assert_int_equal(th_cli(td, "enable", "2147483646", "info", NULL), 1);
+	assert_int_equal(th_cli(td, "enable", "2147483646", "info", NULL), 3);
 	assert_true(th_file_contains(td->err, "no traced process with that pid"));
-	assert_int_equal(th_cli(td, "dump", "2147483646", "-o", cap, NULL), 1);
+	assert_int_equal(th_cli(td, "dump", "2147483646", "-o", cap, NULL), 3);
 	assert_true(th_file_contains(td->err, "no traced process with that pid"));
 	assert_int_equal(stat(cap, &st), -1);
 	assert_int_equal(th_cli(td, "decode", NULL), 2);
 	assert_true(th_file_contains(td->err, "usage: decode FILE"));
-	assert_int_equal(th_cli(td, "decode", "/nonexistent/capture", NULL), 1);
+	assert_int_equal(th_cli(td, "decode", "/nonexistent/capture", NULL), 3);
 	assert_true(th_file_contains(td->err, "No such file or directory"));
 	assert_int_equal(th_cli(td, "decode", "--level", "loud", "x", NULL), 2);
 	assert_true(th_file_contains(td->err, "--level loud"));
@@ -320,12 +320,12 @@ static void test_decode_filters_and_json(void **state)
 	assert_false(th_file_contains(td->out, "str abc"));
 	assert_int_equal(th_cli(td, "decode", cap, "--flag", "app.all", NULL), 0);
 	assert_true(th_file_contains(td->out, "str abc"));
-	assert_int_equal(th_cli(td, "decode", cap, "--flag", "nosuchflag", NULL), 1);
+	assert_int_equal(th_cli(td, "decode", cap, "--flag", "nosuchflag", NULL), 2);
 	assert_true(th_file_contains(td->err,
 				     "unknown flag 'nosuchflag' (flags with sites: app.general"));
-	assert_int_equal(th_cli(td, "decode", cap, "--flag", "app.nosuchflag", NULL), 1);
+	assert_int_equal(th_cli(td, "decode", cap, "--flag", "app.nosuchflag", NULL), 2);
 	assert_true(th_file_contains(td->err, "provider 'app' has no flag 'nosuchflag'"));
-	assert_int_equal(th_cli(td, "decode", cap, "--flag", "nosuch.test", NULL), 1);
+	assert_int_equal(th_cli(td, "decode", cap, "--flag", "nosuch.test", NULL), 2);
 	assert_true(th_file_contains(td->err, "no provider 'nosuch' in 'nosuch.test' (providers: app)"));
 
 	snprintf(tid, sizeof tid, "%d", (int)pid); /* the main thread */

@@ -162,12 +162,12 @@ static void test_planted_file_of_another_user_is_refused(void **state)
 	assert_int_equal(vs_shm_open(&s, path, why, sizeof why), -EPERM);
 	assert_non_null(strstr(why, "owned by uid 65534 (nobody)"));
 
-	assert_int_equal(th_cli(td, "record", pidstr, "-o", td->cap, "--duration", "0.2", NULL), 1);
+	assert_int_equal(th_cli(td, "record", pidstr, "-o", td->cap, "--duration", "0.2", NULL), 3);
 	assert_true(th_file_contains(td->err, "owned by uid 65534 (nobody), not by you"));
 	assert_int_equal(access(td->cap, F_OK), -1); /* no capture started */
-	assert_int_equal(th_cli(td, "dump", pidstr, "-o", td->cap, NULL), 1);
+	assert_int_equal(th_cli(td, "dump", pidstr, "-o", td->cap, NULL), 3);
 	assert_true(th_file_contains(td->err, "owned by uid 65534"));
-	assert_int_equal(th_cli(td, "enable", pidstr, "verbose:all", NULL), 1);
+	assert_int_equal(th_cli(td, "enable", pidstr, "verbose:all", NULL), 3);
 	assert_true(th_file_contains(td->err, "owned by uid 65534"));
 	assert_int_equal(th_cli(td, "list", NULL), 0);
 	assert_true(th_file_contains(td->out, "owned by uid 65534"));
@@ -724,7 +724,7 @@ static void test_errors_quoting_the_file_are_escaped(void **state)
 	name[3] = 0x7f;
 	munmap(h, g.size);
 	snprintf(pidstr, sizeof pidstr, "%d", (int)getpid());
-	assert_int_equal(th_cli(td, "enable", pidstr, "verbose:nosuch", NULL), 1);
+	assert_int_equal(th_cli(td, "enable", pidstr, "verbose:nosuch", NULL), 2);
 	size_t len;
 	char *err = th_read_file(td->err, &len);
 	assert_non_null(err);

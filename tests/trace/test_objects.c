@@ -228,12 +228,12 @@ static void test_flags_addressed_per_provider(void **state)
 
 	at_sync(&s);
 	assert_int_equal(th_cli(td, "enable", pid, "verbose:liba.net", NULL), 0);
-	assert_int_equal(th_cli(td, "enable", pid, "verbose:nosuch.net", NULL), 1);
+	assert_int_equal(th_cli(td, "enable", pid, "verbose:nosuch.net", NULL), 2);
 	assert_true(th_file_contains(td->err, "no provider 'nosuch' in 'nosuch.net' (providers: "));
-	assert_int_equal(th_cli(td, "enable", pid, "verbose:liba.cpu", NULL), 1);
+	assert_int_equal(th_cli(td, "enable", pid, "verbose:liba.cpu", NULL), 2);
 	assert_true(th_file_contains(
 	    td->err, "provider 'liba' has no flag 'cpu' (its flags with sites: net, disk)"));
-	assert_int_equal(th_cli(td, "enable", pid, "verbose:cpu", NULL), 1);
+	assert_int_equal(th_cli(td, "enable", pid, "verbose:cpu", NULL), 2);
 	assert_true(th_file_contains(td->err, "unknown flag 'cpu' (flags with sites: "));
 	let_go(&s);
 	at_sync(&s);

@@ -66,8 +66,8 @@ static void test_inspecting_commands_make_no_trace_file(void **state)
 	assert_int_equal(run_keeping(td, list), 0);
 	/* the header only: the tool did not list itself */
 	assert_false(th_file_contains(td->out, "vioscope"));
-	assert_int_equal(run_keeping(td, decode), 1);
-	assert_int_equal(run_keeping(td, show), 1);
+	assert_int_equal(run_keeping(td, decode), 3); /* no such file */
+	assert_int_equal(run_keeping(td, show), 3);   /* no trace file for pid 1 */
 	assert_int_equal(run_keeping(td, clean), 0);
 	assert_int_equal(run_keeping(td, help), 0);
 	assert_int_equal(run_keeping(td, unknown), 2);
