@@ -52,8 +52,10 @@ static void trace_warning(const char *sub, const struct vs_shm *s, const char *w
 		hot |= strstr(s->meta.objects[i].flavour, "all") != NULL;
 	fprintf(stderr, "vioscope trace %s: warning: pid %d: ", sub, s->snap.pid);
 	vs_fputs_text(warn, stderr);
-	fprintf(stderr, "%s\n", hot ? "" : " (its objects have no hot-path sites: the -all "
-					   "flavours do)");
+	fprintf(stderr, "%s\n",
+		hot ? ""
+		    : " (its objects have no hot-path sites: the -all "
+		      "flavours do)");
 }
 
 int trace_exit_status(int rc)
@@ -85,8 +87,9 @@ int trace_target_arg(const char *sub, const char *arg)
 	errno = 0;
 	long pid = strtol(arg, &end, 10);
 	if (errno || pid <= 0 || pid > INT32_MAX) {
-		fprintf(stderr, "vioscope trace %s: '%s' is not a PID (a positive number) nor a "
-				"trace file\n",
+		fprintf(stderr,
+			"vioscope trace %s: '%s' is not a PID (a positive number) nor a "
+			"trace file\n",
 			sub, arg);
 		return VS_EXIT_USAGE;
 	}
@@ -146,34 +149,35 @@ static const struct trace_sub *find_sub(const char *name);
 /* The spec example is checked by a test: it must record what it names. */
 #define SPEC_HELP                                                                                  \
 	"  SPEC = LEVEL[:FLAG,...]: LEVEL off, critical, error, warning, info, verbose (or\n"      \
-	"  0-5); FLAG = provider.flag, provider.all, a flag name (of every provider that\n"       \
-	"  has it), or all.  `trace show PID` lists each provider's flags that have sites;\n"    \
-	"  a term that selects no site is set anyway, with a warning naming those.\n"            \
+	"  0-5); FLAG = provider.flag, provider.all, a flag name (of every provider that\n"        \
+	"  has it), or all.  `trace show PID` lists each provider's flags that have sites;\n"      \
+	"  a term that selects no site is set anyway, with a warning naming those.\n"              \
 	"  e.g. verbose:scsi.scsi,target.io  (SCSI commands and the target's requests)\n"
 
 static void trace_usage(FILE *f)
 {
-	fputs("usage: vioscope trace SUBCOMMAND [ARGS]   (`vioscope trace SUBCOMMAND --help`)\n"
-	      "  list [--json]                traced processes (live and dead), their settings\n"
-	      "  show PID [--json]            its objects and providers: level, flags on, and\n"
-	      "                               the flags that have trace sites in it\n"
-	      "  enable PID SPEC              set level and flags live, for every reader\n"
-	      "  record PID -o FILE [--duration S] [--enable SPEC] [--force]\n"
-	      "                               stream events to a new FILE until PID exits, S\n"
-	      "                               seconds pass, or Ctrl-C; one recorder at a time\n"
-	      "  dump PID|SHMFILE -o FILE     the last events (flight recorder) of a live or\n"
-	      "                               dead process, into a new FILE\n"
-	      "  decode FILE... [--json|--chrome] [--level L] [--flag F,...] [--thread TID]\n"
-	      "              [--from S] [--to S]\n"
-	      "                               print events; --chrome: for ui.perfetto.dev\n"
-	      "  decode FILE --ctf DIR        a CTF 1.8 trace (babeltrace2, Trace Compass)\n"
-	      "  latency CAPTURE... [--json] [--by lun|queue|op] [--slow N] [--svg FILE]\n"
-	      "                               where requests spent their time, per stage\n"
-	      "  live PID [--level L] [--flag F,...] [--enable SPEC]\n"
-	      "                               its events as they happen, until Ctrl-C or exit\n"
-	      "  clean [--dry-run]            remove trace files of dead processes\n" SPEC_HELP
-	      "Exit status: 0 done, 1 failed, 2 usage, 3 could not run (README, \"Exit status\").\n",
-	      f);
+	fputs(
+	    "usage: vioscope trace SUBCOMMAND [ARGS]   (`vioscope trace SUBCOMMAND --help`)\n"
+	    "  list [--json]                traced processes (live and dead), their settings\n"
+	    "  show PID [--json]            its objects and providers: level, flags on, and\n"
+	    "                               the flags that have trace sites in it\n"
+	    "  enable PID SPEC              set level and flags live, for every reader\n"
+	    "  record PID -o FILE [--duration S] [--enable SPEC] [--force]\n"
+	    "                               stream events to a new FILE until PID exits, S\n"
+	    "                               seconds pass, or Ctrl-C; one recorder at a time\n"
+	    "  dump PID|SHMFILE -o FILE     the last events (flight recorder) of a live or\n"
+	    "                               dead process, into a new FILE\n"
+	    "  decode FILE... [--json|--chrome] [--level L] [--flag F,...] [--thread TID]\n"
+	    "              [--from S] [--to S]\n"
+	    "                               print events; --chrome: for ui.perfetto.dev\n"
+	    "  decode FILE --ctf DIR        a CTF 1.8 trace (babeltrace2, Trace Compass)\n"
+	    "  latency CAPTURE... [--json] [--by lun|queue|op] [--slow N] [--svg FILE]\n"
+	    "                               where requests spent their time, per stage\n"
+	    "  live PID [--level L] [--flag F,...] [--enable SPEC]\n"
+	    "                               its events as they happen, until Ctrl-C or exit\n"
+	    "  clean [--dry-run]            remove trace files of dead processes\n" SPEC_HELP
+	    "Exit status: 0 done, 1 failed, 2 usage, 3 could not run (README, \"Exit status\").\n",
+	    f);
 }
 
 static int sub_help(const char *name)
@@ -194,7 +198,8 @@ static int trace_enable(int argc, char **argv)
 		fprintf(stderr, "vioscope trace enable: usage: enable PID SPEC\n");
 		return VS_EXIT_USAGE;
 	}
-	if ((rc = trace_target_arg("enable", argv[1])) || (rc = spec_syntax("enable", "", argv[2], NULL)) ||
+	if ((rc = trace_target_arg("enable", argv[1])) ||
+	    (rc = spec_syntax("enable", "", argv[2], NULL)) ||
 	    (rc = trace_open_target("enable", argv[1], &s)))
 		return rc;
 	if (vs_shm_apply_spec(&s, argv[2], warn, sizeof warn, why, sizeof why) < 0) {
@@ -222,22 +227,24 @@ static void record_started(void *opaque)
 	if (!r->st->displaced)
 		return;
 	if (r->st->displaced_alive)
-		fprintf(stderr, "vioscope trace record: took the recording of %s over from pid %d "
-				"(--force): that recorder stops, its capture whole\n",
+		fprintf(stderr,
+			"vioscope trace record: took the recording of %s over from pid %d "
+			"(--force): that recorder stops, its capture whole\n",
 			r->target, (int)r->st->displaced);
 	else
-		fprintf(stderr, "vioscope trace record: pid %d, the recorder of %s, had gone without "
-				"detaching: taking over\n",
+		fprintf(stderr,
+			"vioscope trace record: pid %d, the recorder of %s, had gone without "
+			"detaching: taking over\n",
 			(int)r->st->displaced, r->target);
 }
 
 static int trace_record_or_dump(int argc, char **argv, bool record)
 {
-	static const struct option opts[] = { { "output", required_argument, 0, 'o' },
-					      { "duration", required_argument, 0, 'd' },
-					      { "enable", required_argument, 0, 'e' },
-					      { "force", no_argument, 0, 'F' },
-					      { 0, 0, 0, 0 } };
+	static const struct option opts[] = {{"output", required_argument, 0, 'o'},
+					     {"duration", required_argument, 0, 'd'},
+					     {"enable", required_argument, 0, 'e'},
+					     {"force", no_argument, 0, 'F'},
+					     {0, 0, 0, 0}};
 	const char *out = NULL, *spec = NULL;
 	const char *name = record ? "record" : "dump";
 	double duration = 0;
@@ -254,11 +261,14 @@ static int trace_record_or_dump(int argc, char **argv, bool record)
 		case 'F':
 			if (!record) {
 				fprintf(stderr, "vioscope trace dump: --%s is for `trace record`\n",
-					c == 'd' ? "duration" : c == 'e' ? "enable" : "force");
+					c == 'd'   ? "duration"
+					: c == 'e' ? "enable"
+						   : "force");
 				return VS_EXIT_USAGE;
 			}
 			if (c == 'd' && vs_parse_seconds(optarg, &duration)) {
-				fprintf(stderr, "vioscope trace record: bad --duration '%s'\n", optarg);
+				fprintf(stderr, "vioscope trace record: bad --duration '%s'\n",
+					optarg);
 				return VS_EXIT_USAGE;
 			}
 			spec = c == 'e' ? optarg : spec;
@@ -299,13 +309,13 @@ static int trace_record_or_dump(int argc, char **argv, bool record)
 	}
 	if (record) {
 		stop_on_signals();
-		struct record_start started = { &st, target };
-		struct vs_record_opts ro = { .duration_s = duration,
-					     .stop = &stop_requested,
-					     .enable_spec = spec,
-					     .force = force,
-					     .started = record_started,
-					     .opaque = &started };
+		struct record_start started = {&st, target};
+		struct vs_record_opts ro = {.duration_s = duration,
+					    .stop = &stop_requested,
+					    .enable_spec = spec,
+					    .force = force,
+					    .started = record_started,
+					    .opaque = &started};
 		rc = vs_trace_record(target, out, &ro, &st, why, sizeof why);
 	} else {
 		rc = vs_trace_dump(target, out, &st, why, sizeof why);
@@ -328,15 +338,15 @@ static int trace_record_or_dump(int argc, char **argv, bool record)
 
 static int trace_decode(int argc, char **argv)
 {
-	static const struct option opts[] = { { "json", no_argument, 0, 'j' },
-					      { "chrome", no_argument, 0, 'c' },
-					      { "ctf", required_argument, 0, 'C' },
-					      { "level", required_argument, 0, 'l' },
-					      { "flag", required_argument, 0, 'f' },
-					      { "thread", required_argument, 0, 't' },
-					      { "from", required_argument, 0, 'F' },
-					      { "to", required_argument, 0, 'T' },
-					      { 0, 0, 0, 0 } };
+	static const struct option opts[] = {{"json", no_argument, 0, 'j'},
+					     {"chrome", no_argument, 0, 'c'},
+					     {"ctf", required_argument, 0, 'C'},
+					     {"level", required_argument, 0, 'l'},
+					     {"flag", required_argument, 0, 'f'},
+					     {"thread", required_argument, 0, 't'},
+					     {"from", required_argument, 0, 'F'},
+					     {"to", required_argument, 0, 'T'},
+					     {0, 0, 0, 0}};
 	struct vs_decode_opts o = { .to_s = -1 };
 	const char *ctf_dir = NULL;
 	char flags[512];
@@ -358,8 +368,9 @@ static int trace_decode(int argc, char **argv)
 			if ((rc = spec_syntax("decode", "--level", optarg, &o.max_level)))
 				return rc;
 			if (o.max_level == 0) {
-				fprintf(stderr, "vioscope trace decode: --level %s: level off shows "
-						"nothing (critical, error, warning, info or verbose)\n",
+				fprintf(stderr,
+					"vioscope trace decode: --level %s: level off shows "
+					"nothing (critical, error, warning, info or verbose)\n",
 					optarg);
 				return VS_EXIT_USAGE;
 			}
@@ -409,8 +420,8 @@ static int trace_decode(int argc, char **argv)
 		}
 		return VS_EXIT_OK;
 	}
-	rc = vs_trace_decode_many((const char *const *)argv + optind, (unsigned)(argc - optind),
-				  &o, stdout, why, sizeof why);
+	rc = vs_trace_decode_many((const char *const *)argv + optind, (unsigned)(argc - optind), &o,
+				  stdout, why, sizeof why);
 	if (rc < 0) {
 		trace_error("decode", why);
 		/* -EDOM: --flag names a flag the capture has no provider or flag for */
@@ -431,8 +442,8 @@ static void live_note(const struct vs_shm *s, const char *flags, unsigned max_le
 	char spec[512], why[512];
 	bool less = false;
 	snprintf(spec, sizeof spec, "verbose%s%s", flags ? ":" : "", flags ? flags : "");
-	if (sp && want && vs_spec_eval(spec, sp, m->nproviders, false, &level, want, why,
-				       sizeof why) == 0) {
+	if (sp && want &&
+	    vs_spec_eval(spec, sp, m->nproviders, false, &level, want, why, sizeof why) == 0) {
 		for (uint32_t i = 0; i < m->nproviders && !less; i++) {
 			const struct vs_shm_provider *p = vs_shm_provider(s, m->providers[i].slot);
 			uint32_t lv = p ? __atomic_load_n(&p->level, __ATOMIC_RELAXED) : 0;
@@ -442,9 +453,10 @@ static void live_note(const struct vs_shm *s, const char *flags, unsigned max_le
 		}
 	}
 	if (less)
-		fprintf(stderr, "vioscope trace live: pid %d records less than --level/--flag "
-				"would show (`trace show %d`): live only filters; `--enable SPEC` "
-				"or `trace enable` changes what it records, for every reader\n",
+		fprintf(stderr,
+			"vioscope trace live: pid %d records less than --level/--flag "
+			"would show (`trace show %d`): live only filters; `--enable SPEC` "
+			"or `trace enable` changes what it records, for every reader\n",
 			s->snap.pid, s->snap.pid);
 	free(sp);
 	free(want);
@@ -454,12 +466,12 @@ static void live_note(const struct vs_shm *s, const char *flags, unsigned max_le
  * filter what is shown; --enable sets the process's settings (for every reader). */
 static int trace_live(int argc, char **argv)
 {
-	static const struct option opts[] = { { "level", required_argument, 0, 'l' },
-					      { "flag", required_argument, 0, 'f' },
-					      { "enable", required_argument, 0, 'e' },
-					      { 0, 0, 0, 0 } };
+	static const struct option opts[] = {{"level", required_argument, 0, 'l'},
+					     {"flag", required_argument, 0, 'f'},
+					     {"enable", required_argument, 0, 'e'},
+					     {0, 0, 0, 0}};
 	const char *level = NULL, *flags = NULL, *enable = NULL;
-	struct vs_live_opts o = { .stop = &stop_requested };
+	struct vs_live_opts o = {.stop = &stop_requested};
 	char spec[512], why[512], warn[1024];
 	struct vs_shm s;
 	int c, rc;
@@ -492,7 +504,8 @@ static int trace_live(int argc, char **argv)
 	    (enable && (rc = spec_syntax("live", "--enable", enable, NULL))))
 		return rc;
 	if (level && o.max_level == 0) {
-		fprintf(stderr, "vioscope trace live: --level %s: level off shows nothing\n", level);
+		fprintf(stderr, "vioscope trace live: --level %s: level off shows nothing\n",
+			level);
 		return VS_EXIT_USAGE;
 	}
 	if ((rc = trace_open_target("live", target, &s)))
@@ -502,8 +515,9 @@ static int trace_live(int argc, char **argv)
 		trace_warning("live", &s, warn);
 		rc = vs_shm_apply_spec(&s, enable, warn, sizeof warn, why, sizeof why);
 		if (rc == 0)
-			fprintf(stderr, "vioscope trace live: pid %d: tracing set to %s (for every "
-					"reader of the process)\n",
+			fprintf(stderr,
+				"vioscope trace live: pid %d: tracing set to %s (for every "
+				"reader of the process)\n",
 				s.snap.pid, enable);
 	}
 	if (rc == 0) {
@@ -590,79 +604,79 @@ static int trace_clean(int argc, char **argv)
 /* ---- subcommands -------------------------------------------------------------------- */
 
 static const struct trace_sub subs[] = {
-	{ "list", trace_list,
-	  "usage: vioscope trace list [--json]\n"
-	  "  The traced processes whose trace files are in $VIOSCOPE_TRACE_DIR (default\n"
-	  "  /dev/shm), live and dead: flavour, level, flags on, threads, program.\n"
-	  "  --json   one JSON object: version, timestamp, the directory, each process (with\n"
-	  "           its recorder)\n" },
-	{ "show", trace_show,
-	  "usage: vioscope trace show PID|SHMFILE [--json]\n"
-	  "  What the process has loaded and who records it: its objects (executable,\n"
-	  "  libraries, modules: flavour and number of sites) and its providers: level, the\n"
-	  "  flags that are on, and the flags that have trace sites in it (a provider declares\n"
-	  "  more; only these select anything).  A recorder that has gone without detaching\n"
-	  "  is said so.\n"
-	  "  --json   one JSON object, with each flag's number of sites and the flags declared\n"
-	  "           without sites\n" },
-	{ "enable", trace_enable,
-	  "usage: vioscope trace enable PID SPEC\n"
-	  "  Set its level and flags now, no restart, for every reader of the process (a\n"
-	  "  recorder, `trace live`, a later dump).\n" SPEC_HELP },
-	{ "record", NULL,
-	  "usage: vioscope trace record PID -o FILE [--duration S] [--enable SPEC] [--force]\n"
-	  "  Stream its events into FILE until it exits, S seconds pass, or Ctrl-C.  While it\n"
-	  "  streams, a full ring drops new events (counted, marked where lost) instead of\n"
-	  "  overwriting old ones.  FILE is made new: an existing file (or a symbolic link)\n"
-	  "  is never overwritten.\n"
-	  "  --duration S   stop after S seconds (default: no limit)\n"
-	  "  --enable SPEC  set level and flags as streaming starts (as `trace enable`)\n"
-	  "  --force        take the recording over from the recorder that has it (it stops,\n"
-	  "                 its capture whole); without it a second recorder is refused,\n"
-	  "                 naming the first.  One that has gone is taken over in any case.\n" },
-	{ "dump", NULL,
-	  "usage: vioscope trace dump PID|SHMFILE -o FILE\n"
-	  "  The last events of each thread (the flight recorder) of a live or dead process,\n"
-	  "  into FILE, made new: an existing file (or a symbolic link) is never overwritten.\n" },
-	{ "decode", trace_decode,
-	  "usage: vioscope trace decode FILE... [--json|--chrome] [--level L] [--flag F,...]\n"
-	  "                             [--thread TID] [--from S] [--to S]\n"
-	  "       vioscope trace decode FILE --ctf DIR\n"
-	  "  Print the events of captures, one line each (default: text, like tracefmt).\n"
-	  "  --json         one JSON object per event\n"
-	  "  --chrome       trace-event JSON for ui.perfetto.dev or chrome://tracing: each\n"
-	  "                 capture a named process, its threads named; driver and device\n"
-	  "                 captures together: each request's stages joined by flow arrows\n"
-	  "  --level L      events at level L and below (default: every level)\n"
-	  "  --flag F,...   events of these flags: provider.flag, a flag of every provider,\n"
-	  "                 provider.all (default: every flag)\n"
-	  "  --thread TID   that thread's events only\n"
-	  "  --from S --to S  a window, in seconds from the first event\n"
-	  "  --ctf DIR      write a CTF 1.8 trace into DIR (babeltrace2, Trace Compass);\n"
-	  "                 files in DIR are never replaced\n" },
-	{ "latency", trace_latency,
-	  "usage: vioscope trace latency CAPTURE... [--json] [--by lun|queue|op] [--slow N]\n"
-	  "                              [--svg FILE]\n"
-	  "  Joins driver (initiator) and device (target) captures by request tag and prints,\n"
-	  "  per stage, count, p50, p90, p99, p99.9 and max (docs/TRACING.md).\n"
-	  "  --json         the same as one JSON object\n"
-	  "  --by X         one table per LUN, queue or opcode (default: one for all)\n"
-	  "  --slow N       the N slowest requests (1-1000) with what their threads did\n"
-	  "  --svg FILE     also draw the stage distributions as an SVG\n" },
-	{ "live", trace_live,
-	  "usage: vioscope trace live PID [--level L] [--flag F,...] [--enable SPEC]\n"
-	  "  Its events as they happen, read every 5 ms without taking the stream from a\n"
-	  "  recorder, until Ctrl-C or the process exits.\n"
-	  "  --level L      show events at level L and below (default: all it records)\n"
-	  "  --flag F,...   show these flags only (default: all it records)\n"
-	  "                 (both only filter: the process's settings stay as they are)\n"
-	  "  --enable SPEC  set the process's level and flags first, as `trace enable` does:\n"
-	  "                 for every reader of the process, and they stay after live ends\n" },
-	{ "clean", trace_clean,
-	  "usage: vioscope trace clean [--dry-run]\n"
-	  "  Remove the trace files that processes which have gone left behind (killed: a\n"
-	  "  normal exit removes its own) in $VIOSCOPE_TRACE_DIR (default /dev/shm).\n"
-	  "  --dry-run      say what would be removed, remove nothing\n" },
+    {"list", trace_list,
+     "usage: vioscope trace list [--json]\n"
+     "  The traced processes whose trace files are in $VIOSCOPE_TRACE_DIR (default\n"
+     "  /dev/shm), live and dead: flavour, level, flags on, threads, program.\n"
+     "  --json   one JSON object: version, timestamp, the directory, each process (with\n"
+     "           its recorder)\n"},
+    {"show", trace_show,
+     "usage: vioscope trace show PID|SHMFILE [--json]\n"
+     "  What the process has loaded and who records it: its objects (executable,\n"
+     "  libraries, modules: flavour and number of sites) and its providers: level, the\n"
+     "  flags that are on, and the flags that have trace sites in it (a provider declares\n"
+     "  more; only these select anything).  A recorder that has gone without detaching\n"
+     "  is said so.\n"
+     "  --json   one JSON object, with each flag's number of sites and the flags declared\n"
+     "           without sites\n"},
+    {"enable", trace_enable,
+     "usage: vioscope trace enable PID SPEC\n"
+     "  Set its level and flags now, no restart, for every reader of the process (a\n"
+     "  recorder, `trace live`, a later dump).\n" SPEC_HELP},
+    {"record", NULL,
+     "usage: vioscope trace record PID -o FILE [--duration S] [--enable SPEC] [--force]\n"
+     "  Stream its events into FILE until it exits, S seconds pass, or Ctrl-C.  While it\n"
+     "  streams, a full ring drops new events (counted, marked where lost) instead of\n"
+     "  overwriting old ones.  FILE is made new: an existing file (or a symbolic link)\n"
+     "  is never overwritten.\n"
+     "  --duration S   stop after S seconds (default: no limit)\n"
+     "  --enable SPEC  set level and flags as streaming starts (as `trace enable`)\n"
+     "  --force        take the recording over from the recorder that has it (it stops,\n"
+     "                 its capture whole); without it a second recorder is refused,\n"
+     "                 naming the first.  One that has gone is taken over in any case.\n"},
+    {"dump", NULL,
+     "usage: vioscope trace dump PID|SHMFILE -o FILE\n"
+     "  The last events of each thread (the flight recorder) of a live or dead process,\n"
+     "  into FILE, made new: an existing file (or a symbolic link) is never overwritten.\n"},
+    {"decode", trace_decode,
+     "usage: vioscope trace decode FILE... [--json|--chrome] [--level L] [--flag F,...]\n"
+     "                             [--thread TID] [--from S] [--to S]\n"
+     "       vioscope trace decode FILE --ctf DIR\n"
+     "  Print the events of captures, one line each (default: text, like tracefmt).\n"
+     "  --json         one JSON object per event\n"
+     "  --chrome       trace-event JSON for ui.perfetto.dev or chrome://tracing: each\n"
+     "                 capture a named process, its threads named; driver and device\n"
+     "                 captures together: each request's stages joined by flow arrows\n"
+     "  --level L      events at level L and below (default: every level)\n"
+     "  --flag F,...   events of these flags: provider.flag, a flag of every provider,\n"
+     "                 provider.all (default: every flag)\n"
+     "  --thread TID   that thread's events only\n"
+     "  --from S --to S  a window, in seconds from the first event\n"
+     "  --ctf DIR      write a CTF 1.8 trace into DIR (babeltrace2, Trace Compass);\n"
+     "                 files in DIR are never replaced\n"},
+    {"latency", trace_latency,
+     "usage: vioscope trace latency CAPTURE... [--json] [--by lun|queue|op] [--slow N]\n"
+     "                              [--svg FILE]\n"
+     "  Joins driver (initiator) and device (target) captures by request tag and prints,\n"
+     "  per stage, count, p50, p90, p99, p99.9 and max (docs/TRACING.md).\n"
+     "  --json         the same as one JSON object\n"
+     "  --by X         one table per LUN, queue or opcode (default: one for all)\n"
+     "  --slow N       the N slowest requests (1-1000) with what their threads did\n"
+     "  --svg FILE     also draw the stage distributions as an SVG\n"},
+    {"live", trace_live,
+     "usage: vioscope trace live PID [--level L] [--flag F,...] [--enable SPEC]\n"
+     "  Its events as they happen, read every 5 ms without taking the stream from a\n"
+     "  recorder, until Ctrl-C or the process exits.\n"
+     "  --level L      show events at level L and below (default: all it records)\n"
+     "  --flag F,...   show these flags only (default: all it records)\n"
+     "                 (both only filter: the process's settings stay as they are)\n"
+     "  --enable SPEC  set the process's level and flags first, as `trace enable` does:\n"
+     "                 for every reader of the process, and they stay after live ends\n"},
+    {"clean", trace_clean,
+     "usage: vioscope trace clean [--dry-run]\n"
+     "  Remove the trace files that processes which have gone left behind (killed: a\n"
+     "  normal exit removes its own) in $VIOSCOPE_TRACE_DIR (default /dev/shm).\n"
+     "  --dry-run      say what would be removed, remove nothing\n"},
 };
 
 static const struct trace_sub *find_sub(const char *name)

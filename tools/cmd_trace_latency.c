@@ -12,10 +12,11 @@
 
 int trace_latency(int argc, char **argv)
 {
-	static const struct option opts[] = {
-	    {"json", no_argument, 0, 'j'},	 {"by", required_argument, 0, 'b'},
-	    {"slow", required_argument, 0, 's'}, {"svg", required_argument, 0, 'S'},
-	    {0, 0, 0, 0}};
+	static const struct option opts[] = {{"json", no_argument, 0, 'j'},
+					     {"by", required_argument, 0, 'b'},
+					     {"slow", required_argument, 0, 's'},
+					     {"svg", required_argument, 0, 'S'},
+					     {0, 0, 0, 0}};
 	struct vs_latency_opts o = {.by = -1};
 	uint64_t v;
 	int c;
@@ -56,8 +57,8 @@ int trace_latency(int argc, char **argv)
 		return VS_EXIT_USAGE;
 	}
 	char why[512];
-	int rc = vs_trace_latency((const char *const *)argv + optind, (unsigned)(argc - optind),
-				  &o, stdout, why, sizeof why);
+	int rc = vs_trace_latency((const char *const *)argv + optind, (unsigned)(argc - optind), &o,
+				  stdout, why, sizeof why);
 	if (rc < 0) {
 		trace_error("latency", why);
 		return trace_exit_status(rc);

@@ -93,14 +93,14 @@ static enum recorder_state recorder_of(const struct vs_shm *s, int32_t *pid)
 	return vs_shm_recorder_alive(s, *pid) ? RECORDER_LIVE : RECORDER_GONE;
 }
 
-static const char *const recorder_state_names[] = { "none", "recording", "gone" };
+static const char *const recorder_state_names[] = {"none", "recording", "gone"};
 
 static unsigned ring_threads(const struct vs_shm *s)
 {
 	unsigned threads = 0;
 	for (unsigned i = 0; i < s->snap.ring_count; i++)
-		threads += __atomic_load_n(&vs_shm_ring(s, i)->state, __ATOMIC_RELAXED) !=
-			   VS_RING_FREE;
+		threads +=
+		    __atomic_load_n(&vs_shm_ring(s, i)->state, __ATOMIC_RELAXED) != VS_RING_FREE;
 	return threads;
 }
 
@@ -146,7 +146,7 @@ static void list_json_entry(const struct vs_shm *s, bool first)
 
 int trace_list(int argc, char **argv)
 {
-	static const struct option opts[] = { { "json", no_argument, 0, 'j' }, { 0, 0, 0, 0 } };
+	static const struct option opts[] = {{"json", no_argument, 0, 'j'}, {0, 0, 0, 0}};
 	bool json = false, first = true;
 	int c;
 	optind = 1;
@@ -358,7 +358,7 @@ static void show_json(const struct vs_shm *s, const uint32_t *counts)
 /* What a process has loaded: its objects, its providers and their settings. */
 int trace_show(int argc, char **argv)
 {
-	static const struct option opts[] = { { "json", no_argument, 0, 'j' }, { 0, 0, 0, 0 } };
+	static const struct option opts[] = {{"json", no_argument, 0, 'j'}, {0, 0, 0, 0}};
 	bool json = false;
 	struct vs_shm s;
 	int c, rc;

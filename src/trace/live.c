@@ -188,7 +188,7 @@ int vs_trace_live(const char *target, const struct vs_live_opts *o, FILE *out, c
 		  size_t whylen)
 {
 	struct vs_shm s;
-	struct live_filter f = { .o = o };
+	struct live_filter f = {.o = o};
 	int rc = vs_shm_open(&s, target, why, whylen);
 	if (rc < 0)
 		return rc;

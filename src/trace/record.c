@@ -28,8 +28,10 @@ static int start_capture(struct vs_shm *s, struct vs_capw *w, const char *target
 	rc = vs_capw_open(w, out, s);
 	if (rc < 0) {
 		if (rc == -EEXIST)
-			snprintf(why, whylen, "%s: exists (a capture is never overwritten: remove it "
-				 "or name a new file)", out);
+			snprintf(why, whylen,
+				 "%s: exists (a capture is never overwritten: remove it "
+				 "or name a new file)",
+				 out);
 		else
 			snprintf(why, whylen, "%s: %s", out, strerror(-rc));
 		vs_shm_close(s);
@@ -101,16 +103,21 @@ static int claim_recording(struct vs_shm *s, bool force, struct vs_dump_stats *s
 			   size_t whylen)
 {
 	const int32_t me = (int32_t)getpid();
-	struct flock lk = { .l_type = F_WRLCK, .l_whence = SEEK_SET,
-			    .l_start = VS_SHM_RECORDER_LOCK + me, .l_len = 1 };
+	struct flock lk = {.l_type = F_WRLCK,
+			   .l_whence = SEEK_SET,
+			   .l_start = VS_SHM_RECORDER_LOCK + me,
+			   .l_len = 1};
 	if (fcntl(s->fd, F_OFD_SETLK, &lk) < 0) {
 		int e = errno;
 		if (e == EAGAIN || e == EACCES) {
-			snprintf(why, whylen, "pid %d is recorded already by another recorder in "
-				 "this process (pid %d)", s->snap.pid, (int)me);
+			snprintf(why, whylen,
+				 "pid %d is recorded already by another recorder in "
+				 "this process (pid %d)",
+				 s->snap.pid, (int)me);
 			return -EBUSY;
 		}
-		snprintf(why, whylen, "%s: cannot lock it as its recorder: %s", s->path, strerror(e));
+		snprintf(why, whylen, "%s: cannot lock it as its recorder: %s", s->path,
+			 strerror(e));
 		return -e;
 	}
 	for (;;) {
@@ -155,11 +162,13 @@ static bool still_recording(struct vs_shm *s, const char *out, char *why, size_t
 	int32_t cur = __atomic_load_n(&s->hdr->recorder_pid, __ATOMIC_ACQUIRE);
 	if (cur != (int32_t)getpid()) {
 		if (cur > 0)
-			snprintf(why, whylen, "pid %d took the recording of pid %d over (`trace record "
-				 "--force`); %s holds the events until then", (int)cur, s->snap.pid,
-				 out);
+			snprintf(why, whylen,
+				 "pid %d took the recording of pid %d over (`trace record "
+				 "--force`); %s holds the events until then",
+				 (int)cur, s->snap.pid, out);
 		else
-			snprintf(why, whylen, "pid %d stopped streaming to this recorder (its trace "
+			snprintf(why, whylen,
+				 "pid %d stopped streaming to this recorder (its trace "
 				 "file names no recorder now); %s holds the events until then",
 				 s->snap.pid, out);
 		return false;

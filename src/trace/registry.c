@@ -95,7 +95,7 @@ static void read_spec(void)
 
 static struct vs_spec_provider spec_provider(const struct rt_provider *p)
 {
-	return (struct vs_spec_provider){ .name = p->name, .nflags = p->nflags, .flags = p->flags };
+	return (struct vs_spec_provider){.name = p->name, .nflags = p->nflags, .flags = p->flags};
 }
 
 /* Slot i's words: the file's, or a forked child's private copy before it has a file. */

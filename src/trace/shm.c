@@ -64,8 +64,10 @@ bool vs_shm_owner_alive(const struct vs_shm *s)
 
 bool vs_shm_recorder_alive(const struct vs_shm *s, int32_t pid)
 {
-	struct flock lk = { .l_type = F_WRLCK, .l_whence = SEEK_SET,
-			    .l_start = VS_SHM_RECORDER_LOCK + pid, .l_len = 1 };
+	struct flock lk = {.l_type = F_WRLCK,
+			   .l_whence = SEEK_SET,
+			   .l_start = VS_SHM_RECORDER_LOCK + pid,
+			   .l_len = 1};
 	if (pid <= 0 || s->fd < 0)
 		return false;
 	/* Unknown (no OFD locks here): say alive, so a recorder is never taken over by

@@ -98,8 +98,8 @@ struct name_list {
 static void name_add(struct name_list *l, const char *prov, const char *name)
 {
 	char one[160];
-	int n = snprintf(one, sizeof one, "%s%s%s", prov ? prov : "", prov && prov[0] ? "." : "",
-			 name);
+	int n =
+	    snprintf(one, sizeof one, "%s%s%s", prov ? prov : "", prov && prov[0] ? "." : "", name);
 	if (l->more || n < 0 || (size_t)n >= sizeof one ||
 	    l->used + 2 + (size_t)n + NAME_LIST_TAIL >= l->len) {
 		l->more++;
@@ -107,8 +107,8 @@ static void name_add(struct name_list *l, const char *prov, const char *name)
 	}
 	for (char *c = one; *c; c++)
 		*c = (char)tolower((unsigned char)*c);
-	l->used += (size_t)snprintf(l->buf + l->used, l->len - l->used, "%s%s", l->used ? ", " : "",
-				    one);
+	l->used +=
+	    (size_t)snprintf(l->buf + l->used, l->len - l->used, "%s%s", l->used ? ", " : "", one);
 }
 
 /* "a, b, c" (lower case) into buf, len bytes at most, then " and N more" when the rest
@@ -117,7 +117,7 @@ static void name_add(struct name_list *l, const char *prov, const char *name)
 static void list_names(char *buf, size_t len, const struct vs_spec_provider *provs,
 		       unsigned nprovs, int only, bool qualified)
 {
-	struct name_list l = { buf, len, 0, 0 };
+	struct name_list l = {buf, len, 0, 0};
 	if (!len)
 		return;
 	buf[0] = '\0';
@@ -209,8 +209,9 @@ static int apply_term(const char *term, const struct vs_spec_provider *provs, un
 		if (p < 0) {
 			if (!strict)
 				return 0;
-			snprintf(head, sizeof head, "no provider '%.*s' in '%s' (providers: ",
-				 (int)(dot - term), term, term);
+			snprintf(head, sizeof head,
+				 "no provider '%.*s' in '%s' (providers: ", (int)(dot - term), term,
+				 term);
 			return fail_listing(why, whylen, head, provs, nprovs, -1, false);
 		}
 		rc = mask_word(flag, &mask, why, whylen);
@@ -224,8 +225,8 @@ static int apply_term(const char *term, const struct vs_spec_provider *provs, un
 		if (bit < 0) {
 			if (!strict)
 				return 0;
-			snprintf(head, sizeof head, "provider '%s' has no flag '%s' (its %s: ",
-				 provs[p].name, flag,
+			snprintf(head, sizeof head,
+				 "provider '%s' has no flag '%s' (its %s: ", provs[p].name, flag,
 				 provs[p].sites_known ? "flags with sites" : "flags");
 			return fail_listing(why, whylen, head, provs, nprovs, p, false);
 		}
@@ -313,7 +314,8 @@ static void describe_unsited(char *warn, size_t warnlen, const char *term, const
 		}
 	}
 	if (nsel == 1 && strchr(term, '.')) {
-		snprintf(head, sizeof head, "'%s' selects no trace site (%s's flags with sites: ", term,
+		snprintf(head, sizeof head,
+			 "'%s' selects no trace site (%s's flags with sites: ", term,
 			 provs[only].name);
 		fail_listing(warn, warnlen, head, provs, nprovs, only, false);
 	} else {

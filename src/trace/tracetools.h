@@ -450,7 +450,7 @@ struct vs_record_opts {
 	double duration_s;                 /* 0: until the process exits or *stop */
 	volatile sig_atomic_t *stop;       /* may be NULL */
 	const char *enable_spec;           /* set level/flags when recording starts */
-	bool force;                        /* take the recording over from a live recorder */
+	bool force;			   /* take the recording over from a live recorder */
 	void (*started)(void *opaque);     /* called once streaming has begun */
 	void *opaque;
 };
@@ -538,7 +538,7 @@ int vs_trace_latency(const char *const *paths, unsigned npaths, const struct vs_
 /* It reads and never writes the process's settings: the level and flags filter what it
  * shows, as decode's do (changing what the process records is `trace enable`'s). */
 struct vs_live_opts {
-	const char *flag_spec;       /* FLAG,... as in a spec: shown only (NULL: all) */
+	const char *flag_spec;	     /* FLAG,... as in a spec: shown only (NULL: all) */
 	unsigned max_level;          /* 0: all */
 	volatile sig_atomic_t *stop; /* set (Ctrl-C) to end; it also ends when the process does */
 };

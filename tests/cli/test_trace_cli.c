@@ -107,9 +107,9 @@ static void target_start(const struct th_tmpdir *td, struct target *t)
 {
 	td_path(td, t->sock, sizeof t->sock, "target.sock");
 	td_path(td, t->log, sizeof t->log, "target.log");
-	const char *argv[] = { VIOSCOPE_ALL, "target", "--socket", t->sock, "--lun", "0:ram=64M",
-			       NULL };
-	const char *env[] = { td->env_dir, NULL };
+	const char *argv[] = {VIOSCOPE_ALL, "target",	 "--socket", t->sock,
+			      "--lun",	    "0:ram=64M", NULL};
+	const char *env[] = {td->env_dir, NULL};
 	t->pid = watched(th_spawn(argv, env, NULL, t->log, t->log));
 	snprintf(t->pidstr, sizeof t->pidstr, "%d", (int)t->pid);
 	th_shm_path(t->shm, sizeof t->shm, td->dir, t->pid);
@@ -128,9 +128,9 @@ static void drive_io(const struct th_tmpdir *td, const struct target *t)
 {
 	char out[600];
 	td_path(td, out, sizeof out, "bench.txt");
-	const char *argv[] = { VIOSCOPE_ALL, "bench", "--socket", t->sock, "--profile",
-			       "rnd4k-q1t1", "--time", "0.3", "--no-progress", NULL };
-	const char *env[] = { td->env_dir, NULL };
+	const char *argv[] = {VIOSCOPE_ALL, "bench",  "--socket", t->sock,	   "--profile",
+			      "rnd4k-q1t1", "--time", "0.3",	  "--no-progress", NULL};
+	const char *env[] = {td->env_dir, NULL};
 	pid_t pid = watched(th_spawn(argv, env, NULL, out, out));
 	assert_int_equal(th_wait_within(pid, 5 * DEADLINE_MS), 0);
 }
@@ -187,7 +187,8 @@ struct term_walk {
 	unsigned n;
 };
 
-static bool site_has_flag(const struct vs_meta *m, const struct vs_meta_site *site, const char *flag)
+static bool site_has_flag(const struct vs_meta *m, const struct vs_meta_site *site,
+			  const char *flag)
 {
 	const struct vs_meta_provider *p;
 	if (site->prov >= m->nproviders)
@@ -275,7 +276,7 @@ static void test_documented_spec_records_what_it_names(void **state)
 	struct vs_capture *c;
 	if (vs_capture_open(&c, cap, why, sizeof why) < 0)
 		fail_msg("%s", why);
-	struct term_walk w = { vs_capture_meta(c), terms, n };
+	struct term_walk w = {vs_capture_meta(c), terms, n};
 	assert_int_equal(vs_capture_walk(c, count_terms, &w, why, sizeof why), 0);
 	vs_capture_close(c);
 	for (unsigned i = 0; i < n; i++) {
@@ -308,8 +309,8 @@ static void test_show_lists_the_flags_that_have_sites(void **state)
 		size_t n = 0;
 		for (uint32_t f = 0; f < m->providers[i].nflags; f++)
 			if (masks[i] & (1u << f))
-				n += (size_t)snprintf(want + n, sizeof want - n, "%s%s", n ? " " : "",
-						      m->providers[i].flags[f]);
+				n += (size_t)snprintf(want + n, sizeof want - n, "%s%s",
+						      n ? " " : "", m->providers[i].flags[f]);
 		for (char *c = want; *c; c++)
 			*c = (char)tolower((unsigned char)*c);
 		/* the provider's line, then its flags to the end of that line */
@@ -362,7 +363,8 @@ static void test_spec_selecting_no_site_warns_naming_what_exists(void **state)
 	memcpy(names, list, len);
 	names[len] = '\0';
 	unsigned listed = 0;
-	for (char *save, *name = strtok_r(names, ", ", &save); name; name = strtok_r(NULL, ", ", &save)) {
+	for (char *save, *name = strtok_r(names, ", ", &save); name;
+	     name = strtok_r(NULL, ", ", &save)) {
 		assert_true(has_site_flag(&s, "scsi", name));
 		listed++;
 	}
@@ -417,7 +419,8 @@ static void test_unknown_flag_lists_whole_names(void **state)
 		*more = '\0';
 	}
 	unsigned listed = 0;
-	for (char *save, *name = strtok_r(names, ", ", &save); name; name = strtok_r(NULL, ", ", &save)) {
+	for (char *save, *name = strtok_r(names, ", ", &save); name;
+	     name = strtok_r(NULL, ", ", &save)) {
 		char *dot = strchr(name, '.');
 		assert_non_null(dot);
 		*dot = '\0';
@@ -466,7 +469,7 @@ static int count_seq(const struct th_event *e, void *opaque)
 
 static void start_seq(const struct th_tmpdir *td, struct th_gated *w, char *pidstr, size_t len)
 {
-	const char *argv[] = { WORKLOAD_COLD, "seq", "-n", "2000", NULL };
+	const char *argv[] = {WORKLOAD_COLD, "seq", "-n", "2000", NULL};
 	th_start_gated(td, w, argv, NULL);
 	watched(w->pid);
 	snprintf(pidstr, len, "%d", (int)w->pid);
@@ -474,7 +477,10 @@ static void start_seq(const struct th_tmpdir *td, struct th_gated *w, char *pids
 
 static bool recorder_is(void *opaque)
 {
-	const struct { const struct vs_shm *shm; pid_t pid; } *a = opaque;
+	const struct {
+		const struct vs_shm *shm;
+		pid_t pid;
+	} *a = opaque;
 	return __atomic_load_n(&a->shm->hdr->recorder_pid, __ATOMIC_ACQUIRE) == a->pid &&
 	       __atomic_load_n(&a->shm->hdr->mode, __ATOMIC_ACQUIRE) == VS_MODE_STREAM;
 }
@@ -507,7 +513,7 @@ static void test_second_recorder_is_refused_naming_the_first(void **state)
 
 	assert_int_equal(th_let_go_and_wait(&w), 0);
 	assert_int_equal(th_wait_within(a, DEADLINE_MS), 0);
-	struct seq_count c = { 0 };
+	struct seq_count c = {0};
 	th_walk_or_fail(cap_a, count_seq, &c);
 	assert_int_equal(c.events, SEQ_N);
 	assert_int_equal(c.lost, 0);
@@ -529,15 +535,17 @@ static void test_force_takes_the_recording_over(void **state)
 	td_path(td, cap_b, sizeof cap_b, "b.vst");
 	td_path(td, err_b, sizeof err_b, "b.err");
 	pid_t a = watched(th_start_recording(td, w.pid, cap_a, NULL, &shm));
-	const char *argv[] = { VIOSCOPE_CLI, "trace", "record", pidstr, "-o", cap_b, "--force",
-			       NULL };
-	const char *env[] = { td->env_dir, NULL };
+	const char *argv[] = {VIOSCOPE_CLI, "trace", "record",	pidstr,
+			      "-o",	    cap_b,   "--force", NULL};
+	const char *env[] = {td->env_dir, NULL};
 	pid_t b = watched(th_spawn(argv, env, NULL, NULL, err_b));
 	assert_int_equal(th_wait_within(a, DEADLINE_MS), VS_EXIT_FAILED);
-	snprintf(want, sizeof want, "pid %d took the recording of pid %d over", (int)b,
-		 (int)w.pid);
+	snprintf(want, sizeof want, "pid %d took the recording of pid %d over", (int)b, (int)w.pid);
 	assert_true(th_file_contains(td->err, want));
-	struct { const struct vs_shm *shm; pid_t pid; } is_b = { &shm, b };
+	struct {
+		const struct vs_shm *shm;
+		pid_t pid;
+	} is_b = {&shm, b};
 	assert_true(th_wait_until(recorder_is, &is_b, DEADLINE_MS));
 	vs_shm_close(&shm);
 
@@ -545,7 +553,7 @@ static void test_force_takes_the_recording_over(void **state)
 	assert_int_equal(th_wait_within(b, DEADLINE_MS), 0);
 	snprintf(want, sizeof want, "from pid %d (--force)", (int)a);
 	assert_true(th_file_contains(err_b, want));
-	struct seq_count ca = { 0 }, cb = { 0 };
+	struct seq_count ca = {0}, cb = {0};
 	th_walk_or_fail(cap_a, count_seq, &ca);
 	th_walk_or_fail(cap_b, count_seq, &cb);
 	assert_int_equal(ca.events, 0);
@@ -580,17 +588,20 @@ static void test_dead_recorder_is_detected(void **state)
 	snprintf(want, sizeof want, "recorder pid %d has gone without detaching", (int)a);
 	assert_true(th_file_contains(td->out, want));
 
-	const char *argv[] = { VIOSCOPE_CLI, "trace", "record", pidstr, "-o", cap_b, NULL };
-	const char *env[] = { td->env_dir, NULL };
+	const char *argv[] = {VIOSCOPE_CLI, "trace", "record", pidstr, "-o", cap_b, NULL};
+	const char *env[] = {td->env_dir, NULL};
 	pid_t b = watched(th_spawn(argv, env, NULL, NULL, err_b));
-	struct { const struct vs_shm *shm; pid_t pid; } is_b = { &shm, b };
+	struct {
+		const struct vs_shm *shm;
+		pid_t pid;
+	} is_b = {&shm, b};
 	assert_true(th_wait_until(recorder_is, &is_b, DEADLINE_MS));
 	vs_shm_close(&shm);
 	assert_int_equal(th_let_go_and_wait(&w), 0);
 	assert_int_equal(th_wait_within(b, DEADLINE_MS), 0);
 	snprintf(want, sizeof want, "pid %d, the recorder of %s, had gone", (int)a, pidstr);
 	assert_true(th_file_contains(err_b, want));
-	struct seq_count cb = { 0 };
+	struct seq_count cb = {0};
 	th_walk_or_fail(cap_b, count_seq, &cb);
 	assert_int_equal(cb.events, SEQ_N);
 }
@@ -616,10 +627,9 @@ static void assert_file_is(const char *path, const char *text)
 static void test_captures_are_never_overwritten(void **state)
 {
 	struct th_tmpdir *td = *state;
-	char pidstr[32], old[600], link[600], victim[600], dangling[600], nowhere[600],
-	    fresh[600];
+	char pidstr[32], old[600], link[600], victim[600], dangling[600], nowhere[600], fresh[600];
 	struct stat st;
-	const char *argv[] = { WORKLOAD_COLD, "seq", "-n", "100", NULL };
+	const char *argv[] = {WORKLOAD_COLD, "seq", "-n", "100", NULL};
 	pid_t pid = watched(th_start_holding(td, argv, NULL));
 	snprintf(pidstr, sizeof pidstr, "%d", (int)pid);
 	td_path(td, old, sizeof old, "old.vst");
@@ -633,13 +643,14 @@ static void test_captures_are_never_overwritten(void **state)
 	assert_int_equal(symlink(victim, link), 0);
 	assert_int_equal(symlink(nowhere, dangling), 0);
 
-	const char *outs[] = { old, link, dangling };
+	const char *outs[] = {old, link, dangling};
 	for (unsigned i = 0; i < 3; i++) {
-		assert_int_equal(th_cli(td, "dump", pidstr, "-o", outs[i], NULL), VS_EXIT_CANNOT_RUN);
-		assert_true(th_file_contains(td->err, "exists (a capture is never overwritten"));
-		assert_int_equal(th_cli(td, "record", pidstr, "-o", outs[i], "--duration", "0.1",
-					NULL),
+		assert_int_equal(th_cli(td, "dump", pidstr, "-o", outs[i], NULL),
 				 VS_EXIT_CANNOT_RUN);
+		assert_true(th_file_contains(td->err, "exists (a capture is never overwritten"));
+		assert_int_equal(
+		    th_cli(td, "record", pidstr, "-o", outs[i], "--duration", "0.1", NULL),
+		    VS_EXIT_CANNOT_RUN);
 		assert_true(th_file_contains(td->err, "exists (a capture is never overwritten"));
 	}
 	assert_file_is(old, "a capture worth keeping");
@@ -649,7 +660,7 @@ static void test_captures_are_never_overwritten(void **state)
 	assert_true(S_ISLNK(st.st_mode));
 
 	assert_int_equal(th_cli(td, "dump", pidstr, "-o", fresh, NULL), 0);
-	struct seq_count c = { 0 };
+	struct seq_count c = {0};
 	th_walk_or_fail(fresh, count_seq, &c);
 	assert_int_equal(c.events, 100);
 	th_kill_holding(pid);
@@ -673,9 +684,9 @@ static void ticker_start(const struct th_tmpdir *td, struct ticker *t, const cha
 	snprintf(ofd, sizeof ofd, "%d", reply[1]);
 	snprintf(rfd, sizeof rfd, "%d", ready[1]);
 	snprintf(env_spec, sizeof env_spec, "VIOSCOPE_TRACE=%s", spec);
-	const char *argv[] = { WORKLOAD_COLD, "tick", "-c", cfd, "-o", ofd, "-r", rfd, NULL };
-	const char *env[] = { td->env_dir, env_spec, NULL };
-	const int keep[] = { cmd[0], reply[1], ready[1], -1 };
+	const char *argv[] = {WORKLOAD_COLD, "tick", "-c", cfd, "-o", ofd, "-r", rfd, NULL};
+	const char *env[] = {td->env_dir, env_spec, NULL};
+	const int keep[] = {cmd[0], reply[1], ready[1], -1};
 	t->pid = watched(th_spawn(argv, env, keep, NULL, NULL));
 	close(cmd[0]);
 	close(reply[1]);
@@ -689,7 +700,7 @@ static void ticker_start(const struct th_tmpdir *td, struct ticker *t, const cha
 static void ticker_quit(struct ticker *t)
 {
 	uint32_t n;
-	assert_int_equal(write(t->cmd, &(char){ WL_CMD_QUIT }, 1), 1);
+	assert_int_equal(write(t->cmd, &(char){WL_CMD_QUIT}, 1), 1);
 	assert_int_equal(read(t->reply, &n, sizeof n), sizeof n);
 	assert_int_equal(th_wait(t->pid), 0);
 	close(t->cmd);
@@ -743,11 +754,11 @@ static void test_live_filters_without_changing_the_process(void **state)
 
 	td_path(td, out, sizeof out, "live.out");
 	td_path(td, err, sizeof err, "live.err");
-	const char *argv[] = { VIOSCOPE_CLI, "trace", "live", pidstr, "--level", "verbose",
-			       "--flag", "test", NULL };
-	const char *env[] = { td->env_dir, NULL };
+	const char *argv[] = {VIOSCOPE_CLI, "trace",  "live", pidstr, "--level",
+			      "verbose",    "--flag", "test", NULL};
+	const char *env[] = {td->env_dir, NULL};
 	pid_t live = watched(th_spawn(argv, env, NULL, out, err));
-	struct shows ticks = { out, " tick " };
+	struct shows ticks = {out, " tick "};
 	assert_true(th_wait_until(file_shows, &ticks, DEADLINE_MS)); /* live is running */
 	app_setting(&s, &level, &mask);
 	assert_int_equal(level, VS_LEVEL_VERBOSE);
@@ -773,11 +784,11 @@ static void test_live_enable_sets_the_process_and_says_so(void **state)
 	snprintf(pidstr, sizeof pidstr, "%d", (int)t.pid);
 	td_path(td, out, sizeof out, "live.out");
 	td_path(td, err, sizeof err, "live.err");
-	const char *argv[] = { VIOSCOPE_CLI, "trace", "live", pidstr, "--enable", "verbose:test",
-			       NULL };
-	const char *env[] = { td->env_dir, NULL };
+	const char *argv[] = {VIOSCOPE_CLI, "trace",	    "live", pidstr,
+			      "--enable",   "verbose:test", NULL};
+	const char *env[] = {td->env_dir, NULL};
 	pid_t live = watched(th_spawn(argv, env, NULL, out, err));
-	struct shows ticks = { out, " tick " };
+	struct shows ticks = {out, " tick "};
 	assert_true(th_wait_until(file_shows, &ticks, DEADLINE_MS));
 	assert_int_equal(kill(live, SIGINT), 0);
 	assert_int_equal(th_wait_within(live, DEADLINE_MS), 0);
@@ -813,9 +824,9 @@ static int note_thread(const struct vs_cap_event *ev, void *opaque)
 static void test_chrome_output_names_processes_and_threads(void **state)
 {
 	struct th_tmpdir *td = *state;
-	struct threads_seen seen = { 0 };
+	struct threads_seen seen = {0};
 	char why[512];
-	const char *argv[] = { WORKLOAD_COLD, "seq", "-n", "50", "-t", "3", NULL };
+	const char *argv[] = {WORKLOAD_COLD, "seq", "-n", "50", "-t", "3", NULL};
 	pid_t pid = watched(th_start_holding(td, argv, NULL));
 	th_dump(td, pid);
 	th_kill_holding(pid);
@@ -837,13 +848,15 @@ static void test_chrome_output_names_processes_and_threads(void **state)
 	unsigned process_named = 0, threads_named = 0;
 	size_t i;
 	json_t *e;
-	json_array_foreach(events, i, e) {
+	json_array_foreach(events, i, e)
+	{
 		const char *ph = json_string_value(json_object_get(e, "ph"));
 		const char *name = json_string_value(json_object_get(e, "name"));
 		if (!ph || strcmp(ph, "M") || !name)
 			continue;
 		assert_int_equal(json_integer_value(json_object_get(e, "pid")), pid);
-		const char *value = json_string_value(json_object_get(json_object_get(e, "args"), "name"));
+		const char *value =
+		    json_string_value(json_object_get(json_object_get(e, "args"), "name"));
 		assert_non_null(value);
 		if (!strcmp(name, "process_name")) {
 			assert_string_equal(value, base);
@@ -885,7 +898,7 @@ static void test_list_and_show_speak_json(void **state)
 	struct th_tmpdir *td = *state;
 	struct vs_shm s;
 	char pidstr[32], shm[600], why[512];
-	const char *argv[] = { WORKLOAD_COLD, "seq", "-n", "10", NULL };
+	const char *argv[] = {WORKLOAD_COLD, "seq", "-n", "10", NULL};
 	pid_t pid = watched(th_start_holding(td, argv, NULL));
 	snprintf(pidstr, sizeof pidstr, "%d", (int)pid);
 
@@ -894,7 +907,8 @@ static void test_list_and_show_speak_json(void **state)
 	json_t *procs = json_object_get(doc, "processes"), *p;
 	size_t i;
 	unsigned found = 0;
-	json_array_foreach(procs, i, p) {
+	json_array_foreach(procs, i, p)
+	{
 		if (json_integer_value(json_object_get(p, "pid")) != pid)
 			continue;
 		assert_string_equal(json_string_value(json_object_get(p, "state")), "live");
@@ -916,18 +930,21 @@ static void test_list_and_show_speak_json(void **state)
 	assert_true(app >= 0);
 	json_t *provs = json_object_get(doc, "providers");
 	found = 0;
-	json_array_foreach(provs, i, p) {
+	json_array_foreach(provs, i, p)
+	{
 		if (strcmp(json_string_value(json_object_get(p, "name")), "app"))
 			continue;
 		found++;
 		size_t k, listed = 0;
 		json_t *f;
-		json_array_foreach(json_object_get(p, "flags"), k, f) {
+		json_array_foreach(json_object_get(p, "flags"), k, f)
+		{
 			const char *name = json_string_value(json_object_get(f, "name"));
 			unsigned want = 0;
 			for (uint32_t n = 0; n < s.meta.nsites; n++) {
 				const struct vs_meta_site *site = &s.meta.sites[n];
-				if (site->prov == (uint32_t)app && site_has_flag(&s.meta, site, name))
+				if (site->prov == (uint32_t)app &&
+				    site_has_flag(&s.meta, site, name))
 					want++;
 			}
 			assert_true(want > 0);
@@ -952,8 +969,8 @@ static void test_list_and_show_speak_json(void **state)
 static void test_every_subcommand_has_its_help(void **state)
 {
 	struct th_tmpdir *td = *state;
-	static const char *const subs[] = { "list", "show",  "enable", "record", "dump",
-					    "decode", "latency", "live", "clean" };
+	static const char *const subs[] = {"list",   "show",	"enable", "record", "dump",
+					   "decode", "latency", "live",	  "clean"};
 	for (unsigned i = 0; i < sizeof subs / sizeof subs[0]; i++) {
 		char want[64];
 		assert_int_equal(th_cli(td, subs[i], "--help", NULL), 0);
@@ -975,7 +992,7 @@ static void test_exit_status_table(void **state)
 {
 	struct th_tmpdir *td = *state;
 	char pidstr[32], junk[600], nodir[600], cap[600];
-	const char *argv[] = { WORKLOAD_COLD, "seq", "-n", "10", NULL };
+	const char *argv[] = {WORKLOAD_COLD, "seq", "-n", "10", NULL};
 	pid_t pid = watched(th_start_holding(td, argv, NULL));
 	snprintf(pidstr, sizeof pidstr, "%d", (int)pid);
 	td_path(td, junk, sizeof junk, "junk.vst");
@@ -1000,9 +1017,9 @@ static void test_exit_status_table(void **state)
 	assert_true(th_file_contains(td->err, "unknown level 'loud'"));
 	assert_int_equal(th_cli(td, "enable", pidstr, "verbose:nosuch", NULL), VS_EXIT_USAGE);
 	assert_int_equal(th_cli(td, "enable", pidstr, "verbose:app.nosuch", NULL), VS_EXIT_USAGE);
-	assert_int_equal(th_cli(td, "record", pidstr, "-o", junk, "--enable", "verbose:nosuch",
-				NULL),
-			 VS_EXIT_USAGE);
+	assert_int_equal(
+	    th_cli(td, "record", pidstr, "-o", junk, "--enable", "verbose:nosuch", NULL),
+	    VS_EXIT_USAGE);
 	assert_int_equal(th_cli(td, "live", pidstr, "--flag", "nosuch", NULL), VS_EXIT_USAGE);
 	assert_int_equal(th_cli(td, "decode", cap, "--flag", "nosuch", NULL), VS_EXIT_USAGE);
 	assert_int_equal(th_cli(td, "decode", cap, "--thread", "x", NULL), VS_EXIT_USAGE);
@@ -1021,9 +1038,9 @@ static void test_exit_status_table(void **state)
 	/* a trace directory that does not exist */
 	char env_dir[700];
 	snprintf(env_dir, sizeof env_dir, "VIOSCOPE_TRACE_DIR=%s", nodir);
-	const char *env[] = { env_dir, NULL };
-	const char *list[] = { VIOSCOPE_CLI, "trace", "list", NULL };
-	const char *clean[] = { VIOSCOPE_CLI, "trace", "clean", NULL };
+	const char *env[] = {env_dir, NULL};
+	const char *list[] = {VIOSCOPE_CLI, "trace", "list", NULL};
+	const char *clean[] = {VIOSCOPE_CLI, "trace", "clean", NULL};
 	assert_int_equal(th_run(list, env, td->out, td->err), VS_EXIT_CANNOT_RUN);
 	assert_int_equal(th_run(clean, env, td->out, td->err), VS_EXIT_CANNOT_RUN);
 }
@@ -1031,21 +1048,21 @@ static void test_exit_status_table(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		TMPDIR_TEST(test_documented_spec_records_what_it_names),
-		TMPDIR_TEST(test_show_lists_the_flags_that_have_sites),
-		TMPDIR_TEST(test_spec_selecting_no_site_warns_naming_what_exists),
-		TMPDIR_TEST(test_unknown_flag_lists_whole_names),
-		TMPDIR_TEST(test_decode_names_an_unknown_level),
-		TMPDIR_TEST(test_second_recorder_is_refused_naming_the_first),
-		TMPDIR_TEST(test_force_takes_the_recording_over),
-		TMPDIR_TEST(test_dead_recorder_is_detected),
-		TMPDIR_TEST(test_captures_are_never_overwritten),
-		TMPDIR_TEST(test_live_filters_without_changing_the_process),
-		TMPDIR_TEST(test_live_enable_sets_the_process_and_says_so),
-		TMPDIR_TEST(test_chrome_output_names_processes_and_threads),
-		TMPDIR_TEST(test_list_and_show_speak_json),
-		TMPDIR_TEST(test_every_subcommand_has_its_help),
-		TMPDIR_TEST(test_exit_status_table),
+	    TMPDIR_TEST(test_documented_spec_records_what_it_names),
+	    TMPDIR_TEST(test_show_lists_the_flags_that_have_sites),
+	    TMPDIR_TEST(test_spec_selecting_no_site_warns_naming_what_exists),
+	    TMPDIR_TEST(test_unknown_flag_lists_whole_names),
+	    TMPDIR_TEST(test_decode_names_an_unknown_level),
+	    TMPDIR_TEST(test_second_recorder_is_refused_naming_the_first),
+	    TMPDIR_TEST(test_force_takes_the_recording_over),
+	    TMPDIR_TEST(test_dead_recorder_is_detected),
+	    TMPDIR_TEST(test_captures_are_never_overwritten),
+	    TMPDIR_TEST(test_live_filters_without_changing_the_process),
+	    TMPDIR_TEST(test_live_enable_sets_the_process_and_says_so),
+	    TMPDIR_TEST(test_chrome_output_names_processes_and_threads),
+	    TMPDIR_TEST(test_list_and_show_speak_json),
+	    TMPDIR_TEST(test_every_subcommand_has_its_help),
+	    TMPDIR_TEST(test_exit_status_table),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -321,8 +321,8 @@ static void test_decode_filters_and_json(void **state)
 	assert_int_equal(th_cli(td, "decode", cap, "--flag", "app.all", NULL), 0);
 	assert_true(th_file_contains(td->out, "str abc"));
 	assert_int_equal(th_cli(td, "decode", cap, "--flag", "nosuchflag", NULL), 2);
-	assert_true(th_file_contains(td->err,
-				     "unknown flag 'nosuchflag' (flags with sites: app.general"));
+	assert_true(
+	    th_file_contains(td->err, "unknown flag 'nosuchflag' (flags with sites: app.general"));
 	assert_int_equal(th_cli(td, "decode", cap, "--flag", "app.nosuchflag", NULL), 2);
 	assert_true(th_file_contains(td->err, "provider 'app' has no flag 'nosuchflag'"));
 	assert_int_equal(th_cli(td, "decode", cap, "--flag", "nosuch.test", NULL), 2);
