@@ -10,7 +10,8 @@ cd "$(dirname "$0")/.."
 declare -A allowed=(
 	[util]=""
 	[proto]=""
-	[trace]="util proto" # proto: the decoder's names (notes.c), never the runtime
+	[trace]="util proto tracetools" # until the runtime and the tools are apart
+	[tracetools]="trace util proto"
 	[virtio]="proto util"
 	[vhost]="virtio proto util"
 	[backend]="proto util"
@@ -18,9 +19,9 @@ declare -A allowed=(
 	[target]="vhost virtio scsi backend proto util"
 	[initiator]="vhost virtio proto util"
 	[rpc]="util" # the target through its public header only
-	[check]="initiator trace proto util"
-	[bench]="bench util trace"
-	[tools]="tools util trace check rpc"
+	[check]="initiator trace tracetools proto util"
+	[bench]="bench util trace tracetools"
+	[tools]="tools util trace tracetools check rpc"
 )
 bad=0
 for dir in "${!allowed[@]}"; do

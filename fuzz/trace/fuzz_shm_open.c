@@ -22,7 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "trace/tracetools.h"
+#include "tracetools/tracetools.h"
 
 static char shm_path[512], cap_path[64];
 static int shm_fd = -1;

@@ -24,7 +24,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "trace/tracetools.h"
+#include "tracetools/tracetools.h"
 
 #define META_V1_MAGIC 0x444d5356u /* "VSMD" */
 

@@ -10,7 +10,7 @@
 #include <limits.h>
 #include <stdbool.h>
 
-#include "trace/tracetools.h"
+#include "tracetools/tracetools.h"
 
 #define VS__PRIVATE __attribute__((visibility("hidden")))
 

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "trace/tracetools.h"
+#include "tracetools/tracetools.h"
 
 static const char *const level_names[] = { "off", "critical", "error", "warning", "info",
 					   "verbose" };

@@ -29,7 +29,7 @@
 
 #include <vioscope/trace.h>
 
-#include "trace/tracetools.h"
+#include "tracetools/tracetools.h"
 
 /* ---- expected messages --------------------------------------------------------------- */
 #define MAX_EXPECT 512

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "trace/tracetools.h"
+#include "tracetools/tracetools.h"
 
 struct out {
 	char *p;

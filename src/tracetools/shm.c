@@ -24,7 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "trace/tracetools.h"
+#include "tracetools/tracetools.h"
 
 const char *vs_shm_dir(void)
 {
