@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # The layering rules of docs/ARCHITECTURE.md, checked on the sources:
-#   - each folder of src/ includes only the layers listed for it below;
-#   - a folder's private header (<layer>_int.h) is included only inside that folder;
-#   - bench/ and tools/ reach src/ only through util, trace and the public headers.
+#   - each folder of src/, and bench/ and tools/, includes ("layer/...") only the layers
+#     listed for it below: bench/ reaches src/ only through util and the trace tools,
+#     tools/ through those and the check and rpc layers;
+#   - a folder's private header (<layer>_int.h) is included only inside that folder, and
+#     never from bench/, tools/ or examples/ (the tests are white-box and may);
+#   - the public headers (<vioscope/...>: trace, target, initiator) are not checked: any
+#     layer may call the tracing macros, and rpc reaches the target only through them.
 # Prints every violation; exit 1 if there is one.
 set -euo pipefail
 cd "$(dirname "$0")/.."

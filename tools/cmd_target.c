@@ -374,8 +374,8 @@ static int cmd_target(int argc, char **argv)
 		running = NULL;
 		int frc = vs_target_destroy(t);
 		if (frc == -ETIMEDOUT) {
-			fprintf(stderr, "vioscope target: a worker was given up on; the backends "
-					"were flushed\n");
+			fprintf(stderr, "vioscope target: a worker or a flush was given up on (see "
+					"above); the backends that answered were flushed\n");
 			return 1;
 		}
 		if (frc) {

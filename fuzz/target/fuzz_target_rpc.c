@@ -413,7 +413,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct vs_target_lun luns[3] = {{0, "ram=1M"}, {1, "null=1M"}, {2, lun2_spec}};
-	struct vs_target_config cfg = {.num_queues = 2, .workers = 2, .nluns = 3, .luns = luns};
+	/* The target confines file specs to the fuzzer's directory itself too (--lun-root):
+	 * what the filter might let through by mistake is refused there. */
+	struct vs_target_config cfg = {
+	    .num_queues = 2, .workers = 2, .nluns = 3, .luns = luns, .lun_root = files.dir};
 	struct vs_rpc_config rcfg = {0};
 	struct fz_session s;
 	struct vs_rpc *rpc;

@@ -10,9 +10,8 @@
  * Everything else (other kinds, other paths, log-writes= and the test options every kind
  * takes) is refused here, before the target sees it.
  *
- * TODO(lun-root): when the target gets its --lun-root DIR (file specs resolved beneath DIR
- * with openat2 RESOLVE_BENEATH), the fuzzer's target config should also set it to
- * fz_files.dir, so that the target itself refuses what this filter might let through.
+ * The fuzzer's target also runs with its lun_root (--lun-root) set to fz_files.dir, so that
+ * the target itself refuses a file outside it that this filter might let through.
  */
 #ifndef FUZZ_SPEC_FILTER_H
 #define FUZZ_SPEC_FILTER_H

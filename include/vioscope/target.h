@@ -101,19 +101,26 @@ int vs_target_run(struct vs_target *t, volatile sig_atomic_t *stop);
 void vs_target_wake(struct vs_target *t);
 
 /* Stop every queue (in-flight requests complete first), flush the backends (fdatasync for
- * files), stop the workers, close everything.  0, or the first flush error (-errno).
- * After a worker was lost: the flush only (-ETIMEDOUT, or its error); the rest is left to
- * the process's exit. */
+ * files), stop the workers, close everything.  0, or the first flush error (-errno);
+ * -ETIMEDOUT when a flush did not finish within worker_timeout_ms (the LUN is named in the
+ * log; its backend is left open).  After a worker was lost: the flush only (-ETIMEDOUT, or
+ * its error); the rest is left to the process's exit. */
 int vs_target_destroy(struct vs_target *t);
 
-/* Make every completed write durable: 0 or the first error.  Call only while no
- * frontend is connected, or from the serving thread. */
+/* Make every completed write durable: 0 or the first error (-ETIMEDOUT: a flush did not
+ * finish within worker_timeout_ms; each such LUN is named in the log and not flushed again).
+ * A writeback error stays with its LUN: every later SYNCHRONIZE CACHE of it answers MEDIUM
+ * ERROR, WRITE ERROR until the LUN is added again.  Call only while no frontend is
+ * connected, or from the serving thread. */
 int vs_target_flush(struct vs_target *t);
 
 void vs_target_get_stats(const struct vs_target *t, struct vs_target_stats *s);
 
 /* Run-time LUN management.  Any thread, while the target runs (a frontend connected or
- * not); one change at a time (they serialise).  err (when not NULL) says what was wrong.
+ * not).  A change takes its LUN for itself while it opens a backend, waits for requests or
+ * flushes, without holding up other LUNs, the frontend or a disconnect; another change of
+ * that LUN meanwhile gets -EBUSY.  Every wait is bounded by worker_timeout_ms.  err (when
+ * not NULL) says what was wrong.
  * The guest is told through the event queue (virtio-scsi 5.6.6.3): add and remove send
  * VIRTIO_SCSI_T_TRANSPORT_RESET (reason RESCAN / REMOVED) for that LUN; resize sends
  * VIRTIO_SCSI_T_PARAM_CHANGE (ASC 0x2a ASCQ 0x09) and raises CAPACITY DATA HAS CHANGED
@@ -121,16 +128,22 @@ void vs_target_get_stats(const struct vs_target *t, struct vs_target_stats *s);
  * carries EVENTS_MISSED when more than 64 waited); with no frontend connected they are
  * dropped (a driver that connects scans anyway).  See docs/TARGET.md. */
 int vs_target_lun_add(struct vs_target *t, const struct vs_target_lun *lun, char *err,
-		      size_t errlen); /* -EEXIST, -EINVAL, or the backend open's -errno; -EBUSY:
-					 the id's earlier removal is unfinished */
+		      size_t errlen); /* -EEXIST, -EINVAL, or the backend open's -errno (a file
+					 that is neither a regular file nor a block device:
+					 -EINVAL); -EBUSY: the id is being added, or removed */
 /* New commands to the LUN get LOGICAL UNIT NOT SUPPORTED at once; requests in flight
  * complete normally first (waited for up to worker_timeout_ms: else -ETIMEDOUT, the LUN
  * stays gone for the driver and its backend open until a later remove succeeds); then
- * the backend is flushed and closed.  -ENOENT; the flush's error (the LUN is removed). */
+ * the backend is flushed (up to worker_timeout_ms: else -ETIMEDOUT, the LUN is removed and
+ * its backend left open) and closed.  -ENOENT; -EBUSY (being added, resized or removed);
+ * the flush's error (the LUN is removed). */
 int vs_target_lun_remove(struct vs_target *t, unsigned id, char *err, size_t errlen);
-/* file: grows or shrinks (ftruncate); ram: grows.  -ENOENT, -EINVAL (not a whole number
- * of blocks, 0), -ENOTSUP (null, rbd, a block device, read-only, ram shrink), -ENOSPC
- * (ram beyond its reservation), the system call's -errno.  The same size: 0, no event. */
+/* file: grows or shrinks (ftruncate); ram: grows.  A shrink lowers the capacity first (new
+ * commands past the new end get LBA OUT OF RANGE), waits for the LUN's requests in flight
+ * (up to worker_timeout_ms: else -ETIMEDOUT and the old size is back), then cuts the file.
+ * -ENOENT, -EBUSY, -EINVAL (not a whole number of blocks, 0), -ENOTSUP (null, rbd, a block
+ * device, read-only, ram shrink), -ENOSPC (ram beyond its reservation), the system call's
+ * -errno.  The same size: 0, no event. */
 int vs_target_lun_resize(struct vs_target *t, unsigned id, uint64_t new_bytes, char *err,
 			 size_t errlen);
 struct vs_target_lun_info {

@@ -239,7 +239,8 @@ void vs_backend_size_changed(struct vs_backend *be, uint64_t new_size)
 	pthread_mutex_unlock(&be->size_lock);
 }
 
-int vs_backend_resize(struct vs_backend *be, uint64_t new_size, char *err, size_t errlen)
+int vs_backend_resize(struct vs_backend *be, uint64_t new_size, int (*drain)(void *arg), void *arg,
+		      char *err, size_t errlen)
 {
 	uint64_t old = vs_backend_size(be);
 	int rc;
@@ -255,14 +256,29 @@ int vs_backend_resize(struct vs_backend *be, uint64_t new_size, char *err, size_
 	}
 	if (new_size == old)
 		return 0;
-	if ((rc = be->ops->resize(be, new_size, err, errlen)) < 0) {
-		VS_ERROR(BACKEND, "%s backend: resize %llu -> %llu bytes: %s", be->ops->kind,
-			 (unsigned long long)old, (unsigned long long)new_size,
-			 err && *err ? err : strerror(-rc));
+	if (be->ops->resize_check && (rc = be->ops->resize_check(be, old, new_size, err, errlen)))
 		return rc;
+	/* Shrinking: the new end first (bios past it are refused from now on), then the
+	 * caller's wait for those in flight, then the storage; growing: the other way. */
+	if (new_size < old) {
+		vs_backend_size_changed(be, new_size);
+		if (drain && (rc = drain(arg))) {
+			vs_fail(err, errlen, rc,
+				"requests in flight did not complete: the size stays %llu bytes",
+				(unsigned long long)old);
+			goto undo;
+		}
 	}
+	if ((rc = be->ops->resize(be, old, new_size, err, errlen)) < 0)
+		goto undo;
 	vs_backend_size_changed(be, new_size);
 	return 0;
+undo:
+	VS_ERROR(BACKEND, "%s backend: resize %llu -> %llu bytes: %s", be->ops->kind,
+		 (unsigned long long)old, (unsigned long long)new_size,
+		 err && *err ? err : strerror(-rc));
+	vs_backend_size_changed(be, old);
+	return rc;
 }
 
 bool vs_backend_read_only(const struct vs_backend *be)
@@ -358,6 +374,58 @@ static __attribute__((noinline, cold)) void submit_refused_event(const struct vs
 	(void)be, (void)bio, (void)rc; /* the off flavour */
 }
 
+/* A zero-length bio, or a flush (whatever its length): a flush fails at once with the
+ * writeback error its backend keeps, else goes to the backend watched for its result. */
+static __attribute__((noinline, cold)) int dispatch_empty(struct vs_backend *be,
+							  struct vs_io_ctx *ctx, struct vs_bio *bio)
+{
+	int err;
+
+	if (bio->op != VS_BIO_FLUSH) {
+		vs_io_ctx_defer(ctx, bio, 0); /* nothing to do, but done() still runs */
+		return 0;
+	}
+	if ((err = __atomic_load_n(&be->flush_err, __ATOMIC_ACQUIRE))) {
+		vs_io_ctx_defer(ctx, bio, err);
+		return 0;
+	}
+	bio->hooked = be; /* its completion passes vs_be_flush_completed */
+	return be->ops->submit(be, ctx, bio);
+}
+
+static inline int dispatch(struct vs_backend *be, struct vs_io_ctx *ctx, struct vs_bio *bio)
+{
+	if (__builtin_expect(bio->len == 0 || bio->op == VS_BIO_FLUSH, 0))
+		return dispatch_empty(be, ctx, bio);
+	return be->ops->submit(be, ctx, bio);
+}
+
+int vs_be_dispatch(struct vs_backend *be, struct vs_io_ctx *ctx, struct vs_bio *bio)
+{
+	return dispatch(be, ctx, bio);
+}
+
+void vs_be_flush_completed(struct vs_backend *be, int res)
+{
+	int none = 0;
+
+	/* Errors that say nothing of the writes before the flush are not kept. */
+	if (res >= 0 || res == -ETIMEDOUT || res == -EAGAIN || res == -ENOMEM ||
+	    res == -ECANCELED || res == -EINTR)
+		return;
+	if (__atomic_compare_exchange_n(&be->flush_err, &none, res, false, __ATOMIC_RELEASE,
+					__ATOMIC_RELAXED))
+		VS_ERROR(BACKEND,
+			 "%s backend %s: a flush failed (%s): every later flush fails with it "
+			 "until the backend is opened again",
+			 be->ops->kind, be->identity, strerror(-res));
+}
+
+int vs_backend_flush_error(const struct vs_backend *be)
+{
+	return __atomic_load_n(&be->flush_err, __ATOMIC_ACQUIRE);
+}
+
 int vs_backend_submit(struct vs_backend *be, struct vs_io_ctx *ctx, struct vs_bio *bio)
 {
 	const char *why = NULL;
@@ -373,15 +441,10 @@ int vs_backend_submit(struct vs_backend *be, struct vs_io_ctx *ctx, struct vs_bi
 	bio->delay_us = 0;
 	bio->hooked = NULL;
 	if (__builtin_expect(be->hooks != NULL, 0) && vs_be_hooks_submit(be, ctx, bio)) {
-		ctx->inflight++; /* the hook completed it: done() runs at the next reap */
+		ctx->inflight++; /* the hook completed or holds it: done() runs at a later reap */
 		return 0;
 	}
-	if (bio->len == 0 && bio->op != VS_BIO_FLUSH) {
-		vs_io_ctx_defer(ctx, bio, 0); /* nothing to do, but done() still runs */
-		rc = 0;
-	} else {
-		rc = be->ops->submit(be, ctx, bio);
-	}
+	rc = dispatch(be, ctx, bio);
 	if (rc == 0)
 		ctx->inflight++;
 	else if (__builtin_expect(rc != -EAGAIN, 0))

@@ -76,6 +76,10 @@ int vs_io_ctx_submit(struct vs_io_ctx *ctx);
 /* Run the done() callbacks of completed bios; returns how many, or -errno.
  * wait_one: block until at least one completes (used when draining). */
 int vs_io_ctx_reap(struct vs_io_ctx *ctx, bool wait_one);
+/* Block until a completion waits to be reaped, or timeout_ms pass: 0 (also when nothing is
+ * in flight), -ETIMEDOUT, or -errno.  For waits that must end (vs_io_ctx_reap's wait_one
+ * has no limit). */
+int vs_io_ctx_wait(struct vs_io_ctx *ctx, unsigned timeout_ms);
 /* Bios submitted and not yet completed. */
 unsigned vs_io_ctx_inflight(const struct vs_io_ctx *ctx);
 /* Completions are waiting to be reaped (no system call: for polling loops). */
@@ -110,7 +114,18 @@ int vs_io_ctx_set_wait(struct vs_io_ctx *ctx, enum vs_io_wait how);
  * stage show up where it belongs (trace analysis).  Faults, each once, on the Kth write
  * bio (counted from 1): "drop-write=K" acknowledges it without writing, "misdirect-write=K"
  * writes it one 512-byte sector further on (back, at the end of the device),
- * "stale-read=K" makes the first read that overlaps it return what it replaced. */
+ * "stale-read=K" makes the first read that overlaps it return what it replaced; on the Kth
+ * flush bio, "fail-flush=K" fails it with -EIO (a writeback error).  The test gate
+ * (src/backend/gate.c) holds bios before the backend sees them until the test lets them
+ * go: "gate=KIND[:FIRST[-[LAST]]]" (KIND read, write, flush, discard or any; the FIRST..
+ * LAST bios of that kind counted from 1, all of them without a range), driven by the
+ * vs_backend_gate_*() calls below or, from another process, "gate-sock=PATH" (gate.c).
+ * vs_backend_test_option() names these test-only options.
+ *
+ * A flush that fails with a writeback error (anything but -ETIMEDOUT, -EAGAIN, -ENOMEM,
+ * -ECANCELED) is remembered: every later flush of the backend fails with that error
+ * until the backend is opened again, so that a write lost once is never reported
+ * durable by a later flush (the kernel reports such an error only once per open file). */
 int vs_backend_open(struct vs_backend **be, const char *spec, char *err, size_t errlen);
 /* What a spec may do, for callers that take specs from others (the target: its command
  * line and its management socket).  vs_backend_open() is the trusting form: test options
@@ -150,13 +165,20 @@ int vs_backend_watch_size(struct vs_backend *be, vs_backend_size_fn fn, void *ar
 /* Stop watching (arg as given to vs_backend_watch_size); once it returns, fn is not
  * running and will not run again. */
 void vs_backend_unwatch_size(struct vs_backend *be, void *arg);
-/* Grow or shrink the storage to new_size bytes while it is in use (bios in flight finish
- * against the old or the new size), then tell the size watcher (on the caller's thread).
- * file: ftruncate (regular files only); ram: grows (up to max(64 GiB, the size it was
- * opened with): the address range reserved at open).  0, or -errno with err set:
- * -ENOTSUP (null, rbd, a block device, ram shrinking, read-only), -ENOSPC (ram beyond
- * its reservation), the system call's error. */
-int vs_backend_resize(struct vs_backend *be, uint64_t new_size, char *err, size_t errlen);
+/* Grow or shrink the storage to new_size bytes while it is in use, telling the size
+ * watcher (on the caller's thread).  Growing: the storage grows, then the size.  Shrinking:
+ * the size is lowered first (bios past the new end are refused with -ERANGE from then on),
+ * then drain(arg) (when not NULL) waits for the bios in flight that were checked against
+ * the old size (0, or -errno: the old size is put back and that is the result), then the
+ * storage is cut, so that no write in flight lands past the new end.  file: ftruncate
+ * (regular files only); ram: grows (up to max(64 GiB, the size it was opened with): the
+ * address range reserved at open).  0, or -errno with err set: -ENOTSUP (null, rbd, a block
+ * device, ram shrinking, read-only), -ENOSPC (ram beyond its reservation), drain's error,
+ * the system call's error (the old size is back). */
+int vs_backend_resize(struct vs_backend *be, uint64_t new_size, int (*drain)(void *arg), void *arg,
+		      char *err, size_t errlen);
+/* The writeback error a flush of be met (kept: see vs_backend_open), or 0. */
+int vs_backend_flush_error(const struct vs_backend *be);
 /* Built with the rbd backend (librbd was found when vioscope was built). */
 bool vs_backend_have_rbd(void);
 /* Alignment O_DIRECT needs for buffers, offsets and lengths (1 when buffered). */
@@ -177,5 +199,17 @@ uint64_t vs_backend_bounce_count(const struct vs_backend *be);
  * a READ that meets end of file (the file shrank after open), and -ETIMEDOUT for a bio
  * of an rbd backend with timeout=S that Ceph did not answer within S seconds. */
 int vs_backend_submit(struct vs_backend *be, struct vs_io_ctx *ctx, struct vs_bio *bio);
+
+/* ---- test-only: the gate (gate= in the spec) ----------------------------------------------
+ * Any thread.  Bios held now (0 without a gate). */
+unsigned vs_backend_gate_held(struct vs_backend *be);
+/* Wait until at least n bios are held: 0, -ETIMEDOUT after timeout_ms, -ENOENT no gate. */
+int vs_backend_gate_wait(struct vs_backend *be, unsigned n, unsigned timeout_ms);
+/* Let the n oldest held bios go on to the backend: how many went. */
+unsigned vs_backend_gate_release(struct vs_backend *be, unsigned n);
+/* Let every held bio go, and hold no more: how many went. */
+unsigned vs_backend_gate_open(struct vs_backend *be);
+/* The spec field ("name=value") is one of the test-only options above. */
+bool vs_backend_test_option(const char *field);
 
 #endif /* VS_BACKEND_H */

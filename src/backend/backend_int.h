@@ -31,10 +31,14 @@ struct vs_be_ops {
 	 * when the backend sent req out again (a next stage); else the bio completes with
 	 * *res (which the backend may rewrite: 0 or -errno). */
 	bool (*remote_again)(struct vs_io_ctx *ctx, struct vs_io_req *req, int64_t *res);
-	/* Change the storage to new_size bytes (vs_backend_resize checked it: writable,
-	 * not the current size); the caller then stores the size and tells the watcher.
-	 * NULL: the size is fixed (null) or changed only by its owner (rbd). */
-	int (*resize)(struct vs_backend *be, uint64_t new_size, char *err, size_t errlen);
+	/* Whether the storage can go from old to new_size bytes (vs_backend_resize checked:
+	 * writable, another size): 0, or -errno with err set.  Asked before anything changes.
+	 * Then resize changes it: 0 or -errno (err set); the caller keeps the size and tells
+	 * the watcher.  NULL: the size is fixed (null) or changed only by its owner (rbd). */
+	int (*resize_check)(struct vs_backend *be, uint64_t old, uint64_t new_size, char *err,
+			    size_t errlen);
+	int (*resize)(struct vs_backend *be, uint64_t old, uint64_t new_size, char *err,
+		      size_t errlen);
 };
 
 struct vs_be_rbd; /* rbd.c */
@@ -49,6 +53,7 @@ struct vs_backend {
 	uint64_t bounces;	   /* bios not sent O_DIRECT as given (atomic, relaxed) */
 	struct vs_be_hooks *hooks; /* test options and the write log (hooks.c), or NULL */
 	bool durable;		   /* completed writes outlive the process */
+	int flush_err;		   /* a flush's writeback error, kept (atomic; 0: none) */
 	char identity[300];	   /* vs_backend_identity(), "" when none */
 	pthread_mutex_t size_lock; /* the size watcher below */
 	vs_backend_size_fn size_fn;
@@ -80,6 +85,7 @@ struct vs_io_req {
 	struct iovec biov;	     /* the bounce buffer as an iovec */
 	struct iovec *tail;	     /* remainder iovecs after a short transfer, or NULL */
 	bool delay;		     /* a test-only delay: a timeout that completes bio */
+	bool held;		     /* a hook holds bio (vs_io_ctx_hold) */
 	struct __kernel_timespec ts; /* its length */
 	struct vs_io_req *next;	     /* free list; the remote list while handed back */
 	/* Requests a library completes on its own threads (rbd): */
@@ -107,6 +113,18 @@ struct vs_io_ctx {
 	struct vs_io_req reqs[];
 };
 
+/* On ctx's thread: a hook (the test gate) keeps bio, counted in flight, for a while: a
+ * request slot stands for it as for a library's request (vs_io_req_remote_start), so the
+ * owner's waits watch the eventfd.  NULL when no slot is free.  Any thread hands it back
+ * with vs_io_req_remote_done(req, res): at the owner's next reap the bio goes on to its
+ * backend (res 0), or completes with res (< 0; bio->hooked NULL: no hook runs). */
+struct vs_io_req *vs_io_ctx_hold(struct vs_io_ctx *ctx, struct vs_backend *be, struct vs_bio *bio);
+/* Send a valid bio that passed the hooks on to its backend (vs_backend_submit's second
+ * half): 0, or -errno (-EAGAIN: no room now). */
+int vs_be_dispatch(struct vs_backend *be, struct vs_io_ctx *ctx, struct vs_bio *bio);
+/* A flush of be completed with res: a writeback error is kept, and every later flush of be
+ * fails with it (the kernel reports one only once to each open file). */
+void vs_be_flush_completed(struct vs_backend *be, int res);
 /* Queue bio for completion with res at the next reap (ram, null, zero-length). */
 void vs_io_ctx_defer(struct vs_io_ctx *ctx, struct vs_bio *bio, int res);
 /* Take a free request slot for bio on be (NULL when none); the caller then takes an
@@ -168,11 +186,28 @@ int vs_be_hooks_parse(struct vs_backend *be, const char *field, bool testing, ch
 /* After the backend opened: create the log, say what is armed.  0 or -errno (err set). */
 int vs_be_hooks_start(struct vs_backend *be, const struct vs_backend_opts *o, char *err,
 		      size_t errlen);
-/* A valid bio about to go to the backend: 0 go on, 1 the hook completed it (deferred). */
+/* A valid bio about to go to the backend: 0 go on, 1 the hook completed it (deferred) or
+ * holds it (the gate: it comes back through vs_io_req_remote_done). */
 int vs_be_hooks_submit(struct vs_backend *be, struct vs_io_ctx *ctx, struct vs_bio *bio);
+/* A bio the gate held is about to go to the backend after all. */
+void vs_be_hooks_resume(struct vs_bio *bio);
+/* be's gate, or NULL. */
+struct vs_be_gate *vs_be_hooks_gate(struct vs_backend *be);
 /* bio (bio->hooked) completed with res; runs before its done(). */
 void vs_be_hooks_done(struct vs_bio *bio, int res);
 void vs_be_hooks_close(struct vs_backend *be);
+
+/* ---- gate.c: the test gate (gate=, gate-sock=) ---- */
+struct vs_be_gate;
+/* One spec field: 1 taken (*g made on the first), 0 not one of ours, -EINVAL (err set). */
+int vs_be_gate_parse(struct vs_be_gate **g, const char *field, char *err, size_t errlen);
+/* After the backend opened (g may be NULL): connect gate-sock.  0 or -errno (err set). */
+int vs_be_gate_start(struct vs_be_gate *g, char *err, size_t errlen);
+/* On ctx's thread: true when the gate keeps bio (it comes back through
+ * vs_io_req_remote_done once released). */
+bool vs_be_gate_hold(struct vs_be_gate *g, struct vs_io_ctx *ctx, struct vs_bio *bio);
+/* What is still held fails with -ECANCELED (g may be NULL). */
+void vs_be_gate_close(struct vs_be_gate *g);
 
 /* ---- wlog.c: the write log, in dm-log-writes' format (proto/logwrites_proto.h) ---- */
 struct vs_wlog;

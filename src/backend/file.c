@@ -174,14 +174,28 @@ static int file_read_sync(struct vs_backend *be, void *buf, uint64_t len, uint64
 }
 
 /* Regular files only: a block device's size is its own. */
-static int file_resize(struct vs_backend *be, uint64_t new_size, char *err, size_t errlen)
+static int file_resize_check(struct vs_backend *be, uint64_t old, uint64_t new_size, char *err,
+			     size_t errlen)
 {
+	(void)old;
 	if (be->file.bdev) {
 		vs_fail(err, errlen, 0, "a block device cannot be resized here");
 		return -ENOTSUP;
 	}
-	if (new_size > INT64_MAX || ftruncate(be->file.fd, (off_t)new_size) < 0) {
-		int rc = new_size > INT64_MAX ? -EFBIG : -errno;
+	if (new_size > INT64_MAX) {
+		vs_fail(err, errlen, 0, "%llu bytes: too large for a file",
+			(unsigned long long)new_size);
+		return -EFBIG;
+	}
+	return 0;
+}
+
+static int file_resize(struct vs_backend *be, uint64_t old, uint64_t new_size, char *err,
+		       size_t errlen)
+{
+	(void)old;
+	if (ftruncate(be->file.fd, (off_t)new_size) < 0) {
+		int rc = -errno;
 
 		vs_fail(err, errlen, rc, "ftruncate to %llu bytes: %s", (unsigned long long)new_size,
 			strerror(-rc));
@@ -195,6 +209,7 @@ static const struct vs_be_ops file_ops = {
     .submit = file_submit,
     .close = file_close,
     .read_sync = file_read_sync,
+    .resize_check = file_resize_check,
     .resize = file_resize,
 };
 
@@ -259,10 +274,54 @@ static int file_parse(const char *args, char *path, size_t pathlen, bool *ro, bo
 	return 0;
 }
 
+/* Open path as the backend's storage: O_NONBLOCK, so that a FIFO (or a device that waits
+ * for a carrier) cannot block the open, then refused unless fstat on the very fd opened says
+ * a regular file or a block device (a path checked before the open could be swapped);
+ * O_NONBLOCK is cleared then (io_uring would fail reads with -EAGAIN instead of waiting).
+ * The fd, or -errno with err set. */
+static int open_storage(const char *args, const struct vs_backend_opts *o, const char *path,
+			int flags, struct stat *st, char *err, size_t errlen)
+{
+	char why[200];
+	int fd = vs_be_open(o, path, flags | O_NONBLOCK | O_NOCTTY, 0, why, sizeof(why)), rc;
+
+	if (fd < 0) {
+		rc = fd;
+		if ((flags & O_DIRECT) && rc == -EINVAL)
+			snprintf(err, errlen,
+				 "file=%s: O_DIRECT not supported by the file system of %s, or %s is "
+				 "neither a regular file nor a block device",
+				 args, path, path);
+		else
+			snprintf(err, errlen, "file=%s: cannot open %s: %s", args, path, why);
+		return rc;
+	}
+	if (fstat(fd, st) < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "file=%s: fstat: %s", args, strerror(-rc));
+		goto fail;
+	}
+	if (!S_ISREG(st->st_mode) && !S_ISBLK(st->st_mode)) {
+		rc = -EINVAL;
+		snprintf(err, errlen, "file=%s: %s is neither a regular file nor a block device",
+			 args, path);
+		goto fail;
+	}
+	if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "file=%s: fcntl: %s", args, strerror(-rc));
+		goto fail;
+	}
+	return fd;
+fail:
+	close(fd);
+	return rc;
+}
+
 int vs_be_file_open(struct vs_backend *be, const char *args, const struct vs_backend_opts *o,
 		    char *err, size_t errlen)
 {
-	char path[4096], dummy[1], why[200], again[32];
+	char path[4096], dummy[1], again[32];
 	bool ro = false, direct = false;
 	struct stat st;
 	int flags, fd = -1, rc;
@@ -279,25 +338,12 @@ int vs_be_file_open(struct vs_backend *be, const char *args, const struct vs_bac
 	be->ro = ro;
 	be->file.direct = direct;
 	flags = (ro ? O_RDONLY : O_RDWR) | O_CLOEXEC;
-	fd = vs_be_open(o, path, flags | (direct ? O_DIRECT : 0), 0, why, sizeof(why));
-	if (fd < 0) {
-		rc = fd;
-		fd = -1;
-		if (direct && rc == -EINVAL)
-			snprintf(err, errlen, "O_DIRECT not supported by the file system of %s",
-				 path);
-		else
-			snprintf(err, errlen, "file=%s: cannot open %s: %s", args, path, why);
+	if ((fd = rc =
+		 open_storage(args, o, path, flags | (direct ? O_DIRECT : 0), &st, err, errlen)) < 0)
 		goto out_err;
-	}
 	be->file.fd = fd;
 	if (o && o->root)
 		file_identity(be, fd); /* the spec's path is relative to the root, not to us */
-	if (fstat(fd, &st) < 0) {
-		rc = -errno;
-		snprintf(err, errlen, "file=%s: fstat: %s", args, strerror(-rc));
-		goto out_err;
-	}
 	if (S_ISBLK(st.st_mode)) {
 		be->file.bdev = true;
 		if (ioctl(fd, BLKGETSIZE64, &be->size) < 0) {
@@ -305,16 +351,10 @@ int vs_be_file_open(struct vs_backend *be, const char *args, const struct vs_bac
 			snprintf(err, errlen, "file=%s: BLKGETSIZE64: %s", args, strerror(-rc));
 			goto out_err;
 		}
-	} else if (S_ISREG(st.st_mode)) {
+	} else {
 		struct statfs sfs;
 		be->size = (uint64_t)st.st_size;
-		be->file.memory_fs = !direct && fstatfs(fd, &sfs) == 0 &&
-				     sfs.f_type == TMPFS_MAGIC;
-	} else {
-		rc = -EINVAL;
-		snprintf(err, errlen, "file=%s: %s is neither a regular file nor a block device",
-			 args, path);
-		goto out_err;
+		be->file.memory_fs = !direct && fstatfs(fd, &sfs) == 0 && sfs.f_type == TMPFS_MAGIC;
 	}
 	if (be->size == 0) {
 		rc = -EINVAL;

@@ -12,6 +12,10 @@
  *                      on, or back when it ends the device)
  *   stale-read=K       what the write replaces is kept; the first read that overlaps the
  *                      write afterwards gets that old content there (a stale read)
+ * and, on the Kth flush bio:
+ *   fail-flush=K       fails with -EIO without reaching the storage (a writeback error,
+ *                      reported once, as the kernel reports one to each open file)
+ * The test gate (gate=, gate-sock=) is gate.c's.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -32,6 +36,9 @@ struct vs_be_hooks {
 	uint64_t delay_seq;   /* bios counted for delay_every (atomic) */
 	uint64_t drop_write, misdirect_write, stale_write; /* write numbers, 0: off */
 	uint64_t writes;				   /* write bios seen (atomic) */
+	uint64_t fail_flush;				   /* flush number, 0: off */
+	uint64_t flushes;				   /* flush bios seen (atomic) */
+	struct vs_be_gate *gate;			   /* gate.c, or NULL */
 	char *log_path;
 	struct vs_wlog *log;
 	pthread_mutex_t lock; /* the stale-read capture below */
@@ -75,22 +82,22 @@ int vs_be_hooks_parse(struct vs_backend *be, const char *field, bool testing, ch
 	    {"drop-write=", 1, UINT64_MAX, offsetof(struct vs_be_hooks, drop_write)},
 	    {"misdirect-write=", 1, UINT64_MAX, offsetof(struct vs_be_hooks, misdirect_write)},
 	    {"stale-read=", 1, UINT64_MAX, offsetof(struct vs_be_hooks, stale_write)},
+	    {"fail-flush=", 1, UINT64_MAX, offsetof(struct vs_be_hooks, fail_flush)},
 	};
 	struct vs_be_hooks *h;
 	uint64_t v;
 	int rc;
 
+	/* Faults, delays and held bios in a production target are an attack, not a test. */
+	if (!testing && vs_backend_test_option(field))
+		return vs_fail(err, errlen, -EPERM,
+			       "'%s' is a test-only option (the target must be started with --testing)",
+			       field);
 	for (size_t i = 0; i < sizeof(numbers) / sizeof(numbers[0]); i++) {
 		size_t n = strlen(numbers[i].name);
 
 		if (strncmp(field, numbers[i].name, n))
 			continue;
-		/* Faults and delays in a production target are an attack, not a test. */
-		if (!testing)
-			return vs_fail(err, errlen, -EPERM,
-				       "'%s' is a test-only option (the target must be started "
-				       "with --testing)",
-				       field);
 		if ((rc = number_option(field, n, numbers[i].min, numbers[i].max, &v, err,
 					errlen)) < 0)
 			return rc;
@@ -98,6 +105,12 @@ int vs_be_hooks_parse(struct vs_backend *be, const char *field, bool testing, ch
 			return vs_fail(err, errlen, -ENOMEM, "out of memory");
 		*(uint64_t *)((char *)h + numbers[i].off) = v;
 		return 1;
+	}
+	if (!strncmp(field, "gate", 4)) {
+		if (!(h = hooks_get(be)))
+			return vs_fail(err, errlen, -ENOMEM, "out of memory");
+		if ((rc = vs_be_gate_parse(&h->gate, field, err, errlen)))
+			return rc;
 	}
 	if (!strncmp(field, "log-writes=", 11)) {
 		if (!field[11])
@@ -123,16 +136,18 @@ int vs_be_hooks_start(struct vs_backend *be, const struct vs_backend_opts *o, ch
 			       be->ops->kind);
 	if (h->log_path && (rc = vs_wlog_open(&h->log, h->log_path, o, err, errlen)) < 0)
 		return rc;
+	if ((rc = vs_be_gate_start(h->gate, err, errlen)) < 0)
+		return rc;
 	if (h->delay_us)
 		VS_WARNING(BACKEND, "test option delay: 1 bio in %llu completes %llu us late",
 			   (unsigned long long)h->delay_every, (unsigned long long)h->delay_us);
-	if (h->drop_write || h->misdirect_write || h->stale_write)
+	if (h->drop_write || h->misdirect_write || h->stale_write || h->fail_flush)
 		VS_WARNING(BACKEND,
 			   "test faults armed: drop write %llu, misdirect write %llu, "
-			   "stale read after write %llu (0: none)",
+			   "stale read after write %llu, fail flush %llu (0: none)",
 			   (unsigned long long)h->drop_write,
 			   (unsigned long long)h->misdirect_write,
-			   (unsigned long long)h->stale_write);
+			   (unsigned long long)h->stale_write, (unsigned long long)h->fail_flush);
 	if (h->log)
 		VS_INFO(BACKEND, "logging writes to %s", h->log_path);
 	return 0;
@@ -144,6 +159,7 @@ void vs_be_hooks_close(struct vs_backend *be)
 
 	if (!h)
 		return;
+	vs_be_gate_close(h->gate); /* first: what it still holds fails, unlogged */
 	vs_wlog_close(h->log);
 	pthread_mutex_destroy(&h->lock);
 	free(h->stale_old);
@@ -233,16 +249,51 @@ int vs_be_hooks_submit(struct vs_backend *be, struct vs_io_ctx *ctx, struct vs_b
 		if (n == h->stale_write)
 			stale_capture(be, h, bio);
 	}
+	bio->hooked = be;
+	if (bio->op == VS_BIO_FLUSH && h->fail_flush &&
+	    __atomic_add_fetch(&h->flushes, 1, __ATOMIC_RELAXED) == h->fail_flush) {
+		VS_WARNING(BACKEND, "test fault: flush %llu fails",
+			   (unsigned long long)h->fail_flush);
+		vs_io_ctx_defer(ctx, bio, -EIO);
+		return 1; /* its completion still passes the hooks: the backend keeps the error */
+	}
+	if (h->gate && vs_be_gate_hold(h->gate, ctx, bio))
+		return 1;
+	vs_be_hooks_resume(bio);
+	return 0;
+}
+
+void vs_be_hooks_resume(struct vs_bio *bio)
+{
+	struct vs_be_hooks *h = bio->hooked->hooks;
+
 	if (bio->op == VS_BIO_FLUSH && h->log)
 		vs_wlog_flush_submitted(h->log, bio);
-	bio->hooked = be;
-	return 0;
+}
+
+struct vs_be_gate *vs_be_hooks_gate(struct vs_backend *be)
+{
+	return be->hooks ? be->hooks->gate : NULL;
+}
+
+bool vs_backend_test_option(const char *field)
+{
+	static const char *const test_only[] = {
+	    "delay=",	   "delay-every=", "drop-write=", "misdirect-write=",
+	    "stale-read=", "fail-flush=",  "gate=",	  "gate-sock="};
+
+	for (size_t i = 0; i < sizeof(test_only) / sizeof(test_only[0]); i++)
+		if (!strncmp(field, test_only[i], strlen(test_only[i])))
+			return true;
+	return false;
 }
 
 void vs_be_hooks_done(struct vs_bio *bio, int res)
 {
 	struct vs_be_hooks *h = bio->hooked->hooks;
 
+	if (!h)
+		return; /* a flush watched for its result alone (backend.c) */
 	if (bio->op == VS_BIO_READ) {
 		if (res == 0 && h->stale_write &&
 		    __atomic_load_n(&h->stale_armed, __ATOMIC_RELAXED))

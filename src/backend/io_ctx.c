@@ -196,6 +196,17 @@ void vs_io_req_remote_done(struct vs_io_req *req, int64_t res)
 	__atomic_sub_fetch(&ctx->remote_pushing, 1, __ATOMIC_RELEASE);
 }
 
+struct vs_io_req *vs_io_ctx_hold(struct vs_io_ctx *ctx, struct vs_backend *be, struct vs_bio *bio)
+{
+	struct vs_io_req *req = vs_io_req_get(ctx, be, bio);
+
+	if (req) {
+		req->held = true;
+		vs_io_req_remote_start(ctx, req);
+	}
+	return req;
+}
+
 void vs_io_ctx_defer(struct vs_io_ctx *ctx, struct vs_bio *bio, int res)
 {
 	bio->res = res;
@@ -295,6 +306,8 @@ static __attribute__((noinline, cold)) bool hooked_complete(struct vs_io_ctx *ct
 {
 	if (bio->delay_us && delay_start(ctx, bio, res))
 		return true;
+	if (bio->op == VS_BIO_FLUSH)
+		vs_be_flush_completed(bio->hooked, res);
 	vs_be_hooks_done(bio, res);
 	bio->hooked = NULL;
 	return false;
@@ -405,12 +418,39 @@ finish:
 	return !bio_complete(ctx, bio, res < 0 ? res : 0);
 }
 
+/* A bio a hook held came back (req, vs_io_ctx_hold): it goes on to its backend now, or
+ * completes with the error it came back with.  1 when it completed; *sent counts those
+ * that went to the backend (their SQEs want submitting). */
+static __attribute__((noinline, cold)) int held_resume(struct vs_io_ctx *ctx, struct vs_io_req *req,
+						       int res, unsigned *sent)
+{
+	struct vs_bio *bio = req->bio;
+
+	ctx->remote_busy--;
+	vs_io_req_put(ctx, req); /* before the dispatch: it may need a slot */
+	if (!res && bio->hooked) {
+		vs_be_hooks_resume(bio);
+		res = vs_be_dispatch(bio->hooked, ctx, bio);
+		if (res == -EAGAIN) { /* the SQ is full of this pass's work: make room */
+			io_uring_submit(&ctx->ring);
+			res = vs_be_dispatch(bio->hooked, ctx, bio);
+		}
+		if (!res) {
+			(*sent)++;
+			return 0;
+		}
+	}
+	return bio_complete(ctx, bio, res);
+}
+
 /* Requests a library's threads handed back, oldest first: done() runs in the order the
- * completions came.  A request sent out again (a next stage) stays the library's. */
+ * completions came.  A request sent out again (a next stage) stays the library's; a bio a
+ * hook held goes on (held_resume). */
 static int remote_reap(struct vs_io_ctx *ctx)
 {
 	struct vs_io_req *list = __atomic_exchange_n(&ctx->remote, NULL, __ATOMIC_ACQUIRE);
 	struct vs_io_req *fifo = NULL;
+	unsigned sent = 0;
 	int n = 0;
 
 	while (list) { /* reverse the LIFO */
@@ -426,6 +466,10 @@ static int remote_reap(struct vs_io_ctx *ctx)
 		int64_t res = req->remote_res;
 
 		fifo = req->next;
+		if (__builtin_expect(req->held, 0)) {
+			n += held_resume(ctx, req, (int)res, &sent);
+			continue;
+		}
 		if (req->be->ops->remote_again(ctx, req, &res))
 			continue;
 		ctx->remote_busy--;
@@ -433,34 +477,66 @@ static int remote_reap(struct vs_io_ctx *ctx)
 		if (bio_complete(ctx, bio, res < 0 ? (int)res : 0))
 			n++;
 	}
+	if (sent)
+		io_uring_submit(&ctx->ring);
 	return n;
 }
 
-/* Block until something completes: io_uring's wait when only the ring has requests out;
- * else the eventfd (which io_uring and the libraries' threads both write), or, for a
- * polled context, whose eventfd stays quiet, a spin that also lets io_uring post. */
-static int ctx_wait(struct vs_io_ctx *ctx)
+/* Milliseconds left until deadline (monotonic ns; 0: none, -1 returned), at least 1. */
+static int ms_left(uint64_t deadline)
+{
+	uint64_t now = vs_mono_ns();
+
+	if (!deadline)
+		return -1;
+	if (now >= deadline)
+		return 0;
+	return (deadline - now) / 1000000 >= INT32_MAX ? INT32_MAX
+						       : (int)((deadline - now + 999999) / 1000000);
+}
+
+/* Block until something completes or deadline passes (monotonic ns, 0: none): 0, -ETIMEDOUT
+ * or -errno.  io_uring's wait when only the ring has requests out; else the eventfd (which
+ * io_uring, the libraries' threads and a hook letting a bio go all write), or, for a polled
+ * context, whose eventfd stays quiet, a spin that also lets io_uring post. */
+static int ctx_wait(struct vs_io_ctx *ctx, uint64_t deadline)
 {
 	struct pollfd p = {.fd = ctx->efd, .events = POLLIN};
 	uint64_t cnt;
-	int rc;
+	int rc, ms;
 
 	if (!ctx->remote_busy) {
-		do
-			rc = io_uring_submit_and_wait(&ctx->ring, 1);
-		while (rc == -EINTR);
+		struct io_uring_cqe *cqe;
+
+		do {
+			struct __kernel_timespec ts;
+
+			if (!deadline) {
+				rc = io_uring_submit_and_wait(&ctx->ring, 1);
+				continue;
+			}
+			if (!(ms = ms_left(deadline)))
+				return -ETIMEDOUT;
+			ts =
+			    (struct __kernel_timespec){ms / 1000, (long long)(ms % 1000) * 1000000};
+			rc = io_uring_submit_and_wait_timeout(&ctx->ring, &cqe, 1, &ts, NULL);
+			if (rc == -ETIME)
+				rc = -EINTR; /* look at the clock again */
+		} while (rc == -EINTR);
 		return rc < 0 ? rc : 0;
 	}
 	while (!vs_io_ctx_pending(ctx)) {
 		if ((rc = io_uring_submit_and_get_events(&ctx->ring)) < 0 && rc != -EINTR)
 			return rc;
+		if (vs_io_ctx_pending(ctx))
+			break;
+		if (!(ms = ms_left(deadline)))
+			return -ETIMEDOUT;
 		if (ctx->wait == VS_IO_WAIT_POLL) {
 			sched_yield();
 			continue;
 		}
-		if (vs_io_ctx_pending(ctx))
-			break;
-		if (poll(&p, 1, -1) < 0 && errno != EINTR)
+		if (poll(&p, 1, ms) < 0 && errno != EINTR)
 			return -errno;
 		/* A late write for a request reaped already: drain it, or poll would spin. */
 		if (!vs_io_ctx_pending(ctx) && read(ctx->efd, &cnt, sizeof(cnt)) < 0 &&
@@ -468,6 +544,13 @@ static int ctx_wait(struct vs_io_ctx *ctx)
 			return -errno;
 	}
 	return 0;
+}
+
+int vs_io_ctx_wait(struct vs_io_ctx *ctx, unsigned timeout_ms)
+{
+	if (ctx->defer_head || (!ctx->ring_busy && !ctx->remote_busy))
+		return 0; /* something to reap already, or nothing that could complete */
+	return ctx_wait(ctx, vs_mono_ns() + (uint64_t)timeout_ms * 1000000 + 1);
 }
 
 int vs_io_ctx_reap(struct vs_io_ctx *ctx, bool wait_one)
@@ -486,7 +569,7 @@ int vs_io_ctx_reap(struct vs_io_ctx *ctx, bool wait_one)
 	ctx->signalled = false;
 
 	if (wait_one && !ctx->defer_head && (ctx->ring_busy || ctx->remote_busy) &&
-	    (rc = ctx_wait(ctx)) < 0) {
+	    (rc = ctx_wait(ctx, 0)) < 0) {
 		VS_ERROR(BACKEND, "io ctx %p: wait: %s", ctx, strerror(-rc));
 		return rc;
 	}

@@ -73,11 +73,9 @@ static int ram_read_sync(struct vs_backend *be, void *buf, uint64_t len, uint64_
 
 #define RAM_RESERVE (64ull << 30) /* address space, not memory */
 
-static int ram_resize(struct vs_backend *be, uint64_t new_size, char *err, size_t errlen)
+static int ram_resize_check(struct vs_backend *be, uint64_t old, uint64_t new_size, char *err,
+			    size_t errlen)
 {
-	uint64_t old = vs_backend_size(be), pg = (uint64_t)sysconf(_SC_PAGESIZE);
-	uint64_t from = old / pg * pg;
-
 	if (new_size < old) {
 		vs_fail(err, errlen, 0, "a ram backend only grows (%llu -> %llu bytes)",
 			(unsigned long long)old, (unsigned long long)new_size);
@@ -88,6 +86,14 @@ static int ram_resize(struct vs_backend *be, uint64_t new_size, char *err, size_
 			(unsigned long long)be->ram.map_len);
 		return -ENOSPC;
 	}
+	return 0;
+}
+
+static int ram_resize(struct vs_backend *be, uint64_t old, uint64_t new_size, char *err,
+		      size_t errlen)
+{
+	uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE), from = old / pg * pg;
+
 	/* From the page holding the old end: mprotect wants a page-aligned start. */
 	if (mprotect((char *)be->ram.mem + from, new_size - from, PROT_READ | PROT_WRITE) < 0) {
 		int rc = -errno;
@@ -103,6 +109,7 @@ static const struct vs_be_ops ram_ops = {
     .submit = ram_submit,
     .close = ram_close,
     .read_sync = ram_read_sync,
+    .resize_check = ram_resize_check,
     .resize = ram_resize,
 };
 

@@ -25,7 +25,10 @@
  *
  * timeout=S sets rados_osd_op_timeout and rados_mon_op_timeout: a request Ceph does not
  * answer within S seconds fails with -ETIMEDOUT.  Without it (Ceph's default), requests
- * wait for the cluster however long it takes.
+ * wait for the cluster however long it takes.  Connecting never does: client_mount_timeout
+ * and rados_mon_op_timeout are S, or RBD_CONNECT_TIMEOUT_S without timeout= (Ceph's own
+ * default is 300 s for the first and none for the second), so that an unreachable cluster
+ * fails the open (a LUN added at run time, the target's start) instead of holding it.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -42,7 +45,8 @@
 
 #include "backend/backend_int.h"
 
-#define RBD_MAX_TIMEOUT_S 86400
+#define RBD_MAX_TIMEOUT_S     86400
+#define RBD_CONNECT_TIMEOUT_S 30 /* connecting and monitor requests, without timeout= */
 
 enum rbd_stage { STAGE_IO, STAGE_FUA_FLUSH };
 
@@ -328,14 +332,11 @@ static int cluster_connect(struct vs_be_rbd *r, const struct rbd_spec *s, char *
 	if ((rc = rados_conf_set(r->cluster, "rbd_skip_partial_discard", "false")) < 0)
 		return vs_fail(err, errlen, rc, "rbd %s: rbd_skip_partial_discard: %s", r->name,
 			       strerror(-rc));
-	if (s->timeout_s) {
-		snprintf(t, sizeof(t), "%u", s->timeout_s);
-		if ((rc = rados_conf_set(r->cluster, "rados_osd_op_timeout", t)) < 0 ||
-		    (rc = rados_conf_set(r->cluster, "rados_mon_op_timeout", t)) < 0 ||
-		    (rc = rados_conf_set(r->cluster, "client_mount_timeout", t)) < 0)
-			return vs_fail(err, errlen, rc, "rbd %s: timeout: %s", r->name,
-				       strerror(-rc));
-	}
+	snprintf(t, sizeof(t), "%u", s->timeout_s ? s->timeout_s : RBD_CONNECT_TIMEOUT_S);
+	if ((s->timeout_s && (rc = rados_conf_set(r->cluster, "rados_osd_op_timeout", t)) < 0) ||
+	    (rc = rados_conf_set(r->cluster, "rados_mon_op_timeout", t)) < 0 ||
+	    (rc = rados_conf_set(r->cluster, "client_mount_timeout", t)) < 0)
+		return vs_fail(err, errlen, rc, "rbd %s: timeout: %s", r->name, strerror(-rc));
 	rc = rados_connect(r->cluster);
 	if (rc < 0)
 		return vs_fail(err, errlen, rc, "rbd %s: cannot connect to the cluster as %s%s: %s",

@@ -10,6 +10,11 @@
  * queues right after a TMF succeeds and then considers the commands finished.  Backend
  * I/O cannot be cancelled, so "abort" means "complete with ABORTED when the I/O ends".
  *
+ * A TMF looks LUNs up in the SCSI device's table and resets them under tmf_lun_lock, which a
+ * removal takes once after unpublishing its LUN (luns.c): without it, a LUN RESET or an
+ * I_T NEXUS RESET that loaded a LUN just before the removal unpublished it would write its
+ * unit attention into a LUN the removal had freed meanwhile.
+ *
  * The event queue is on the control thread too: events.c.
  */
 #include <errno.h>
@@ -84,14 +89,25 @@ static uint8_t tmf_exec(struct vs_target *t, const struct vs_virtio_scsi_ctrl_tm
 	struct tmf_match m = {.tag = vs_le64(req->tag)};
 	struct vs_scsi_lun *lun;
 	unsigned target, found;
+	bool present;
 
 	if (vs_vscsi_lun_decode(req->lun, &target, &m.lun) || target != 0) {
 		VS_WARNING(TMF, "%u{tmf}: no such target (lun field %02x %02x %02x %02x)",
 			   subtype, req->lun[0], req->lun[1], req->lun[2], req->lun[3]);
 		return VS_VIRTIO_SCSI_S_BAD_TARGET;
 	}
+	/* The LUNs it looks up are used under tmf_lun_lock: a removal waits for it before it
+	 * destroys one (luns.c).  The unit attention first: a command arriving during the
+	 * wait below sees it. */
+	pthread_mutex_lock(&t->tmf_lun_lock);
 	lun = vs_scsi_dev_lun(t->dev, m.lun);
-	if (!lun && subtype != VS_VIRTIO_SCSI_T_TMF_I_T_NEXUS_RESET) {
+	present = lun != NULL;
+	if (lun && subtype == VS_VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET)
+		vs_scsi_lun_reset(lun);
+	else if (subtype == VS_VIRTIO_SCSI_T_TMF_I_T_NEXUS_RESET)
+		vs_scsi_dev_reset(t->dev);
+	pthread_mutex_unlock(&t->tmf_lun_lock); /* lun may be freed from here on */
+	if (!present && subtype != VS_VIRTIO_SCSI_T_TMF_I_T_NEXUS_RESET) {
 		VS_WARNING(TMF, "%u{tmf}: no LUN %u", subtype, m.lun);
 		return VS_VIRTIO_SCSI_S_INCORRECT_LUN;
 	}
@@ -112,15 +128,12 @@ static uint8_t tmf_exec(struct vs_target *t, const struct vs_virtio_scsi_ctrl_tm
 		VS_INFO(TMF, "%u{tmf} lun %u: %u requests aborted", subtype, m.lun, found);
 		return VS_VIRTIO_SCSI_S_FUNCTION_COMPLETE;
 	case VS_VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET:
-		/* The unit attention first: a command arriving during the wait sees it. */
-		vs_scsi_lun_reset(lun);
 		m.mark = VS_VIRTIO_SCSI_S_RESET;
 		found = tmf_scan(t, &m);
 		tmf_wait_all(t);
 		VS_INFO(TMF, "LOGICAL_UNIT_RESET lun %u: %u requests reset", m.lun, found);
 		return VS_VIRTIO_SCSI_S_FUNCTION_COMPLETE;
 	case VS_VIRTIO_SCSI_T_TMF_I_T_NEXUS_RESET:
-		vs_scsi_dev_reset(t->dev);
 		m.any_lun = true;
 		m.mark = VS_VIRTIO_SCSI_S_RESET;
 		found = tmf_scan(t, &m);

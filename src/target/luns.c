@@ -1,18 +1,32 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * LUNs: opened at create (from the command line) and added, removed and resized while
- * the target runs (the public vs_target_lun_* calls), one change at a time under
- * luns_lock.  The driver is told through the event queue (events.c).
+ * the target runs (the public vs_target_lun_* calls).  The driver is told through the
+ * event queue (events.c).
+ *
+ * luns_lock is held only to look at and change a LUN's state (enum tq_lun_state), never
+ * across a wait: opening a backend (a FIFO, an unreachable Ceph cluster), waiting for
+ * requests in flight and flushing all happen outside it, on a LUN a change has taken for
+ * itself (OPENING, RESIZING, REMOVING), so that two changes of one LUN cannot both
+ * proceed while others, and the vhost thread's flush on a disconnect, go on.  Every wait
+ * is bounded by the worker timeout.
  *
  * Publication: the SCSI device's LUN table is read by every command on the workers
  * without a lock (src/scsi/dev.c): an added LUN is published, fully built, with a release
  * store; a removed one is unpublished first, so that commands popped from then on get
- * LOGICAL UNIT NOT SUPPORTED, and destroyed only after a grace period: every request
- * that may have looked it up is in a request queue's in-flight list (tracked before
- * vs_scsi_exec loads the entry), so once no request of that LUN is in any list, no one
- * holds the LUN any more.  Removal waits for those requests to complete normally (their
- * data has moved, their status is the real one) and only then flushes and closes the
- * backend: nothing acknowledged is lost.
+ * LOGICAL UNIT NOT SUPPORTED, and destroyed only after a grace period.  Two kinds of
+ * reader may have looked it up before: a request, which is in a request queue's in-flight
+ * list (tracked before vs_scsi_exec loads the entry), so once the requests tracked before
+ * the unpublish completed no request holds the LUN; and a TMF on the control thread, which
+ * looks LUNs up and resets them under tmf_lun_lock, so once the removal had that lock no
+ * TMF holds it.  Removal waits for those requests to complete normally (their data has
+ * moved, their status is the real one) and only then flushes and closes the backend:
+ * nothing acknowledged is lost.
+ *
+ * A shrink follows the same rule: the capacity is lowered first (commands checked from
+ * then on fail past the new end), then the requests that may have been checked against
+ * the old one are waited for, and only then is the storage cut, so that no write in flight
+ * lands past the new end and makes the file long again.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -24,7 +38,7 @@
 
 #include "target/target_int.h"
 
-#define REMOVE_POLL_NS 1000000ull /* how often a removal looks at the in-flight lists */
+#define DRAIN_POLL_NS 1000000ull /* how often a drain looks at the in-flight lists */
 
 /* A stable identity for a LUN: the backend's own (an RBD image's pool and id), the file's
  * real path, or the LUN number for memory. */
@@ -62,7 +76,10 @@ static void lun_resized(void *arg, unsigned id, uint64_t blocks)
 							      << 8);
 }
 
-int tq_lun_open(struct vs_target *t, const struct vs_target_lun *l, char *err, size_t errlen)
+/* Open l's backend and make a SCSI LUN of it, outside luns_lock: 0 or -errno (err set),
+ * nothing left behind on failure. */
+static int lun_build(struct vs_target *t, const struct vs_target_lun *l, struct vs_backend **pbe,
+		     struct vs_scsi_lun **plun, char *err, size_t errlen)
 {
 	struct vs_scsi_lun_params p = {
 	    .block_size = t->block_size, .resized = lun_resized, .resized_arg = t};
@@ -71,19 +88,12 @@ int tq_lun_open(struct vs_target *t, const struct vs_target_lun *l, char *err, s
 	struct vs_scsi_lun *lun = NULL;
 	struct vs_backend *be = NULL;
 	char why[512] = "", name[PATH_MAX + 8];
-	uint64_t size;
 	int rc;
 
-	if (l->id >= VS_TARGET_MAX_LUNS)
-		return tq_err(err, errlen, -EINVAL, "LUN %u: LUN numbers are 0..%u", l->id,
-			      VS_TARGET_MAX_LUNS - 1);
-	if (!l->spec || !*l->spec)
-		return tq_err(err, errlen, -EINVAL, "LUN %u: no backend", l->id);
 	rc = vs_backend_open_opts(&be, l->spec, &o, why, sizeof(why)); /* sizes checked there */
 	if (rc)
 		return tq_err(err, errlen, rc, "LUN %u (%s): %s", l->id, l->spec,
 			      *why ? why : strerror(-rc));
-	size = vs_backend_size(be);
 	lun_name(name, sizeof(name), l, be);
 	p.be = be;
 	p.name = name;
@@ -93,59 +103,144 @@ int tq_lun_open(struct vs_target *t, const struct vs_target_lun *l, char *err, s
 			    l->id, l->spec, t->block_size, vs_backend_alignment(be), strerror(-rc));
 		goto fail;
 	}
-	if (!(t->spec[l->id] = strdup(l->spec))) {
-		rc = tq_err(err, errlen, -ENOMEM, "LUN %u: out of memory", l->id);
-		goto fail;
-	}
+	*pbe = be;
+	*plun = lun;
+	return 0;
+fail:
+	vs_backend_close(be);
+	return rc;
+}
+
+/* Publish a built LUN (luns_lock held, or during create): it becomes PRESENT.  0 or -errno
+ * (err set); the caller destroys what it built on failure. */
+static int lun_publish(struct vs_target *t, const struct vs_target_lun *l, struct vs_backend *be,
+		       struct vs_scsi_lun *lun, char *err, size_t errlen)
+{
+	int rc;
+
+	if (!(t->spec[l->id] = strdup(l->spec)))
+		return tq_err(err, errlen, -ENOMEM, "LUN %u: out of memory", l->id);
 	/* atomic: the statistics' readers look at be[] without luns_lock */
 	__atomic_store_n(&t->be[l->id], be, __ATOMIC_RELEASE);
 	if ((rc = vs_scsi_dev_attach(t->dev, l->id, lun))) {
 		free(t->spec[l->id]);
 		t->spec[l->id] = NULL;
 		__atomic_store_n(&t->be[l->id], NULL, __ATOMIC_RELEASE);
-		rc = tq_err(err, errlen, rc, "LUN %u: attach: %s", l->id, strerror(-rc));
-		goto fail;
+		return tq_err(err, errlen, rc, "LUN %u: attach: %s", l->id, strerror(-rc));
 	}
-	VS_INFO(INIT, "LUN %u: %s, %llu bytes, %s%s", l->id, l->spec, (unsigned long long)size,
-		vs_backend_kind(be), vs_scsi_lun_read_only(lun) ? ", read-only" : "");
+	t->lun_state[l->id] = TQ_LUN_PRESENT;
+	t->flush_stuck[l->id] = false;
+	VS_INFO(INIT, "LUN %u: %s, %llu bytes, %s%s", l->id, l->spec,
+		(unsigned long long)vs_backend_size(be), vs_backend_kind(be),
+		vs_scsi_lun_read_only(lun) ? ", read-only" : "");
 	return 0;
-fail:
-	vs_scsi_lun_destroy(lun);
-	vs_backend_close(be);
+}
+
+int tq_lun_open(struct vs_target *t, const struct vs_target_lun *l, char *err, size_t errlen)
+{
+	struct vs_scsi_lun *lun;
+	struct vs_backend *be;
+	int rc;
+
+	if (l->id >= VS_TARGET_MAX_LUNS)
+		return tq_err(err, errlen, -EINVAL, "LUN %u: LUN numbers are 0..%u", l->id,
+			      VS_TARGET_MAX_LUNS - 1);
+	if (!l->spec || !*l->spec)
+		return tq_err(err, errlen, -EINVAL, "LUN %u: no backend", l->id);
+	if ((rc = lun_build(t, l, &be, &lun, err, errlen)))
+		return rc;
+	if ((rc = lun_publish(t, l, be, lun, err, errlen))) {
+		vs_scsi_lun_destroy(lun);
+		vs_backend_close(be);
+	}
 	return rc;
+}
+
+/* Why LUN id cannot be changed now (luns_lock held): -EEXIST, -EBUSY or -ENOENT with err
+ * set; 0 when it is in state want. */
+static int lun_check(struct vs_target *t, unsigned id, enum tq_lun_state want, char *err,
+		     size_t errlen)
+{
+	enum tq_lun_state s = t->lun_state[id];
+
+	if (s == want)
+		return 0;
+	switch (s) {
+	case TQ_LUN_OPENING:
+		return tq_err(err, errlen, -EBUSY, "LUN %u is being added", id);
+	case TQ_LUN_RESIZING:
+		return tq_err(err, errlen, -EBUSY, "LUN %u is being resized", id);
+	case TQ_LUN_REMOVING:
+		return tq_err(err, errlen, -EBUSY, "LUN %u is being removed", id);
+	case TQ_LUN_UNFINISHED:
+		return tq_err(err, errlen, want == TQ_LUN_FREE ? -EBUSY : -ENOENT,
+			      "LUN %u is still being removed (requests of it in flight)", id);
+	case TQ_LUN_PRESENT:
+		return tq_err(err, errlen, -EEXIST, "LUN %u exists (%s)", id, t->spec[id]);
+	case TQ_LUN_FREE:
+		break;
+	}
+	return tq_err(err, errlen, -ENOENT, "no LUN %u", id);
 }
 
 int vs_target_lun_add(struct vs_target *t, const struct vs_target_lun *l, char *err, size_t errlen)
 {
+	struct vs_scsi_lun *lun = NULL;
+	struct vs_backend *be = NULL;
 	int rc;
 
 	if (err && errlen)
 		*err = 0;
 	if (!l)
 		return tq_err(err, errlen, -EINVAL, "no LUN given");
+	if (l->id >= VS_TARGET_MAX_LUNS)
+		return tq_err(err, errlen, -EINVAL, "LUN %u: LUN numbers are 0..%u", l->id,
+			      VS_TARGET_MAX_LUNS - 1);
+	if (!l->spec || !*l->spec)
+		return tq_err(err, errlen, -EINVAL, "LUN %u: no backend", l->id);
+	/* The id is reserved first: a second add of it is refused while this one opens. */
 	pthread_mutex_lock(&t->luns_lock);
-	if (l->id < VS_TARGET_MAX_LUNS && t->be[l->id]) {
-		rc =
-		    t->detached[l->id]
-			? tq_err(err, errlen, -EBUSY,
-				 "LUN %u is still being removed (requests of it in flight)", l->id)
-			: tq_err(err, errlen, -EEXIST, "LUN %u exists (%s)", l->id, t->spec[l->id]);
-		goto out;
-	}
-	tgt_stats_lun_clear(t, l->id); /* the statistics of an added LUN start at 0 */
-	if ((rc = tq_lun_open(t, l, err, errlen)))
-		goto out;
-	VS_INFO(EVENT, "LUN %u added at run time: %s", l->id, l->spec);
-out:
+	if (!(rc = lun_check(t, l->id, TQ_LUN_FREE, err, errlen)))
+		t->lun_state[l->id] = TQ_LUN_OPENING;
 	pthread_mutex_unlock(&t->luns_lock);
-	if (!rc)
-		tq_event_post(t, VS_VIRTIO_SCSI_T_TRANSPORT_RESET, l->id,
-			      VS_VIRTIO_SCSI_EVT_RESET_RESCAN);
-	return rc;
+	if (rc)
+		return rc;
+	tgt_stats_lun_clear(t, l->id); /* the statistics of an added LUN start at 0 */
+	rc = lun_build(t, l, &be, &lun, err, errlen);
+	pthread_mutex_lock(&t->luns_lock);
+	if (rc || (rc = lun_publish(t, l, be, lun, err, errlen)))
+		t->lun_state[l->id] = TQ_LUN_FREE;
+	pthread_mutex_unlock(&t->luns_lock);
+	if (rc) {
+		vs_scsi_lun_destroy(lun); /* both NULL when the build failed */
+		vs_backend_close(be);
+		return rc;
+	}
+	VS_INFO(EVENT, "LUN %u added at run time: %s", l->id, l->spec);
+	tq_event_post(t, VS_VIRTIO_SCSI_T_TRANSPORT_RESET, l->id, VS_VIRTIO_SCSI_EVT_RESET_RESCAN);
+	return 0;
 }
 
-/* Requests of LUN id in any request queue's in-flight list. */
-static unsigned lun_in_flight(struct vs_target *t, unsigned id)
+/* ---- waiting for the requests of a LUN ------------------------------------------------------ */
+/* The last request each request queue tracked so far. */
+struct lun_snap {
+	uint64_t seq[TQ_MAX];
+};
+
+/* Taken after a change every later request must see (the LUN unpublished, its capacity
+ * lowered): a request tracked after this takes its queue's mutex after we released it, and
+ * so runs after the change; only those tracked before may not have seen it. */
+static void lun_snapshot(struct vs_target *t, struct lun_snap *s)
+{
+	for (unsigned i = VS_VIRTIO_SCSI_VQ_REQ0; i < VS_VIRTIO_SCSI_VQ_REQ0 + t->num_queues; i++) {
+		pthread_mutex_lock(&t->q[i].lock);
+		s->seq[i] = t->q[i].track_seq;
+		pthread_mutex_unlock(&t->q[i].lock);
+	}
+}
+
+/* Requests of LUN id tracked before the snapshot and still in flight. */
+static unsigned lun_in_flight(struct vs_target *t, unsigned id, const struct lun_snap *s)
 {
 	unsigned n = 0;
 
@@ -154,24 +249,24 @@ static unsigned lun_in_flight(struct vs_target *t, unsigned id)
 
 		pthread_mutex_lock(&q->lock);
 		for (struct treq *r = q->active.next; r != &q->active; r = r->next)
-			n += r->lun == id;
+			n += r->lun == id && r->seq <= s->seq[i];
 		pthread_mutex_unlock(&q->lock);
 	}
 	return n;
 }
 
-/* Wait (up to the worker timeout) until no request of LUN id is in flight: 0 or
- * -ETIMEDOUT.  The LUN is unpublished already, so the count only goes down. */
-static int lun_drain(struct vs_target *t, unsigned id)
+/* Wait (up to the worker timeout) until the requests of LUN id in flight at the snapshot
+ * have completed: 0 or -ETIMEDOUT.  Their number only goes down. */
+static int lun_drain(struct vs_target *t, unsigned id, const struct lun_snap *snap)
 {
 	uint64_t start = vs_mono_ns(), limit = (uint64_t)t->worker_timeout_ms * 1000000ull;
-	unsigned n, first = lun_in_flight(t, id);
+	unsigned n, first = lun_in_flight(t, id, snap);
 
 	if (!first)
 		return 0;
 	VS_INFO(EVENT, "LUN %u: waiting for %u requests in flight", id, first);
-	while ((n = lun_in_flight(t, id))) {
-		struct timespec ts = {0, (long)REMOVE_POLL_NS};
+	while ((n = lun_in_flight(t, id, snap))) {
+		struct timespec ts = {0, (long)DRAIN_POLL_NS};
 
 		if (vs_mono_ns() - start >= limit) {
 			VS_ERROR(EVENT, "LUN %u: %u requests still in flight after %u ms", id, n,
@@ -188,66 +283,165 @@ static int lun_drain(struct vs_target *t, unsigned id)
 	return 0;
 }
 
-int vs_target_lun_remove(struct vs_target *t, unsigned id, char *err, size_t errlen)
+/* ---- remove ---------------------------------------------------------------------------------- */
+/* Wait until no flush of the target (vs_target_flush) uses LUN id's backend (luns_lock held);
+ * they end within the worker timeout: false when one did not. */
+static bool lun_unpinned(struct vs_target *t, unsigned id)
 {
-	struct vs_scsi_lun *lun;
-	struct vs_backend *be;
-	int rc;
+	struct timespec until;
 
-	if (err && errlen)
-		*err = 0;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += (time_t)(2 * t->worker_timeout_ms / 1000 + 1);
+	while (t->flush_pins[id])
+		if (pthread_cond_timedwait(&t->luns_cond, &t->luns_lock, &until) == ETIMEDOUT)
+			return false;
+	return true;
+}
+
+/* The LUN's requests completed and its SCSI LUN is gone: flush (bounded) and close its
+ * backend, and free the id.  A flush that did not finish leaves the backend open for good
+ * (its flush may still complete into it).  0 or the flush's error. */
+static int lun_retire(struct vs_target *t, unsigned id, char *err, size_t errlen)
+{
+	struct vs_backend *be;
+	bool stuck;
+	int rc = 0, res;
+
 	pthread_mutex_lock(&t->luns_lock);
-	if (id >= VS_TARGET_MAX_LUNS || !t->be[id]) {
-		rc = tq_err(err, errlen, -ENOENT, "no LUN %u", id);
-		goto out;
-	}
-	/* Unpublish (or find the one an earlier removal gave up on), then the grace period. */
-	lun = t->detached[id] ? t->detached[id] : vs_scsi_dev_detach(t->dev, id);
-	t->detached[id] = lun;
-	if ((rc = lun_drain(t, id))) {
-		rc = tq_err(err, errlen, rc,
-			    "LUN %u is gone for the driver, but requests of it did not complete "
-			    "within %u ms: its backend stays open (remove it again to retry)",
-			    id, t->worker_timeout_ms);
-		goto out;
-	}
-	t->detached[id] = NULL;
-	vs_scsi_lun_destroy(lun);
 	be = t->be[id];
-	if ((rc = tq_flush_backends(&be, 1)))
-		tq_err(err, errlen, rc, "LUN %u removed, but its final flush failed", id);
-	vs_backend_close(be);
+	stuck = t->flush_stuck[id] || !lun_unpinned(t, id);
+	pthread_mutex_unlock(&t->luns_lock);
+	if (stuck) {
+		rc =
+		    tq_err(err, errlen, -ETIMEDOUT,
+			   "LUN %u removed, but an earlier flush of it never finished: its backend "
+			   "is left open",
+			   id);
+	} else {
+		tq_flush_backends(t, &be, 1, &res);
+		if (res == -ETIMEDOUT) {
+			stuck = true;
+			rc = tq_err(
+			    err, errlen, res,
+			    "LUN %u removed, but its final flush did not finish within %u ms: "
+			    "its backend is left open",
+			    id, t->worker_timeout_ms);
+		} else if (res) {
+			rc = tq_err(err, errlen, res, "LUN %u removed, but its final flush failed",
+				    id);
+		}
+	}
+	if (!stuck)
+		vs_backend_close(be);
+	pthread_mutex_lock(&t->luns_lock);
 	__atomic_store_n(&t->be[id], NULL, __ATOMIC_RELEASE);
 	VS_INFO(EVENT, "LUN %u removed at run time (was %s)", id, t->spec[id]);
 	free(t->spec[id]);
 	t->spec[id] = NULL;
-	/* The driver is told even when the flush failed: the LUN is gone. */
-	tq_event_post(t, VS_VIRTIO_SCSI_T_TRANSPORT_RESET, id, VS_VIRTIO_SCSI_EVT_RESET_REMOVED);
-out:
+	t->flush_stuck[id] = false;
+	t->lun_state[id] = TQ_LUN_FREE;
 	pthread_mutex_unlock(&t->luns_lock);
 	return rc;
+}
+
+int vs_target_lun_remove(struct vs_target *t, unsigned id, char *err, size_t errlen)
+{
+	struct vs_scsi_lun *lun = NULL;
+	struct lun_snap snap;
+	int rc;
+
+	if (err && errlen)
+		*err = 0;
+	if (id >= VS_TARGET_MAX_LUNS)
+		return tq_err(err, errlen, -ENOENT, "no LUN %u", id);
+	/* Unpublish (or take the one an earlier removal gave up on) ... */
+	pthread_mutex_lock(&t->luns_lock);
+	if (t->lun_state[id] == TQ_LUN_UNFINISHED ||
+	    !(rc = lun_check(t, id, TQ_LUN_PRESENT, err, errlen))) {
+		rc = 0;
+		lun = t->detached[id] ? t->detached[id] : vs_scsi_dev_detach(t->dev, id);
+		t->detached[id] = NULL;
+		t->lun_state[id] = TQ_LUN_REMOVING;
+	}
+	pthread_mutex_unlock(&t->luns_lock);
+	if (rc)
+		return rc;
+	/* ... then the grace period: a TMF that loaded the LUN from the table before it was
+	 * unpublished is done with it once we had tmf_lun_lock (control.c), and requests are
+	 * done with it once those tracked until now completed. */
+	pthread_mutex_lock(&t->tmf_lun_lock);
+	pthread_mutex_unlock(&t->tmf_lun_lock);
+	lun_snapshot(t, &snap);
+	if ((rc = lun_drain(t, id, &snap))) {
+		pthread_mutex_lock(&t->luns_lock);
+		t->detached[id] = lun;
+		t->lun_state[id] = TQ_LUN_UNFINISHED;
+		pthread_mutex_unlock(&t->luns_lock);
+		return tq_err(err, errlen, rc,
+			      "LUN %u is gone for the driver, but requests of it did not complete "
+			      "within %u ms: its backend stays open (remove it again to retry)",
+			      id, t->worker_timeout_ms);
+	}
+	vs_scsi_lun_destroy(lun);
+	rc = lun_retire(t, id, err, errlen);
+	/* The driver is told even when the flush failed: the LUN is gone. */
+	tq_event_post(t, VS_VIRTIO_SCSI_T_TRANSPORT_RESET, id, VS_VIRTIO_SCSI_EVT_RESET_REMOVED);
+	return rc;
+}
+
+/* ---- resize ---------------------------------------------------------------------------------- */
+struct shrink {
+	struct vs_target *t;
+	unsigned id;
+};
+
+/* A shrink lowered the capacity (commands past the new end now fail): wait for the requests
+ * that may have been checked against the old one before the storage is cut. */
+static int shrink_drain(void *arg)
+{
+	struct shrink *sh = arg;
+	struct lun_snap snap;
+
+	lun_snapshot(sh->t, &snap);
+	return lun_drain(sh->t, sh->id, &snap);
 }
 
 int vs_target_lun_resize(struct vs_target *t, unsigned id, uint64_t new_bytes, char *err,
 			 size_t errlen)
 {
+	struct shrink sh = {t, id};
+	struct vs_backend *be = NULL;
 	char why[256] = "";
 	int rc;
 
 	if (err && errlen)
 		*err = 0;
+	if (id >= VS_TARGET_MAX_LUNS)
+		return tq_err(err, errlen, -ENOENT, "no LUN %u", id);
 	pthread_mutex_lock(&t->luns_lock);
-	if (id >= VS_TARGET_MAX_LUNS || !t->be[id] || t->detached[id]) {
-		rc = tq_err(err, errlen, -ENOENT, "no LUN %u", id);
+	if (t->lun_state[id] != TQ_LUN_PRESENT) {
+		rc = t->lun_state[id] == TQ_LUN_UNFINISHED
+			 ? tq_err(err, errlen, -ENOENT, "no LUN %u", id)
+			 : lun_check(t, id, TQ_LUN_PRESENT, err, errlen);
 	} else if (!new_bytes || new_bytes % t->block_size) {
 		rc = tq_err(err, errlen, -EINVAL,
 			    "LUN %u: %llu bytes is not a whole, non-zero number of %u-byte blocks",
 			    id, (unsigned long long)new_bytes, t->block_size);
-	} else if ((rc = vs_backend_resize(t->be[id], new_bytes, why, sizeof(why)))) {
-		/* The LUN's capacity, its unit attention and the event follow the backend's
-		 * size watcher (lun_resized), when it changed. */
-		tq_err(err, errlen, rc, "LUN %u (%s): %s", id, t->spec[id], why);
+	} else {
+		rc = 0;
+		be = t->be[id];
+		t->lun_state[id] = TQ_LUN_RESIZING;
 	}
+	pthread_mutex_unlock(&t->luns_lock);
+	if (rc)
+		return rc;
+	/* The LUN's capacity, its unit attention and the event follow the backend's size
+	 * watcher (lun_resized), when it changed; a shrink waits for the requests in flight
+	 * between lowering the capacity and cutting the storage. */
+	if ((rc = vs_backend_resize(be, new_bytes, shrink_drain, &sh, why, sizeof(why))))
+		tq_err(err, errlen, rc, "LUN %u (%s): %s", id, t->spec[id], why);
+	pthread_mutex_lock(&t->luns_lock);
+	t->lun_state[id] = TQ_LUN_PRESENT;
 	pthread_mutex_unlock(&t->luns_lock);
 	return rc;
 }
@@ -261,7 +455,10 @@ unsigned vs_target_lun_list(struct vs_target *t, struct vs_target_lun_info *out,
 		struct vs_scsi_lun *lun;
 		struct vs_target_lun_info *i;
 
-		if (!t->be[id] || t->detached[id] || !(lun = vs_scsi_dev_lun(t->dev, id)))
+		/* A LUN being resized exists; one being added or removed does not (yet, any
+		 * more), and its SCSI LUN may be going away without the lock. */
+		if ((t->lun_state[id] != TQ_LUN_PRESENT && t->lun_state[id] != TQ_LUN_RESIZING) ||
+		    !(lun = vs_scsi_dev_lun(t->dev, id)))
 			continue;
 		if (n < max && out) {
 			i = &out[n];

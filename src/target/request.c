@@ -56,6 +56,7 @@ void tq_req_pool_free(struct tq *q)
 static void req_track(struct tq *q, struct treq *r)
 {
 	pthread_mutex_lock(&q->lock);
+	r->seq = ++q->track_seq;
 	r->abort_resp = 0;
 	r->tmf_wait = false;
 	r->next = &q->active;

@@ -180,7 +180,9 @@ static void op_disconnected(void *opaque, const char *why)
 		tq_log(t, "connection %llu dropped: %s",
 		       (unsigned long long)__atomic_load_n(&t->connections, __ATOMIC_RELAXED), why);
 	/* Every queue is stopped (in-flight requests completed): make their writes durable
-	 * before anyone, such as a restarted QEMU, can ask for them again. */
+	 * before anyone, such as a restarted QEMU, can ask for them again.  Bounded: a LUN
+	 * whose flush hangs is named in the log, and the next frontend is served.  A flush
+	 * error stays with its backend: the next session's SYNCHRONIZE CACHE reports it. */
 	rc = vs_target_flush(t);
 	VS_INFO(VHOST, "frontend disconnected; backends flushed: %s", rc ? strerror(-rc) : "ok");
 }
@@ -195,18 +197,28 @@ const struct vs_vhost_dev_ops vs_target__ops = {
 };
 
 /* ---- flush ----------------------------------------------------------------------------------- */
-struct flush_wait {
+/* One flush of several backends.  On the heap: one that misses its deadline is abandoned
+ * with its I/O context and bios, which the storage may still complete, and kept for the
+ * process's life (abandoned below: nothing it points to may be freed, and a checker sees it
+ * reachable). */
+struct tq_flush {
+	struct tq_flush *next; /* abandoned ones */
+	struct vs_io_ctx *io;
 	unsigned pending;
-	int err;
+	struct vs_backend *be[VS_TARGET_MAX_LUNS];
+	int res[VS_TARGET_MAX_LUNS];
+	struct vs_bio bio[VS_TARGET_MAX_LUNS];
 };
+
+static pthread_mutex_t abandoned_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct tq_flush *abandoned;
 
 static void flush_done(struct vs_bio *bio, int res)
 {
-	struct flush_wait *fw = bio->priv;
+	struct tq_flush *fl = bio->priv;
 
-	fw->pending--;
-	if (res && !fw->err)
-		fw->err = res;
+	fl->res[bio - fl->bio] = res;
+	fl->pending--;
 }
 
 /* Only writable files and RBD images hold anything durable (RAM and null have nothing to
@@ -216,66 +228,117 @@ static bool needs_flush(const struct vs_backend *be)
 	return be && !vs_backend_read_only(be) && vs_backend_durable(be);
 }
 
-/* Flush each of the n backends (NULL entries and those without anything durable are
- * skipped): 0 or the first error.  The caller keeps the backends from closing meanwhile. */
-int tq_flush_backends(struct vs_backend *const *be, unsigned n)
+int tq_flush_backends(struct vs_target *t, struct vs_backend *const *be, unsigned n, int *res)
 {
-	struct vs_bio bios[VS_TARGET_MAX_LUNS];
-	struct flush_wait fw = {0};
-	struct vs_io_ctx *io;
+	uint64_t deadline = vs_mono_ns() + (uint64_t)t->worker_timeout_ms * 1000000ull;
+	struct tq_flush *fl;
 	unsigned todo = 0;
-	int rc;
+	int rc, first = 0;
 
 	if (n > VS_TARGET_MAX_LUNS)
 		n = VS_TARGET_MAX_LUNS;
-	for (unsigned i = 0; i < n; i++)
+	for (unsigned i = 0; i < n; i++) {
+		res[i] = 0;
 		todo += needs_flush(be[i]);
+	}
 	if (!todo)
 		return 0;
-	rc = vs_io_ctx_create(&io, 16);
-	if (rc)
+	if (!(fl = calloc(1, sizeof(*fl))))
+		return -ENOMEM;
+	if ((rc = vs_io_ctx_create(&fl->io, todo))) {
+		free(fl);
 		return rc;
+	}
 	for (unsigned i = 0; i < n; i++) {
 		if (!needs_flush(be[i]))
 			continue;
-		bios[i] = (struct vs_bio){.op = VS_BIO_FLUSH, .done = flush_done, .priv = &fw};
-		/* Submit in small groups: the context holds 16. */
-		while ((rc = vs_backend_submit(be[i], io, &bios[i])) == -EAGAIN) {
-			vs_io_ctx_submit(io);
-			vs_io_ctx_reap(io, true);
-		}
-		if (rc) {
+		fl->be[i] = be[i];
+		fl->bio[i] = (struct vs_bio){.op = VS_BIO_FLUSH, .done = flush_done, .priv = fl};
+		if ((rc = vs_backend_submit(be[i], fl->io, &fl->bio[i]))) {
 			VS_ERROR(BACKEND, "backend %u: flush refused: %s", i, strerror(-rc));
-			if (!fw.err)
-				fw.err = rc;
+			fl->res[i] = rc;
 			continue;
 		}
-		fw.pending++;
+		fl->res[i] = 1; /* pending */
+		fl->pending++;
 	}
-	vs_io_ctx_submit(io);
-	while (fw.pending) {
-		rc = vs_io_ctx_reap(io, true);
-		if (rc < 0) {
+	while (fl->pending) {
+		uint64_t now;
+
+		vs_io_ctx_submit(fl->io);
+		if ((rc = vs_io_ctx_reap(fl->io, false)) < 0) {
 			VS_ERROR(BACKEND, "flush: reap failed: %s", strerror(-rc));
-			fw.err = fw.err ? fw.err : rc;
 			break;
 		}
-		vs_io_ctx_submit(io);
+		if (!fl->pending || (now = vs_mono_ns()) >= deadline)
+			break;
+		vs_io_ctx_wait(fl->io, (unsigned)((deadline - now + 999999) / 1000000));
 	}
-	vs_io_ctx_destroy(io);
-	if (fw.err)
-		VS_ERROR(BACKEND, "flush failed: %s", strerror(-fw.err));
-	return fw.err;
+	for (unsigned i = 0; i < n; i++) {
+		res[i] = fl->res[i] == 1 ? -ETIMEDOUT : fl->res[i];
+		if (res[i] && !first)
+			first = res[i];
+		if (res[i] == -ETIMEDOUT)
+			VS_ERROR(BACKEND, "backend %u: flush did not finish within %u ms", i,
+				 t->worker_timeout_ms);
+		else if (res[i])
+			VS_ERROR(BACKEND, "backend %u: flush failed: %s", i, strerror(-res[i]));
+	}
+	if (fl->pending) {
+		pthread_mutex_lock(&abandoned_lock);
+		fl->next = abandoned;
+		abandoned = fl;
+		pthread_mutex_unlock(&abandoned_lock);
+	} else {
+		vs_io_ctx_destroy(fl->io);
+		free(fl);
+	}
+	return first;
 }
 
+/* Flush every LUN the target holds but those being added or removed (their changes own
+ * them), outside luns_lock: their backends are pinned meanwhile (a removal waits before it
+ * closes one).  Each LUN whose flush failed or did not finish is named in the log; one that
+ * did not finish is never flushed again nor closed.  0 or the first error. */
 int vs_target_flush(struct vs_target *t)
 {
-	int rc;
+	struct vs_backend *be[VS_TARGET_MAX_LUNS] = {0};
+	int res[VS_TARGET_MAX_LUNS], rc = 0, frc;
 
-	pthread_mutex_lock(&t->luns_lock); /* the LUNs may change at run time (luns.c) */
-	rc = tq_flush_backends(t->be, VS_TARGET_MAX_LUNS);
+	pthread_mutex_lock(&t->luns_lock);
+	for (unsigned id = 0; id < VS_TARGET_MAX_LUNS; id++) {
+		enum tq_lun_state s = t->lun_state[id];
+
+		if (!t->be[id] || s == TQ_LUN_OPENING || s == TQ_LUN_REMOVING)
+			continue;
+		if (t->flush_stuck[id] && needs_flush(t->be[id])) {
+			tq_log(t, "LUN %u (%s): not flushed: an earlier flush of it never finished",
+			       id, t->spec[id]);
+			rc = rc ? rc : -ETIMEDOUT;
+			continue;
+		}
+		be[id] = t->be[id];
+		t->flush_pins[id]++;
+	}
 	pthread_mutex_unlock(&t->luns_lock);
-	return rc;
+	frc = tq_flush_backends(t, be, VS_TARGET_MAX_LUNS, res);
+	pthread_mutex_lock(&t->luns_lock);
+	for (unsigned id = 0; id < VS_TARGET_MAX_LUNS; id++) {
+		if (!be[id])
+			continue;
+		t->flush_pins[id]--;
+		if (res[id] == -ETIMEDOUT) {
+			t->flush_stuck[id] = true;
+			tq_log(t, "LUN %u (%s): its flush did not finish within %u ms", id,
+			       t->spec[id], t->worker_timeout_ms);
+		} else if (res[id]) {
+			tq_log(t, "LUN %u (%s): flush failed: %s", id, t->spec[id],
+			       strerror(-res[id]));
+		}
+	}
+	pthread_cond_broadcast(&t->luns_cond);
+	pthread_mutex_unlock(&t->luns_lock);
+	return rc ? rc : frc;
 }
 
 /* ---- create / run / destroy ------------------------------------------------------------------ */
@@ -286,7 +349,7 @@ static int luns_open(struct vs_target *t, const struct vs_target_config *cfg, ch
 		const struct vs_target_lun *l = &cfg->luns[i];
 		int rc;
 
-		if (l->id < VS_TARGET_MAX_LUNS && t->be[l->id])
+		if (l->id < VS_TARGET_MAX_LUNS && t->lun_state[l->id] != TQ_LUN_FREE)
 			return tq_err(err, errlen, -EEXIST, "LUN %u given twice", l->id);
 		if ((rc = tq_lun_open(t, l, err, errlen)))
 			return rc;
@@ -338,6 +401,7 @@ static int target_create(struct vs_target **out, const struct vs_target_config *
 			 char *err, size_t errlen)
 {
 	struct vs_target *t;
+	pthread_condattr_t ca;
 	uint64_t ap_ns;
 	int rc;
 
@@ -388,6 +452,11 @@ static int target_create(struct vs_target **out, const struct vs_target_config *
 	pthread_mutex_init(&t->tmf_lock, NULL);
 	pthread_cond_init(&t->tmf_cond, NULL);
 	pthread_mutex_init(&t->luns_lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&t->luns_cond, &ca);
+	pthread_condattr_destroy(&ca);
+	pthread_mutex_init(&t->tmf_lun_lock, NULL);
 	tq_events_init(t);
 	ts_init(t);
 	t->workers = calloc(t->nworkers, sizeof(*t->workers));
@@ -395,6 +464,8 @@ static int target_create(struct vs_target **out, const struct vs_target_config *
 		ts_fini(t);
 		tq_events_fini(t);
 		pthread_mutex_destroy(&t->luns_lock);
+		pthread_cond_destroy(&t->luns_cond);
+		pthread_mutex_destroy(&t->tmf_lun_lock);
 		free(t);
 		return tq_err(err, errlen, -ENOMEM, "out of memory");
 	}
@@ -537,11 +608,14 @@ int vs_target_destroy(struct vs_target *t)
 	vs_scsi_dev_destroy(t->dev);
 	for (unsigned i = 0; i < VS_TARGET_MAX_LUNS; i++) {
 		vs_scsi_lun_destroy(t->detached[i]); /* a remove that gave up waiting */
-		vs_backend_close(t->be[i]);
+		if (!t->flush_stuck[i])		     /* else an abandoned flush keeps it */
+			vs_backend_close(t->be[i]);
 		free(t->spec[i]);
 	}
 	tq_events_fini(t);
 	pthread_mutex_destroy(&t->luns_lock);
+	pthread_cond_destroy(&t->luns_cond);
+	pthread_mutex_destroy(&t->tmf_lun_lock);
 	pthread_mutex_destroy(&t->tmf_lock);
 	pthread_cond_destroy(&t->tmf_cond);
 	ts_fini(t);

@@ -29,6 +29,17 @@
 
 enum tq_kind { TQ_CTRL, TQ_EVENT, TQ_REQ };
 
+/* A LUN id's state (luns.c, under luns_lock).  A change takes the LUN for itself (OPENING,
+ * RESIZING, REMOVING) and waits outside the lock; another change of it is refused. */
+enum tq_lun_state {
+	TQ_LUN_FREE,	   /* no LUN */
+	TQ_LUN_OPENING,	   /* an add opens its backend */
+	TQ_LUN_PRESENT,	   /* published */
+	TQ_LUN_RESIZING,   /* published; a resize waits for requests or cuts the storage */
+	TQ_LUN_REMOVING,   /* unpublished; its removal waits for requests, then flushes */
+	TQ_LUN_UNFINISHED, /* unpublished; a removal gave up waiting (detached[] holds it) */
+};
+
 /* Events waiting for the driver's event buffers (events.c): past this many, the oldest
  * stay and the driver is told some were missed (VIRTIO_SCSI_T_EVENTS_MISSED). */
 #define TQ_EVENTS_MAX 64
@@ -129,6 +140,7 @@ struct treq {
 	struct treq *prev, *next; /* in-flight list (under q->lock) */
 	struct treq *all_next;	  /* every request of the pool, for freeing */
 	uint64_t tag;		  /* le-decoded virtio tag: what TMFs match */
+	uint64_t seq;		  /* the queue's track_seq when tracked (under q->lock) */
 	unsigned lun;
 	uint8_t abort_resp;		/* 0, or VS_VIRTIO_SCSI_S_ABORTED/RESET (under q->lock) */
 	bool tmf_wait;			/* a TMF waits for this one (under q->lock) */
@@ -169,6 +181,7 @@ struct tq {
 	struct treq *all;
 	pthread_mutex_t lock; /* the in-flight list and the TMF marks in it */
 	struct treq active;   /* in-flight list head (a sentinel) */
+	uint64_t track_seq;   /* requests tracked so far (under lock): luns.c's drains */
 };
 
 enum wcmd { WCMD_NONE, WCMD_START, WCMD_STOP, WCMD_CALLFD, WCMD_EXIT };
@@ -251,14 +264,23 @@ struct vs_target {
 	int failed; /* atomic: the session must end (manual mode reads it) */
 	bool lost;  /* a worker stopped answering: the target can only fail cleanly */
 	struct vs_scsi_dev *dev;
-	/* LUNs (luns.c): changed at run time one at a time under luns_lock, which also keeps
-	 * these entries (not the SCSI device's table, which commands read lock-free) */
+	/* LUNs (luns.c): their state and these entries under luns_lock (not the SCSI device's
+	 * table, which commands read lock-free) */
 	pthread_mutex_t luns_lock;
+	pthread_cond_t luns_cond; /* CLOCK_MONOTONIC: flush_pins dropped */
+	enum tq_lun_state lun_state[VS_TARGET_MAX_LUNS];
 	struct vs_backend *be[VS_TARGET_MAX_LUNS];
 	char *spec[VS_TARGET_MAX_LUNS]; /* as given */
 	/* detached, but requests of it were still in flight when its removal gave up
-	 * waiting: freed at destroy; the id cannot be reused before (-EBUSY) */
+	 * waiting (UNFINISHED): freed at destroy; the id cannot be reused before (-EBUSY) */
 	struct vs_scsi_lun *detached[VS_TARGET_MAX_LUNS];
+	unsigned flush_pins[VS_TARGET_MAX_LUNS]; /* flushes using be[] outside luns_lock */
+	/* a flush of be[] missed its deadline and was abandoned: be[] is never closed (the
+	 * flush may still complete into it) nor flushed again */
+	bool flush_stuck[VS_TARGET_MAX_LUNS];
+	/* A TMF holds it while it uses LUNs it looked up in the table (control.c); a removal
+	 * takes it once after unpublishing: then no TMF holds the LUN it removes. */
+	pthread_mutex_t tmf_lun_lock;
 	/* events for the driver (events.c): posted by any thread, delivered by the control
 	 * thread into the event queue's buffers */
 	pthread_mutex_t ev_lock;
@@ -350,11 +372,14 @@ static inline int tq_pop(struct tq *q, struct vs_vq_elem *e)
 /* target.c: err (when not NULL) gets the formatted reason, traced too; returns rc. */
 int tq_err(char *err, size_t errlen, int rc, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-/* Flush each of the n backends (NULL or nothing durable: skipped): 0 or the first error. */
-int tq_flush_backends(struct vs_backend *const *be, unsigned n);
+/* Flush each of the n backends (NULL or nothing durable: skipped), waiting at most the
+ * worker timeout: res[i] is 0, the flush's -errno, or -ETIMEDOUT when it did not finish in
+ * time.  Such a flush is abandoned, with its I/O context, for the process's life (it may
+ * still complete): be[i] must then never be closed.  0 or the first error. */
+int tq_flush_backends(struct vs_target *t, struct vs_backend *const *be, unsigned n, int *res);
 
-/* luns.c: open l's backend, make it a SCSI LUN and attach it (luns_lock held, or during
- * create).  0, or -errno with err set and nothing left behind. */
+/* luns.c: open l's backend, make it a SCSI LUN and attach it (during create).  0, or
+ * -errno with err set and nothing left behind. */
 int tq_lun_open(struct vs_target *t, const struct vs_target_lun *l, char *err, size_t errlen);
 
 /* events.c */

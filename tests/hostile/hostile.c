@@ -76,11 +76,13 @@ int proc_start(struct proc *p, const char *const *args)
 	argv[n++] = "--socket";
 	argv[n++] = p->sock;
 	for (; args && *args && n < 62 && e < 32; args++) {
-		const char *f = strstr(*args, "%F"), *r = strstr(*args, "%R");
-		if (f || r) {
-			const char *at = f ? f : r;
+		const char *f = strstr(*args, "%F"), *r = strstr(*args, "%R"),
+			   *d = strstr(*args, "%D");
+		if (f || r || d) {
+			const char *at = f ? f : r ? r : d;
+
 			snprintf(expanded[e], sizeof(expanded[e]), "%.*s%s%s", (int)(at - *args),
-				 *args, f ? p->file : p->rpc, at + 2);
+				 *args, f ? p->file : r ? p->rpc : p->dir, at + 2);
 			argv[n++] = expanded[e++];
 		} else {
 			argv[n++] = (char *)*args;
@@ -269,11 +271,130 @@ int proc_fd_count(struct proc *p)
 
 void proc_cleanup(struct proc *p)
 {
-	unlink(p->sock);
-	unlink(p->log);
-	unlink(p->file);
-	unlink(p->rpc);
+	DIR *d = opendir(p->dir);
+	struct dirent *de;
+
+	while (d && (de = readdir(d)))
+		if (de->d_name[0] != '.')
+			unlinkat(dirfd(d), de->d_name, 0);
+	if (d)
+		closedir(d);
 	rmdir(p->dir);
+}
+
+/* ---- the management socket and the test gate ------------------------------------------------ */
+static int unix_connect(const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fd;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sa.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		int rc = -errno;
+
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
+int rpc_open(const char *path)
+{
+	int64_t deadline = now_ms() + FE_WAIT_MS;
+	int fd;
+
+	while ((fd = unix_connect(path)) < 0 && now_ms() < deadline)
+		nap_ms(10); /* it listens just after the vhost-user socket */
+	return fd;
+}
+
+int line_send(int fd, const char *line)
+{
+	size_t len = strlen(line);
+
+	while (len) {
+		ssize_t n = send(fd, line, len, MSG_NOSIGNAL);
+
+		if (n <= 0)
+			return n < 0 ? -errno : -EPIPE;
+		line += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int line_recv(int fd, char *buf, size_t len, int timeout_ms)
+{
+	int64_t deadline = now_ms() + timeout_ms;
+	size_t n = 0;
+
+	while (n + 1 < len) {
+		struct pollfd pf = {.fd = fd, .events = POLLIN};
+		int64_t left = deadline - now_ms();
+
+		if (left <= 0 || poll(&pf, 1, (int)left) != 1)
+			return -ETIMEDOUT;
+		if (read(fd, buf + n, 1) != 1)
+			return -EPIPE;
+		if (buf[n] == '\n')
+			break;
+		n++;
+	}
+	buf[n] = 0;
+	return 0;
+}
+
+int gate_listen(const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fd;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sa.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 1) < 0) {
+		int rc = -errno;
+
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
+int gate_accept(int lfd, int timeout_ms)
+{
+	struct pollfd pf = {.fd = lfd, .events = POLLIN};
+	int fd;
+
+	if (poll(&pf, 1, timeout_ms) != 1)
+		return -ETIMEDOUT;
+	fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+int gate_wait_held(int fd, unsigned n, int timeout_ms)
+{
+	int64_t deadline = now_ms() + timeout_ms;
+	char line[64];
+	unsigned held, total;
+
+	for (;;) {
+		int64_t left = deadline - now_ms();
+		int rc = left > 0 ? line_recv(fd, line, sizeof(line), (int)left) : -ETIMEDOUT;
+
+		if (rc)
+			return rc;
+		if (sscanf(line, "held %u %u", &held, &total) == 2 && held >= n)
+			return 0;
+	}
 }
 
 /* ---- guest memory ------------------------------------------------------------------------ */

@@ -53,7 +53,8 @@ struct proc {
 };
 
 /* Start `vioscope target --socket DIR/sock ARGS...` (NULL-terminated; "%F" in an argument
- * becomes the image file's path, "%R" the management socket's) and wait until the socket
+ * becomes the image file's path, "%R" the management socket's, "%D" the temporary
+ * directory's) and wait until the socket
  * accepts connections. */
 int proc_start(struct proc *p, const char *const *args);
 /* One JSON-RPC request line on the management socket (started with "--rpc", "%R"): the
@@ -71,8 +72,22 @@ bool proc_log_wait(struct proc *p, const char *needle, int timeout_ms);
 void proc_log_dump(struct proc *p);
 /* Open file descriptors of the process (entries of /proc/PID/fd). */
 int proc_fd_count(struct proc *p);
-/* Remove the temporary directory (after proc_stop). */
+/* Remove the temporary directory and what is in it (after proc_stop). */
 void proc_cleanup(struct proc *p);
+
+/* ---- the management socket (--rpc PATH) and the test gate (gate-sock=PATH) ----------------- */
+/* Connect to the management socket at path, waiting for it to appear: the fd or -errno. */
+int rpc_open(const char *path);
+/* Send all of line / receive one line (its newline dropped) within timeout_ms: 0 or -errno. */
+int line_send(int fd, const char *line);
+int line_recv(int fd, char *buf, size_t len, int timeout_ms);
+/* The test's end of a backend's gate-sock=PATH (src/backend/gate.c): listen at path (before
+ * the backend opens), accept its connection: the fd or -errno. */
+int gate_listen(const char *path);
+int gate_accept(int lfd, int timeout_ms);
+/* Read the gate's "held H T" lines until H >= n: 0 or -ETIMEDOUT.  Release with
+ * line_send(fd, "release N\n") or "open\n". */
+int gate_wait_held(int fd, unsigned n, int timeout_ms);
 
 /* ---- guest memory ------------------------------------------------------------------------ */
 struct gmem {

@@ -5,6 +5,10 @@
  * backends flushed, exit status 1) instead of hanging, whether a frontend asked for the
  * queue (GET_VRING_BASE) or the operator for the end (SIGTERM).  The stuck worker is made
  * with the backend's test delay: a READ whose completion is held back far longer.
+ *
+ * Nor is a flush's (issue 22, defects 4 and 7): a LUN whose flushes the test gate holds
+ * (gate=flush) keeps neither a removal, nor a disconnect, nor SIGTERM waiting past the
+ * worker timeout; the LUN is named, and a shutdown that could not flush it exits 1.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -19,6 +23,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <sys/stat.h>
 
 #include "hostile.h"
 
@@ -62,7 +67,7 @@ static void assert_failed_cleanly(struct sess *s, int status, int64_t took_ms, c
 		proc_log_dump(&s->p);
 	assert_int_equal(status, 1);
 	assert_true(proc_log_wait(&s->p, "did not finish 'stop' of queue 2 within 2000 ms", 0));
-	assert_true(proc_log_wait(&s->p, "the backends were flushed", 0));
+	assert_true(proc_log_wait(&s->p, "the backends that answered were flushed", 0));
 	assert_true(took_ms < 20000); /* the READ was still 40 s from completing */
 	fd = open(s->p.file, O_RDONLY | O_CLOEXEC);
 	assert_true(fd >= 0);
@@ -105,6 +110,134 @@ static void sigterm_past_the_worker_timeout_still_stops(void **state)
 	assert_failed_cleanly(s, status, now_ms() - t0, data);
 }
 
+/* ---- flushes that do not finish ------------------------------------------------------------ */
+static const char *const rpc_args[] = {
+    "--testing", "--rpc", "%D/rpc.sock", "--lun", "0:file=%F", "--worker-timeout", "2", NULL};
+
+struct gated {
+	int rpc;  /* the management socket */
+	int gate; /* LUN 1's gate */
+	char spec[320];
+};
+
+/* Start the target (a frontend with it when fe), and add LUN 1 over the management socket:
+ * a 1 MiB file whose flushes the gate holds. */
+static void start_with_a_gated_lun(struct sess *s, struct gated *g, bool fe)
+{
+	char path[128], gate[128], img[128], line[768];
+	int lfd, fd;
+
+	assert_int_equal(sess_start(s, rpc_args, fe ? &(struct fe_opts){.nq = 3} : NULL), 0);
+	snprintf(path, sizeof(path), "%s/rpc.sock", s->p.dir);
+	g->rpc = rpc_open(path);
+	assert_true(g->rpc >= 0);
+	snprintf(gate, sizeof(gate), "%s/gate", s->p.dir);
+	lfd = gate_listen(gate);
+	assert_true(lfd >= 0);
+	snprintf(img, sizeof(img), "%s/lun1.img", s->p.dir);
+	fd = open(img, O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, 1 << 20), 0);
+	close(fd);
+	snprintf(g->spec, sizeof(g->spec), "file=%s,gate=flush,gate-sock=%s", img, gate);
+	snprintf(line, sizeof(line),
+		 "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"lun_add\",\"params\":{\"id\":1,"
+		 "\"spec\":\"%s\"}}\n",
+		 g->spec);
+	assert_int_equal(line_send(g->rpc, line), 0);
+	g->gate = gate_accept(lfd, FE_WAIT_MS);
+	assert_true(g->gate >= 0);
+	close(lfd);
+	assert_int_equal(line_recv(g->rpc, line, sizeof(line), FE_WAIT_MS), 0);
+	if (!strstr(line, "\"result\""))
+		fail_msg("lun_add: %s", line);
+}
+
+static void gated_close(struct gated *g)
+{
+	close(g->rpc);
+	close(g->gate);
+}
+
+/* A removal whose final flush the gate holds when SIGTERM comes: the removal gives up at the
+ * worker timeout and says so, and the target stops, exit status 0 (LUN 0 was flushed).  On
+ * dcf1c4a (with the gate) the removal kept the LUN lock for as long as its flush took, and
+ * SIGTERM, which waits for the management thread, never ended the target. */
+static void sigterm_while_a_removal_flush_is_held(void **state)
+{
+	struct sess *s = *state;
+	struct gated g;
+	char line[512];
+	int status, sig;
+
+	start_with_a_gated_lun(s, &g, true);
+	assert_int_equal(
+	    line_send(g.rpc, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"lun_remove\",\"params\":"
+			     "{\"id\":1}}\n"),
+	    0);
+	assert_int_equal(gate_wait_held(g.gate, 1, FE_WAIT_MS), 0);
+	status = proc_stop(&s->p, SIGTERM, FE_WAIT_MS, &sig);
+	if (status != 0)
+		proc_log_dump(&s->p);
+	assert_int_equal(sig, 0);
+	assert_int_equal(status, 0);
+	assert_int_equal(line_recv(g.rpc, line, sizeof(line), FE_WAIT_MS), 0);
+	if (!strstr(line, "LUN 1 removed, but its final flush did not finish within 2000 ms"))
+		fail_msg("lun_remove: %s", line);
+	gated_close(&g);
+}
+
+/* A frontend goes away and the disconnect's flush of LUN 1 is held: the target names LUN 1
+ * after the worker timeout and serves the next frontend; SIGTERM then stops it, exit status 1,
+ * saying LUN 1 was not flushed.  On dcf1c4a (with the gate) the vhost thread waited for
+ * that flush for good: no frontend was served again, and SIGTERM did not end the target. */
+static void disconnect_flush_held(void **state)
+{
+	struct sess *s = *state;
+	struct gated g;
+	int status, sig;
+
+	start_with_a_gated_lun(s, &g, true);
+	fe_close(&s->fe);
+	assert_int_equal(gate_wait_held(g.gate, 1, FE_WAIT_MS), 0);
+	if (!proc_log_wait(&s->p, "its flush did not finish within 2000 ms", FE_WAIT_MS)) {
+		proc_log_dump(&s->p);
+		fail_msg("the disconnect's flush was not given up on");
+	}
+	assert_int_equal(sess_reconnect(s, &(struct fe_opts){.nq = 3}), 0);
+	assert_int_equal(fe_read_ok(&s->fe, VS_VIRTIO_SCSI_VQ_REQ0, 0), 0);
+	status = proc_stop(&s->p, SIGTERM, FE_WAIT_MS, &sig);
+	if (status != 1)
+		proc_log_dump(&s->p);
+	assert_int_equal(sig, 0);
+	assert_int_equal(status, 1);
+	assert_true(proc_log_wait(&s->p, "LUN 1 (", 0));
+	assert_true(proc_log_wait(&s->p, "not flushed: an earlier flush of it never finished", 0));
+	assert_true(proc_log_wait(&s->p, "a worker or a flush was given up on", 0));
+	gated_close(&g);
+}
+
+/* SIGTERM with no frontend, and the shutdown's flush of LUN 1 held: the target stops after
+ * the worker timeout, exit status 1, naming LUN 1.  On dcf1c4a (with the gate) it waited for
+ * that flush for good. */
+static void shutdown_flush_held(void **state)
+{
+	struct sess *s = *state;
+	struct gated g;
+	int status, sig;
+
+	start_with_a_gated_lun(s, &g, false);
+	status = proc_stop(&s->p, SIGTERM, FE_WAIT_MS, &sig);
+	if (status != 1)
+		proc_log_dump(&s->p);
+	assert_int_equal(sig, 0);
+	assert_int_equal(status, 1);
+	assert_true(proc_log_wait(&s->p, "its flush did not finish within 2000 ms", 0));
+	assert_true(proc_log_wait(&s->p, "LUN 1 (file=", 0));
+	assert_int_equal(gate_wait_held(g.gate, 1, FE_WAIT_MS), 0); /* the gate held it */
+	gated_close(&g);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -112,6 +245,10 @@ int main(int argc, char **argv)
 					    sess_setup, sess_teardown),
 	    cmocka_unit_test_setup_teardown(sigterm_past_the_worker_timeout_still_stops, sess_setup,
 					    sess_teardown),
+	    cmocka_unit_test_setup_teardown(sigterm_while_a_removal_flush_is_held, sess_setup,
+					    sess_teardown),
+	    cmocka_unit_test_setup_teardown(disconnect_flush_held, sess_setup, sess_teardown),
+	    cmocka_unit_test_setup_teardown(shutdown_flush_held, sess_setup, sess_teardown),
 	};
 
 	return hostile_init(argc, argv) ?: cmocka_run_group_tests(tests, NULL, NULL);

@@ -404,6 +404,49 @@ static void test_lun_lifecycle(void **state)
 	fx_close(x);
 }
 
+/* lun_add of a FIFO (file=FIFO,ro: an open for reading waits for a writer) is refused at
+ * once, as neither a regular file nor a block device; a second client's call sent right
+ * behind it is answered, and the initiator's I/O on LUN 0 goes on.  On dcf1c4a the open
+ * blocked for good, in the management thread and under the LUN lock: the second client
+ * got no answer. */
+static void test_fifo_refused(void **state)
+{
+	struct fx *x = fx_open("0:ram=16M", NULL);
+	int a = rpc_connect(x->rpc), b = rpc_connect(x->rpc), idx0;
+	char fifo[160], line[512], ids[64], *reply;
+	struct vs_ini_lun info;
+	json_t *resp, *err;
+
+	(void)state;
+	snprintf(fifo, sizeof(fifo), "%s/fifo", x->t.dir);
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	snprintf(line, sizeof(line),
+		 "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"lun_add\",\"params\":{\"id\":2,"
+		 "\"spec\":\"file=%s,ro\"}}\n",
+		 fifo);
+	send_all(a, line, strlen(line));
+	list_ids(b, ids, sizeof(ids)); /* answered, whatever the first call does */
+	assert_string_equal(ids, "0,");
+	reply = read_line(a);
+	assert_non_null(reply);
+	resp = json_loads(reply, 0, NULL);
+	free(reply);
+	err = json_object_get(resp, "error");
+	assert_non_null(err);
+	assert_non_null(strstr(json_string_value(json_object_get(err, "message")),
+			       "is neither a regular file nor a block device"));
+	assert_string_equal(
+	    json_string_value(json_object_get(json_object_get(err, "data"), "errno")), "EINVAL");
+	json_decref(resp);
+	idx0 = ini_index(x->ini, 0, &info);
+	assert_true(idx0 >= 0);
+	io_roundtrip(x, idx0, 0, 8, 21);
+	close(a);
+	close(b);
+	unlink(fifo);
+	fx_close(x);
+}
+
 /* ---- statistics ------------------------------------------------------------------------ */
 
 static uint64_t jget(json_t *o, const char *key)
@@ -1359,6 +1402,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_test_options_need_testing),
 	    cmocka_unit_test(test_trace_set_checks_flags),
 	    cmocka_unit_test(test_sizes_beyond_int64),
+	    cmocka_unit_test(test_fifo_refused),
 	};
 
 	if (argc > 1)

@@ -10,6 +10,8 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "frontend.h"
@@ -145,12 +147,16 @@ int fe_connect(struct fe *fe, const char *sock)
 	struct vs_vhost_mem_region r[2] = {region(fe, 0, FE_GAP_START),
 					   region(fe, FE_GAP_END, FE_MEM_SIZE - FE_GAP_END)};
 	int fds[2] = {fe->memfd, fe->memfd};
+	struct timeval tv = {WAIT_MS / 1000, 0};
 	uint64_t offered, proto, nq;
 	int rc;
 
 	if ((rc = vs_vhost_drv_connect(&fe->f, sock)))
 		return rc;
 	fe->connected = true;
+	/* A target that never answers fails the call, not the test run. */
+	if (setsockopt(fe->f.sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0)
+		return -errno;
 	if ((rc = vs_vhost_drv_get_features(&fe->f, &offered)) ||
 	    (rc = vs_vhost_drv_get_protocol_features(&fe->f, &proto)) ||
 	    (rc = vs_vhost_drv_set_protocol_features(
@@ -331,17 +337,22 @@ int fx_setup(void **state)
 	return 0;
 }
 
-int fx_setup_slow(void **state)
+int fx_setup_with(void **state, const char *lun0_opts)
 {
 	struct fx *x = calloc(1, sizeof(*x));
 
-	if (!x || tgt_start_opts(&x->g, 2, false, ",delay=1000000") || fe_init(&x->fe) ||
+	if (!x || tgt_start_opts(&x->g, 2, false, lun0_opts) || fe_init(&x->fe) ||
 	    fe_connect(&x->fe, x->g.sock)) {
 		fprintf(stderr, "fixture set-up failed\n");
 		return -1;
 	}
 	*state = x;
 	return 0;
+}
+
+int fx_setup_slow(void **state)
+{
+	return fx_setup_with(state, ",delay=1000000");
 }
 
 int fx_teardown(void **state)

@@ -106,6 +106,8 @@ struct fx {
 int fx_setup(void **state);
 /* The same with every bio of LUN 0 completing 1 s late: requests stay in flight. */
 int fx_setup_slow(void **state);
+/* The same with lun0_opts appended to LUN 0's spec (e.g. ",fail-flush=1"). */
+int fx_setup_with(void **state, const char *lun0_opts);
 int fx_teardown(void **state);
 
 /* Sense key / ASC of a CHECK CONDITION response, -1 if none. */

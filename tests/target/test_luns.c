@@ -463,6 +463,180 @@ static void test_no_frontend(void **state)
 	assert_int_equal(capacity(x, 4), 4096);
 }
 
+/* ---- changes that wait, outside the lock --------------------------------------------------- */
+struct change {
+	struct vs_target *t;
+	unsigned id;
+	uint64_t bytes; /* a resize to bytes; 0: a removal */
+	int rc;		/* reported to the test thread */
+	char err[256];
+	int done; /* atomic */
+};
+
+static void *change_main(void *arg)
+{
+	struct change *c = arg;
+
+	c->rc = c->bytes ? vs_target_lun_resize(c->t, c->id, c->bytes, c->err, sizeof(c->err))
+			 : vs_target_lun_remove(c->t, c->id, c->err, sizeof(c->err));
+	__atomic_store_n(&c->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* A file of size bytes in the fixture's directory, added as LUN id with spec options opts;
+ * path gets its name. */
+static struct vs_backend *add_file(struct fx *x, unsigned id, uint64_t size, const char *opts,
+				   char *path, size_t len)
+{
+	char err[256], spec[256];
+	int fd;
+
+	snprintf(path, len, "%s/lun%u.img", x->g.dir, id);
+	fd = open(path, O_CREAT | O_RDWR | O_TRUNC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, (off_t)size), 0);
+	close(fd);
+	snprintf(spec, sizeof(spec), "file=%s%s", path, opts);
+	if (add(x, id, spec, err, sizeof(err)))
+		fail_msg("add: %s", err);
+	return x->g.t->be[id]; /* white-box: the test's handle on its gate */
+}
+
+/* A command on the second request queue (the first holds the writes in flight). */
+static int cmd_q1(struct fx *x, unsigned lun, const uint8_t *cdb, unsigned cdb_len, void *in,
+		  uint32_t in_len, const void *out, uint32_t out_len, int *asc)
+{
+	struct fe_cmd c = {.lun = lun,
+			   .cdb = cdb,
+			   .cdb_len = cdb_len,
+			   .in = in,
+			   .in_len = in_len,
+			   .out = out,
+			   .out_len = out_len};
+
+	assert_int_equal(fe_scsi(&x->fe, REQ0 + 1, &c), 0);
+	assert_int_equal(c.resp.response, VS_VIRTIO_SCSI_S_OK);
+	if (asc)
+		*asc = c.resp.status ? resp_asc(&c.resp) << 8 | c.resp.sense[13] : 0;
+	return c.resp.status ? resp_sense_key(&c.resp) : 0;
+}
+
+/* READ CAPACITY(10) on the second queue, past the unit attention a resize raises. */
+static uint64_t capacity_q1(struct fx *x, unsigned lun)
+{
+	uint8_t cdb[10] = {0x25}, buf[8];
+	int key;
+
+	for (int i = 0; (key = cmd_q1(x, lun, cdb, 10, buf, 8, NULL, 0, NULL)) == 6 && i < 4; i++)
+		; /* UNIT ATTENTION: CAPACITY DATA HAS CHANGED, reported once */
+	assert_int_equal(key, 0);
+	return (uint64_t)vs_be32(buf) + 1;
+}
+
+#define SHRINK_FROM (64u << 20)
+#define SHRINK_TO   (32u << 20)
+#define SHRINK_N    16
+
+/* Shrinking a file LUN from 64 to 32 MiB while 16 writes near its end are held in flight
+ * (the gate): the capacity drops first (a new write past the new end gets LBA OUT OF
+ * RANGE at once), the shrink waits for the held writes, and only then cuts the file: the
+ * file ends at 32 MiB, as the capacity says, and grown back the range reads zeros. */
+static void test_shrink_waits_for_writes_in_flight(void **state)
+{
+	struct fx *x = *state;
+	struct change c = {.t = x->g.t, .id = 3, .bytes = SHRINK_TO};
+	uint8_t cdb[10], buf[4096];
+	struct vs_backend *be;
+	char path[128], err[256];
+	pthread_t thr;
+	struct stat st;
+	uint32_t len;
+	uint16_t head;
+	int asc;
+
+	be = add_file(x, 3, SHRINK_FROM, ",gate=write", path, sizeof(path));
+	for (unsigned s = 0; s < SHRINK_N; s++)
+		post_write(x, s, 3, SHRINK_FROM / 512 - 8 * (s + 1), (uint8_t)(s + 1));
+	assert_int_equal(vs_backend_gate_wait(be, SHRINK_N, 10000), 0);
+
+	assert_int_equal(pthread_create(&thr, NULL, change_main, &c), 0);
+	for (uint64_t end = vs_mono_ns() + 10000000000ull; capacity_q1(x, 3) != SHRINK_TO / 512;)
+		assert_true(vs_mono_ns() < end);
+	memset(buf, 0x5a, sizeof(buf));
+	cdb_rw10(cdb, 0x2a, SHRINK_FROM / 512 - 8, 8);
+	assert_int_equal(cmd_q1(x, 3, cdb, 10, NULL, 0, buf, sizeof(buf), &asc), 5);
+	assert_int_equal(asc, VS_ASC_LBA_OUT_OF_RANGE);
+
+	assert_int_equal(vs_backend_gate_open(be), SHRINK_N);
+	assert_int_equal(pthread_join(thr, NULL), 0);
+	if (c.rc)
+		fail_msg("resize: %s", c.err);
+	for (unsigned i = 0; i < SHRINK_N; i++) {
+		struct vs_virtio_scsi_cmd_resp resp;
+
+		assert_int_equal(fe_wait_used(&x->fe, REQ0, &head, &len), 0);
+		memcpy(&resp, fe_host(&x->fe, PAR_SLOT + head * PAR_SIZE + 0x100), sizeof(resp));
+		assert_int_equal(resp.response, VS_VIRTIO_SCSI_S_OK); /* taken before the shrink */
+		assert_int_equal(resp.status, 0);
+	}
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_size, SHRINK_TO);
+	assert_int_equal(capacity_q1(x, 3), SHRINK_TO / 512);
+
+	assert_int_equal(vs_target_lun_resize(x->g.t, 3, SHRINK_FROM, err, sizeof(err)), 0);
+	assert_int_equal(capacity_q1(x, 3), SHRINK_FROM / 512);
+	for (unsigned s = 0; s < SHRINK_N; s++) {
+		uint8_t zero[4096] = {0};
+
+		cdb_rw10(cdb, 0x28, SHRINK_FROM / 512 - 8 * (s + 1), 8);
+		assert_int_equal(cmd_q1(x, 3, cdb, 10, buf, sizeof(buf), NULL, 0, NULL), 0);
+		assert_memory_equal(buf, zero, sizeof(buf));
+	}
+	unlink(path);
+}
+
+/* A removal whose final flush the gate holds: the frontend can disconnect (the vhost
+ * thread's flush does not wait for the removal), a new one connect and move data; the LUN
+ * cannot be added, resized or removed again meanwhile (-EBUSY); the removal then finishes.
+ * On dcf1c4a (with the gate) the disconnect's flush waited for luns_lock, which the removal
+ * held while it flushed: the new frontend got no answer. */
+static void test_removal_flush_held_across_a_reconnect(void **state)
+{
+	struct fx *x = *state;
+	struct change c = {.t = x->g.t, .id = 3};
+	struct vs_backend *be;
+	char path[128], err[256];
+	pthread_t thr;
+	int rc;
+
+	be = add_file(x, 3, 1 << 20, ",gate=flush", path, sizeof(path));
+	write_read(x, 3, 0, 1);
+	assert_int_equal(pthread_create(&thr, NULL, change_main, &c), 0);
+	assert_int_equal(vs_backend_gate_wait(be, 1, 10000), 0);
+
+	fe_disconnect(&x->fe);
+	if ((rc = fe_connect(&x->fe, x->g.sock))) {
+		vs_backend_gate_open(be); /* let the target unwind before the failure */
+		pthread_join(thr, NULL);
+		fail_msg("a new frontend could not connect while a removal flushed: %s",
+			 strerror(-rc));
+	}
+	write_read(x, 0, 16, 2);
+	assert_int_equal(add(x, 3, "ram=1M", err, sizeof(err)), -EBUSY);
+	assert_non_null(strstr(err, "being removed"));
+	assert_int_equal(vs_target_lun_remove(x->g.t, 3, err, sizeof(err)), -EBUSY);
+	assert_int_equal(vs_target_lun_resize(x->g.t, 3, 2 << 20, err, sizeof(err)), -EBUSY);
+	assert_int_equal(vs_target_lun_list(x->g.t, NULL, 0), 2); /* 0 and 1 */
+	assert_false(__atomic_load_n(&c.done, __ATOMIC_ACQUIRE));
+
+	assert_int_equal(vs_backend_gate_open(be), 1);
+	assert_int_equal(pthread_join(thr, NULL), 0);
+	if (c.rc)
+		fail_msg("remove: %s", c.err);
+	assert_false(reported(x, 3));
+	unlink(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -474,6 +648,10 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_remove_in_flight, fx_setup, fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_churn_under_io, fx_setup, fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_no_frontend, fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_shrink_waits_for_writes_in_flight, fx_setup,
+					    fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_removal_flush_held_across_a_reconnect, fx_setup,
+					    fx_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* Sessions: rings stopped and restarted (as QEMU does between SeaBIOS and Linux), and a
  * frontend that disconnects and comes back. */
+#include <errno.h>
 #include <setjmp.h>
+#include <stdio.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -82,11 +84,59 @@ static void test_ring_stop_restart(void **state)
 	assert_memory_equal(in, a, sizeof(a));
 }
 
+/* SYNCHRONIZE CACHE(10) of lun: 0 GOOD, else sense key << 16 | ASC << 8 | ASCQ. */
+static int sync_cache(struct fx *x, unsigned lun)
+{
+	uint8_t cdb[10] = {0x35};
+	struct fe_cmd c = {.lun = lun, .cdb = cdb, .cdb_len = 10};
+
+	assert_int_equal(fe_scsi(&x->fe, REQ0, &c), 0);
+	assert_int_equal(c.resp.response, VS_VIRTIO_SCSI_S_OK);
+	if (!c.resp.status)
+		return 0;
+	assert_int_equal(c.resp.status, 2);
+	return resp_sense_key(&c.resp) << 16 | resp_asc(&c.resp) << 8 | c.resp.sense[13];
+}
+
+static int setup_fail_flush(void **state)
+{
+	return fx_setup_with(state, ",fail-flush=1");
+}
+
+/* A writeback error met by the flush of a disconnect (fail-flush=1: LUN 0's first flush
+ * fails, as the kernel reports a lost write once) stays with the LUN: the next session's
+ * SYNCHRONIZE CACHE answers MEDIUM ERROR / WRITE ERROR (03/0c/00), every time, until the LUN
+ * is opened again; the other LUN is not affected. */
+static void test_flush_error_outlives_the_session(void **state)
+{
+	struct fx *x = *state;
+	struct vs_target_lun l0 = {0, x->g.file};
+	char err[256], spec[128];
+	uint8_t a[1024];
+
+	memset(a, 0x77, sizeof(a));
+	write_blocks(x, REQ0, 0, 40, a);
+	fe_disconnect(&x->fe); /* its flush fails */
+	assert_int_equal(fe_connect(&x->fe, x->g.sock), 0);
+	assert_int_equal(sync_cache(x, 0), 0x030c00);
+	assert_int_equal(sync_cache(x, 0), 0x030c00);
+	assert_int_equal(sync_cache(x, 1), 0);
+	/* Re-opened: the error went with the old backend. */
+	assert_int_equal(vs_target_lun_remove(x->g.t, 0, err, sizeof(err)), -EIO);
+	assert_non_null(strstr(err, "final flush failed"));
+	snprintf(spec, sizeof(spec), "file=%s", x->g.file);
+	l0.spec = spec;
+	assert_int_equal(vs_target_lun_add(x->g.t, &l0, err, sizeof(err)), 0);
+	assert_int_equal(sync_cache(x, 0), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_reconnect_keeps_data, fx_setup, fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_ring_stop_restart, fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_flush_error_outlives_the_session, setup_fail_flush,
+					    fx_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,328 @@
+/* SPDX-License-Identifier: MIT */
+/* The test gate (gate=, gate-sock=: src/backend/gate.c), the injected writeback error
+ * (fail-flush=) and the flush error a backend keeps, and the bounded wait on a context
+ * (vs_io_ctx_wait).  One scenario per test, each asserting what was held, let go, failed. */
+#include <poll.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include "common.h"
+
+#define WAIT_MS 10000
+
+static void open_pair(const char *spec, struct vs_backend **be, struct vs_io_ctx **ctx)
+{
+	char err[256];
+
+	if (vs_backend_open(be, spec, err, sizeof(err)))
+		fail_msg("%s: %s", spec, err);
+	assert_int_equal(vs_io_ctx_create(ctx, 16), 0);
+}
+
+/* Submit a write of len bytes of byte at off (buf: the caller's, alive until done). */
+static void submit_write(struct vs_backend *be, struct vs_io_ctx *ctx, struct vs_bio *bio,
+			 struct iovec *iov, char *buf, uint64_t off, size_t len, int byte,
+			 struct waiter *w)
+{
+	memset(buf, byte, len);
+	*iov = (struct iovec){buf, len};
+	bio_init(bio, VS_BIO_WRITE, off, iov, 1, len, w);
+	w->calls = 0;
+	assert_int_equal(vs_backend_submit(be, ctx, bio), 0);
+}
+
+static bool holds(struct vs_backend *be, struct vs_io_ctx *ctx, uint64_t off, size_t len, int byte)
+{
+	char buf[4096];
+
+	assert_true(len <= sizeof(buf));
+	assert_int_equal(run_rw(be, ctx, VS_BIO_READ, off, buf, len, false), 0);
+	for (size_t i = 0; i < len; i++)
+		if (buf[i] != (char)byte)
+			return false;
+	return true;
+}
+
+/* Reap (without waiting) until nothing more completes now. */
+static void reap_now(struct vs_io_ctx *ctx)
+{
+	assert_int_equal(vs_io_ctx_submit(ctx), 0);
+	while (vs_io_ctx_reap(ctx, false) > 0)
+		assert_int_equal(vs_io_ctx_submit(ctx), 0);
+}
+
+/* gate=write:2-3: of four writes, the 2nd and 3rd are held (in flight, not written); the
+ * others complete.  Released one at a time, each then reaches the storage. */
+static void test_gate_holds_the_chosen_writes(void **state)
+{
+	struct vs_backend *be;
+	struct vs_io_ctx *ctx;
+	struct vs_bio bio[4];
+	struct iovec iov[4];
+	struct waiter w[4];
+	char buf[4][512];
+
+	(void)state;
+	open_pair("ram=1M,gate=write:2-3", &be, &ctx);
+	for (unsigned i = 0; i < 4; i++)
+		submit_write(be, ctx, &bio[i], &iov[i], buf[i], 4096 * i, 512, 'a' + (int)i, &w[i]);
+	assert_int_equal(vs_backend_gate_held(be), 2);
+	reap_now(ctx);
+	assert_int_equal(w[0].calls, 1);
+	assert_int_equal(w[1].calls, 0);
+	assert_int_equal(w[2].calls, 0);
+	assert_int_equal(w[3].calls, 1);
+	assert_int_equal(vs_io_ctx_inflight(ctx), 2);
+	assert_true(holds(be, ctx, 4096, 512, 0)); /* held before the backend saw it */
+	assert_int_equal(vs_backend_gate_release(be, 1), 1);
+	assert_int_equal(vs_backend_gate_held(be), 1);
+	while (!w[1].calls)
+		assert_true(vs_io_ctx_reap(ctx, true) >= 0);
+	assert_int_equal(w[1].res, 0);
+	assert_int_equal(w[2].calls, 0);
+	assert_true(holds(be, ctx, 4096, 512, 'b'));
+	assert_int_equal(vs_backend_gate_open(be), 1);
+	while (!w[2].calls)
+		assert_true(vs_io_ctx_reap(ctx, true) >= 0);
+	assert_true(holds(be, ctx, 8192, 512, 'c'));
+	vs_io_ctx_destroy(ctx);
+	vs_backend_close(be);
+}
+
+struct releaser {
+	struct vs_backend *be;
+	int rc; /* reported to the test thread */
+};
+
+static void *release_when_held(void *arg)
+{
+	struct releaser *r = arg;
+
+	r->rc = vs_backend_gate_wait(r->be, 1, WAIT_MS);
+	if (!r->rc && vs_backend_gate_release(r->be, 1) != 1)
+		r->rc = -EPROTO;
+	return NULL;
+}
+
+/* A flush of a file held by gate=flush and let go by another thread while the owner
+ * sleeps in vs_io_ctx_reap(wait): the hand-back wakes it, and the flush completes. */
+static void test_gate_released_by_another_thread(void **state)
+{
+	char dir[] = "/tmp/vs-gate-XXXXXX", path[64], spec[128];
+	struct releaser r = {0};
+	struct vs_io_ctx *ctx;
+	struct vs_bio flush;
+	struct waiter w = {0};
+	pthread_t thr;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	make_file(dir, "img", 1 << 20, path, sizeof(path));
+	snprintf(spec, sizeof(spec), "file=%s,gate=flush", path);
+	open_pair(spec, &r.be, &ctx);
+	bio_init(&flush, VS_BIO_FLUSH, 0, NULL, 0, 0, &w);
+	assert_int_equal(vs_backend_submit(r.be, ctx, &flush), 0);
+	assert_int_equal(pthread_create(&thr, NULL, release_when_held, &r), 0);
+	while (!w.calls)
+		assert_true(vs_io_ctx_reap(ctx, true) >= 0);
+	assert_int_equal(pthread_join(thr, NULL), 0);
+	assert_int_equal(r.rc, 0);
+	assert_int_equal(w.res, 0);
+	vs_io_ctx_destroy(ctx);
+	vs_backend_close(r.be);
+	unlink(path);
+	rmdir(dir);
+}
+
+/* vs_io_ctx_wait ends at its timeout while the gate holds the only bio, and at once when
+ * the bio was let go. */
+static void test_bounded_wait(void **state)
+{
+	struct vs_backend *be;
+	struct vs_io_ctx *ctx;
+	struct vs_bio flush;
+	struct waiter w = {0};
+
+	(void)state;
+	open_pair("ram=1M,gate=flush", &be, &ctx);
+	bio_init(&flush, VS_BIO_FLUSH, 0, NULL, 0, 0, &w);
+	assert_int_equal(vs_backend_submit(be, ctx, &flush), 0);
+	assert_int_equal(vs_io_ctx_wait(ctx, 20), -ETIMEDOUT);
+	assert_int_equal(vs_io_ctx_reap(ctx, false), 0);
+	assert_int_equal(w.calls, 0);
+	vs_backend_gate_open(be);
+	assert_int_equal(vs_io_ctx_wait(ctx, WAIT_MS), 0);
+	while (!w.calls)
+		assert_true(vs_io_ctx_reap(ctx, false) >= 0);
+	assert_int_equal(w.res, 0);
+	vs_io_ctx_destroy(ctx);
+	vs_backend_close(be);
+}
+
+/* A backend closed while its gate holds a bio: the bio fails with -ECANCELED. */
+static void test_gate_close_fails_what_it_holds(void **state)
+{
+	struct vs_backend *be;
+	struct vs_io_ctx *ctx;
+	struct vs_bio bio;
+	struct iovec iov;
+	struct waiter w;
+	char buf[512];
+
+	(void)state;
+	open_pair("ram=1M,gate=any", &be, &ctx);
+	submit_write(be, ctx, &bio, &iov, buf, 0, 512, 'x', &w);
+	assert_int_equal(vs_backend_gate_held(be), 1);
+	vs_backend_close(be);
+	while (!w.calls)
+		assert_true(vs_io_ctx_reap(ctx, true) >= 0);
+	assert_int_equal(w.res, -ECANCELED);
+	vs_io_ctx_destroy(ctx);
+}
+
+/* fail-flush=2: the second flush fails with -EIO without reaching the storage; the first
+ * succeeds. */
+static void test_fail_flush(void **state)
+{
+	struct vs_backend *be;
+	struct vs_io_ctx *ctx;
+
+	(void)state;
+	open_pair("ram=1M,fail-flush=2", &be, &ctx);
+	assert_int_equal(run_op(be, ctx, VS_BIO_FLUSH, 0, 0), 0);
+	assert_int_equal(run_op(be, ctx, VS_BIO_FLUSH, 0, 0), -EIO);
+	vs_io_ctx_destroy(ctx);
+	vs_backend_close(be);
+}
+
+/* fail-flush=1 on a file: the first flush fails with -EIO, and every flush after it too
+ * (the backend keeps the error); a backend opened again on the file flushes cleanly. */
+static void test_flush_error_is_kept(void **state)
+{
+	char dir[] = "/tmp/vs-gate-XXXXXX", path[64], spec[128];
+	struct vs_backend *be;
+	struct vs_io_ctx *ctx;
+	char buf[512];
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	make_file(dir, "img", 1 << 20, path, sizeof(path));
+	snprintf(spec, sizeof(spec), "file=%s,fail-flush=1", path);
+	open_pair(spec, &be, &ctx);
+	memset(buf, 'w', sizeof(buf));
+	assert_int_equal(run_rw(be, ctx, VS_BIO_WRITE, 0, buf, sizeof(buf), false), 0);
+	assert_int_equal(vs_backend_flush_error(be), 0);
+	assert_int_equal(run_op(be, ctx, VS_BIO_FLUSH, 0, 0), -EIO);
+	assert_int_equal(vs_backend_flush_error(be), -EIO);
+	assert_int_equal(run_rw(be, ctx, VS_BIO_WRITE, 512, buf, sizeof(buf), false), 0);
+	assert_int_equal(run_op(be, ctx, VS_BIO_FLUSH, 0, 0), -EIO);
+	assert_int_equal(run_op(be, ctx, VS_BIO_FLUSH, 0, 0), -EIO);
+	vs_backend_close(be);
+	snprintf(spec, sizeof(spec), "file=%s", path);
+	assert_int_equal(vs_backend_open(&be, spec, NULL, 0), 0);
+	assert_int_equal(run_op(be, ctx, VS_BIO_FLUSH, 0, 0), 0);
+	vs_io_ctx_destroy(ctx);
+	vs_backend_close(be);
+	unlink(path);
+	rmdir(dir);
+}
+
+/* Bad gate options are refused naming what is wrong; the options are test-only ones. */
+static void test_gate_bad_options(void **state)
+{
+	static const char *const bad[] = {"ram=1M,gate=bogus", "ram=1M,gate=write:0",
+					  "ram=1M,gate=write:5-3", "ram=1M,gate=write:x",
+					  "ram=1M,gate-sock="};
+	struct vs_backend *be;
+	char err[256];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(vs_backend_open(&be, bad[i], err, sizeof(err)), -EINVAL);
+		assert_non_null(strstr(err, "gate"));
+	}
+	assert_int_equal(
+	    vs_backend_open(&be, "ram=1M,gate-sock=/nonexistent/sock", err, sizeof(err)), -ENOENT);
+	assert_non_null(strstr(err, "/nonexistent/sock"));
+	assert_true(vs_backend_test_option("gate=write"));
+	assert_true(vs_backend_test_option("gate-sock=/x"));
+	assert_true(vs_backend_test_option("fail-flush=1"));
+	assert_true(vs_backend_test_option("delay=5"));
+	assert_false(vs_backend_test_option("log-writes=/x"));
+}
+
+/* One line from fd within the deadline (its newline dropped). */
+static void read_line(int fd, char *line, size_t len)
+{
+	size_t n = 0;
+
+	while (n + 1 < len) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+
+		assert_int_equal(poll(&p, 1, WAIT_MS), 1);
+		assert_int_equal(read(fd, line + n, 1), 1);
+		if (line[n] == '\n')
+			break;
+		n++;
+	}
+	line[n] = 0;
+}
+
+/* gate-sock: the backend connects to the test's socket, says "held 1 1" when a write is
+ * held, lets it go on "release 1" (the owner, asleep in reap, is woken), says "held 0 1". */
+static void test_gate_socket(void **state)
+{
+	char dir[] = "/tmp/vs-gate-XXXXXX", spec[160], line[64];
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int lfd, fd;
+	struct vs_backend *be;
+	struct vs_io_ctx *ctx;
+	struct vs_bio bio;
+	struct iovec iov;
+	struct waiter w;
+	char buf[512];
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/gate", dir);
+	lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(lfd >= 0);
+	assert_int_equal(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(lfd, 1), 0);
+	snprintf(spec, sizeof(spec), "ram=1M,gate=write,gate-sock=%s", sa.sun_path);
+	open_pair(spec, &be, &ctx);
+	fd = accept(lfd, NULL, NULL);
+	assert_true(fd >= 0);
+	submit_write(be, ctx, &bio, &iov, buf, 0, 512, 's', &w);
+	read_line(fd, line, sizeof(line));
+	assert_string_equal(line, "held 1 1");
+	assert_int_equal(write(fd, "release 1\n", 10), 10);
+	while (!w.calls)
+		assert_true(vs_io_ctx_reap(ctx, true) >= 0);
+	assert_int_equal(w.res, 0);
+	read_line(fd, line, sizeof(line));
+	assert_string_equal(line, "held 0 1");
+	assert_true(holds(be, ctx, 0, 512, 's'));
+	vs_io_ctx_destroy(ctx);
+	vs_backend_close(be);
+	close(fd);
+	close(lfd);
+	unlink(sa.sun_path);
+	rmdir(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_gate_holds_the_chosen_writes),
+	    cmocka_unit_test(test_gate_released_by_another_thread),
+	    cmocka_unit_test(test_bounded_wait),
+	    cmocka_unit_test(test_gate_close_fails_what_it_holds),
+	    cmocka_unit_test(test_fail_flush),
+	    cmocka_unit_test(test_flush_error_is_kept),
+	    cmocka_unit_test(test_gate_bad_options),
+	    cmocka_unit_test(test_gate_socket),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
