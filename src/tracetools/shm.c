@@ -25,32 +25,12 @@
 #include <unistd.h>
 
 #include "tracetools/tracetools.h"
+#include "util/util.h"
 
 const char *vs_shm_dir(void)
 {
 	const char *d = getenv("VIOSCOPE_TRACE_DIR");
 	return d && *d ? d : "/dev/shm";
-}
-
-uint64_t vs_proc_start_time(int pid)
-{
-	char path[64], buf[1024];
-	snprintf(path, sizeof path, "/proc/%d/stat", pid);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return 0;
-	size_t n = fread(buf, 1, sizeof buf - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	/* comm may contain spaces and parentheses: fields restart after the last ')' */
-	char *p = strrchr(buf, ')');
-	if (!p)
-		return 0;
-	p++;
-	for (int field = 3; field < 22 && p; field++) {
-		p = strchr(p + 1, ' ');
-	}
-	return p ? strtoull(p + 1, NULL, 10) : 0;
 }
 
 bool vs_shm_owner_alive(const struct vs_shm *s)

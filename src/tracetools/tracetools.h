@@ -258,7 +258,6 @@ int vs_shm_meta_now(const struct vs_shm *s, void **blob, size_t *len, char *why,
 /* Is the process that wrote this file alive (same pid and start time, from the
  * snapshot)? */
 bool vs_shm_owner_alive(const struct vs_shm *s);
-uint64_t vs_proc_start_time(int pid);
 /* Did the file shrink under a mapping of it (its owner truncated it)?  The mapping
  * then reads as zeros from the first fault on, and the tools stop with an error. */
 bool vs_shm_shrunk(const struct vs_shm *s);

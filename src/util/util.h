@@ -243,6 +243,11 @@ void vs_self_exe(char *buf, size_t len);
  * the end. */
 int vs_listen_unix(const char *path, int backlog, char *why, size_t whylen);
 
+/* ---- processes ------------------------------------------------------------------------ */
+/* When process pid started (/proc/PID/stat, field 22: clock ticks since boot), which tells
+ * a reused pid apart; 0 when unknown (proc_stat.c, built into the trace runtime too). */
+uint64_t vs_proc_start_time(int pid);
+
 /* ---- child servers -------------------------------------------------------------------- */
 /* Start argv[0] (argv NULL-terminated) as a child that gets SIGTERM when the calling thread
  * ends (PR_SET_PDEATHSIG follows the thread, not the process), stdout (and
