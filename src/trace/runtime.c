@@ -97,15 +97,6 @@ static uint64_t realtime_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* The TSC, when invariant (util.h), unless the environment asks for CLOCK_MONOTONIC. */
-static bool tsc_usable(void)
-{
-	const char *force = getenv("VIOSCOPE_TRACE_CLOCK");
-	if (force && strcmp(force, "monotonic") == 0)
-		return false;
-	return vs_tsc_invariant();
-}
-
 static pid_t gettid_(void)
 {
 	return (pid_t)syscall(SYS_gettid);
@@ -346,7 +337,8 @@ int vs_rt_file_create(void)
 	if (n < 0)
 		n = 0;
 	h->exe[n] = '\0';
-	vs_rt.clock_mono = !tsc_usable();
+	/* the TSC when invariant (util/clock.c), unless the environment asks for CLOCK_MONOTONIC */
+	vs_rt.clock_mono = !vs_tsc_clock("VIOSCOPE_TRACE_CLOCK");
 	h->clock_is_tsc = !vs_rt.clock_mono;
 	vs_clock_sample(!vs_rt.clock_mono, &h->clk_ts0, &h->clk_mono0, &h->clk_real0);
 	h->providers_offset = provs_off;
