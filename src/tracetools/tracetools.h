@@ -16,6 +16,8 @@
 
 #include <vioscope/trace.h>
 
+#include "util/util.h"
+
 /* ---- shared-memory file: $VIOSCOPE_TRACE_DIR (default /dev/shm)/vioscope-trace-<pid> ----
  * header | provider control words | metadata (append-only records) | ring headers |
  * ring data.  Made once, at the first registration, with room for what may come: the
@@ -238,7 +240,9 @@ struct vs_shm {
 	void *meta_blob;	   /* private copy of the metadata records ... */
 	size_t meta_len;
 	struct vs_meta meta; /* ... and what they say */
-	void *guard;	     /* shm.c: notices the file shrinking under the mapping */
+	int guard;		   /* the mapping's SIGBUS guard (util: vs_map_guard_add) ... */
+	struct vs_map_fault fault; /* ... which records here that the file shrank: the struct
+				      must not move while open */
 };
 const char *vs_shm_dir(void);
 /* target: a pid or a path to a shm file.  Refuses files of another owner, of another

@@ -221,6 +221,23 @@ void vs_self_exe(char *buf, size_t len);
  * the end. */
 int vs_listen_unix(const char *path, int backlog, char *why, size_t whylen);
 
+/* ---- mappings guarded against SIGBUS (map_guard.c) ------------------------------------
+ * A shared mapping whose file someone else can shrink (guest memory, another process's
+ * trace file): an access past the file's new end raises SIGBUS.  A guarded mapping
+ * instead reads as zeros from the faulting page to its end, and its owner is told. */
+struct vs_map_fault {
+	uintptr_t addr; /* the first faulting address, 0 while none (atomic) */
+	int wake_fd;	/* an eventfd written after a fault, or -1 */
+};
+/* Guard [base, base + len), in `page`-sized pages (a power of two: the mapping's page
+ * size); a fault in it is recorded in *fault, which must stay put until the guard is
+ * removed (several mappings may share one).  Returns the guard's slot, or -errno
+ * (-ENOSPC: 256 mappings are guarded already): then the mapping is not guarded and must
+ * not be used. */
+int vs_map_guard_add(void *base, size_t len, size_t page, struct vs_map_fault *fault);
+/* Before the mapping goes (a slot < 0 is ignored). */
+void vs_map_guard_remove(int slot);
+
 /* ---- processes ------------------------------------------------------------------------ */
 /* When process pid started (/proc/PID/stat, field 22: clock ticks since boot), which tells
  * a reused pid apart; 0 when unknown (proc_stat.c, built into the trace runtime too). */

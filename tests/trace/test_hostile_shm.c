@@ -31,7 +31,6 @@
 
 #include "driver.h"
 #include "forge.h"
-#include "util/util.h"
 
 #define RING   4096u
 #define NOBODY 65534
