@@ -159,6 +159,12 @@ static uint64_t meta_from_env(void)
 	return (v + 7) & ~7ull;
 }
 
+const char *vs_shm_dir(void)
+{
+	const char *d = getenv("VIOSCOPE_TRACE_DIR");
+	return d && *d ? d : "/dev/shm";
+}
+
 /* A file we have just created under a name nobody else could have chosen: the
  * directory is shared with other users (/dev/shm), so a name they can predict could be
  * theirs already (a file they keep open, a link to one of ours).  mkostemp creates it
@@ -282,25 +288,32 @@ static uint64_t instance_token;
  * process image (a program that links the runtime statically without exporting it,
  * and a library that brings libvioscope_trace.so)?  That copy's token is in our own
  * memory then.  A file left by an earlier image (before exec) or an earlier process
- * with this pid is not: its token is not there.  Read with process_vm_readv, which
- * fails instead of faulting on an address that is not mapped. */
+ * with this pid is not: its token is not there.  Only a file such a copy could have
+ * made counts (ours, regular, one link); its header is read with pread (a file that
+ * shrinks cannot fault us) and the token with process_vm_readv, which fails instead of
+ * faulting on an address that is not mapped. */
 static bool other_runtime_here(void)
 {
-	struct vs_shm s;
-	char why[256], pid[32];
+	char path[PATH_MAX];
+	struct vs_shm_header h;
+	struct stat st;
 	bool here = false;
-	snprintf(pid, sizeof pid, "%d", (int)getpid());
-	if (vs_shm_open(&s, pid, why, sizeof why) < 0)
+
+	snprintf(path, sizeof path, "%s/%s%d", vs_shm_dir(), VS_SHM_PREFIX, (int)getpid());
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	if (fd < 0)
 		return false;
-	if (s.snap.pid == (int32_t)getpid() && s.snap.owner_token &&
-	    s.snap.owner_addr != (uintptr_t)&instance_token) {
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+	    st.st_nlink == 1 && pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h &&
+	    memcmp(h.magic, VS_SHM_MAGIC, 8) == 0 && h.pid == (int32_t)getpid() &&
+	    h.owner_token && h.owner_addr != (uintptr_t)&instance_token) {
 		uint64_t v = 0;
 		struct iovec local = { &v, sizeof v };
-		struct iovec remote = { (void *)(uintptr_t)s.snap.owner_addr, sizeof v };
+		struct iovec remote = { (void *)(uintptr_t)h.owner_addr, sizeof v };
 		here = process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)sizeof v &&
-		       v == s.snap.owner_token;
+		       v == h.owner_token;
 	}
-	vs_shm_close(&s);
+	close(fd);
 	return here;
 }
 

@@ -26,12 +26,6 @@
 #include "tracetools/tracetools.h"
 #include "util/util.h"
 
-const char *vs_shm_dir(void)
-{
-	const char *d = getenv("VIOSCOPE_TRACE_DIR");
-	return d && *d ? d : "/dev/shm";
-}
-
 bool vs_shm_owner_alive(const struct vs_shm *s)
 {
 	int pid = s->snap.pid;
