@@ -46,15 +46,7 @@
 
 void rpc_log(struct vs_rpc *rpc, const char *fmt, ...)
 {
-	char line[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-	VS_INFO(GENERAL, "%s", line);
-	if (rpc->cfg.log)
-		rpc->cfg.log(rpc->cfg.arg, line);
+	VS_LOG_LINE(&rpc->log, INFO, GENERAL, fmt);
 }
 
 static void client_close(struct rpc_client *c)
@@ -514,6 +506,7 @@ int vs_rpc_new(struct vs_rpc **out, const struct vs_rpc_config *cfg)
 	if (!rpc)
 		return -ENOMEM;
 	rpc->cfg = *cfg;
+	rpc->log = (struct vs_log_sink){cfg->log, cfg->arg};
 	rpc->listen_fd = rpc->wake_fd = -1;
 	for (unsigned i = 0; i < VS_RPC_MAX_CLIENTS; i++)
 		rpc->clients[i].fd = -1;

@@ -43,15 +43,7 @@ int tq_err(char *err, size_t errlen, int rc, const char *fmt, ...)
 /* ---- failures the operator must hear of ------------------------------------------------------ */
 void tq_log(struct vs_target *t, const char *fmt, ...)
 {
-	char line[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-	VS_ERROR(VHOST, "%s", line);
-	if (t->log)
-		t->log(t->log_arg, line);
+	VS_LOG_LINE(&t->log, ERROR, VHOST, fmt);
 }
 
 void tq_fail(struct vs_target *t, const char *fmt, ...)
@@ -440,8 +432,7 @@ static int target_create(struct vs_target **out, const struct vs_target_config *
 	if (cfg->adaptive_poll_us == VS_TARGET_ADAPTIVE_POLL_OFF)
 		ap_ns = 0;
 	t->worker_timeout_ms = cfg->worker_timeout_ms ? cfg->worker_timeout_ms : TQ_WORKER_TIMEOUT_MS;
-	t->log = cfg->log;
-	t->log_arg = cfg->log_arg;
+	t->log = (struct vs_log_sink){cfg->log, cfg->log_arg};
 	t->testing = cfg->testing;
 	for (unsigned i = 0; i < cfg->nmanager_uids; i++)
 		t->manager_uids[i] = cfg->manager_uids[i];

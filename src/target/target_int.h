@@ -255,8 +255,7 @@ struct vs_target {
 	bool manual;
 	uint32_t block_size;
 	unsigned worker_timeout_ms;
-	void (*log)(void *arg, const char *line);
-	void *log_arg;
+	struct vs_log_sink log; /* the config's log and log_arg */
 	bool testing;	/* LUN specs may use the test-only options */
 	char *lun_root; /* NULL, or where file LUNs and write logs must live */
 	uint32_t manager_uids[VS_TARGET_MAX_MANAGERS]; /* a frontend under one is warned about */

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * util: the small helpers every layer and tool shares, written once: walking iovecs,
- * the monotonic clock, error reasons, number parsing for command lines, and the
- * command table of the `vioscope` CLI.
+ * the monotonic clock, error reasons, lines for the operator, number parsing for command
+ * lines, and the command table of the `vioscope` CLI.
  *
  * The floor of the tree: includes no other layer and is never traced itself.
  */
@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h> /* vsnprintf, for VS_LOG_LINE */
 #include <string.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -166,6 +167,30 @@ int vs_fail(char *why, size_t whylen, int rc, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 int vs_vfail(char *why, size_t whylen, int rc, const char *fmt, va_list ap)
     __attribute__((format(printf, 4, 0)));
+
+/* ---- lines for the operator ----------------------------------------------------------- */
+/* Where a layer's lines for the operator go besides its trace: the embedder's callback (the
+ * `log` of the target's and of the RPC server's config), or nowhere when fn is NULL. */
+struct vs_log_sink {
+	void (*fn)(void *arg, const char *line);
+	void *arg;
+};
+
+/* The body of a layer's printf-like log function, fmt its last named parameter: format one
+ * line (cut at 511 bytes), record it as a trace event of LEVEL and FLAG (as in
+ * VS_ERROR(VHOST, ...)), then hand it to *sink.  A macro, so that the event is the caller's,
+ * of its layer's provider (util is never traced): the caller includes <vioscope/trace.h>. */
+#define VS_LOG_LINE(sink, level, flag, fmt)                                                        \
+	do {                                                                                       \
+		char vs__line[512];                                                                \
+		va_list vs__ap;                                                                    \
+		va_start(vs__ap, fmt);                                                             \
+		vsnprintf(vs__line, sizeof(vs__line), fmt, vs__ap);                                \
+		va_end(vs__ap);                                                                    \
+		VS_##level(flag, "%s", vs__line);                                                  \
+		if ((sink)->fn)                                                                    \
+			(sink)->fn((sink)->arg, vs__line);                                         \
+	} while (0)
 
 /* ---- numbers --------------------------------------------------------------------------- */
 /* Strict decimal in [min, max] (no sign, no space, nothing after): 0 or -EINVAL/-ERANGE. */
