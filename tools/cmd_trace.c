@@ -18,6 +18,7 @@
 
 #include "tools/cmd_trace.h"
 #include "tools/commands.h"
+#include "tracetools/tracetools.h"
 #include "util/util.h"
 
 static volatile sig_atomic_t stop_requested;

@@ -5,7 +5,7 @@
 
 #include <stdio.h>
 
-#include "trace/tracetools.h"
+#include "tracetools/tracetools.h"
 
 /* "vioscope trace SUB: WHY" on stderr, WHY escaped: it may quote a file's contents. */
 void trace_error(const char *sub, const char *why);

@@ -7,7 +7,7 @@
 
 #include "tools/cmd_trace.h"
 #include "tools/commands.h"
-#include "trace/tracetools.h"
+#include "tracetools/tracetools.h"
 #include "util/util.h"
 
 int trace_latency(int argc, char **argv)
