@@ -34,14 +34,6 @@ int hostile_init(int argc, char **argv)
 	return 0;
 }
 
-int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void nap_ms(int ms)
 {
 	nanosleep(&(struct timespec){.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L}, NULL);
@@ -52,7 +44,7 @@ int proc_start(struct proc *p, const char *const *args)
 {
 	char *argv[64], expanded[32][256];
 	unsigned n = 0, e = 0;
-	int64_t deadline;
+	uint64_t deadline;
 	struct stat st;
 	int fd;
 
@@ -119,7 +111,7 @@ int proc_start(struct proc *p, const char *const *args)
 int proc_rpc(struct proc *p, const char *request, char *reply, size_t len, int timeout_ms)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	int64_t deadline = now_ms() + timeout_ms;
+	uint64_t deadline = now_ms() + timeout_ms;
 	size_t got = 0;
 	int fd, rc = 0;
 
@@ -137,7 +129,7 @@ int proc_rpc(struct proc *p, const char *request, char *reply, size_t len, int t
 	}
 	while (!memchr(reply, '\n', got)) {
 		struct pollfd pf = {.fd = fd, .events = POLLIN};
-		int left = (int)(deadline - now_ms());
+		int left = ms_left(deadline);
 		ssize_t n;
 
 		if (left <= 0 || poll(&pf, 1, left) != 1) {
@@ -228,7 +220,7 @@ static char *log_read(struct proc *p)
 
 bool proc_log_wait(struct proc *p, const char *needle, int timeout_ms)
 {
-	int64_t deadline = now_ms() + timeout_ms;
+	uint64_t deadline = now_ms() + timeout_ms;
 
 	for (;;) {
 		char *log = log_read(p);
@@ -305,96 +297,12 @@ static int unix_connect(const char *path)
 
 int rpc_open(const char *path)
 {
-	int64_t deadline = now_ms() + FE_WAIT_MS;
+	uint64_t deadline = now_ms() + FE_WAIT_MS;
 	int fd;
 
 	while ((fd = unix_connect(path)) < 0 && now_ms() < deadline)
 		nap_ms(10); /* it listens just after the vhost-user socket */
 	return fd;
-}
-
-int line_send(int fd, const char *line)
-{
-	size_t len = strlen(line);
-
-	while (len) {
-		ssize_t n = send(fd, line, len, MSG_NOSIGNAL);
-
-		if (n <= 0)
-			return n < 0 ? -errno : -EPIPE;
-		line += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-int line_recv(int fd, char *buf, size_t len, int timeout_ms)
-{
-	int64_t deadline = now_ms() + timeout_ms;
-	size_t n = 0;
-
-	while (n + 1 < len) {
-		struct pollfd pf = {.fd = fd, .events = POLLIN};
-		int64_t left = deadline - now_ms();
-
-		if (left <= 0 || poll(&pf, 1, (int)left) != 1)
-			return -ETIMEDOUT;
-		if (read(fd, buf + n, 1) != 1)
-			return -EPIPE;
-		if (buf[n] == '\n')
-			break;
-		n++;
-	}
-	buf[n] = 0;
-	return 0;
-}
-
-int gate_listen(const char *path)
-{
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	int fd;
-
-	if (strlen(path) >= sizeof(sa.sun_path))
-		return -ENAMETOOLONG;
-	strcpy(sa.sun_path, path);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 1) < 0) {
-		int rc = -errno;
-
-		close(fd);
-		return rc;
-	}
-	return fd;
-}
-
-int gate_accept(int lfd, int timeout_ms)
-{
-	struct pollfd pf = {.fd = lfd, .events = POLLIN};
-	int fd;
-
-	if (poll(&pf, 1, timeout_ms) != 1)
-		return -ETIMEDOUT;
-	fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-	return fd < 0 ? -errno : fd;
-}
-
-int gate_wait_held(int fd, unsigned n, int timeout_ms)
-{
-	int64_t deadline = now_ms() + timeout_ms;
-	char line[64];
-	unsigned held, total;
-
-	for (;;) {
-		int64_t left = deadline - now_ms();
-		int rc = left > 0 ? line_recv(fd, line, sizeof(line), (int)left) : -ETIMEDOUT;
-
-		if (rc)
-			return rc;
-		if (sscanf(line, "held %u %u", &held, &total) == 2 && held >= n)
-			return 0;
-	}
 }
 
 /* ---- guest memory ------------------------------------------------------------------------ */
@@ -596,11 +504,11 @@ int64_t fe_ask(struct fe *fe, uint32_t request, const void *payload, uint32_t si
 
 bool fe_dropped(struct fe *fe, int timeout_ms)
 {
-	int64_t deadline = now_ms() + timeout_ms;
+	uint64_t deadline = now_ms() + timeout_ms;
 	uint8_t buf[4096];
 
 	for (;;) {
-		int left = (int)(deadline - now_ms());
+		int left = ms_left(deadline);
 		struct pollfd pf = {.fd = fe->drv.sock, .events = POLLIN};
 
 		if (left <= 0 || poll(&pf, 1, left) <= 0)
@@ -665,12 +573,12 @@ int fe_post(struct fe *fe, unsigned q, unsigned s, const struct fe_cmd *c, uint1
 int fe_wait_used(struct fe *fe, unsigned q, uint16_t *head, uint32_t *len, int timeout_ms)
 {
 	struct vs_vq_drv *vq = &fe->vq[q];
-	int64_t deadline = now_ms() + timeout_ms;
+	uint64_t deadline = now_ms() + timeout_ms;
 	int rc;
 
 	for (;;) {
 		struct pollfd p = {.fd = fe->call[q], .events = POLLIN};
-		int left = (int)(deadline - now_ms());
+		int left = ms_left(deadline);
 		uint64_t v;
 
 		rc = vs_vq_drv_get_used(vq, head, len);

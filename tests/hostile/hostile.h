@@ -19,6 +19,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "deadline.h"
+#include "gate.h"
 #include "proto/virtio_scsi_proto.h"
 #include "vhost/vhost_drv.h"
 #include "vhost/vhost_msg.h"
@@ -78,16 +80,7 @@ void proc_cleanup(struct proc *p);
 /* ---- the management socket (--rpc PATH) and the test gate (gate-sock=PATH) ----------------- */
 /* Connect to the management socket at path, waiting for it to appear: the fd or -errno. */
 int rpc_open(const char *path);
-/* Send all of line / receive one line (its newline dropped) within timeout_ms: 0 or -errno. */
-int line_send(int fd, const char *line);
-int line_recv(int fd, char *buf, size_t len, int timeout_ms);
-/* The test's end of a backend's gate-sock=PATH (src/backend/gate.c): listen at path (before
- * the backend opens), accept its connection: the fd or -errno. */
-int gate_listen(const char *path);
-int gate_accept(int lfd, int timeout_ms);
-/* Read the gate's "held H T" lines until H >= n: 0 or -ETIMEDOUT.  Release with
- * line_send(fd, "release N\n") or "open\n". */
-int gate_wait_held(int fd, unsigned n, int timeout_ms);
+/* The test gate's socket (gate-sock=PATH) and line I/O: tests/common/gate.h. */
 
 /* ---- guest memory ------------------------------------------------------------------------ */
 struct gmem {
@@ -180,8 +173,6 @@ int sense_field(const struct vs_virtio_scsi_cmd_resp *r);
 void cdb16(uint8_t *cdb, uint8_t op, uint8_t b1, uint64_t lba, uint32_t n);
 void cdb10(uint8_t *cdb, uint8_t op, uint8_t b1, uint32_t lba, uint16_t n);
 
-/* The milliseconds since an arbitrary start (for deadlines). */
-int64_t now_ms(void);
 
 /* ---- one target, one guest, one frontend: what most tests start with ------------------------ */
 struct sess {

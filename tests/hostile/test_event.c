@@ -93,7 +93,7 @@ static void *flood_main(void *arg)
 /* Wait until the flood saw at least n chains given back, or the deadline. */
 static void wait_returned(struct flood *f, uint64_t n)
 {
-	for (int64_t deadline = now_ms() + FE_WAIT_MS;
+	for (uint64_t deadline = now_ms() + FE_WAIT_MS;
 	     __atomic_load_n(&f->returned, __ATOMIC_RELAXED) < n && now_ms() < deadline;)
 		usleep(1000);
 }
@@ -103,7 +103,7 @@ static bool wait_used_idx(struct fe *fe, uint16_t idx)
 {
 	struct vs_vq_drv *vq = &fe->vq[EVQ];
 
-	for (int64_t deadline = now_ms() + FE_WAIT_MS;; usleep(1000)) {
+	for (uint64_t deadline = now_ms() + FE_WAIT_MS;; usleep(1000)) {
 		if (vs_le16(__atomic_load_n(&vq->used->idx, __ATOMIC_ACQUIRE)) == idx)
 			return true;
 		if (now_ms() >= deadline)

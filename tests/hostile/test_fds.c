@@ -64,7 +64,7 @@ static void post_read(struct sess *s, unsigned q, unsigned slot)
 /* Wait until the target published a used entry on queue q (by reading the ring). */
 static void wait_used_published(struct sess *s, unsigned q)
 {
-	int64_t deadline = now_ms() + FE_WAIT_MS;
+	uint64_t deadline = now_ms() + FE_WAIT_MS;
 
 	while (!vs_vq_drv_has_used(&s->fe.vq[q])) {
 		assert_true(now_ms() < deadline);

@@ -187,7 +187,7 @@ static bool run_traced(struct ctx *c, visit_fn visit, void *arg)
 /* The exit status of the target, waiting at most FE_WAIT_MS. */
 static int wait_exit(struct ctx *c)
 {
-	int64_t deadline = now_ms() + FE_WAIT_MS;
+	uint64_t deadline = now_ms() + FE_WAIT_MS;
 	int st;
 
 	while (waitpid(c->pid, &st, WNOHANG) == 0) {
@@ -332,7 +332,7 @@ static void a_stale_socket_is_replaced(void **state)
 	struct ctx *c = *state;
 	struct fe fe;
 	uint64_t features;
-	int64_t deadline = now_ms() + FE_WAIT_MS;
+	uint64_t deadline = now_ms() + FE_WAIT_MS;
 
 	our_socket(c->sock, false);
 	assert_int_equal(try_connect(c->sock), -ECONNREFUSED);

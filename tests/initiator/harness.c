@@ -20,13 +20,6 @@
 #include "harness.h"
 #include "trace/tracetools.h"
 
-uint64_t now_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
-}
-
 /* Targets and directories still around: a failed assertion leaves its test function
  * without cleaning up, so the process does it at exit. */
 static struct {

@@ -13,6 +13,8 @@
 
 #include <vioscope/initiator.h>
 
+#include "deadline.h" /* now_ms */
+
 struct tgt {
 	pid_t pid;
 	char dir[64];
@@ -55,6 +57,5 @@ int io_sync(struct vs_ini_queue *q, enum vs_ini_op op, unsigned lun, uint64_t lb
 void pattern_fill(uint8_t *buf, size_t len, uint64_t seed, uint64_t off);
 bool pattern_check(const uint8_t *buf, size_t len, uint64_t seed, uint64_t off);
 
-uint64_t now_ms(void);
 
 #endif
