@@ -618,15 +618,23 @@ static void test_file_truncated_under_the_mapping(void **state)
 struct drained {
 	const struct vs_shm *s;
 };
-static bool ring0_drained(void *opaque)
+/* The recorder has taken every ring's records: each tail is at its head. */
+static bool rings_drained(void *opaque)
 {
-	const struct vs_shm_ring *r = vs_shm_ring(((struct drained *)opaque)->s, 0);
-	return __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE) ==
-	       __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
+	const struct vs_shm *s = ((struct drained *)opaque)->s;
+	for (unsigned i = 0; i < s->snap.ring_count; i++) {
+		const struct vs_shm_ring *r = vs_shm_ring(s, i);
+		if (__atomic_load_n(&r->tail, __ATOMIC_ACQUIRE) !=
+		    __atomic_load_n(&r->head, __ATOMIC_ACQUIRE))
+			return false;
+	}
+	return true;
 }
 
 /* Truncated while `trace record` streams it: the recorder stops with an error that
- * says so, and the capture it leaves is whole and holds what it had read. */
+ * says so, and the capture it leaves is whole and holds what it had read: both rings'
+ * records, read before the truncation (the test waits until every ring is drained; it
+ * waited for ring 0 alone, and a slow recorder had not read ring 1 yet). */
 static void test_file_truncated_while_recording(void **state)
 {
 	struct th_tmpdir *td = *state;
@@ -637,7 +645,7 @@ static void test_file_truncated_while_recording(void **state)
 	write_forged(td, &g, path, sizeof path);
 	pid_t rec = th_start_recording(td, getpid(), td->cap, NULL, &s);
 	struct drained d = {&s};
-	assert_true(th_wait_until(ring0_drained, &d, 60000));
+	assert_true(th_wait_until(rings_drained, &d, 60000));
 	vs_shm_close(&s);
 	assert_int_equal(truncate(path, 0), 0);
 	assert_int_equal(th_wait(rec), 1);
