@@ -41,7 +41,7 @@ int tgt_start_opts(struct tgt *g, unsigned queues, bool poll, const char *lun0_o
 {
 	char err[256], spec[256];
 	struct vs_target_lun luns[2];
-	/* testing: the TMF and LUN tests hold requests in flight with delay= */
+	/* testing: the TMF and LUN tests hold requests in flight with gate= */
 	struct vs_target_config cfg = {
 	    .num_queues = queues, .nluns = 2, .luns = luns, .poll = poll, .testing = true};
 	int fd, rc;
@@ -348,11 +348,6 @@ int fx_setup_with(void **state, const char *lun0_opts)
 	}
 	*state = x;
 	return 0;
-}
-
-int fx_setup_slow(void **state)
-{
-	return fx_setup_with(state, ",delay=1000000");
 }
 
 int fx_teardown(void **state)

@@ -53,7 +53,7 @@ struct tgt {
 
 int tgt_start(struct tgt *g, unsigned queues);
 int tgt_start_poll(struct tgt *g, unsigned queues, bool poll);
-/* lun0_opts: appended to LUN 0's backend spec (e.g. ",delay=200000": requests in flight). */
+/* lun0_opts: appended to LUN 0's backend spec (e.g. ",gate=write": requests in flight). */
 int tgt_start_opts(struct tgt *g, unsigned queues, bool poll, const char *lun0_opts);
 void tgt_stop(struct tgt *g);
 
@@ -104,8 +104,6 @@ struct fx {
 	struct fe fe;
 };
 int fx_setup(void **state);
-/* The same with every bio of LUN 0 completing 1 s late: requests stay in flight. */
-int fx_setup_slow(void **state);
 /* The same with lun0_opts appended to LUN 0's spec (e.g. ",fail-flush=1"). */
 int fx_setup_with(void **state, const char *lun0_opts);
 int fx_teardown(void **state);

@@ -287,6 +287,28 @@ static void test_events_missed(void **state)
 	assert_event(&ev, VS_VIRTIO_SCSI_T_TRANSPORT_RESET, 2, VS_VIRTIO_SCSI_EVT_RESET_REMOVED);
 }
 
+/* ---- changes that wait, outside the lock --------------------------------------------------- */
+struct change {
+	struct vs_target *t;
+	unsigned id;
+	uint64_t bytes; /* a resize to bytes; 0: a removal */
+	int rc;		/* reported to the test thread */
+	char err[256];
+	unsigned inflight_after; /* requests in flight on REQ0 when it returned */
+	int done;		 /* atomic */
+};
+
+static void *change_main(void *arg)
+{
+	struct change *c = arg;
+
+	c->rc = c->bytes ? vs_target_lun_resize(c->t, c->id, c->bytes, c->err, sizeof(c->err))
+			 : vs_target_lun_remove(c->t, c->id, c->err, sizeof(c->err));
+	c->inflight_after = __atomic_load_n(&c->t->q[REQ0].inflight, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
 /* ---- removal with requests in flight ---------------------------------------------------- */
 /* Make a WRITE(10) of 8 blocks at lba (pattern seed) available in slot s, without waiting. */
 static void post_write(struct fx *x, unsigned s, unsigned lun, uint32_t lba, uint8_t seed)
@@ -316,15 +338,19 @@ static unsigned queue_inflight(struct fx *x)
 	return __atomic_load_n(&x->g.t->q[REQ0].inflight, __ATOMIC_RELAXED);
 }
 
-/* Removing a LUN whose backend holds every completion back 200 ms: the remove returns
- * only after the writes in flight completed (GOOD, used entries given back), the file
- * holds every acknowledged write after the backend closed, and commands after it get
- * LOGICAL UNIT NOT SUPPORTED. */
+/* Removing a LUN while the test gate holds its writes in flight: the removal unpublishes
+ * the LUN and waits; let go, the writes complete, and the remove returns only after they
+ * did (none in flight when it returned; GOOD, used entries given back), the file holds
+ * every acknowledged write after the backend closed, and commands after it get LOGICAL
+ * UNIT NOT SUPPORTED.  (A delay of 200 ms held them before, and the test asserted the
+ * removal took 100 ms: a loaded machine could take longer to come to the removal.) */
 static void test_remove_in_flight(void **state)
 {
 	struct fx *x = *state;
+	struct change c = {.t = x->g.t, .id = 3};
+	struct vs_backend *be;
 	char err[256], spec[160], path[128];
-	uint64_t deadline, t0, took;
+	pthread_t thr;
 	uint32_t len;
 	uint16_t head;
 	int fd, asc;
@@ -333,21 +359,26 @@ static void test_remove_in_flight(void **state)
 	fd = open(path, O_CREAT | O_RDWR | O_TRUNC, 0600);
 	assert_true(fd >= 0);
 	assert_int_equal(ftruncate(fd, 1 << 20), 0);
-	snprintf(spec, sizeof(spec), "file=%s,delay=200000", path);
+	snprintf(spec, sizeof(spec), "file=%s,gate=write", path);
 	assert_int_equal(add(x, 3, spec, err, sizeof(err)), 0);
+	be = x->g.t->be[3]; /* white-box: the test's handle on its gate */
 
 	for (unsigned s = 0; s < PAR_N; s++)
 		post_write(x, s, 3, 8 * s, (uint8_t)(s + 1));
-	deadline = vs_mono_ns() + 10000000000ull;
-	while (queue_inflight(x) < PAR_N && vs_mono_ns() < deadline)
-		sched_yield(); /* the worker pops them at once; the backend holds them */
+	assert_int_equal(vs_backend_gate_wait(be, PAR_N, 10000), 0);
 	assert_int_equal(queue_inflight(x), PAR_N);
 
-	t0 = vs_mono_ns();
-	assert_int_equal(vs_target_lun_remove(x->g.t, 3, err, sizeof(err)), 0);
-	took = vs_mono_ns() - t0;
-	assert_int_equal(queue_inflight(x), 0); /* waited for, not abandoned */
-	assert_true(took >= 100000000ull);	/* it did wait for the held-back completions */
+	assert_int_equal(pthread_create(&thr, NULL, change_main, &c), 0);
+	for (uint64_t end = vs_mono_ns() + 10000000000ull; vs_target_lun_list(x->g.t, NULL, 0) != 2;
+	     sched_yield())
+		assert_true(vs_mono_ns() < end); /* unpublished: the removal is under way */
+	assert_false(__atomic_load_n(&c.done, __ATOMIC_ACQUIRE));
+	assert_int_equal(queue_inflight(x), PAR_N);
+	assert_int_equal(vs_backend_gate_open(be), PAR_N);
+	assert_int_equal(pthread_join(thr, NULL), 0);
+	if (c.rc)
+		fail_msg("remove: %s", c.err);
+	assert_int_equal(c.inflight_after, 0); /* waited for, not abandoned */
 
 	for (unsigned i = 0; i < PAR_N; i++) {
 		struct vs_virtio_scsi_cmd_resp resp;
@@ -461,26 +492,6 @@ static void test_no_frontend(void **state)
 	assert_int_equal(tur(x, 4, &asc), 6);
 	assert_int_equal(asc, VS_ASC_CAPACITY_DATA_CHANGED);
 	assert_int_equal(capacity(x, 4), 4096);
-}
-
-/* ---- changes that wait, outside the lock --------------------------------------------------- */
-struct change {
-	struct vs_target *t;
-	unsigned id;
-	uint64_t bytes; /* a resize to bytes; 0: a removal */
-	int rc;		/* reported to the test thread */
-	char err[256];
-	int done; /* atomic */
-};
-
-static void *change_main(void *arg)
-{
-	struct change *c = arg;
-
-	c->rc = c->bytes ? vs_target_lun_resize(c->t, c->id, c->bytes, c->err, sizeof(c->err))
-			 : vs_target_lun_remove(c->t, c->id, c->err, sizeof(c->err));
-	__atomic_store_n(&c->done, 1, __ATOMIC_RELEASE);
-	return NULL;
 }
 
 /* A file of size bytes in the fixture's directory, added as LUN id with spec options opts;

@@ -8,10 +8,19 @@
 
 #include <cmocka.h>
 
+#include "backend/backend.h"
 #include "frontend.h"
+#include "target/target_int.h"
+#include "thread_wait.h"
 #include "util/util.h"
 
 #define REQ0 VS_VIRTIO_SCSI_VQ_REQ0
+
+/* The fixture with LUN 0's writes held by the test gate (the in-process API). */
+static int fx_setup_gated(void **state)
+{
+	return fx_setup_with(state, ",gate=write");
+}
 
 /* TEST UNIT READY on lun; returns the sense key (0 when GOOD). */
 static int tur(struct fx *x, unsigned lun)
@@ -119,10 +128,28 @@ static void test_an_query(void **state)
 	assert_int_equal(vs_le32(resp.event_actual), 0);
 }
 
-/* ABORT TASK SET while many large writes are in flight (LUN 0's backend holds every bio
- * 1 s): every request completes, each GOOD or ABORTED, at least one was aborted, and every
- * ABORTED one was already in the used ring when the TMF answered (drivers poll their queues
- * right after a TMF and then forget the commands). */
+/* LUN 0's test gate lets every write go, for good. */
+static void gate_open_all(void *arg)
+{
+	vs_backend_gate_open(arg);
+}
+
+/* A TMF answered while LUN 0's gate holds writes: they go once the target's control thread
+ * waits for them (the TMF has marked them); *resp.  The thread was seen waiting. */
+static void tmf_releasing(struct fx *x, uint32_t subtype, uint64_t tag, uint8_t *resp)
+{
+	struct when_waiting ctl = {.comm = "vs-ctl", .act = gate_open_all, .arg = x->g.t->be[0]};
+
+	assert_int_equal(when_waiting_start(&ctl), 0);
+	assert_int_equal(fe_tmf(&x->fe, subtype, 0, 0, tag, resp), 0);
+	assert_true(when_waiting_join(&ctl));
+}
+
+/* ABORT TASK SET while many large writes are in flight (LUN 0's test gate holds every
+ * write until the TMF waits for them): every request completes, each GOOD or ABORTED, at
+ * least one was aborted, and every ABORTED one was already in the used ring when the TMF
+ * answered (drivers poll their queues right after a TMF and then forget the commands).
+ * (A delay of 1 s held them before: a loaded machine could let them all complete first.) */
 #define NREQ   40  /* 3 descriptors each: fits the 128-entry ring */
 #define BLOCKS 256 /* 128 KiB each */
 static void test_abort_task_set_under_load(void **state)
@@ -146,15 +173,11 @@ static void test_abort_task_set_under_load(void **state)
 		memcpy(fe_host(&x->fe, s), &req, sizeof(req));
 		assert_int_equal(fe_post(&x->fe, REQ0, bufs, 3, &head), 0);
 	}
-	/* Some are in flight at the target once QUERY TASK SET says so (each held 1 s by
-	 * the backend; the target may be slow to pop them on a loaded machine: 10 s). */
-	for (uint64_t deadline = vs_mono_ns() + 10000000000ull;
-	     tmf != VS_VIRTIO_SCSI_S_FUNCTION_SUCCEEDED;) {
-		assert_true(vs_mono_ns() < deadline);
-		assert_int_equal(fe_tmf(&x->fe, VS_VIRTIO_SCSI_T_TMF_QUERY_TASK_SET, 0, 0, 0, &tmf),
-				 0);
-	}
-	assert_int_equal(fe_tmf(&x->fe, VS_VIRTIO_SCSI_T_TMF_ABORT_TASK_SET, 0, 0, 0, &tmf), 0);
+	/* In flight at the target, held, and QUERY TASK SET sees them. */
+	assert_int_equal(vs_backend_gate_wait(x->g.t->be[0], 1, 10000), 0);
+	assert_int_equal(fe_tmf(&x->fe, VS_VIRTIO_SCSI_T_TMF_QUERY_TASK_SET, 0, 0, 0, &tmf), 0);
+	assert_int_equal(tmf, VS_VIRTIO_SCSI_S_FUNCTION_SUCCEEDED);
+	tmf_releasing(x, VS_VIRTIO_SCSI_T_TMF_ABORT_TASK_SET, 0, &tmf);
 	used_at_tmf = vs_le16(__atomic_load_n(&vq->used->idx, __ATOMIC_ACQUIRE));
 	assert_int_equal(tmf, VS_VIRTIO_SCSI_S_FUNCTION_COMPLETE);
 	for (unsigned i = 0; i < NREQ; i++) {
@@ -179,8 +202,9 @@ static void test_abort_task_set_under_load(void **state)
 	assert_true(aborted > 0);
 }
 
-/* ABORT TASK of one write in flight: QUERY TASK finds it (FUNCTION SUCCEEDED), the abort
- * answers FUNCTION COMPLETE, and the write comes back ABORTED, already in the used ring. */
+/* ABORT TASK of one write in flight (held by the test gate until the abort waits for it):
+ * QUERY TASK finds it (FUNCTION SUCCEEDED), the abort answers FUNCTION COMPLETE, and the
+ * write comes back ABORTED, already in the used ring. */
 static void test_abort_task_in_flight(void **state)
 {
 	struct fx *x = *state;
@@ -198,14 +222,11 @@ static void test_abort_task_in_flight(void **state)
 	cdb_rw10(req.cdb, 0x2a, 8, 8);
 	memcpy(fe_host(&x->fe, s), &req, sizeof(req));
 	assert_int_equal(fe_post(&x->fe, REQ0, bufs, 3, &head), 0);
-	/* In flight at the target once QUERY TASK says so: held 1 s by the backend once
-	 * popped; popping may take a while on a loaded machine (10 s deadline). */
-	uint64_t deadline = vs_mono_ns() + 10000000000ull;
-	do {
-		assert_int_equal(fe_tmf(&x->fe, VS_VIRTIO_SCSI_T_TMF_QUERY_TASK, 0, 0, tag, &r), 0);
-		assert_true(vs_mono_ns() < deadline);
-	} while (r != VS_VIRTIO_SCSI_S_FUNCTION_SUCCEEDED);
-	assert_int_equal(fe_tmf(&x->fe, VS_VIRTIO_SCSI_T_TMF_ABORT_TASK, 0, 0, tag, &r), 0);
+	/* In flight at the target, held, and QUERY TASK finds it. */
+	assert_int_equal(vs_backend_gate_wait(x->g.t->be[0], 1, 10000), 0);
+	assert_int_equal(fe_tmf(&x->fe, VS_VIRTIO_SCSI_T_TMF_QUERY_TASK, 0, 0, tag, &r), 0);
+	assert_int_equal(r, VS_VIRTIO_SCSI_S_FUNCTION_SUCCEEDED);
+	tmf_releasing(x, VS_VIRTIO_SCSI_T_TMF_ABORT_TASK, tag, &r);
 	used_at_tmf = vs_le16(__atomic_load_n(&vq->used->idx, __ATOMIC_ACQUIRE));
 	assert_int_equal(r, VS_VIRTIO_SCSI_S_FUNCTION_COMPLETE);
 	assert_int_equal((uint16_t)(used_at_tmf - used_before), 1);
@@ -225,9 +246,9 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_clear_aca_rejected, fx_setup, fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_tmf_bad_address, fx_setup, fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_an_query, fx_setup, fx_teardown),
-	    cmocka_unit_test_setup_teardown(test_abort_task_set_under_load, fx_setup_slow,
+	    cmocka_unit_test_setup_teardown(test_abort_task_set_under_load, fx_setup_gated,
 					    fx_teardown),
-	    cmocka_unit_test_setup_teardown(test_abort_task_in_flight, fx_setup_slow, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_abort_task_in_flight, fx_setup_gated, fx_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
