@@ -92,7 +92,7 @@ static void fx_open(struct fx *x, uint64_t size, const char *opts)
 
 	img_create(&x->m, size, opts);
 	tgt_init(&x->t);
-	x->t.luns[0] = x->m.spec;
+	x->t.o.luns[0] = x->m.spec;
 	assert_int_equal(tgt_start(&x->t), 0);
 	o = ini_opts(&x->t, 1);
 	assert_int_equal(vs_ini_open(&x->ini, &o), 0);

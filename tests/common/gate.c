@@ -13,6 +13,33 @@
 #include "deadline.h"
 #include "gate.h"
 
+static int unix_connect(const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fd, rc;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sa.sun_path, path);
+	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+		return fd;
+	rc = -errno;
+	close(fd);
+	return rc;
+}
+
+int unix_connect_wait(const char *path, int timeout_ms)
+{
+	uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+	int fd;
+
+	while ((fd = unix_connect(path)) < 0 && now_ms() < deadline)
+		poll(NULL, 0, 10);
+	return fd;
+}
+
 int line_send(int fd, const char *line)
 {
 	size_t len = strlen(line);

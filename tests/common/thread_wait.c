@@ -55,6 +55,16 @@ bool thread_wchan(pid_t pid, const char *comm, char *wchan, size_t len)
 	return found;
 }
 
+char thread_state(pid_t pid, pid_t tid)
+{
+	char id[16], stat[256], *paren;
+
+	snprintf(id, sizeof(id), "%d", (int)tid);
+	if (!task_read(pid, id, "stat", stat, sizeof(stat)) || !(paren = strrchr(stat, ')')))
+		return '?';
+	return paren[1] == ' ' ? paren[2] : '?';
+}
+
 struct asleep {
 	pid_t pid;
 	const char *prefix;

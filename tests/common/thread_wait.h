@@ -17,6 +17,10 @@
  * no such thread. */
 bool thread_wchan(pid_t pid, const char *comm, char *wchan, size_t len);
 
+/* The scheduler state letter of thread tid of pid (0: this process), from
+ * /proc/PID/task/TID/stat ('R' running, 'S' asleep, ...), '?' when gone. */
+char thread_state(pid_t pid, pid_t tid);
+
 /* Wait (timeout_ms at most) until there is a thread of pid whose name starts with prefix
  * and every such thread sleeps in a kernel function whose name contains one of where[]
  * (NULL-terminated; e.g. "futex": blocked on a lock or condition variable). */

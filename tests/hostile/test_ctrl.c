@@ -167,7 +167,7 @@ static void tmf_during_big_read(struct sess *s, uint32_t tmf, uint8_t expect, un
 		usleep(1000);
 	}
 	assert_false(vs_vq_drv_has_used(&s->fe.vq[REQ0]));
-	assert_int_equal(fe_tmf(&s->fe, tmf, 0, rd.tag, &r), 0);
+	assert_int_equal(fe_tmf(&s->fe, tmf, 0, 0, rd.tag, &r), 0);
 	assert_int_equal(r, VS_VIRTIO_SCSI_S_FUNCTION_COMPLETE);
 	/* Answered after the READ was: its used entry is there already. */
 	assert_true(vs_vq_drv_has_used(&s->fe.vq[REQ0]));

@@ -31,7 +31,7 @@
 #define REQ0 VS_VIRTIO_SCSI_VQ_REQ0
 
 static const char *const rpc_args[] = {
-    "--testing", "--rpc", "%D/rpc.sock", "--lun", "0:file=%F", "--worker-timeout", "2", NULL};
+    "--testing", "--rpc", "%R", "--lun", "0:file=%F", "--worker-timeout", "2", NULL};
 
 struct gated {
 	int rpc;  /* the management socket */
@@ -44,15 +44,13 @@ struct gated {
  * the gate holds; "ram=16M,gate=read": ...whose reads). */
 static void start_with_a_gated_lun(struct sess *s, struct gated *g, bool fe, const char *opts)
 {
-	char path[128], gate[128], img[128], line[768];
+	char img[128], line[768];
 	int lfd, fd;
 
 	assert_int_equal(sess_start(s, rpc_args, fe ? &(struct fe_opts){.nq = 3} : NULL), 0);
-	snprintf(path, sizeof(path), "%s/rpc.sock", s->p.dir);
-	g->rpc = rpc_open(path);
+	g->rpc = unix_connect_wait(s->p.rpc, FE_WAIT_MS);
 	assert_true(g->rpc >= 0);
-	snprintf(gate, sizeof(gate), "%s/gate", s->p.dir);
-	lfd = gate_listen(gate);
+	lfd = gate_listen(s->p.gate);
 	assert_true(lfd >= 0);
 	snprintf(img, sizeof(img), "%s/lun1.img", s->p.dir);
 	fd = open(img, O_CREAT | O_RDWR | O_CLOEXEC, 0600);
@@ -60,9 +58,9 @@ static void start_with_a_gated_lun(struct sess *s, struct gated *g, bool fe, con
 	assert_int_equal(ftruncate(fd, 1 << 20), 0);
 	close(fd);
 	if (!strncmp(opts, "ram=", 4))
-		snprintf(g->spec, sizeof(g->spec), "%s,gate-sock=%s", opts, gate);
+		snprintf(g->spec, sizeof(g->spec), "%s,gate-sock=%s", opts, s->p.gate);
 	else
-		snprintf(g->spec, sizeof(g->spec), "file=%s,%s,gate-sock=%s", img, opts, gate);
+		snprintf(g->spec, sizeof(g->spec), "file=%s,%s,gate-sock=%s", img, opts, s->p.gate);
 	snprintf(line, sizeof(line),
 		 "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"lun_add\",\"params\":{\"id\":1,"
 		 "\"spec\":\"%s\"}}\n",
@@ -109,17 +107,17 @@ static void assert_failed_cleanly(struct sess *s, int status, const uint8_t *dat
 	uint8_t disk[4096];
 	int fd;
 
-	if (status != 1 || !proc_log_wait(&s->p, "given up on", 0))
-		proc_log_dump(&s->p);
+	if (status != 1 || !target_log_wait(&s->p, "given up on", 0))
+		target_log_dump(&s->p);
 	assert_int_equal(status, 1);
-	assert_true(proc_log_wait(&s->p, "did not finish 'stop' of queue 2 within 2000 ms", 0));
-	assert_true(proc_log_wait(&s->p, "the backends that answered were flushed", 0));
+	assert_true(target_log_wait(&s->p, "did not finish 'stop' of queue 2 within 2000 ms", 0));
+	assert_true(target_log_wait(&s->p, "the backends that answered were flushed", 0));
 	fd = open(s->p.file, O_RDONLY | O_CLOEXEC);
 	assert_true(fd >= 0);
 	assert_int_equal(pread(fd, disk, sizeof(disk), 16 * 512), sizeof(disk));
 	close(fd);
 	assert_memory_equal(disk, data, sizeof(disk));
-	proc_cleanup(&s->p);
+	target_fini(&s->p);
 }
 
 /* GET_VRING_BASE must stop the queue; its worker cannot (the READ is held back): given up. */
@@ -134,7 +132,7 @@ static void queue_stop_past_the_worker_timeout_fails_cleanly(void **state)
 	write_then_stick(s, &g, data);
 	assert_int_equal(fe_send(&s->fe, VS_VHOST_GET_VRING_BASE, 0, &st, sizeof(st), NULL, 0), 0);
 	/* It ends by itself: no signal. */
-	status = proc_stop(&s->p, 0, FE_WAIT_MS, &sig);
+	status = target_stop(&s->p, 0, FE_WAIT_MS, &sig);
 	assert_int_equal(sig, 0);
 	gated_close(&g);
 	assert_failed_cleanly(s, status, data);
@@ -149,7 +147,7 @@ static void sigterm_past_the_worker_timeout_still_stops(void **state)
 	int status, sig;
 
 	write_then_stick(s, &g, data);
-	status = proc_stop(&s->p, SIGTERM, FE_WAIT_MS, &sig);
+	status = target_stop(&s->p, SIGTERM, FE_WAIT_MS, &sig);
 	assert_int_equal(sig, 0);
 	gated_close(&g);
 	assert_failed_cleanly(s, status, data);
@@ -173,9 +171,9 @@ static void sigterm_while_a_removal_flush_is_held(void **state)
 			     "{\"id\":1}}\n"),
 	    0);
 	assert_int_equal(gate_wait_held(g.gate, 1, FE_WAIT_MS), 0);
-	status = proc_stop(&s->p, SIGTERM, FE_WAIT_MS, &sig);
+	status = target_stop(&s->p, SIGTERM, FE_WAIT_MS, &sig);
 	if (status != 0)
-		proc_log_dump(&s->p);
+		target_log_dump(&s->p);
 	assert_int_equal(sig, 0);
 	assert_int_equal(status, 0);
 	assert_int_equal(line_recv(g.rpc, line, sizeof(line), FE_WAIT_MS), 0);
@@ -197,20 +195,20 @@ static void disconnect_flush_held(void **state)
 	start_with_a_gated_lun(s, &g, true, "gate=flush");
 	fe_close(&s->fe);
 	assert_int_equal(gate_wait_held(g.gate, 1, FE_WAIT_MS), 0);
-	if (!proc_log_wait(&s->p, "its flush did not finish within 2000 ms", FE_WAIT_MS)) {
-		proc_log_dump(&s->p);
+	if (!target_log_wait(&s->p, "its flush did not finish within 2000 ms", FE_WAIT_MS)) {
+		target_log_dump(&s->p);
 		fail_msg("the disconnect's flush was not given up on");
 	}
 	assert_int_equal(sess_reconnect(s, &(struct fe_opts){.nq = 3}), 0);
 	assert_int_equal(fe_read_ok(&s->fe, VS_VIRTIO_SCSI_VQ_REQ0, 0), 0);
-	status = proc_stop(&s->p, SIGTERM, FE_WAIT_MS, &sig);
+	status = target_stop(&s->p, SIGTERM, FE_WAIT_MS, &sig);
 	if (status != 1)
-		proc_log_dump(&s->p);
+		target_log_dump(&s->p);
 	assert_int_equal(sig, 0);
 	assert_int_equal(status, 1);
-	assert_true(proc_log_wait(&s->p, "LUN 1 (", 0));
-	assert_true(proc_log_wait(&s->p, "not flushed: an earlier flush of it never finished", 0));
-	assert_true(proc_log_wait(&s->p, "a worker or a flush was given up on", 0));
+	assert_true(target_log_wait(&s->p, "LUN 1 (", 0));
+	assert_true(target_log_wait(&s->p, "not flushed: an earlier flush of it never finished", 0));
+	assert_true(target_log_wait(&s->p, "a worker or a flush was given up on", 0));
 	gated_close(&g);
 }
 
@@ -224,13 +222,13 @@ static void shutdown_flush_held(void **state)
 	int status, sig;
 
 	start_with_a_gated_lun(s, &g, false, "gate=flush");
-	status = proc_stop(&s->p, SIGTERM, FE_WAIT_MS, &sig);
+	status = target_stop(&s->p, SIGTERM, FE_WAIT_MS, &sig);
 	if (status != 1)
-		proc_log_dump(&s->p);
+		target_log_dump(&s->p);
 	assert_int_equal(sig, 0);
 	assert_int_equal(status, 1);
-	assert_true(proc_log_wait(&s->p, "its flush did not finish within 2000 ms", 0));
-	assert_true(proc_log_wait(&s->p, "LUN 1 (file=", 0));
+	assert_true(target_log_wait(&s->p, "its flush did not finish within 2000 ms", 0));
+	assert_true(target_log_wait(&s->p, "LUN 1 (file=", 0));
 	assert_int_equal(gate_wait_held(g.gate, 1, FE_WAIT_MS), 0); /* the gate held it */
 	gated_close(&g);
 }

@@ -228,6 +228,21 @@ static void gate_open_all(void *arg)
 	line_send(*(int *)arg, "open\n");
 }
 
+/* Start t, whose LUN spec names the test gate's socket (gate-sock=%G), and take the gate's
+ * connection: its fd. */
+static int start_gated(struct tgt *t)
+{
+	int lfd = gate_listen(t->tg.gate), fd;
+
+	assert_true(lfd >= 0);
+	t->o.args[0] = "--testing";
+	assert_int_equal(tgt_start(t), 0);
+	fd = gate_accept(lfd, 20000);
+	close(lfd);
+	assert_true(fd >= 0);
+	return fd;
+}
+
 /* LUN reset while 48 writes are in flight, held by the test gate until the reset waits for
  * them (after 200 writes that went through): when the reset returns, every request
  * submitted before it has completed, each of the 48 with -ECONNRESET, and I/O goes on
@@ -240,25 +255,15 @@ static void test_lun_reset_under_load(void **state)
 	struct vs_ini_opts o;
 	static struct load l;
 	struct when_waiting ctl = {.comm = "vs-ctl", .act = gate_open_all};
-	char spec[256], gate_path[128];
 	uint64_t snap;
 	uint8_t *b;
-	int lfd, gate;
+	int gate;
 
 	(void)state;
 	tgt_init(&t);
-	snprintf(gate_path, sizeof(gate_path), "%s/gate.sock", t.dir);
-	snprintf(spec, sizeof(spec), "0:ram=64M,gate=write:201-,gate-sock=%s", gate_path);
-	lfd = gate_listen(gate_path);
-	assert_true(lfd >= 0);
-	t.luns[0] = spec;
-	t.args[0] = "--testing";
-	t.queues = 2;
-	assert_int_equal(tgt_start(&t), 0);
-	gate = gate_accept(lfd, 20000);
-	close(lfd);
-	unlink(gate_path);
-	assert_true(gate >= 0);
+	t.o.luns[0] = "0:ram=64M,gate=write:201-,gate-sock=%G";
+	t.o.queues = 2;
+	gate = start_gated(&t);
 	o = ini_opts(&t, 2);
 	assert_int_equal(vs_ini_open(&ini, &o), 0);
 	b = vs_ini_alloc(ini, 4096, 4096);
@@ -273,7 +278,7 @@ static void test_lun_reset_under_load(void **state)
 	assert_int_equal(l.completed, 200); /* the rest are held */
 	/* The held writes go once the target's control thread waits for them: the reset has
 	 * marked them and waits for their completions. */
-	ctl.pid = t.pid;
+	ctl.pid = t.tg.pid;
 	ctl.arg = &gate;
 	assert_int_equal(when_waiting_start(&ctl), 0);
 	assert_int_equal(vs_ini_lun_reset(ini, 0), 0);
@@ -315,7 +320,7 @@ static void test_unit_attention_retry(void **state)
 
 	(void)state;
 	tgt_init(&t);
-	t.luns[0] = "0:ram=16M";
+	t.o.luns[0] = "0:ram=16M";
 	assert_int_equal(tgt_start(&t), 0);
 	o = ini_opts(&t, 1);
 	assert_int_equal(vs_ini_open(&ini, &o), 0);
@@ -347,24 +352,14 @@ static void test_abort(void **state)
 	struct vs_ini_queue *q;
 	static struct waiter w, behind;
 	struct when_waiting ctl = {.comm = "vs-ctl", .act = gate_open_all};
-	char spec[256], gate_path[128];
 	uint8_t *b;
-	int lfd, gate;
+	int gate;
 
 	(void)state;
 	tgt_init(&t);
-	snprintf(gate_path, sizeof(gate_path), "%s/gate.sock", t.dir);
-	snprintf(spec, sizeof(spec), "0:ram=16M,gate=read,gate-sock=%s", gate_path);
-	lfd = gate_listen(gate_path);
-	assert_true(lfd >= 0);
-	t.luns[0] = spec;
-	t.luns[1] = "1:ram=16M";
-	t.args[0] = "--testing";
-	assert_int_equal(tgt_start(&t), 0);
-	gate = gate_accept(lfd, 20000);
-	close(lfd);
-	unlink(gate_path);
-	assert_true(gate >= 0);
+	t.o.luns[0] = "0:ram=16M,gate=read,gate-sock=%G";
+	t.o.luns[1] = "1:ram=16M";
+	gate = start_gated(&t);
 	o = ini_opts(&t, 1);
 	assert_int_equal(vs_ini_open(&ini, &o), 0);
 	assert_int_equal(vs_ini_lun_count(ini), 2);
@@ -379,7 +374,7 @@ static void test_abort(void **state)
 	waiter_wait(q, &behind);
 	assert_int_equal(behind.io.result, 0);
 	assert_false(__atomic_load_n(&w.done, __ATOMIC_ACQUIRE));
-	ctl.pid = t.pid;
+	ctl.pid = t.tg.pid;
 	ctl.arg = &gate;
 	assert_int_equal(when_waiting_start(&ctl), 0);
 	assert_int_equal(vs_ini_abort(ini, q, &w.io), 0);
@@ -409,12 +404,12 @@ static void test_reconnect_after_kill(void **state)
 
 	(void)state;
 	tgt_init(&t);
-	fd = open(t.file, O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+	fd = open(t.tg.file, O_CREAT | O_RDWR | O_CLOEXEC, 0600);
 	assert_true(fd >= 0);
 	assert_int_equal(ftruncate(fd, 16 << 20), 0);
 	close(fd);
-	snprintf(spec, sizeof(spec), "0:file=%s", t.file);
-	t.luns[0] = spec;
+	snprintf(spec, sizeof(spec), "0:file=%s", t.tg.file);
+	t.o.luns[0] = spec;
 	assert_int_equal(tgt_start(&t), 0);
 	o = ini_opts(&t, 1);
 	o.reconnect = true;
@@ -474,8 +469,8 @@ static void test_interrupt_mode(void **state)
 
 	(void)state;
 	tgt_init(&t);
-	t.luns[0] = "0:ram=16M";
-	t.queues = 2;
+	t.o.luns[0] = "0:ram=16M";
+	t.o.queues = 2;
 	assert_int_equal(tgt_start(&t), 0);
 	o = ini_opts(&t, 2);
 	o.interrupt = true;

@@ -23,42 +23,32 @@
 #define DEADLINE_MS 20000
 
 struct fx {
-	char dir[64], sock[96];
-	struct vs_target *t;
-	pthread_t thr;
-	volatile sig_atomic_t stop;
+	struct tgt tg;	    /* the target, in this process */
+	struct vs_target *t; /* = tg.tg.t */
 	struct vs_ini *ini;
+	char specs[2][160];
 };
-
-static void *serve(void *arg)
-{
-	struct fx *x = arg;
-
-	vs_target_run(x->t, &x->stop);
-	return NULL;
-}
 
 /* A target with LUNs 0 and 1 (specs) and two request queues on two workers, and an
  * initiator (polled) connected to it with both queues. */
 static struct fx *fx_open(const char *lun0, const char *lun1)
 {
-	struct vs_target_lun luns[2] = {{0, lun0}, {1, lun1}};
-	/* testing: one test holds requests in flight with gate=, one slows them with delay= */
-	struct vs_target_config cfg = {
-	    .num_queues = 2, .workers = 2, .nluns = 2, .luns = luns, .testing = true};
 	struct vs_ini_opts o = {.queues = 2, .data_mem = 8u << 20};
 	struct fx *x = calloc(1, sizeof(*x));
-	char err[256];
 
 	assert_non_null(x);
-	strcpy(x->dir, "/tmp/vs-stats-XXXXXX");
-	assert_non_null(mkdtemp(x->dir));
-	snprintf(x->sock, sizeof(x->sock), "%s/sock", x->dir);
-	cfg.socket_path = x->sock;
-	if (vs_target_create(&x->t, &cfg, err, sizeof(err)))
-		fail_msg("target: %s", err);
-	assert_int_equal(pthread_create(&x->thr, NULL, serve, x), 0);
-	o.socket = x->sock;
+	tgt_init(&x->tg);
+	snprintf(x->specs[0], sizeof(x->specs[0]), "0:%s", lun0);
+	snprintf(x->specs[1], sizeof(x->specs[1]), "1:%s", lun1);
+	/* testing: one test holds requests in flight with gate=, one slows them with delay= */
+	x->tg.o = (struct target_opts){.in_process = true,
+				       .luns = {x->specs[0], x->specs[1]},
+				       .queues = 2,
+				       .workers = 2,
+				       .testing = true};
+	assert_int_equal(tgt_start(&x->tg), 0);
+	x->t = x->tg.tg.t;
+	o.socket = x->tg.tg.sock;
 	assert_int_equal(vs_ini_open(&x->ini, &o), 0);
 	assert_int_equal(vs_ini_queue_count(x->ini), 2);
 	return x;
@@ -67,12 +57,8 @@ static struct fx *fx_open(const char *lun0, const char *lun1)
 static void fx_close(struct fx *x)
 {
 	vs_ini_close(x->ini);
-	__atomic_store_n(&x->stop, 1, __ATOMIC_RELAXED);
-	vs_target_wake(x->t);
-	pthread_join(x->thr, NULL);
-	assert_int_equal(vs_target_destroy(x->t), 0);
-	unlink(x->sock);
-	rmdir(x->dir);
+	assert_int_equal(target_stop(&x->tg.tg, 0, 0, NULL), 0); /* vs_target_destroy's */
+	tgt_fini(&x->tg);
 	free(x);
 }
 

@@ -24,7 +24,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: trace_isolate PROGRAM [ARGS...]\n");
 		return 2;
 	}
-	if (th_mkdtemp(dir, sizeof dir, "isolate") < 0) {
+	if (tmpdir_make(dir, sizeof dir, NULL, "isolate") < 0) {
 		perror("trace_isolate: mkdtemp");
 		return 1;
 	}
@@ -36,6 +36,6 @@ int main(int argc, char **argv)
 		fprintf(stderr, "trace_isolate: %s left %d file(s) in %s\n", argv[1], left, dir);
 		rc = 1;
 	}
-	th_rmtree(dir);
+	tmpdir_remove(dir);
 	return rc < 0 ? 1 : rc;
 }

@@ -86,7 +86,7 @@ static void *hold_main(void *arg)
 static int record_run(void **state)
 {
 	(void)state;
-	if (th_mkdtemp(dir, sizeof dir, "latency") < 0)
+	if (tmpdir_make(dir, sizeof dir, NULL, "latency") < 0)
 		return -1;
 	snprintf(out, sizeof out, "%s/out.txt", dir);
 	snprintf(err, sizeof err, "%s/err.txt", dir);
@@ -132,7 +132,7 @@ static int record_run(void **state)
 static int remove_run(void **state)
 {
 	(void)state;
-	th_rmtree(dir);
+	tmpdir_remove(dir);
 	return 0;
 }
 
