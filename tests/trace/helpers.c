@@ -9,9 +9,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "deadline.h"
 #include "helpers.h"
 
 extern char **environ;
@@ -140,16 +140,9 @@ int th_wait(pid_t pid)
 	return 128 + WTERMSIG(st);
 }
 
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 int th_wait_within(pid_t pid, unsigned timeout_ms)
 {
-	uint64_t end = mono_ms() + timeout_ms;
+	uint64_t end = now_ms() + timeout_ms;
 	int st;
 
 	for (;;) {
@@ -158,7 +151,7 @@ int th_wait_within(pid_t pid, unsigned timeout_ms)
 			return -1;
 		if (r == pid)
 			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-		if (mono_ms() >= end) {
+		if (now_ms() >= end) {
 			kill(pid, SIGKILL);
 			th_wait(pid);
 			return -2;

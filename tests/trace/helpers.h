@@ -27,7 +27,7 @@ struct th_tmpdir {
 	char out[600], err[600]; /* where a test sends the CLI's stdout and stderr */
 	char cap[600];           /* a scratch capture file */
 };
-/* Make T's directory (mkdtemp, named after TAG) and paths; 0 or -errno. */
+/* Make T's directory (tmpdir_make, named after TAG) and paths; 0 or -errno. */
 int th_tmpdir_init(struct th_tmpdir *t, const char *tag);
 /* Remove the directory, the files in it and the files next to it. */
 void th_tmpdir_fini(struct th_tmpdir *t);
