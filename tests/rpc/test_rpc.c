@@ -28,6 +28,7 @@
 
 #include "../initiator/harness.h"
 #include "gate.h" /* unix_connect_wait */
+#include "proc.h"
 #include "tmpdir.h"
 
 #define DEADLINE_MS 10000
@@ -617,43 +618,21 @@ static void test_stuck_client(void **state)
 
 /* ---- the socket ------------------------------------------------------------------------ */
 
-/* Run `vioscope target` with these extra arguments and wait (deadline) for it to exit:
+/* Run `vioscope target --rpc RPC` (its socket in dir) and wait (deadline) for it to exit:
  * its exit status, its stderr in err. */
 static int run_target(const char *dir, const char *rpc, char *err, size_t errlen)
 {
-	char sock[128], log[128];
-	pid_t p;
-	int status = -1;
-	uint64_t end = now_ms() + DEADLINE_MS;
-	FILE *f;
+	char sock[128];
+	const char *argv[] = {VIOSCOPE_BIN, "target", "--socket", sock, "--lun",
+			      "0:ram=1M",   "--rpc",  rpc,	  NULL};
+	int status;
 
 	snprintf(sock, sizeof(sock), "%s/t2.sock", dir);
-	snprintf(log, sizeof(log), "%s/t2.log", dir);
-	p = fork();
-	assert_true(p >= 0);
-	if (p == 0) {
-		int fd = open(log, O_CREAT | O_WRONLY | O_TRUNC, 0600);
-
-		dup2(fd, 2);
-		execl(VIOSCOPE_BIN, VIOSCOPE_BIN, "target", "--socket", sock, "--lun", "0:ram=1M",
-		      "--rpc", rpc, (char *)NULL);
-		_exit(127);
-	}
-	while (waitpid(p, &status, WNOHANG) == 0) {
-		if (now_ms() > end) {
-			kill(p, SIGKILL);
-			waitpid(p, NULL, 0);
-			fail_msg("the target did not exit");
-		}
-		usleep(10000);
-	}
-	f = fopen(log, "r");
-	assert_non_null(f);
-	err[fread(err, 1, errlen - 1, f)] = 0;
-	fclose(f);
-	unlink(log);
+	status = proc_run(argv, err, errlen, DEADLINE_MS);
+	if (status == -ETIMEDOUT)
+		fail_msg("the target did not exit");
 	assert_int_equal(access(sock, F_OK), -1); /* its vhost-user socket went too */
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	return status;
 }
 
 /* The socket is 0600; a path that holds something else is refused and left as it was; a

@@ -11,59 +11,23 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "fixture.h"
+#include "proc.h"
 #include "tmpdir.h"
 
 static const char *vioscope; /* the binary under test (argv[1]) */
 
-struct proc {
-	pid_t pid;
-	int err_fd; /* read end of its stderr */
-};
-
-static struct proc spawn(char *const args[])
+/* Run `vioscope args[1]...` (args[0] becomes the binary's path) to its end: its exit
+ * status, its stderr into buf. */
+static int run(char *args[], char *buf, size_t len)
 {
-	struct proc p;
-	int pfd[2];
-
-	assert_int_equal(pipe2(pfd, O_CLOEXEC), 0);
-	p.pid = fork();
-	assert_true(p.pid >= 0);
-	if (p.pid == 0) {
-		dup2(pfd[1], 2);
-		execv(vioscope, args);
-		_exit(127);
-	}
-	close(pfd[1]);
-	p.err_fd = pfd[0];
-	return p;
-}
-
-/* Exit status of a finished process; its stderr into buf. */
-static int finish(struct proc p, char *buf, size_t len)
-{
-	size_t n = 0;
-	ssize_t r;
-	int st;
-
-	while (n + 1 < len && (r = read(p.err_fd, buf + n, len - 1 - n)) > 0)
-		n += (size_t)r;
-	buf[n] = 0;
-	close(p.err_fd);
-	assert_int_equal(waitpid(p.pid, &st, 0), p.pid);
-	assert_true(WIFEXITED(st));
-	return WEXITSTATUS(st);
-}
-
-static int run(char *const args[], char *buf, size_t len)
-{
-	return finish(spawn(args), buf, len);
+	args[0] = (char *)vioscope;
+	return proc_run((const char *const *)args, buf, len, FE_WAIT_MS);
 }
 
 /* An unknown option: exit status 2, and the message names it. */
