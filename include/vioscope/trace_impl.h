@@ -697,7 +697,14 @@ static inline __attribute__((always_inline)) void vs__arg_b(union vs__arg *s, st
 #define VS_HP_COMPILED 1
 #else
 #define VS__HOT(lvl, flg, also, ool, ...) VS__NONE(__VA_ARGS__)
-#define VS__HOT_STAGE(ool, flg, stage, fields, ...) VS__NONE(__VA_ARGS__)
+/* Its flags are still named: a provider without a STAGE flag fails to build in every
+ * flavour, not in the all flavours only. */
+#define VS__HOT_STAGE(ool, flg, stage, fields, ...)                                                \
+	do {                                                                                       \
+		(void)VS_FLAG_##flg;                                                               \
+		(void)VS_FLAG_STAGE;                                                               \
+		VS__NONE(__VA_ARGS__);                                                             \
+	} while (0)
 #define VS__HP_ENABLED(lvl, flg, also) 0
 #define VS_HP_COMPILED 0
 #endif
