@@ -31,7 +31,7 @@ static void on_signal(int sig)
 /* Ctrl-C and SIGTERM end a command that follows a process (record, live) cleanly. */
 static void stop_on_signals(void)
 {
-	struct sigaction sa = { .sa_handler = on_signal };
+	struct sigaction sa = {.sa_handler = on_signal};
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 }
@@ -325,8 +325,9 @@ static int trace_record_or_dump(int argc, char **argv, bool record)
 		trace_error(name, why);
 		return trace_exit_status(rc);
 	}
-	fprintf(stderr, "%s: %u thread(s), %llu bytes of events, %llu dropped, %llu overwritten%s\n",
-		out, st.threads, (unsigned long long)st.bytes, (unsigned long long)st.dropped,
+	fprintf(stderr,
+		"%s: %u thread(s), %llu bytes of events, %llu dropped, %llu overwritten%s\n", out,
+		st.threads, (unsigned long long)st.bytes, (unsigned long long)st.dropped,
 		(unsigned long long)st.overwritten, st.alive ? "" : " (process not running)");
 	if (rc == -ECANCELED) {
 		trace_error(name, why);
@@ -348,7 +349,7 @@ static int trace_decode(int argc, char **argv)
 					     {"from", required_argument, 0, 'F'},
 					     {"to", required_argument, 0, 'T'},
 					     {0, 0, 0, 0}};
-	struct vs_decode_opts o = { .to_s = -1 };
+	struct vs_decode_opts o = {.to_s = -1};
 	const char *ctf_dir = NULL;
 	char flags[512];
 	int c, rc;
@@ -383,7 +384,8 @@ static int trace_decode(int argc, char **argv)
 			o.flag_spec = optarg;
 			break;
 		case 't':
-			if (vs_cli_uint("vioscope trace decode", "thread", optarg, 1, UINT32_MAX, &v))
+			if (vs_cli_uint("vioscope trace decode", "thread", optarg, 1, UINT32_MAX,
+					&v))
 				return VS_EXIT_USAGE;
 			o.tid = (uint32_t)v;
 			break;
@@ -411,8 +413,9 @@ static int trace_decode(int argc, char **argv)
 	if (ctf_dir) {
 		if (o.json || o.chrome || o.max_level || o.flag_spec || o.tid || o.from_s > 0 ||
 		    o.to_s >= 0) {
-			fprintf(stderr, "vioscope trace decode: --ctf exports every event; it takes "
-					"no other option\n");
+			fprintf(stderr,
+				"vioscope trace decode: --ctf exports every event; it takes "
+				"no other option\n");
 			return VS_EXIT_USAGE;
 		}
 		if ((rc = vs_trace_export_ctf(argv[optind], ctf_dir, why, sizeof why)) < 0) {

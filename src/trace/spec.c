@@ -15,8 +15,7 @@
 
 #include "trace/trace_shared.h"
 
-static const char *const level_names[] = { "off", "critical", "error", "warning", "info",
-					   "verbose" };
+static const char *const level_names[] = {"off", "critical", "error", "warning", "info", "verbose"};
 
 const char *vs_level_name(unsigned level)
 {
@@ -114,8 +113,8 @@ static void name_add(struct name_list *l, const char *prov, const char *name)
 /* "a, b, c" (lower case) into buf, len bytes at most, then " and N more" when the rest
  * does not fit: provider names (only < 0, !qualified), the flags of provider `only`, or
  * provider.flag of every provider (qualified).  Flags with sites only, where known. */
-static void list_names(char *buf, size_t len, const struct vs_spec_provider *provs,
-		       unsigned nprovs, int only, bool qualified)
+static void list_names(char *buf, size_t len, const struct vs_spec_provider *provs, unsigned nprovs,
+		       int only, bool qualified)
 {
 	struct name_list l = {buf, len, 0, 0};
 	if (!len)
@@ -162,7 +161,8 @@ static const char *flags_label(const struct vs_spec_provider *provs, unsigned np
 	return nprovs && provs[0].sites_known ? "flags with sites" : "known";
 }
 
-static int spec_fail(char *why, size_t whylen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int spec_fail(char *why, size_t whylen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static int spec_fail(char *why, size_t whylen, const char *fmt, ...)
 {
 	va_list ap;
@@ -261,11 +261,14 @@ int vs_spec_eval(const char *spec, const struct vs_spec_provider *provs, unsigne
 	int lv = n ? vs_level_parse(spec, n) : -1;
 
 	if (n == 0)
-		return spec_fail(why, whylen, "expected LEVEL[:FLAG,...], LEVEL one of off, critical, "
+		return spec_fail(why, whylen,
+				 "expected LEVEL[:FLAG,...], LEVEL one of off, critical, "
 				 "error, warning, info, verbose (or 0-5)");
 	if (lv < 0)
-		return spec_fail(why, whylen, "unknown level '%.*s' (off, critical, error, warning, "
-				 "info, verbose, or 0-5)", (int)(n > 64 ? 64 : n), spec);
+		return spec_fail(why, whylen,
+				 "unknown level '%.*s' (off, critical, error, warning, "
+				 "info, verbose, or 0-5)",
+				 (int)(n > 64 ? 64 : n), spec);
 	*level = (uint32_t)lv;
 	for (unsigned i = 0; i < nprovs; i++)
 		masks[i] = colon ? 0 : 0xffffffffu;
