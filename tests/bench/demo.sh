@@ -55,8 +55,9 @@ wait_for 600 grep -q 'vioscope-demo-.*\.img (removed' "$out/run3.txt" || fail "n
 img=$(image_of "$out/run3.txt")
 filled() { [ "$(stat -c %s "$img" 2>/dev/null || echo 0)" -eq 1073741824 ]; }
 wait_for 600 filled || fail "the image was never filled"
-# The table's first runs are going: interrupt them.
-wait_for 600 pgrep -g "$pgid" -f ' bench --json ' > /dev/null || fail "no benchmark run started"
+# The table's first runs are going (jobs of the demo: its session, groups of their own):
+# interrupt them.
+wait_for 600 pgrep -s "$pgid" -f ' bench --json ' > /dev/null || fail "no benchmark run started"
 /bin/kill -INT -- "-$pgid"
 # Exited: no such process, or a zombie waiting for this shell to reap it.
 gone() { ! kill -0 "$pgid" 2>/dev/null || [ "$(cut -d' ' -f3 "/proc/$pgid/stat" 2>/dev/null)" = Z ]; }
@@ -65,7 +66,7 @@ rc=0
 wait "$pgid" || rc=$?
 [ "$rc" -eq 130 ] || fail "the demo exited with $rc, not as killed by SIGINT (130)"
 [ ! -e "$img" ] || fail "$img left behind after SIGINT"
-nothing_left() { ! pgrep -g "$pgid" > /dev/null; }
+nothing_left() { ! pgrep -s "$pgid" > /dev/null; }
 wait_for 300 nothing_left || fail "processes of the demo still run 30 s after SIGINT"
 pgid=""
 echo "ok"
