@@ -118,7 +118,7 @@ int bench_run_fio(const char *spec, const struct bench_profile *p, bool write, d
 		return -EIO;
 	}
 	memset(r, 0, sizeof *r);
-	r->idle_cpu = -1;
+	r->idle_cpu = r->cpu_wait = -1;
 	snprintf(r->profile, sizeof r->profile, "%s", p->name);
 	snprintf(r->rw, sizeof r->rw, "%s", write ? "write" : "read");
 	r->mib_s = bench_json_number(sec, "bw_bytes", 0) / (1024.0 * 1024.0);

@@ -37,9 +37,17 @@ struct bench_result {
 	 * drove the requests (the initiator, or fio with librbd/io_uring) and the target. */
 	double cpu_us, target_cpu_us;
 	bool interrupt; /* the initiator took completions by interrupt (else it polled) */
+	/* Polling: the share of the run its threads spent waiting for a CPU (runnable, not
+	 * running: other processes had the CPUs), or -1; starved when >= BENCH_STARVED. */
+	double cpu_wait;
+	bool starved;
 	bool interrupted;  /* a signal cut the run short: figures over r->seconds */
 	char failure[240]; /* the first failed request in words, when r->errors */
 };
+/* A polling initiator whose threads wait for a CPU this share of the run is starved: its
+ * spinning then takes the CPU the target needs (docs/PERFORMANCE.md, "The initiator's
+ * completion mode"). */
+#define BENCH_STARVED 0.10
 void bench_result_print_header(FILE *f);
 void bench_result_print(FILE *f, const struct bench_result *r);
 void bench_result_notes(FILE *f, const struct bench_result *r);
