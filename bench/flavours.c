@@ -256,9 +256,9 @@ int bench_flavours(struct bench_opts *o, char **profiles, int rounds, const char
 		fprintf(stderr, "\r%70s\r", "");
 	/* fio on the same file, once, as the raw limit row. */
 	struct bench_result fio[2];
-	bool have_fio = (!strncmp(o->target_spec, "file=", 5) ||
-			 !strncmp(o->target_spec, "rbd=", 4)) &&
-			!vs_interrupted();
+	bool have_fio =
+	    (!strncmp(o->target_spec, "file=", 5) || !strncmp(o->target_spec, "rbd=", 4)) &&
+	    !vs_interrupted();
 	for (size_t i = 0; i < np && have_fio; i++) {
 		struct bench_profile p;
 		bench_profile_parse(flavour_profiles[i], &p, why, sizeof why);

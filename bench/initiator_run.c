@@ -366,8 +366,8 @@ int bench_run_initiator(const struct bench_opts *o, const struct bench_profile *
 	uint64_t cpu0, tcpu0, cpu1, tcpu1;
 	if (!o->json)
 		fprintf(stderr, "%s: the initiator %s (%s); measuring %.1f s, seed %llu\n", p->name,
-			interrupt ? "takes completions by interrupt" : "polls", mode_why, o->seconds,
-			(unsigned long long)o->seed);
+			interrupt ? "takes completions by interrupt" : "polls", mode_why,
+			o->seconds, (unsigned long long)o->seed);
 	cpu_sample(o, &cpu0, &tcpu0);
 	uint64_t t0 = vs_mono_ns(), t_end = t0 + (uint64_t)(o->seconds * 1e9);
 	for (unsigned t = 0; t < p->threads; t++) {
@@ -422,8 +422,8 @@ int bench_run_initiator(const struct bench_opts *o, const struct bench_profile *
 			r->target_cpu_us = (double)(tcpu1 - tcpu0) / 1000.0 / r->iops;
 	}
 	r->interrupt = interrupt;
-	r->cpu_wait = !interrupt && run_ns + wait_ns ? (double)wait_ns / (double)(run_ns + wait_ns)
-						     : -1;
+	r->cpu_wait =
+	    !interrupt && run_ns + wait_ns ? (double)wait_ns / (double)(run_ns + wait_ns) : -1;
 	r->starved = r->cpu_wait >= BENCH_STARVED;
 	r->iops /= secs;
 	r->seconds = secs;

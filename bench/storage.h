@@ -68,7 +68,7 @@ struct bench_opts {
 	unsigned queues;
 	bool json;
 	bool progress;
-	uint64_t seed; /* of the random offsets (1..) */
+	uint64_t seed;	 /* of the random offsets (1..) */
 	const char *exe; /* the vioscope binary to run the embedded target with */
 };
 

@@ -104,8 +104,9 @@ static bool wait_attached(pid_t r, int pid, const char *what)
 		usleep(1000); /* polling a condition, with the deadline above */
 	}
 	if (!vs_interrupted())
-		fprintf(stderr, "bench: the recorder of the %s (pid %d) did not attach in 5 s%s%s\n",
-			what, pid, *why ? ": " : "", why);
+		fprintf(stderr,
+			"bench: the recorder of the %s (pid %d) did not attach in 5 s%s%s\n", what,
+			pid, *why ? ": " : "", why);
 	kill(r, SIGTERM);
 	waitpid(r, NULL, 0);
 	return false;
@@ -258,8 +259,9 @@ static int run_profiles(struct bench_opts *o, char **profiles, int nprof, bool f
 	struct bench_result res[2 * MAX_PROFILES];
 	int nres = 0;
 	if (!o->json) {
-		fprintf(stderr, "vioscope bench (%s flavour) against %s%s%s, %.1f s per profile, "
-				"seed %llu\n",
+		fprintf(stderr,
+			"vioscope bench (%s flavour) against %s%s%s, %.1f s per profile, "
+			"seed %llu\n",
 			vs_trace_flavour(), o->socket, o->target_spec ? " = " : "",
 			o->target_spec ? o->target_spec : "", o->seconds,
 			(unsigned long long)o->seed);
@@ -374,10 +376,8 @@ static int cmd_bench(int argc, char **argv)
 	    {"idle", required_argument, 0, 'I'},    {"seed", required_argument, 0, 'x'},
 	    {0, 0, 0, 0}};
 	/* Progress redraws one line: only on a terminal. */
-	struct bench_opts o = {.seconds = 5,
-			       .progress = isatty(STDERR_FILENO),
-			       .adaptive_poll_us = -1,
-			       .seed = 1};
+	struct bench_opts o = {
+	    .seconds = 5, .progress = isatty(STDERR_FILENO), .adaptive_poll_us = -1, .seed = 1};
 	char *profiles[MAX_PROFILES];
 	int nprof = 0, rounds = BENCH_MIN_ROUNDS, c;
 	bool fio = false, flavours = false, time_given = false;
@@ -386,8 +386,7 @@ static int cmd_bench(int argc, char **argv)
 	uint64_t v;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "s:t:p:w:T:q:iNjPfFr:R:S:a:I:x:h", opts, NULL)) !=
-	       -1) {
+	while ((c = getopt_long(argc, argv, "s:t:p:w:T:q:iNjPfFr:R:S:a:I:x:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 's':
 			o.socket = optarg;
@@ -517,14 +516,16 @@ static int cmd_bench(int argc, char **argv)
 	/* fio reaches a file or an RBD image; said before anything runs, not skipped. */
 	if (fio && (o.socket || (o.target_spec && strncmp(o.target_spec, "file=", 5) &&
 				 strncmp(o.target_spec, "rbd=", 4)))) {
-		fprintf(stderr, "bench: --fio runs fio on the storage the target serves: a "
-				"file=IMG or rbd= target (the default image is one); %s has "
-				"nothing fio can reach\n",
+		fprintf(stderr,
+			"bench: --fio runs fio on the storage the target serves: a "
+			"file=IMG or rbd= target (the default image is one); %s has "
+			"nothing fio can reach\n",
 			o.socket ? "a target given by --socket" : o.target_spec);
 		return VS_EXIT_USAGE;
 	}
 	if (fio && vs_job_run("fio --version >/dev/null 2>&1") != 0) {
-		fprintf(stderr, "bench: --fio: fio is not installed (scripts/deps.sh installs it)\n");
+		fprintf(stderr,
+			"bench: --fio: fio is not installed (scripts/deps.sh installs it)\n");
 		return VS_EXIT_CANNOT_RUN;
 	}
 	vs_interrupt_catch(); /* from here on a signal ends the run cleanly */

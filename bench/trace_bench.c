@@ -479,7 +479,9 @@ static int run_with_peers(void)
 		;
 	if (pid > 0)
 		vs_interrupt_pass_end(pid);
-	int rc = pid < 0 ? VS_EXIT_CANNOT_RUN : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	int rc = pid < 0	 ? VS_EXIT_CANNOT_RUN
+		 : WIFEXITED(st) ? WEXITSTATUS(st)
+				 : 128 + WTERMSIG(st);
 	if (lttng)
 		vs_bench_lttng_stop();
 	return rc;

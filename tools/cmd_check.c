@@ -181,9 +181,10 @@ static int io_options(const char *cmd, int argc, char **argv, struct vs_check_io
 		case 't':
 			if (strncmp(optarg, "file=", 5) && strncmp(optarg, "ram=", 4) &&
 			    strncmp(optarg, "null=", 5) && strncmp(optarg, "rbd=", 4))
-				return bad("verify: --target: expected file=IMG, ram=SIZE, null=SIZE "
-					   "or rbd=POOL/IMAGE, not",
-					   optarg);
+				return bad(
+				    "verify: --target: expected file=IMG, ram=SIZE, null=SIZE "
+				    "or rbd=POOL/IMAGE, not",
+				    optarg);
 			o->target_spec = optarg;
 			break;
 		case 'X':

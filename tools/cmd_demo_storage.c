@@ -83,9 +83,8 @@ static int demo_run(const char *bindir, const char *out, const struct demo_opts 
 	       "in each trace build flavour, on a 1 GiB image in memory (the seed driver's "
 	       "table):\n%s (%s).\n\n",
 	       image, o->keep_image ? "kept afterwards" : "removed when the demo ends");
-	snprintf(cmd, sizeof cmd,
-		 "exec '%s/vioscope' bench --flavours --rounds %u --time %g%s%s%s", bindir,
-		 o->rounds, o->seconds, o->svg ? " --svg '" : "", o->svg ? o->svg : "",
+	snprintf(cmd, sizeof cmd, "exec '%s/vioscope' bench --flavours --rounds %u --time %g%s%s%s",
+		 bindir, o->rounds, o->seconds, o->svg ? " --svg '" : "", o->svg ? o->svg : "",
 		 o->svg ? "'" : "");
 	if (run(cmd) < 0 && !vs_interrupted()) {
 		fprintf(stderr, "demo: the flavour comparison failed\n");
@@ -127,9 +126,10 @@ static int demo_run(const char *bindir, const char *out, const struct demo_opts 
 		return rc;
 	/* Where the recorded run's requests spent their time, both sides joined. */
 	printf("\n-- where the requests spent their time: `vioscope trace latency`\n");
-	snprintf(cmd, sizeof cmd,
-		 "'%s/vioscope' trace latency '%s'/initiator-*.vst '%s'/target-*.vst | sed 's/^/   /'",
-		 bindir, rec, rec);
+	snprintf(
+	    cmd, sizeof cmd,
+	    "'%s/vioscope' trace latency '%s'/initiator-*.vst '%s'/target-*.vst | sed 's/^/   /'",
+	    bindir, rec, rec);
 	if (run(cmd) < 0 && !vs_interrupted())
 		printf("   (trace latency failed)\n");
 	printf("\nCaptures are in %s.  Try:\n  %s/vioscope trace decode %s/target-*.vst --flag tmf,"

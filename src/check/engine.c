@@ -720,12 +720,12 @@ static void eng_progress(const struct eng *e)
 	uint64_t ops[ENG_OPS], bytes[ENG_OPS], res[RES_COUNT], sect;
 
 	eng_totals(e, ops, bytes, res, &sect);
-	fprintf(e->progress, "  %7.1f s: %llu requests (%.0f MiB), %llu errors so far\n",
-		eng_elapsed(e),
-		(unsigned long long)(ops[ENG_READ] + ops[ENG_WRITE] + ops[ENG_FLUSH] +
-				     ops[ENG_UNMAP]),
-		(double)(bytes[ENG_READ] + bytes[ENG_WRITE]) / (1 << 20),
-		(unsigned long long)eng_errors(e));
+	fprintf(
+	    e->progress, "  %7.1f s: %llu requests (%.0f MiB), %llu errors so far\n",
+	    eng_elapsed(e),
+	    (unsigned long long)(ops[ENG_READ] + ops[ENG_WRITE] + ops[ENG_FLUSH] + ops[ENG_UNMAP]),
+	    (double)(bytes[ENG_READ] + bytes[ENG_WRITE]) / (1 << 20),
+	    (unsigned long long)eng_errors(e));
 	fflush(e->progress);
 }
 

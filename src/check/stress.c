@@ -361,8 +361,7 @@ int vs_check_stress(const struct vs_check_io_opts *o, char *why, size_t whylen)
 		usleep(1000);
 	if (rc < 0)
 		goto out;
-	if (!s->failed_restart && !vs_interrupted() &&
-	    (rc = eng_readback(&s->e, why, whylen)) < 0)
+	if (!s->failed_restart && !vs_interrupted() && (rc = eng_readback(&s->e, why, whylen)) < 0)
 		goto out;
 	fds1 = count_fds(getpid());
 	anon1 = anon_kib(getpid());

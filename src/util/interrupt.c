@@ -69,7 +69,10 @@ int vs_interrupt_status(int rc)
 
 const char *vs_signal_name(int sig)
 {
-	return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "a signal";
+	return sig == SIGINT	? "SIGINT"
+	       : sig == SIGTERM ? "SIGTERM"
+	       : sig == SIGHUP	? "SIGHUP"
+				: "a signal";
 }
 
 /* The handler reads the table at any moment: a slot is filled or cleared in one store. */

@@ -106,10 +106,13 @@ int vs_spawn_server(char *const argv[], const char *sock, unsigned timeout_ms, b
 				close(err[0]);
 			}
 			one_line(said);
-			return vs_fail(why, whylen, -EIO, "%s exited before listening on %s (%s %d)%s%s",
-				       argv[0], sock, WIFEXITED(status) ? "status" : "signal",
+			return vs_fail(why, whylen, -EIO,
+				       "%s exited before listening on %s (%s %d)%s%s", argv[0],
+				       sock, WIFEXITED(status) ? "status" : "signal",
 				       WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
-				       said[0] ? ": " : show_stderr ? ": see its messages above" : "",
+				       said[0]	     ? ": "
+				       : show_stderr ? ": see its messages above"
+						     : "",
 				       said);
 		}
 		if (vs_mono_ns() > end)

@@ -234,7 +234,7 @@ int vs_interrupted(void);	  /* the first signal caught, or 0 */
 uint64_t vs_interrupted_ns(void); /* when (CLOCK_MONOTONIC ns), or UINT64_MAX */
 /* The flag itself, for a loop that takes a `volatile sig_atomic_t *stop` (trace record). */
 volatile sig_atomic_t *vs_interrupt_flag(void);
-int vs_interrupt_status(int rc);  /* 128 + the signal when interrupted, else rc */
+int vs_interrupt_status(int rc);     /* 128 + the signal when interrupted, else rc */
 const char *vs_signal_name(int sig); /* "SIGINT" */
 /* Pass the signals on to target (a pid, or -pgid for a process group) the moment they are
  * caught, until vs_interrupt_pass_end(target); one caught before is passed on at once.
