@@ -48,8 +48,10 @@ rm -f "$img"
 [ "$size" -eq 1073741824 ] || fail "--keep-image: the image has $size bytes"
 
 # 3. Ctrl-C in the middle of the table: the demo and everything it started stop, and the
-# image is gone.  The demo runs in its own process group, as a shell's foreground job.
-VIOSCOPE_DEMO_DIR="$out/d3" setsid "$bin/vioscope" demo --rounds 5 --time 1 > "$out/run3.txt" 2>&1 &
+# image is gone.  The demo runs in its own process group, as a shell's foreground job (Ctrl-C
+# not ignored, as this shell's background jobs have it).
+VIOSCOPE_DEMO_DIR="$out/d3" setsid env --default-signal=INT "$bin/vioscope" demo --rounds 5 \
+	--time 1 > "$out/run3.txt" 2>&1 &
 pgid=$!
 wait_for 600 grep -q 'vioscope-demo-.*\.img (removed' "$out/run3.txt" || fail "no image line"
 img=$(image_of "$out/run3.txt")
