@@ -17,9 +17,9 @@
 #include "backend/backend_int.h"
 
 /* The options every kind takes (hooks.c: log-writes, and the test-only delay and faults) go
- * into be; args without them into rest, for the kind to parse.  0, or -EINVAL with err set. */
+ * into be; args without them into rest, for the kind to parse.  0, or -EINVAL with why set. */
 static int common_options(struct vs_backend *be, const char *args, bool testing, char *rest,
-			  size_t restlen, char *err, size_t errlen)
+			  size_t restlen, char *why, size_t whylen)
 {
 	size_t used = 0;
 	bool first = true;
@@ -31,14 +31,14 @@ static int common_options(struct vs_backend *be, const char *args, bool testing,
 		char field[4200];
 
 		if (len >= sizeof(field))
-			return vs_fail(err, errlen, -EINVAL, "backend spec field too long");
+			return vs_fail(why, whylen, -EINVAL, "backend spec field too long");
 		snprintf(field, sizeof(field), "%.*s", (int)len, p);
-		rc = first ? 0 : vs_be_hooks_parse(be, field, testing, err, errlen);
+		rc = first ? 0 : vs_be_hooks_parse(be, field, testing, why, whylen);
 		if (rc < 0)
 			return rc;
 		if (!rc) {
 			if (used + len + 2 > restlen)
-				return vs_fail(err, errlen, -EINVAL, "backend spec too long");
+				return vs_fail(why, whylen, -EINVAL, "backend spec too long");
 			used += (size_t)snprintf(rest + used, restlen - used, "%s%.*s",
 						 first ? "" : ",", (int)len, p);
 		}
@@ -48,43 +48,43 @@ static int common_options(struct vs_backend *be, const char *args, bool testing,
 	return 0;
 }
 
-/* ram=SIZE and null=SIZE: 0, or -errno with err set. */
-static int parse_size(const char *spec, const char *args, uint64_t *size, char *err, size_t errlen)
+/* ram=SIZE and null=SIZE: 0, or -errno with why set. */
+static int parse_size(const char *spec, const char *args, uint64_t *size, char *why, size_t whylen)
 {
 	int rc = vs_parse_size(args, size);
 
 	if (rc == -ERANGE)
-		return vs_fail(err, errlen, -EINVAL,
+		return vs_fail(why, whylen, -EINVAL,
 			       "%s: size '%s' is too large (at most %lld bytes, 8 EiB - 1)", spec,
 			       args, (long long)INT64_MAX);
 	if (rc < 0 || *size == 0)
-		return vs_fail(err, errlen, -EINVAL, "%s: bad size '%s' (use e.g. 64M, 1G)", spec,
+		return vs_fail(why, whylen, -EINVAL, "%s: bad size '%s' (use e.g. 64M, 1G)", spec,
 			       args);
 	return 0;
 }
 
 /* Before the log is created: nothing of a refused spec may be left behind. */
-static int check_size(struct vs_backend *be, const struct vs_backend_opts *o, char *err,
-		      size_t errlen)
+static int check_size(struct vs_backend *be, const struct vs_backend_opts *o, char *why,
+		      size_t whylen)
 {
 	uint64_t size = vs_backend_size(be);
 
 	if (o->block_size && (size < o->block_size || size % o->block_size))
-		return vs_fail(err, errlen, -EINVAL,
+		return vs_fail(why, whylen, -EINVAL,
 			       "size %llu bytes is not a whole number of %u-byte blocks",
 			       (unsigned long long)size, o->block_size);
 	return 0;
 }
 
-int vs_backend_open(struct vs_backend **out, const char *spec, char *err, size_t errlen)
+int vs_backend_open(struct vs_backend **out, const char *spec, char *why, size_t whylen)
 {
 	static const struct vs_backend_opts trusting = {.testing = true};
 
-	return vs_backend_open_opts(out, spec, &trusting, err, errlen);
+	return vs_backend_open_opts(out, spec, &trusting, why, whylen);
 }
 
 int vs_backend_open_opts(struct vs_backend **out, const char *spec, const struct vs_backend_opts *o,
-			 char *err, size_t errlen)
+			 char *why, size_t whylen)
 {
 	static const char usage[] =
 	    "use file=PATH[,ro][,direct], ram=SIZE, null=SIZE or rbd=POOL/IMAGE[,conf=PATH]"
@@ -97,11 +97,11 @@ int vs_backend_open_opts(struct vs_backend **out, const char *spec, const struct
 	int rc;
 
 	*out = NULL;
-	if (err && errlen)
-		*err = 0;
+	if (why && whylen)
+		*why = 0;
 	eq = spec ? strchr(spec, '=') : NULL;
 	if (!eq) {
-		vs_fail(err, errlen, 0, "bad backend spec '%s' (%s)", spec ? spec : "(null)",
+		vs_fail(why, whylen, 0, "bad backend spec '%s' (%s)", spec ? spec : "(null)",
 			usage);
 		VS_ERROR(BACKEND, "bad backend spec '%s': no '='", spec ? spec : "(null)");
 		return -EINVAL;
@@ -113,7 +113,7 @@ int vs_backend_open_opts(struct vs_backend **out, const char *spec, const struct
 	be->mem_align = be->off_align = 1;
 	be->file.fd = be->file.fd_buffered = -1;
 	pthread_mutex_init(&be->size_lock, NULL);
-	if ((rc = common_options(be, eq + 1, o->testing, args, sizeof(args), err, errlen))) {
+	if ((rc = common_options(be, eq + 1, o->testing, args, sizeof(args), why, whylen))) {
 		vs_be_hooks_close(be);
 		pthread_mutex_destroy(&be->size_lock);
 		free(be);
@@ -121,12 +121,12 @@ int vs_backend_open_opts(struct vs_backend **out, const char *spec, const struct
 	}
 
 	if (klen == 4 && !strncmp(spec, "file", 4)) {
-		rc = vs_be_file_open(be, args, o, err, errlen);
+		rc = vs_be_file_open(be, args, o, why, whylen);
 	} else if (klen == 3 && !strncmp(spec, "rbd", 3)) {
 #ifdef VS_HAVE_RBD
-		rc = vs_be_rbd_open(be, args, err, errlen);
+		rc = vs_be_rbd_open(be, args, why, whylen);
 #else
-		vs_fail(err, errlen, 0,
+		vs_fail(why, whylen, 0,
 			"rbd: this vioscope was built without the RBD backend (librbd-dev was "
 			"not installed when it was built)");
 		VS_ERROR(BACKEND, "rbd backend '%s': not built in", spec);
@@ -134,20 +134,20 @@ int vs_backend_open_opts(struct vs_backend **out, const char *spec, const struct
 #endif
 	} else if ((klen == 3 && !strncmp(spec, "ram", 3)) ||
 		   (klen == 4 && !strncmp(spec, "null", 4))) {
-		rc = parse_size(spec, args, &size, err, errlen);
+		rc = parse_size(spec, args, &size, why, whylen);
 		if (rc < 0)
 			VS_ERROR(BACKEND, "%s: bad size '%s'", spec, args);
 		else if (spec[0] == 'r')
-			rc = vs_be_ram_open(be, size, err, errlen);
+			rc = vs_be_ram_open(be, size, why, whylen);
 		else
-			rc = vs_be_null_open(be, size, err, errlen);
+			rc = vs_be_null_open(be, size, why, whylen);
 	} else {
-		vs_fail(err, errlen, 0, "unknown backend '%.*s' (%s)", (int)klen, spec, usage);
+		vs_fail(why, whylen, 0, "unknown backend '%.*s' (%s)", (int)klen, spec, usage);
 		VS_ERROR(BACKEND, "unknown backend kind in '%s'", spec);
 		rc = -EINVAL;
 	}
-	if (rc == 0 && ((rc = check_size(be, o, err, errlen)) < 0 ||
-			(rc = vs_be_hooks_start(be, o, err, errlen)) < 0))
+	if (rc == 0 && ((rc = check_size(be, o, why, whylen)) < 0 ||
+			(rc = vs_be_hooks_start(be, o, why, whylen)) < 0))
 		be->ops->close(be);
 	if (rc < 0) {
 		vs_be_hooks_close(be);
@@ -240,15 +240,15 @@ void vs_backend_size_changed(struct vs_backend *be, uint64_t new_size)
 }
 
 int vs_backend_resize(struct vs_backend *be, uint64_t new_size, int (*drain)(void *arg), void *arg,
-		      char *err, size_t errlen)
+		      char *why, size_t whylen)
 {
 	uint64_t old = vs_backend_size(be);
 	int rc;
 
-	if (err && errlen)
-		*err = 0;
+	if (why && whylen)
+		*why = 0;
 	if (!be->ops->resize || be->ro) {
-		vs_fail(err, errlen, 0, "a %s%s backend cannot be resized here%s",
+		vs_fail(why, whylen, 0, "a %s%s backend cannot be resized here%s",
 			be->ro ? "read-only " : "", be->ops->kind,
 			!strcmp(be->ops->kind, "rbd") ? " (resize the image: the LUN follows)"
 						      : "");
@@ -256,27 +256,27 @@ int vs_backend_resize(struct vs_backend *be, uint64_t new_size, int (*drain)(voi
 	}
 	if (new_size == old)
 		return 0;
-	if (be->ops->resize_check && (rc = be->ops->resize_check(be, old, new_size, err, errlen)))
+	if (be->ops->resize_check && (rc = be->ops->resize_check(be, old, new_size, why, whylen)))
 		return rc;
 	/* Shrinking: the new end first (bios past it are refused from now on), then the
 	 * caller's wait for those in flight, then the storage; growing: the other way. */
 	if (new_size < old) {
 		vs_backend_size_changed(be, new_size);
 		if (drain && (rc = drain(arg))) {
-			vs_fail(err, errlen, rc,
+			vs_fail(why, whylen, rc,
 				"requests in flight did not complete: the size stays %llu bytes",
 				(unsigned long long)old);
 			goto undo;
 		}
 	}
-	if ((rc = be->ops->resize(be, old, new_size, err, errlen)) < 0)
+	if ((rc = be->ops->resize(be, old, new_size, why, whylen)) < 0)
 		goto undo;
 	vs_backend_size_changed(be, new_size);
 	return 0;
 undo:
 	VS_ERROR(BACKEND, "%s backend: resize %llu -> %llu bytes: %s", be->ops->kind,
 		 (unsigned long long)old, (unsigned long long)new_size,
-		 err && *err ? err : strerror(-rc));
+		 why && *why ? why : strerror(-rc));
 	vs_backend_size_changed(be, old);
 	return rc;
 }

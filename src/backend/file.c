@@ -174,30 +174,30 @@ static int file_read_sync(struct vs_backend *be, void *buf, uint64_t len, uint64
 }
 
 /* Regular files only: a block device's size is its own. */
-static int file_resize_check(struct vs_backend *be, uint64_t old, uint64_t new_size, char *err,
-			     size_t errlen)
+static int file_resize_check(struct vs_backend *be, uint64_t old, uint64_t new_size, char *why,
+			     size_t whylen)
 {
 	(void)old;
 	if (be->file.bdev) {
-		vs_fail(err, errlen, 0, "a block device cannot be resized here");
+		vs_fail(why, whylen, 0, "a block device cannot be resized here");
 		return -ENOTSUP;
 	}
 	if (new_size > INT64_MAX) {
-		vs_fail(err, errlen, 0, "%llu bytes: too large for a file",
+		vs_fail(why, whylen, 0, "%llu bytes: too large for a file",
 			(unsigned long long)new_size);
 		return -EFBIG;
 	}
 	return 0;
 }
 
-static int file_resize(struct vs_backend *be, uint64_t old, uint64_t new_size, char *err,
-		       size_t errlen)
+static int file_resize(struct vs_backend *be, uint64_t old, uint64_t new_size, char *why,
+		       size_t whylen)
 {
 	(void)old;
 	if (ftruncate(be->file.fd, (off_t)new_size) < 0) {
 		int rc = -errno;
 
-		vs_fail(err, errlen, rc, "ftruncate to %llu bytes: %s", (unsigned long long)new_size,
+		vs_fail(why, whylen, rc, "ftruncate to %llu bytes: %s", (unsigned long long)new_size,
 			strerror(-rc));
 		return rc;
 	}
@@ -248,14 +248,14 @@ static void file_identity(struct vs_backend *be, int fd)
 }
 
 static int file_parse(const char *args, char *path, size_t pathlen, bool *ro, bool *direct,
-		      char *err, size_t errlen)
+		      char *why, size_t whylen)
 {
 	const char *comma = strchr(args, ',');
 	size_t n = comma ? (size_t)(comma - args) : strlen(args), olen;
 	const char *opt;
 
 	if (n == 0 || n >= pathlen) {
-		snprintf(err, errlen, "file=%s: %s", args, n ? "path too long" : "missing path");
+		snprintf(why, whylen, "file=%s: %s", args, n ? "path too long" : "missing path");
 		return -EINVAL;
 	}
 	memcpy(path, args, n);
@@ -266,7 +266,7 @@ static int file_parse(const char *args, char *path, size_t pathlen, bool *ro, bo
 		} else if (olen == 6 && !strncmp(opt, "direct", 6)) {
 			*direct = true;
 		} else {
-			snprintf(err, errlen, "file=%s: unknown option '%.*s' (use ro, direct)",
+			snprintf(why, whylen, "file=%s: unknown option '%.*s' (use ro, direct)",
 				 args, (int)olen, opt);
 			return -EINVAL;
 		}
@@ -278,38 +278,38 @@ static int file_parse(const char *args, char *path, size_t pathlen, bool *ro, bo
  * for a carrier) cannot block the open, then refused unless fstat on the very fd opened says
  * a regular file or a block device (a path checked before the open could be swapped);
  * O_NONBLOCK is cleared then (io_uring would fail reads with -EAGAIN instead of waiting).
- * The fd, or -errno with err set. */
+ * The fd, or -errno with why set. */
 static int open_storage(const char *args, const struct vs_backend_opts *o, const char *path,
-			int flags, struct stat *st, char *err, size_t errlen)
+			int flags, struct stat *st, char *why, size_t whylen)
 {
-	char why[200];
-	int fd = vs_be_open(o, path, flags | O_NONBLOCK | O_NOCTTY, 0, why, sizeof(why)), rc;
+	char cause[200];
+	int fd = vs_be_open(o, path, flags | O_NONBLOCK | O_NOCTTY, 0, cause, sizeof(cause)), rc;
 
 	if (fd < 0) {
 		rc = fd;
 		if ((flags & O_DIRECT) && rc == -EINVAL)
-			snprintf(err, errlen,
+			snprintf(why, whylen,
 				 "file=%s: O_DIRECT not supported by the file system of %s, or %s is "
 				 "neither a regular file nor a block device",
 				 args, path, path);
 		else
-			snprintf(err, errlen, "file=%s: cannot open %s: %s", args, path, why);
+			snprintf(why, whylen, "file=%s: cannot open %s: %s", args, path, cause);
 		return rc;
 	}
 	if (fstat(fd, st) < 0) {
 		rc = -errno;
-		snprintf(err, errlen, "file=%s: fstat: %s", args, strerror(-rc));
+		snprintf(why, whylen, "file=%s: fstat: %s", args, strerror(-rc));
 		goto fail;
 	}
 	if (!S_ISREG(st->st_mode) && !S_ISBLK(st->st_mode)) {
 		rc = -EINVAL;
-		snprintf(err, errlen, "file=%s: %s is neither a regular file nor a block device",
+		snprintf(why, whylen, "file=%s: %s is neither a regular file nor a block device",
 			 args, path);
 		goto fail;
 	}
 	if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0) {
 		rc = -errno;
-		snprintf(err, errlen, "file=%s: fcntl: %s", args, strerror(-rc));
+		snprintf(why, whylen, "file=%s: fcntl: %s", args, strerror(-rc));
 		goto fail;
 	}
 	return fd;
@@ -319,18 +319,18 @@ fail:
 }
 
 int vs_be_file_open(struct vs_backend *be, const char *args, const struct vs_backend_opts *o,
-		    char *err, size_t errlen)
+		    char *why, size_t whylen)
 {
 	char path[4096], dummy[1], again[32];
 	bool ro = false, direct = false;
 	struct stat st;
 	int flags, fd = -1, rc;
 
-	if (!err) {
-		err = dummy;
-		errlen = sizeof(dummy);
+	if (!why) {
+		why = dummy;
+		whylen = sizeof(dummy);
 	}
-	rc = file_parse(args, path, sizeof(path), &ro, &direct, err, errlen);
+	rc = file_parse(args, path, sizeof(path), &ro, &direct, why, whylen);
 	if (rc < 0)
 		goto out_err;
 	be->ops = &file_ops;
@@ -339,7 +339,7 @@ int vs_be_file_open(struct vs_backend *be, const char *args, const struct vs_bac
 	be->file.direct = direct;
 	flags = (ro ? O_RDONLY : O_RDWR) | O_CLOEXEC;
 	if ((fd = rc =
-		 open_storage(args, o, path, flags | (direct ? O_DIRECT : 0), &st, err, errlen)) < 0)
+		 open_storage(args, o, path, flags | (direct ? O_DIRECT : 0), &st, why, whylen)) < 0)
 		goto out_err;
 	be->file.fd = fd;
 	if (o && o->root)
@@ -348,7 +348,7 @@ int vs_be_file_open(struct vs_backend *be, const char *args, const struct vs_bac
 		be->file.bdev = true;
 		if (ioctl(fd, BLKGETSIZE64, &be->size) < 0) {
 			rc = -errno;
-			snprintf(err, errlen, "file=%s: BLKGETSIZE64: %s", args, strerror(-rc));
+			snprintf(why, whylen, "file=%s: BLKGETSIZE64: %s", args, strerror(-rc));
 			goto out_err;
 		}
 	} else {
@@ -358,7 +358,7 @@ int vs_be_file_open(struct vs_backend *be, const char *args, const struct vs_bac
 	}
 	if (be->size == 0) {
 		rc = -EINVAL;
-		snprintf(err, errlen, "file=%s: %s is empty (size it first, e.g. truncate -s 1G)",
+		snprintf(why, whylen, "file=%s: %s is empty (size it first, e.g. truncate -s 1G)",
 			 args, path);
 		goto out_err;
 	}
@@ -369,7 +369,7 @@ int vs_be_file_open(struct vs_backend *be, const char *args, const struct vs_bac
 		be->file.fd_buffered = open(again, flags);
 		if (be->file.fd_buffered < 0) {
 			rc = -errno;
-			snprintf(err, errlen, "file=%s: cannot open %s again: %s", args, path,
+			snprintf(why, whylen, "file=%s: cannot open %s again: %s", args, path,
 				 strerror(-rc));
 			goto out_err;
 		}
@@ -382,7 +382,7 @@ int vs_be_file_open(struct vs_backend *be, const char *args, const struct vs_bac
 					       (off_t)be->size, 4096) == 0;
 	return 0;
 out_err:
-	VS_ERROR(BACKEND, "file backend '%s': %s", args, err == dummy ? "failed" : err);
+	VS_ERROR(BACKEND, "file backend '%s': %s", args, why == dummy ? "failed" : why);
 	file_close(be);
 	return rc;
 }

@@ -73,24 +73,24 @@ static int ram_read_sync(struct vs_backend *be, void *buf, uint64_t len, uint64_
 
 #define RAM_RESERVE (64ull << 30) /* address space, not memory */
 
-static int ram_resize_check(struct vs_backend *be, uint64_t old, uint64_t new_size, char *err,
-			    size_t errlen)
+static int ram_resize_check(struct vs_backend *be, uint64_t old, uint64_t new_size, char *why,
+			    size_t whylen)
 {
 	if (new_size < old) {
-		vs_fail(err, errlen, 0, "a ram backend only grows (%llu -> %llu bytes)",
+		vs_fail(why, whylen, 0, "a ram backend only grows (%llu -> %llu bytes)",
 			(unsigned long long)old, (unsigned long long)new_size);
 		return -ENOTSUP;
 	}
 	if (new_size > be->ram.map_len) {
-		vs_fail(err, errlen, 0, "a ram backend grows to at most %llu bytes",
+		vs_fail(why, whylen, 0, "a ram backend grows to at most %llu bytes",
 			(unsigned long long)be->ram.map_len);
 		return -ENOSPC;
 	}
 	return 0;
 }
 
-static int ram_resize(struct vs_backend *be, uint64_t old, uint64_t new_size, char *err,
-		      size_t errlen)
+static int ram_resize(struct vs_backend *be, uint64_t old, uint64_t new_size, char *why,
+		      size_t whylen)
 {
 	uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE), from = old / pg * pg;
 
@@ -98,7 +98,7 @@ static int ram_resize(struct vs_backend *be, uint64_t old, uint64_t new_size, ch
 	if (mprotect((char *)be->ram.mem + from, new_size - from, PROT_READ | PROT_WRITE) < 0) {
 		int rc = -errno;
 
-		vs_fail(err, errlen, rc, "cannot grow the mapping: %s", strerror(-rc));
+		vs_fail(why, whylen, rc, "cannot grow the mapping: %s", strerror(-rc));
 		return rc;
 	}
 	return 0;
@@ -113,14 +113,14 @@ static const struct vs_be_ops ram_ops = {
     .resize = ram_resize,
 };
 
-int vs_be_ram_open(struct vs_backend *be, uint64_t size, char *err, size_t errlen)
+int vs_be_ram_open(struct vs_backend *be, uint64_t size, char *why, size_t whylen)
 {
 	uint64_t reserve = size > RAM_RESERVE ? size : RAM_RESERVE;
 	void *mem;
 
 	if (size > SIZE_MAX) {
-		if (err)
-			snprintf(err, errlen, "ram=%llu: too large", (unsigned long long)size);
+		if (why)
+			snprintf(why, whylen, "ram=%llu: too large", (unsigned long long)size);
 		return -ENOMEM;
 	}
 	mem = mmap(NULL, (size_t)reserve, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
@@ -140,8 +140,8 @@ int vs_be_ram_open(struct vs_backend *be, uint64_t size, char *err, size_t errle
 	if (mem == MAP_FAILED) {
 		int rc = -errno;
 
-		if (err)
-			snprintf(err, errlen, "ram: cannot map %llu bytes: %s",
+		if (why)
+			snprintf(why, whylen, "ram: cannot map %llu bytes: %s",
 				 (unsigned long long)size, strerror(-rc));
 		VS_ERROR(BACKEND, "ram: mmap of %llu bytes: %s", (unsigned long long)size,
 			 strerror(-rc));
