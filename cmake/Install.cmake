@@ -1,6 +1,6 @@
 # `cmake --install BUILD [--prefix DIR]`: what a program needs to trace itself with
 # vioscope, and the tool that reads the traces.
-#   include/vioscope/trace.h
+#   include/vioscope/trace.h, trace_impl.h (what its macros expand to)
 #   lib/libvioscope_trace.so.*, lib/libvioscope_trace.a     the runtime
 #   lib/cmake/vioscope/                                      find_package(vioscope)
 #   lib/pkgconfig/vioscope-trace.pc, vioscope-trace-<flavour>.pc
@@ -8,7 +8,7 @@
 include(CMakePackageConfigHelpers)
 
 install(FILES ${PROJECT_SOURCE_DIR}/include/vioscope/trace.h
-  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/vioscope)
+  ${PROJECT_SOURCE_DIR}/include/vioscope/trace_impl.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/vioscope)
 install(TARGETS vioscope_trace_shared vioscope_trace_static ${vioscope_trace_exported}
   EXPORT vioscopeTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}

@@ -21,7 +21,7 @@ fail() { echo "test-examples: $*" >&2; exit 1; }
 
 prefix=$work/prefix
 cmake --install "$build" --prefix "$prefix" >/dev/null
-for f in include/vioscope/trace.h lib/libvioscope_trace.a lib/libvioscope_trace.so \
+for f in include/vioscope/trace.h include/vioscope/trace_impl.h lib/libvioscope_trace.a lib/libvioscope_trace.so \
 	lib/cmake/vioscope/vioscopeConfig.cmake lib/pkgconfig/vioscope-trace-cold.pc bin/vioscope; do
 	[[ -e "$prefix/$f" ]] || fail "cmake --install did not place $f"
 done
