@@ -363,18 +363,27 @@ static int cmd_bench(int argc, char **argv)
 {
 	if (argc >= 2 && !strcmp(argv[1], "trace"))
 		return cmd_bench_trace(argc - 1, argv + 1);
-	static const struct option opts[] = {
-	    {"socket", required_argument, 0, 's'},  {"target", required_argument, 0, 't'},
-	    {"profile", required_argument, 0, 'p'}, {"rw", required_argument, 0, 'w'},
-	    {"time", required_argument, 0, 'T'},    {"queues", required_argument, 0, 'q'},
-	    {"interrupt", no_argument, 0, 'i'},	    {"initiator-poll", no_argument, 0, 'N'},
-	    {"json", no_argument, 0, 'j'},	    {"no-progress", no_argument, 0, 'P'},
-	    {"fio", no_argument, 0, 'f'},	    {"flavours", no_argument, 0, 'F'},
-	    {"rounds", required_argument, 0, 'r'},  {"record", required_argument, 0, 'R'},
-	    {"help", no_argument, 0, 'h'},	    {"poll", no_argument, 0, 'o'},
-	    {"svg", required_argument, 0, 'S'},	    {"adaptive-poll", required_argument, 0, 'a'},
-	    {"idle", required_argument, 0, 'I'},    {"seed", required_argument, 0, 'x'},
-	    {0, 0, 0, 0}};
+	static const struct option opts[] = {{"socket", required_argument, 0, 's'},
+					     {"target", required_argument, 0, 't'},
+					     {"profile", required_argument, 0, 'p'},
+					     {"rw", required_argument, 0, 'w'},
+					     {"time", required_argument, 0, 'T'},
+					     {"queues", required_argument, 0, 'q'},
+					     {"interrupt", no_argument, 0, 'i'},
+					     {"initiator-poll", no_argument, 0, 'N'},
+					     {"json", no_argument, 0, 'j'},
+					     {"no-progress", no_argument, 0, 'P'},
+					     {"fio", no_argument, 0, 'f'},
+					     {"flavours", no_argument, 0, 'F'},
+					     {"rounds", required_argument, 0, 'r'},
+					     {"record", required_argument, 0, 'R'},
+					     {"help", no_argument, 0, 'h'},
+					     {"poll", no_argument, 0, 'o'},
+					     {"svg", required_argument, 0, 'S'},
+					     {"adaptive-poll", required_argument, 0, 'a'},
+					     {"idle", required_argument, 0, 'I'},
+					     {"seed", required_argument, 0, 'x'},
+					     {0, 0, 0, 0}};
 	/* Progress redraws one line: only on a terminal. */
 	struct bench_opts o = {
 	    .seconds = 5, .progress = isatty(STDERR_FILENO), .adaptive_poll_us = -1, .seed = 1};

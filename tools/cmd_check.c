@@ -149,18 +149,12 @@ static int io_options(const char *cmd, int argc, char **argv, struct vs_check_io
 		      bool *destroy_data)
 {
 	static const struct option opts[] = {
-	    {"socket", required_argument, NULL, 's'},
-	    {"target", required_argument, NULL, 't'},
-	    {"device", required_argument, NULL, 'd'},
-	    {"time", required_argument, NULL, 'T'},
-	    {"queues", required_argument, NULL, 'q'},
-	    {"lun", required_argument, NULL, 'L'},
-	    {"size", required_argument, NULL, 'z'},
-	    {"depth", required_argument, NULL, 'D'},
-	    {"seed", required_argument, NULL, 'S'},
-	    {"dir", required_argument, NULL, 'r'},
-	    {"destroy-data", no_argument, NULL, 'X'},
-	    {0},
+	    {"socket", required_argument, NULL, 's'}, {"target", required_argument, NULL, 't'},
+	    {"device", required_argument, NULL, 'd'}, {"time", required_argument, NULL, 'T'},
+	    {"queues", required_argument, NULL, 'q'}, {"lun", required_argument, NULL, 'L'},
+	    {"size", required_argument, NULL, 'z'},   {"depth", required_argument, NULL, 'D'},
+	    {"seed", required_argument, NULL, 'S'},   {"dir", required_argument, NULL, 'r'},
+	    {"destroy-data", no_argument, NULL, 'X'}, {0},
 	};
 	bool stress = !strcmp(cmd, "vioscope check stress");
 	uint64_t v;

@@ -220,8 +220,8 @@ static int cmd_target(int argc, char **argv)
 			cfg.nluns++;
 			break;
 		case 'q':
-			if (vs_cli_uint("vioscope target", "queues", optarg, 1, VS_TARGET_MAX_QUEUES,
-					&v))
+			if (vs_cli_uint("vioscope target", "queues", optarg, 1,
+					VS_TARGET_MAX_QUEUES, &v))
 				return 2;
 			cfg.num_queues = (unsigned)v;
 			break;

@@ -161,7 +161,6 @@ int vs_be_open(const struct vs_backend_opts *o, const char *path, int flags, mod
 /* The size changed (a backend's own thread): store it, tell the watcher. */
 void vs_backend_size_changed(struct vs_backend *be, uint64_t new_size);
 
-
 /* A spec's options one by one: *cursor is at the comma before the next one (NULL: none
  * left).  Sets *opt and *olen (not NUL-terminated) and moves *cursor on. */
 static inline bool vs_be_next_opt(const char **cursor, const char **opt, size_t *olen)

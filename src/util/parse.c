@@ -45,11 +45,28 @@ int vs_parse_size(const char *s, uint64_t *out)
 			v = v * 10 + (uint64_t)(*p - '0');
 	}
 	switch (*p) {
-	case 'k': case 'K': shift = 10; p++; break;
-	case 'm': case 'M': shift = 20; p++; break;
-	case 'g': case 'G': shift = 30; p++; break;
-	case 't': case 'T': shift = 40; p++; break;
-	default: break;
+	case 'k':
+	case 'K':
+		shift = 10;
+		p++;
+		break;
+	case 'm':
+	case 'M':
+		shift = 20;
+		p++;
+		break;
+	case 'g':
+	case 'G':
+		shift = 30;
+		p++;
+		break;
+	case 't':
+	case 'T':
+		shift = 40;
+		p++;
+		break;
+	default:
+		break;
 	}
 	if (*p)
 		return -EINVAL;
