@@ -44,7 +44,7 @@ run_pair() { # run_pair TAG SECONDS
 	[[ -S "$sock" ]] || { echo "the target did not start:" >&2; cat "$work/target-$1.log" >&2; exit 1; }
 	valgrind --tool=callgrind --callgrind-out-file="$work/driver-$1.out" \
 		"$exe" bench --socket "$sock" --profile rnd4k-q1t1 --time "$2" --json --no-progress \
-		>"$work/bench-$1.json" 2>"$work/driver-$1.log"
+		--initiator-poll >"$work/bench-$1.json" 2>"$work/driver-$1.log"
 	kill -TERM "$tpid"
 	wait "$tpid" 2>/dev/null || true
 	tpid=""

@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "bench/storage.h"
+#include "util/util.h"
 
 /* One option's value out of a backend spec's ",key=value" list into buf ("" if absent). */
 static void spec_option(const char *opts, const char *key, char *buf, size_t len)
@@ -82,16 +82,22 @@ int bench_run_fio(const char *spec, const struct bench_profile *p, bool write, d
 	/* fio's CPU: what its processes (every thread: librbd's too) used, start-up included. */
 	struct rusage ru0, ru1;
 	getrusage(RUSAGE_CHILDREN, &ru0);
-	FILE *f = popen(cmd, "r");
-	if (!f) {
-		snprintf(why, whylen, "fio: %s", strerror(errno));
-		return -errno;
+	/* A job: an interruption reaches fio at once. */
+	int fd, pid, rc = vs_job_start(cmd, &fd, &pid);
+	if (rc < 0) {
+		snprintf(why, whylen, "fio: %s", strerror(-rc));
+		return rc;
 	}
 	size_t cap = 1 << 16, len = 0;
 	char *out = malloc(cap);
-	size_t n;
-	while (out && (n = fread(out + len, 1, cap - len - 1, f)) > 0) {
-		len += n;
+	ssize_t n;
+	while (out && (n = read(fd, out + len, cap - len - 1)) != 0) {
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		len += (size_t)n;
 		if (len + 1 == cap) {
 			char *o = realloc(out, cap *= 2);
 			if (!o)
@@ -99,19 +105,20 @@ int bench_run_fio(const char *spec, const struct bench_profile *p, bool write, d
 			out = o;
 		}
 	}
-	int st = pclose(f);
+	close(fd);
+	int st = vs_job_wait(pid);
 	getrusage(RUSAGE_CHILDREN, &ru1);
 	if (!out)
 		return -ENOMEM;
 	out[len] = '\0';
 	const char *sec = strstr(out, write ? "\"write\" :" : "\"read\" :");
-	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || !sec) {
+	if (st != 0 || !sec) {
 		snprintf(why, whylen, "fio failed (is it installed? scripts/deps.sh): %.200s", out);
 		free(out);
 		return -EIO;
 	}
 	memset(r, 0, sizeof *r);
-	r->idle_cpu = -1;
+	r->idle_cpu = r->cpu_wait = -1;
 	snprintf(r->profile, sizeof r->profile, "%s", p->name);
 	snprintf(r->rw, sizeof r->rw, "%s", write ? "write" : "read");
 	r->mib_s = bench_json_number(sec, "bw_bytes", 0) / (1024.0 * 1024.0);

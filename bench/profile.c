@@ -130,6 +130,24 @@ void bench_result_print(FILE *f, const struct bench_result *r)
 	fputc('\n', f);
 }
 
+/* What a result says beyond its row: failed requests, a starved poller, an interruption. */
+void bench_result_notes(FILE *f, const struct bench_result *r)
+{
+	if (r->errors)
+		fprintf(f, "  %llu requests failed; the first: %s\n", (unsigned long long)r->errors,
+			r->failure[0] ? r->failure : "(not recorded)");
+	if (r->starved)
+		fprintf(f,
+			"  the polling initiator was starved: its threads waited for a CPU %.0f%% "
+			"of the run (other processes wanted the CPUs), and its spinning took CPU "
+			"time the target needed; the figures show the machine's load, not the "
+			"stack: --interrupt serves a busy machine\n",
+			100 * r->cpu_wait);
+	if (r->interrupted)
+		fprintf(f, "  interrupted: measured over the %.2f s before the signal\n",
+			r->seconds);
+}
+
 void bench_result_json(FILE *f, const struct bench_result *r)
 {
 	fprintf(f,
@@ -146,6 +164,20 @@ void bench_result_json(FILE *f, const struct bench_result *r)
 		fprintf(f, ", \"target_cpu_us\": %.2f", r->target_cpu_us);
 	if (strcmp(r->rw, "read") == 0 || strcmp(r->rw, "write") == 0)
 		fprintf(f, ", \"initiator\": \"%s\"", r->interrupt ? "interrupt" : "poll");
+	if (r->cpu_wait >= 0)
+		fprintf(f, ", \"initiator_cpu_wait\": %.4f, \"starved\": %s", r->cpu_wait,
+			r->starved ? "true" : "false");
+	if (r->interrupted)
+		fprintf(f, ", \"interrupted\": true");
+	if (r->errors && r->failure[0]) {
+		fputs(", \"first_failure\": \"", f);
+		for (const char *c = r->failure; *c; c++)
+			if (*c == '"' || *c == '\\')
+				fprintf(f, "\\%c", *c);
+			else if ((unsigned char)*c >= 0x20)
+				fputc(*c, f);
+		fputc('"', f);
+	}
 	fprintf(f, "}");
 }
 

@@ -37,9 +37,20 @@ struct bench_result {
 	 * drove the requests (the initiator, or fio with librbd/io_uring) and the target. */
 	double cpu_us, target_cpu_us;
 	bool interrupt; /* the initiator took completions by interrupt (else it polled) */
+	/* Polling: the share of the run its threads spent waiting for a CPU (runnable, not
+	 * running: other processes had the CPUs), or -1; starved when >= BENCH_STARVED. */
+	double cpu_wait;
+	bool starved;
+	bool interrupted;  /* a signal cut the run short: figures over r->seconds */
+	char failure[240]; /* the first failed request in words, when r->errors */
 };
+/* A polling initiator whose threads wait for a CPU this share of the run is starved: its
+ * spinning then takes the CPU the target needs (docs/PERFORMANCE.md, "The initiator's
+ * completion mode"). */
+#define BENCH_STARVED 0.10
 void bench_result_print_header(FILE *f);
 void bench_result_print(FILE *f, const struct bench_result *r);
+void bench_result_notes(FILE *f, const struct bench_result *r);
 void bench_result_json(FILE *f, const struct bench_result *r);
 double bench_json_number(const char *json, const char *key, double dflt);
 
@@ -57,6 +68,7 @@ struct bench_opts {
 	unsigned queues;
 	bool json;
 	bool progress;
+	uint64_t seed;	 /* of the random offsets (1..) */
 	const char *exe; /* the vioscope binary to run the embedded target with */
 };
 
@@ -72,6 +84,10 @@ int bench_run_initiator(const struct bench_opts *o, const struct bench_profile *
 int bench_run_fio(const char *spec, const struct bench_profile *p, bool write, double seconds,
 		  struct bench_result *r, char *why, size_t whylen);
 
+/* `bench --flavours`: profiles NULL (the seed driver's two columns) or two; an exit
+ * status. */
+int bench_flavours(struct bench_opts *o, char **profiles, int rounds, const char *svg);
+
 /* Start `exe target --socket SOCK --lun 0:SPEC ...` (o: --poll, --adaptive-poll) and wait
  * for its socket. */
 int bench_target_start(const char *exe, const char *spec, unsigned queues,
@@ -80,7 +96,10 @@ int bench_target_start(const char *exe, const char *spec, unsigned queues,
 /* CPU time the process pid has used so far, all threads (ns, /proc/PID/task/x/schedstat). */
 int bench_proc_cpu_ns(int pid, uint64_t *ns);
 int bench_target_stop(int pid);
-/* Create the default image if missing; returns its spec ("file=PATH"). */
-int bench_default_image(char *spec, size_t len, char *why, size_t whylen);
+/* The image of a run without --target or --socket: its spec ("file=PATH"), and in made[]
+ * the path of a file of this run's own that the caller removes when it ends ("" when the
+ * image is the user's VIOSCOPE_BENCH_IMAGE).  0, or -errno with why (-EINTR: interrupted). */
+int bench_default_image(char *spec, size_t len, char *made, size_t madelen, char *why,
+			size_t whylen);
 
 #endif

@@ -1,12 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * `vioscope bench`: CrystalDiskMark-style profiles through the user-space
- * initiator against a vhost-user-scsi target (one given by --socket, or one it
- * starts itself), and `--flavours`: the same profiles for each trace build
- * flavour, interleaved in rounds, printed as the seed driver's table.
+ * `vioscope bench`: CrystalDiskMark-style profiles through the user-space initiator
+ * against a vhost-user-scsi target (one given by --socket, or one it starts itself), and
+ * `--flavours` (flavours.c): the same profiles for each trace build flavour.
+ *
+ * Exit status (README, "Exit status"): 0 every profile ran and no request failed; 1 a
+ * request failed, or a recording asked for was not made; 2 a bad command line; 3 it could
+ * not run (no such socket, a target that would not start, no room for its image); 128 +
+ * the signal when interrupted, after it printed what it had measured and its seed,
+ * stopped what it started and removed what it made.
  */
 #define _GNU_SOURCE
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -32,37 +38,45 @@
 
 static const char *const default_profiles[] = {"seq1m-q8t1", "seq1m-q1t1", "rnd4k-q32t16",
 					       "rnd4k-q1t1"};
-/* The seed driver's table: a sequential and a random column (--profile twice overrides). */
-static const char *flavour_profiles[2] = {"seq1m-q8t1", "rnd4k-q32t16"};
 
 static void usage(FILE *f)
 {
 	fputs("usage: vioscope bench [--socket PATH | --target SPEC] [--profile P]...\n"
-	      "                      [--rw read|write] [--time S] [--queues N]\n"
+	      "                      [--rw read|write] [--time S] [--queues N] [--seed N]\n"
 	      "                      [--interrupt | --initiator-poll] [--poll] [--fio] [--json]\n"
 	      "                      [--no-progress] [--record DIR]\n"
 	      "                      [--adaptive-poll US] [--idle S]\n"
 	      "       vioscope bench --flavours [--rounds N] [--time S] [--target ...] [--json]\n"
 	      "                      [--svg FILE]\n"
 	      "       vioscope bench trace ...   (cost of one trace event: `bench trace --help`)\n"
-	      "profiles: seq1m-q8t1 seq1m-q1t1 rnd4k-q32t16 rnd4k-q1t1, or any seqNm-qQtT /\n"
-	      "rndNk-qQtT (T threads, Q requests in flight each).  Without --socket a target\n"
-	      "of this binary's flavour is started on a default 1 GiB image.  --fio adds the\n"
-	      "same profiles run by fio on the same storage: the raw limit (io_uring on a\n"
-	      "file=IMG, fio's rbd engine on an rbd=POOL/IMAGE[,conf=PATH]).  --poll:\n"
-	      "the embedded target busy-polls its queues.  --adaptive-poll US: the embedded\n"
-	      "target's (event mode).  The initiator polls for completions, except (said\n"
-	      "before each profile) with --interrupt, for an rbd= target (its completions\n"
-	      "are 100s of us apart: a polling initiator would spin a CPU the backend needs;\n"
-	      "fio's rbd engine sleeps too) and when a profile has as many threads as there\n"
-	      "are CPUs; --initiator-poll makes it poll in every case.  Each run prints the\n"
-	      "CPU time per request of the initiator, the embedded target and fio.\n"
+	      "profiles: seq1m-q8t1 seq1m-q1t1 rnd4k-q32t16 rnd4k-q1t1 (the default), or any\n"
+	      "seqNm-qQtT / rndNk-qQtT (T threads, Q requests in flight each); --time S per\n"
+	      "profile (default 5; 2 with --flavours); --seed N: the random offsets (default 1).\n"
+	      "Without --socket or --target a target of this binary's flavour is started on a\n"
+	      "1 GiB image of this run's own in /dev/shm, removed when the run ends\n"
+	      "(VIOSCOPE_BENCH_IMAGE=PATH: an image of yours, kept; VIOSCOPE_BENCH_TARGET_LOG=1:\n"
+	      "the target's messages on stderr).  --fio adds the same profiles run by fio on the\n"
+	      "same storage: the raw limit (io_uring on a file=IMG, fio's rbd engine on an\n"
+	      "rbd=POOL/IMAGE[,conf=PATH]; a ram= or null= LUN has nothing fio can reach).\n"
+	      "--poll: the embedded target busy-polls its queues.  --adaptive-poll US: the\n"
+	      "embedded target's (event mode).  The initiator takes completions by interrupt\n"
+	      "(its completion thread sleeps until the target signals); --initiator-poll makes it\n"
+	      "poll: the lowest latency when a CPU is free for it, and a collapse when other\n"
+	      "processes want the CPUs: a starved poller is said in the result (see\n"
+	      "docs/PERFORMANCE.md).  Each run prints the CPU time per request of the initiator,\n"
+	      "the embedded target and fio.\n"
 	      "--idle S: after each profile stay connected S seconds with nothing in flight\n"
 	      "and print the share of a CPU the embedded target used meanwhile.\n"
+	      "--record DIR: both processes' traces recorded into DIR (made when missing; one\n"
+	      "that holds captures already is refused, so two runs never mix).\n"
 	      "--flavours: every flavour once per round, interleaved; cells are medians\n"
 	      "+-half the range over the rounds, ratios the median of per-round ratios to\n"
 	      "off, marked ~ when within the noise (the ratio's 90% interval holds 1.0) or\n"
-	      "? below 5 rounds; --svg FILE also draws the table as bars with their spread.\n",
+	      "? below 5 rounds; --svg FILE also draws the table as bars with their spread.\n"
+	      "Ctrl-C or SIGTERM: prints what was measured and the seed, stops the target,\n"
+	      "removes what the run made, exits 128 + the signal.\n"
+	      "Exit status: 0 done, 1 a request failed (or a recording was not made), 2 bad\n"
+	      "command line, 3 could not run (README, \"Exit status\").\n",
 	      f);
 }
 
@@ -73,7 +87,7 @@ static bool wait_attached(pid_t r, int pid, const char *what)
 	char p[32], why[256] = "";
 	snprintf(p, sizeof p, "%d", pid);
 	uint64_t deadline = vs_mono_ns() + 5000000000ull;
-	while (vs_mono_ns() < deadline) {
+	while (vs_mono_ns() < deadline && !vs_interrupted()) {
 		int st;
 		if (waitpid(r, &st, WNOHANG) == r) {
 			fprintf(stderr, "bench: the recorder of the %s (pid %d) exited at start\n",
@@ -89,8 +103,10 @@ static bool wait_attached(pid_t r, int pid, const char *what)
 		}
 		usleep(1000); /* polling a condition, with the deadline above */
 	}
-	fprintf(stderr, "bench: the recorder of the %s (pid %d) did not attach in 5 s%s%s\n", what,
-		pid, *why ? ": " : "", why);
+	if (!vs_interrupted())
+		fprintf(stderr,
+			"bench: the recorder of the %s (pid %d) did not attach in 5 s%s%s\n", what,
+			pid, *why ? ": " : "", why);
 	kill(r, SIGTERM);
 	waitpid(r, NULL, 0);
 	return false;
@@ -115,8 +131,9 @@ static pid_t start_recorder(const char *exe, int pid, const char *dir, const cha
 	return wait_attached(r, pid, what) ? r : -1;
 }
 
-/* Stop a recorder and add what its capture says was lost to *lost; -1 (said why) when
- * it left no capture, so that "nothing lost" is never said of a recording not made. */
+/* Stop a recorder and add what its capture says was lost to *lost (not counted when
+ * interrupted: decoding a large capture takes a while); -1 (said why) when it left no
+ * capture, so that "nothing lost" is never said of a recording not made. */
 static int stop_recorder(pid_t r, const char *dir, const char *what, int pid, uint64_t *lost_out)
 {
 	char out[PATH_MAX], cmd[2 * PATH_MAX + 64];
@@ -130,6 +147,8 @@ static int stop_recorder(pid_t r, const char *dir, const char *what, int pid, ui
 			out);
 		return -1;
 	}
+	if (vs_interrupted())
+		return 0;
 	/* Count what was lost from the capture itself: the decoder reports every loss. */
 	char self[PATH_MAX];
 	vs_self_exe(self, sizeof self);
@@ -146,75 +165,128 @@ static int stop_recorder(pid_t r, const char *dir, const char *what, int pid, ui
 	return 0;
 }
 
+/* --record DIR: a directory for this run's captures alone, made when missing.  One that
+ * holds captures (*.vst) already is refused: two runs' captures would mix in it (and a
+ * tool reading DIR/initiator-*.vst would join requests of different runs). */
+static int record_dir_ready(const char *dir, char *why, size_t whylen)
+{
+	struct dirent *e;
+	DIR *d;
+
+	if (mkdir(dir, 0700) == 0)
+		return 0;
+	if (errno != EEXIST)
+		return vs_fail(why, whylen, -errno, "--record %s: %s", dir, strerror(errno));
+	if (!(d = opendir(dir)))
+		return vs_fail(why, whylen, -errno, "--record %s: %s", dir, strerror(errno));
+	while ((e = readdir(d))) {
+		size_t n = strlen(e->d_name);
+
+		if (n > 4 && !strcmp(e->d_name + n - 4, ".vst")) {
+			vs_fail(why, whylen, -EEXIST,
+				"--record %s already holds captures (%s): this run's would mix "
+				"with them; give a new directory",
+				dir, e->d_name);
+			closedir(d);
+			return -EEXIST;
+		}
+	}
+	closedir(d);
+	return 0;
+}
+
+/* The line that ends an interrupted run: what was not measured in full, the seed. */
+static void say_interrupted(FILE *f, char **profiles, int nprof, int done, uint64_t seed)
+{
+	fprintf(f, "interrupted by %s", vs_signal_name(vs_interrupted()));
+	for (int i = done; i < nprof; i++)
+		fprintf(f, "%s%s", i == done ? "; not run in full: " : ", ", profiles[i]);
+	fprintf(f, "; seed %llu (--seed to repeat)\n", (unsigned long long)seed);
+}
+
 static int run_profiles(struct bench_opts *o, char **profiles, int nprof, bool fio,
 			const char *record_dir)
 {
-	char why[512] = "", exe[PATH_MAX], sockdir[] = "/tmp/vioscope-bench-XXXXXX";
-	static char sock[PATH_MAX], spec[1024]; /* o->socket and o->target_spec point here */
-	int tpid = -1, rc = 0;
+	char why[512] = "", exe[PATH_MAX], sockdir[PATH_MAX], image[PATH_MAX] = "";
+	static char sock[PATH_MAX + 16], spec[1024]; /* o->socket and o->target_spec point here */
+	int tpid = -1, rc = VS_EXIT_OK, done = 0;
 	pid_t rec_self = -1, rec_target = -1;
+	bool have_sockdir = false;
 
 	vs_self_exe(exe, sizeof exe);
-	if (record_dir && mkdir(record_dir, 0700) < 0 && errno != EEXIST) {
-		fprintf(stderr, "bench: --record %s: %s\n", record_dir, strerror(errno));
-		return 1;
+	if (record_dir && record_dir_ready(record_dir, why, sizeof why) < 0) {
+		fprintf(stderr, "bench: %s\n", why);
+		return VS_EXIT_CANNOT_RUN;
 	}
 	if (!o->socket) {
 		if (!o->target_spec) {
-			if (bench_default_image(spec, sizeof spec, why, sizeof why) < 0) {
-				fprintf(stderr, "bench: %s\n", why);
-				return 1;
+			if (bench_default_image(spec, sizeof spec, image, sizeof image, why,
+						sizeof why) < 0) {
+				rc = VS_EXIT_CANNOT_RUN;
+				goto out;
 			}
 			o->target_spec = spec;
 		}
+		snprintf(sockdir, sizeof sockdir, "%s/vioscope-bench-XXXXXX", vs_tmp_dir());
 		if (!mkdtemp(sockdir)) {
-			fprintf(stderr, "bench: mkdtemp: %s\n", strerror(errno));
-			return 1;
+			vs_fail(why, sizeof why, -errno, "mkdtemp %s: %s", sockdir,
+				strerror(errno));
+			rc = VS_EXIT_CANNOT_RUN;
+			goto out;
 		}
+		have_sockdir = true;
 		snprintf(sock, sizeof sock, "%s/target.sock", sockdir);
 		unsigned q = o->queues ? o->queues : 16;
 		if (bench_target_start(exe, o->target_spec, q, o, sock, &tpid, why, sizeof why) <
 		    0) {
-			fprintf(stderr, "bench: %s\n", why);
-			rmdir(sockdir);
-			return 1;
+			rc = VS_EXIT_CANNOT_RUN;
+			goto out;
 		}
 		o->socket = sock;
 		o->target_pid = tpid;
 	}
 	if (record_dir) {
 		rec_self = start_recorder(exe, getpid(), record_dir, "initiator");
-		if (tpid > 0)
+		if (tpid > 0 && rec_self > 0)
 			rec_target = start_recorder(exe, tpid, record_dir, "target");
+		if (rec_self < 0 || (tpid > 0 && rec_target < 0)) {
+			/* said why; no run whose recording would be incomplete */
+			snprintf(why, sizeof why, "no run: its recording could not start");
+			rc = VS_EXIT_CANNOT_RUN;
+			goto out;
+		}
 	}
 	struct bench_result res[2 * MAX_PROFILES];
 	int nres = 0;
 	if (!o->json) {
-		fprintf(stderr, "vioscope bench (%s flavour) against %s%s%s, %.1f s per profile\n",
+		fprintf(stderr,
+			"vioscope bench (%s flavour) against %s%s%s, %.1f s per profile, "
+			"seed %llu\n",
 			vs_trace_flavour(), o->socket, o->target_spec ? " = " : "",
-			o->target_spec ? o->target_spec : "", o->seconds);
+			o->target_spec ? o->target_spec : "", o->seconds,
+			(unsigned long long)o->seed);
 		bench_result_print_header(stdout);
 	}
-	if (record_dir && (rec_self < 0 || (tpid > 0 && rec_target < 0)))
-		rc = 1; /* said why; no run whose recording would be incomplete */
-	for (int i = 0; i < nprof && rc == 0; i++) {
+	for (; done < nprof && !vs_interrupted(); done++) {
 		struct bench_profile p;
-		bench_profile_parse(profiles[i], &p, why, sizeof why);
+		bench_profile_parse(profiles[done], &p, why, sizeof why);
 		why[0] = '\0';
-		if (!o->json) {
-			const char *mode_why;
-			bool intr = bench_initiator_interrupt(o, &p, &mode_why);
-			fprintf(stderr, "%s: the initiator %s (%s)\n", p.name,
-				intr ? "takes completions by interrupt" : "polls", mode_why);
-		}
-		if (bench_run_initiator(o, &p, &res[nres], why, sizeof why) < 0) {
-			fprintf(stderr, "bench: %s: %s\n", p.name, why);
-			rc = 1;
+		int prc = bench_run_initiator(o, &p, &res[nres], why, sizeof why);
+		if (prc == -EINTR)
+			break;
+		if (prc < 0) {
+			rc = VS_EXIT_CANNOT_RUN;
 			break;
 		}
-		if (!o->json)
+		if (!o->json) {
 			bench_result_print(stdout, &res[nres]);
+			bench_result_notes(stdout, &res[nres]);
+		}
+		if (res[nres].errors && rc == VS_EXIT_OK)
+			rc = VS_EXIT_FAILED;
 		nres++;
+		if (vs_interrupted())
+			break;
 	}
 	uint64_t lost = 0;
 	bool rec_failed = false;
@@ -222,26 +294,17 @@ static int run_profiles(struct bench_opts *o, char **profiles, int nprof, bool f
 		rec_failed = true;
 	if (rec_target > 0 && stop_recorder(rec_target, record_dir, "target", tpid, &lost) < 0)
 		rec_failed = true;
-	if (rec_failed)
-		rc = 1;
-	if (tpid > 0 && bench_target_stop(tpid) < 0) {
-		fprintf(stderr, "bench: the target did not exit cleanly\n");
-		rc = 1;
-	}
-	if (tpid > 0) {
-		unlink(sock);
-		rmdir(sockdir);
-	}
+	rec_self = rec_target = -1;
+	if (rec_failed && rc == VS_EXIT_OK)
+		rc = VS_EXIT_FAILED;
 	/* The raw limit: fio on the very file or RBD image the target served. */
-	bool fio_spec = o->target_spec && (!strncmp(o->target_spec, "file=", 5) ||
-					   !strncmp(o->target_spec, "rbd=", 4));
-	for (int i = 0; fio && fio_spec && i < nprof && rc == 0; i++) {
+	for (int i = 0; fio && i < nprof && rc == VS_EXIT_OK && !vs_interrupted(); i++) {
 		struct bench_profile p;
 		bench_profile_parse(profiles[i], &p, why, sizeof why);
 		if (bench_run_fio(o->target_spec, &p, o->write, o->seconds, &res[nres], why,
 				  sizeof why) < 0) {
-			fprintf(stderr, "bench: fio: %s\n", why);
-			rc = 1;
+			if (!vs_interrupted())
+				rc = VS_EXIT_FAILED;
 			break;
 		}
 		snprintf(res[nres].rw, sizeof res[nres].rw, "%s", o->write ? "fio-w" : "fio-r");
@@ -250,247 +313,89 @@ static int run_profiles(struct bench_opts *o, char **profiles, int nprof, bool f
 		nres++;
 	}
 	if (o->json) {
-		printf("{\"flavour\": \"%s\", \"trace_lost\": %llu, \"results\": [",
-		       vs_trace_flavour(), (unsigned long long)lost);
+		printf("{\"flavour\": \"%s\", \"seed\": %llu, \"trace_lost\": %llu",
+		       vs_trace_flavour(), (unsigned long long)o->seed, (unsigned long long)lost);
+		if (vs_interrupted())
+			printf(", \"interrupted\": \"%s\"", vs_signal_name(vs_interrupted()));
+		printf(", \"results\": [");
 		for (int i = 0; i < nres; i++) {
 			printf(i ? ",\n  " : "\n  ");
 			bench_result_json(stdout, &res[i]);
 		}
 		printf("\n]}\n");
-	} else if (record_dir && lost) {
-		printf("trace events lost while recording: %llu\n", (unsigned long long)lost);
-	} else if (record_dir && !rec_failed) {
-		printf("no trace event lost while recording\n");
+	} else {
+		if (vs_interrupted())
+			say_interrupted(stdout, profiles, nprof, done, o->seed);
+		if (record_dir && lost)
+			printf("trace events lost while recording: %llu\n",
+			       (unsigned long long)lost);
+		else if (record_dir && !rec_failed && !vs_interrupted())
+			printf("no trace event lost while recording\n");
+		if (record_dir)
+			printf("captures in %s\n", record_dir);
 	}
-	return rc;
-}
-
-/* ---- --flavours: the seed driver's table ---------------------------------------------------- */
-struct flavour_run {
-	const char *label;
-	const char *binary; /* next to this one */
-	const char *trace;  /* VIOSCOPE_TRACE for the run */
-	bool record;
-};
-
-static const struct flavour_run flavour_runs[] = {
-    {"off", "vioscope-off", NULL, false},
-    {"cold", "vioscope", NULL, false},
-    {"all (hot off)", "vioscope-all", "info:all", false},
-    {"cold-print", "vioscope-cold-print", NULL, false},
-    {"all (hot on, recorded)", "vioscope-all", "verbose:all", true},
-};
-#define NFLAVOURS (sizeof flavour_runs / sizeof flavour_runs[0])
-
-static int run_child(const char *bin, const struct flavour_run *f, const char *target,
-		     double seconds, bool poll, const char *dir, char **out)
-{
-	char cmd[4096], t[32];
-	snprintf(t, sizeof t, "%.2f", seconds);
-	int n = snprintf(cmd, sizeof cmd,
-			 "%s%s%s VIOSCOPE_TRACE_FILE='%s/print.log' '%s' bench "
-			 "--json --no-progress --time %s --target '%s'",
-			 f->trace ? "VIOSCOPE_TRACE=" : "", f->trace ? f->trace : "",
-			 f->trace ? "" : "", dir, bin, t, target);
-	if (f->record)
-		n += snprintf(cmd + n, sizeof cmd - (size_t)n, " --record '%s'", dir);
-	if (poll)
-		n += snprintf(cmd + n, sizeof cmd - (size_t)n, " --poll");
-	for (size_t i = 0; i < sizeof flavour_profiles / sizeof flavour_profiles[0]; i++)
-		n +=
-		    snprintf(cmd + n, sizeof cmd - (size_t)n, " --profile %s", flavour_profiles[i]);
-	FILE *p = popen(cmd, "r");
-	if (!p)
-		return -errno;
-	size_t cap = 8192, len = 0, k;
-	char *buf = malloc(cap);
-	while (buf && (k = fread(buf + len, 1, cap - len - 1, p)) > 0)
-		len += k;
-	int st = pclose(p);
-	if (!buf)
-		return -ENOMEM;
-	buf[len] = '\0';
-	*out = buf;
-	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -EIO;
-}
-
-/* The table from the rounds: a row per flavour that ran, the reference (`off`) first, then
- * fio's single run. */
-static void flavour_table(struct bench_table *t, double v[][BENCH_NCOLS][BENCH_MAX_ROUNDS],
-			  bool ran[][BENCH_MAX_ROUNDS], const uint64_t *lost, int rounds,
-			  const struct bench_result *fio)
-{
-	for (int i = 0; i < 2; i++) {
-		snprintf(t->title[i], sizeof t->title[i], "%s MiB/s", flavour_profiles[i]);
-		for (char *c = t->title[i]; *c && *c != ' '; c++)
-			*c = *c == '-' ? ' ' : (char)toupper((unsigned char)*c);
+out:
+	if (rc == VS_EXIT_CANNOT_RUN || (rc == VS_EXIT_FAILED && why[0]))
+		fprintf(stderr, "bench: %s\n", why);
+	if (rec_self > 0 || rec_target > 0) {
+		uint64_t ignored = 0;
+		if (rec_self > 0)
+			stop_recorder(rec_self, record_dir, "initiator", getpid(), &ignored);
+		if (rec_target > 0)
+			stop_recorder(rec_target, record_dir, "target", tpid, &ignored);
 	}
-	t->rounds = rounds;
-	for (size_t f = 0; f < NFLAVOURS && t->nrows < BENCH_TABLE_ROWS; f++) {
-		struct bench_row *row = &t->row[t->nrows];
-		double got[BENCH_NCOLS][BENCH_MAX_ROUNDS];
-		int n = 0;
-
-		for (int r = 0; r < rounds; r++) {
-			if (!ran[f][r])
-				continue;
-			for (int c = 0; c < BENCH_NCOLS; c++)
-				got[c][n] = v[f][c][r];
-			n++;
-		}
-		if (!n)
-			continue;
-		row->label = flavour_runs[f].label;
-		for (int c = 0; c < BENCH_NCOLS; c++)
-			bench_stat(got[c], n, &row->cell[c]);
-		row->has_ratio = true;
-		for (int c = 0; c < 2; c++)
-			bench_ratio(v[f][c], v[0][c], ran[f], ran[0], rounds, &row->ratio[c]);
-		row->recorded = flavour_runs[f].record;
-		row->lost = lost[f];
-		t->nrows++;
+	if (tpid > 0 && bench_target_stop(tpid) < 0 && !vs_interrupted()) {
+		fprintf(stderr, "bench: the target did not exit cleanly\n");
+		if (rc == VS_EXIT_OK)
+			rc = VS_EXIT_FAILED;
 	}
-	if (fio && t->nrows < BENCH_TABLE_ROWS) {
-		struct bench_row *row = &t->row[t->nrows++];
-		double one[BENCH_NCOLS] = {fio[0].mib_s, fio[1].mib_s, fio[1].iops, fio[1].mean_us};
-
-		row->label = "fio io_uring (1 run)";
-		for (int c = 0; c < BENCH_NCOLS; c++)
-			bench_stat(&one[c], 1, &row->cell[c]);
+	if (have_sockdir) {
+		unlink(sock);
+		rmdir(sockdir);
 	}
-}
-
-static int run_flavours(struct bench_opts *o, int rounds, bool json, const char *svg)
-{
-	char exe[PATH_MAX], dir[PATH_MAX], why[512], spec[1024];
-	char tmp[] = "/tmp/vioscope-flavours-XXXXXX";
-	vs_self_exe(exe, sizeof exe);
-	snprintf(dir, sizeof dir, "%s", exe);
-	*strrchr(dir, '/') = '\0';
-	if (!o->target_spec) {
-		if (bench_default_image(spec, sizeof spec, why, sizeof why) < 0) {
-			fprintf(stderr, "bench: %s\n", why);
-			return 1;
-		}
-		o->target_spec = spec;
-	}
-	if (!mkdtemp(tmp)) {
-		fprintf(stderr, "bench: mkdtemp: %s\n", strerror(errno));
-		return 1;
-	}
-	const size_t np = sizeof flavour_profiles / sizeof flavour_profiles[0];
-	/* Per flavour, column and round; ran: the flavour's run of that round succeeded. */
-	static double v[NFLAVOURS][BENCH_NCOLS][BENCH_MAX_ROUNDS];
-	static bool ran[NFLAVOURS][BENCH_MAX_ROUNDS];
-	uint64_t lost[NFLAVOURS] = {0};
-	int rc = 0;
-	if (rounds > BENCH_MAX_ROUNDS)
-		rounds = BENCH_MAX_ROUNDS;
-	memset(ran, 0, sizeof ran);
-	if (!json)
-		fprintf(stderr,
-			"bench --flavours: %d rounds x %zu flavours x %zu profiles x %.1f s "
-			"on %s (interleaved: each round runs every flavour once)\n",
-			rounds, NFLAVOURS, np, o->seconds, o->target_spec);
-	for (int r = 0; r < rounds; r++) {
-		/* Each round starts one flavour further on, so no flavour always runs
-		 * right after the recorded one (which leaves dirty pages and busy CPUs). */
-		for (size_t k = 0; k < NFLAVOURS; k++) {
-			size_t f = (k + (size_t)r) % NFLAVOURS;
-			char bin[PATH_MAX + 64], *out = NULL;
-			snprintf(bin, sizeof bin, "%s/%s", dir, flavour_runs[f].binary);
-			if (access(bin, X_OK) != 0)
-				continue;
-			if (!json && isatty(STDERR_FILENO))
-				fprintf(stderr, "\r  round %d/%d: %-24s", r + 1, rounds,
-					flavour_runs[f].label);
-			int crc = run_child(bin, &flavour_runs[f], o->target_spec, o->seconds,
-					    o->target_poll, tmp, &out);
-			if (crc < 0 || !out) {
-				fprintf(stderr, "\nbench: %s failed: %s\n", flavour_runs[f].label,
-					out ? out : "");
-				free(out);
-				continue;
-			}
-			for (size_t i = 0; i < np; i++) {
-				char key[64];
-				snprintf(key, sizeof key, "\"profile\": \"%s\"",
-					 flavour_profiles[i]);
-				const char *at = strstr(out, key);
-				v[f][i][r] = at ? bench_json_number(at, "mib_s", 0) : 0;
-				if (i == 1) {
-					v[f][BENCH_COL_IOPS][r] =
-					    at ? bench_json_number(at, "iops", 0) : 0;
-					v[f][BENCH_COL_US][r] =
-					    at ? bench_json_number(at, "mean_us", 0) : 0;
-				}
-			}
-			ran[f][r] = true;
-			lost[f] += (uint64_t)bench_json_number(out, "trace_lost", 0);
-			free(out);
-		}
-	}
-	if (!json && isatty(STDERR_FILENO))
-		fprintf(stderr, "\r%70s\r", "");
-	/* fio on the same file, once, as the raw limit row. */
-	struct bench_result fio[2];
-	bool have_fio = !strncmp(o->target_spec, "file=", 5) || !strncmp(o->target_spec, "rbd=", 4);
-	for (size_t i = 0; i < np && have_fio; i++) {
-		struct bench_profile p;
-		bench_profile_parse(flavour_profiles[i], &p, why, sizeof why);
-		if (bench_run_fio(o->target_spec, &p, false, o->seconds, &fio[i], why, sizeof why) <
-		    0) {
-			fprintf(stderr, "bench: fio: %s\n", why);
-			have_fio = false;
-		}
-	}
-	static struct bench_table t;
-	memset(&t, 0, sizeof t);
-	flavour_table(&t, v, ran, lost, rounds, have_fio ? fio : NULL);
-	if (json)
-		bench_table_json(stdout, &t);
-	else
-		bench_table_print(stdout, &t);
-	if (svg && bench_table_svg(svg, &t, why, sizeof why) < 0) {
-		fprintf(stderr, "bench: --svg %s\n", why);
-		rc = 1;
-	} else if (svg && !json) {
-		printf("Bars: %s\n", svg);
-	}
-	char cmd[PATH_MAX + 16];
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
-	if (system(cmd) != 0)
-		rc = 1;
-	return t.nrows ? rc : 1;
+	if (image[0])
+		unlink(image);
+	fflush(stdout);
+	return vs_interrupt_status(rc);
 }
 
 static int cmd_bench(int argc, char **argv)
 {
 	if (argc >= 2 && !strcmp(argv[1], "trace"))
 		return cmd_bench_trace(argc - 1, argv + 1);
-	static const struct option opts[] = {
-	    {"socket", required_argument, 0, 's'},  {"target", required_argument, 0, 't'},
-	    {"profile", required_argument, 0, 'p'}, {"rw", required_argument, 0, 'w'},
-	    {"time", required_argument, 0, 'T'},    {"queues", required_argument, 0, 'q'},
-	    {"interrupt", no_argument, 0, 'i'},	    {"initiator-poll", no_argument, 0, 'N'},
-	    {"json", no_argument, 0, 'j'},	    {"no-progress", no_argument, 0, 'P'},
-	    {"fio", no_argument, 0, 'f'},	    {"flavours", no_argument, 0, 'F'},
-	    {"rounds", required_argument, 0, 'r'},  {"record", required_argument, 0, 'R'},
-	    {"help", no_argument, 0, 'h'},	    {"poll", no_argument, 0, 'o'},
-	    {"svg", required_argument, 0, 'S'},	    {"adaptive-poll", required_argument, 0, 'a'},
-	    {"idle", required_argument, 0, 'I'},    {0, 0, 0, 0}};
+	static const struct option opts[] = {{"socket", required_argument, 0, 's'},
+					     {"target", required_argument, 0, 't'},
+					     {"profile", required_argument, 0, 'p'},
+					     {"rw", required_argument, 0, 'w'},
+					     {"time", required_argument, 0, 'T'},
+					     {"queues", required_argument, 0, 'q'},
+					     {"interrupt", no_argument, 0, 'i'},
+					     {"initiator-poll", no_argument, 0, 'N'},
+					     {"json", no_argument, 0, 'j'},
+					     {"no-progress", no_argument, 0, 'P'},
+					     {"fio", no_argument, 0, 'f'},
+					     {"flavours", no_argument, 0, 'F'},
+					     {"rounds", required_argument, 0, 'r'},
+					     {"record", required_argument, 0, 'R'},
+					     {"help", no_argument, 0, 'h'},
+					     {"poll", no_argument, 0, 'o'},
+					     {"svg", required_argument, 0, 'S'},
+					     {"adaptive-poll", required_argument, 0, 'a'},
+					     {"idle", required_argument, 0, 'I'},
+					     {"seed", required_argument, 0, 'x'},
+					     {0, 0, 0, 0}};
 	/* Progress redraws one line: only on a terminal. */
 	struct bench_opts o = {
-	    .seconds = 5, .progress = isatty(STDERR_FILENO), .adaptive_poll_us = -1};
+	    .seconds = 5, .progress = isatty(STDERR_FILENO), .adaptive_poll_us = -1, .seed = 1};
 	char *profiles[MAX_PROFILES];
 	int nprof = 0, rounds = BENCH_MIN_ROUNDS, c;
-	bool fio = false, flavours = false;
+	bool fio = false, flavours = false, time_given = false;
 	const char *record = NULL, *svg = NULL;
 	char why[256];
 	uint64_t v;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "s:t:p:w:T:q:iNjPfFr:R:S:a:I:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "s:t:p:w:T:q:iNjPfFr:R:S:a:I:x:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 's':
 			o.socket = optarg;
@@ -502,7 +407,7 @@ static int cmd_bench(int argc, char **argv)
 					"bench: --target %s: expected file=IMG, ram=SIZE, "
 					"null=SIZE or rbd=POOL/IMAGE\n",
 					optarg);
-				return 2;
+				return VS_EXIT_USAGE;
 			}
 			o.target_spec = optarg;
 			break;
@@ -510,11 +415,11 @@ static int cmd_bench(int argc, char **argv)
 			struct bench_profile p;
 			if (bench_profile_parse(optarg, &p, why, sizeof why) < 0) {
 				fprintf(stderr, "bench: %s\n", why);
-				return 2;
+				return VS_EXIT_USAGE;
 			}
 			if (nprof == MAX_PROFILES) {
 				fprintf(stderr, "bench: at most %d profiles\n", MAX_PROFILES);
-				return 2;
+				return VS_EXIT_USAGE;
 			}
 			profiles[nprof++] = optarg;
 			break;
@@ -522,17 +427,18 @@ static int cmd_bench(int argc, char **argv)
 		case 'w':
 			if (strcmp(optarg, "read") && strcmp(optarg, "write")) {
 				fprintf(stderr, "bench: --rw %s: read or write\n", optarg);
-				return 2;
+				return VS_EXIT_USAGE;
 			}
 			o.write = !strcmp(optarg, "write");
 			break;
 		case 'T':
 			if (vs_cli_seconds("bench", "time", optarg, 0.2, 3600, &o.seconds))
-				return 2;
+				return VS_EXIT_USAGE;
+			time_given = true;
 			break;
 		case 'q':
 			if (vs_cli_uint("bench", "queues", optarg, 1, 16, &v))
-				return 2;
+				return VS_EXIT_USAGE;
 			o.queues = (unsigned)v;
 			break;
 		case 'i':
@@ -559,7 +465,7 @@ static int cmd_bench(int argc, char **argv)
 			break;
 		case 'r':
 			if (vs_cli_uint("bench", "rounds", optarg, 1, 64, &v))
-				return 2;
+				return VS_EXIT_USAGE;
 			rounds = (int)v;
 			break;
 		case 'R':
@@ -570,56 +476,78 @@ static int cmd_bench(int argc, char **argv)
 			break;
 		case 'a':
 			if (vs_cli_uint("bench", "adaptive-poll", optarg, 0, 1000000, &v))
-				return 2;
+				return VS_EXIT_USAGE;
 			o.adaptive_poll_us = (int)v;
 			break;
 		case 'I':
 			if (vs_cli_seconds("bench", "idle", optarg, 0.1, 3600, &o.idle_seconds))
-				return 2;
+				return VS_EXIT_USAGE;
+			break;
+		case 'x':
+			if (vs_cli_uint("bench", "seed", optarg, 1, UINT64_MAX, &o.seed))
+				return VS_EXIT_USAGE;
 			break;
 		case 'h':
 			usage(stdout);
-			return 0;
+			return VS_EXIT_OK;
 		default:
 			usage(stderr);
-			return 2;
+			return VS_EXIT_USAGE;
 		}
 	}
 	if (optind != argc) {
 		fprintf(stderr, "bench: unexpected argument '%s'\n", argv[optind]);
 		usage(stderr);
-		return 2;
+		return VS_EXIT_USAGE;
 	}
 	if ((o.idle_seconds > 0 || o.adaptive_poll_us >= 0) && (o.socket || flavours)) {
 		fprintf(stderr, "bench: --idle and --adaptive-poll are for the target bench starts "
 				"itself (not with --socket or --flavours)\n");
-		return 2;
+		return VS_EXIT_USAGE;
 	}
 	if (o.interrupt && o.initiator_poll) {
 		fprintf(stderr, "bench: --interrupt and --initiator-poll exclude each other\n");
-		return 2;
+		return VS_EXIT_USAGE;
 	}
 	if (svg && !flavours) {
 		fprintf(stderr, "bench: --svg draws the --flavours table\n");
-		return 2;
+		return VS_EXIT_USAGE;
 	}
 	if (o.socket && o.target_spec) {
 		fprintf(stderr, "bench: --socket and --target exclude each other\n");
-		return 2;
+		return VS_EXIT_USAGE;
 	}
+	if (record && flavours) {
+		fprintf(stderr, "bench: --record is for one run (--flavours records its own "
+				"`all (hot on)` row)\n");
+		return VS_EXIT_USAGE;
+	}
+	/* fio reaches a file or an RBD image; said before anything runs, not skipped. */
+	if (fio && (o.socket || (o.target_spec && strncmp(o.target_spec, "file=", 5) &&
+				 strncmp(o.target_spec, "rbd=", 4)))) {
+		fprintf(stderr,
+			"bench: --fio runs fio on the storage the target serves: a "
+			"file=IMG or rbd= target (the default image is one); %s has "
+			"nothing fio can reach\n",
+			o.socket ? "a target given by --socket" : o.target_spec);
+		return VS_EXIT_USAGE;
+	}
+	if (fio && vs_job_run("fio --version >/dev/null 2>&1") != 0) {
+		fprintf(stderr,
+			"bench: --fio: fio is not installed (scripts/deps.sh installs it)\n");
+		return VS_EXIT_CANNOT_RUN;
+	}
+	vs_interrupt_catch(); /* from here on a signal ends the run cleanly */
 	if (flavours) {
-		if (o.seconds == 5)
+		if (!time_given)
 			o.seconds = 2;
-		if (nprof == 2) {
-			flavour_profiles[0] = profiles[0];
-			flavour_profiles[1] = profiles[1];
-		} else if (nprof) {
+		if (nprof != 0 && nprof != 2) {
 			fprintf(stderr,
 				"bench --flavours: give two --profile (the table's columns) "
 				"or none (seq1m-q8t1, rnd4k-q32t16)\n");
-			return 2;
+			return VS_EXIT_USAGE;
 		}
-		return run_flavours(&o, rounds, o.json, svg);
+		return bench_flavours(&o, nprof ? profiles : NULL, rounds, svg);
 	}
 	if (!nprof)
 		for (size_t i = 0; i < sizeof default_profiles / sizeof default_profiles[0]; i++)

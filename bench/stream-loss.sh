@@ -26,7 +26,7 @@ run() { # run DEPTH -> "iops lost"
 	local dir="$work/rec"
 	rm -rf "$dir"
 	VIOSCOPE_TRACE=${VIOSCOPE_TRACE:-verbose:all} "$exe" bench --target ram=1G --profile "rnd4k-q$1t1" \
-		--time "$secs" --record "$dir" --json --no-progress 2>"$work/err" |
+		--time "$secs" --record "$dir" --json --no-progress --initiator-poll 2>"$work/err" |
 		python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["results"][0]["iops"], d.get("trace_lost", 0))' ||
 		{ cat "$work/err" >&2; exit 1; }
 	rm -rf "$dir"

@@ -83,49 +83,63 @@ int bench_target_stop(int pid)
 	return rc == 0 ? 0 : rc == -ETIMEDOUT ? -ETIMEDOUT : -EIO;
 }
 
-/* A 1 GiB image in /dev/shm when it has room (the figures then measure the stack,
- * not a disk), else in /var/tmp; written once so reads hit real data. */
-int bench_default_image(char *spec, size_t len, char *why, size_t whylen)
+/* The image of a run that names none.  VIOSCOPE_BENCH_IMAGE: the user's own, made (and
+ * filled) when missing or not 1 GiB, and kept.  Else a 1 GiB file of this run's own in
+ * /dev/shm (the figures then measure the stack, not a disk; /var/tmp without /dev/shm):
+ * under a name nobody can predict (mkstemp: O_EXCL, 0600, never another user's file or
+ * link), written once so that reads hit real data, and named in made[] for the caller to
+ * remove when the run ends, however it ends. */
+int bench_default_image(char *spec, size_t len, char *made, size_t madelen, char *why,
+			size_t whylen)
 {
 	const char *env = getenv("VIOSCOPE_BENCH_IMAGE");
 	char path[512];
+	struct stat st;
+	int fd;
+
+	made[0] = '\0';
 	if (env && *env) {
 		snprintf(path, sizeof path, "%s", env);
+		if (stat(path, &st) == 0 && (uint64_t)st.st_size == DEFAULT_IMAGE_SIZE)
+			goto done;
+		fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	} else {
-		struct stat st;
-		snprintf(path, sizeof path, "/dev/shm/vioscope-bench.img");
-		if (stat("/dev/shm", &st) != 0)
-			snprintf(path, sizeof path, "/var/tmp/vioscope-bench.img");
+		snprintf(path, sizeof path, "%s/vioscope-bench-%d-XXXXXX.img",
+			 stat("/dev/shm", &st) == 0 ? "/dev/shm" : "/var/tmp", (int)getpid());
+		fd = mkostemps(path, 4, O_CLOEXEC);
+		if (fd >= 0)
+			snprintf(made, madelen, "%s", path);
 	}
-	struct stat st;
-	if (stat(path, &st) != 0 || (uint64_t)st.st_size != DEFAULT_IMAGE_SIZE) {
-		int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-		if (fd < 0) {
-			snprintf(why, whylen, "%s: %s", path, strerror(errno));
-			return -errno;
-		}
-		char *buf = malloc(1 << 20);
-		if (!buf) {
-			close(fd);
-			return -ENOMEM;
-		}
-		for (uint64_t off = 0; off < DEFAULT_IMAGE_SIZE; off += 1 << 20) {
-			for (size_t i = 0; i < (1 << 20); i += 8) {
-				uint64_t v = (off + i) * 0x9e3779b97f4a7c15ull;
-				memcpy(buf + i, &v, 8);
-			}
-			if (pwrite(fd, buf, 1 << 20, (off_t)off) != 1 << 20) {
-				snprintf(why, whylen, "%s: writing the default image: %s", path,
-					 strerror(errno));
-				free(buf);
-				close(fd);
-				unlink(path);
-				return -EIO;
-			}
-		}
-		free(buf);
+	if (fd < 0)
+		return vs_fail(why, whylen, -errno, "%s: %s", path, strerror(errno));
+	char *buf = malloc(1 << 20);
+	if (!buf) {
 		close(fd);
+		return vs_fail(why, whylen, -ENOMEM, "out of memory");
 	}
+	for (uint64_t off = 0; off < DEFAULT_IMAGE_SIZE; off += 1 << 20) {
+		int rc = 0;
+
+		for (size_t i = 0; i < (1 << 20); i += 8) {
+			uint64_t v = (off + i) * 0x9e3779b97f4a7c15ull;
+			memcpy(buf + i, &v, 8);
+		}
+		if (vs_interrupted())
+			rc = vs_fail(why, whylen, -EINTR, "interrupted while writing %s", path);
+		else if (pwrite(fd, buf, 1 << 20, (off_t)off) != 1 << 20)
+			rc = vs_fail(why, whylen, -EIO, "%s: writing the default image: %s", path,
+				     errno ? strerror(errno) : "short write");
+		if (rc < 0) {
+			free(buf);
+			close(fd);
+			unlink(path);
+			made[0] = '\0';
+			return rc;
+		}
+	}
+	free(buf);
+	close(fd);
+done:
 	snprintf(spec, len, "file=%s", path);
 	return 0;
 }

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -254,12 +255,13 @@ struct result {
 /* ---- callgrind ----------------------------------------------------------------------------- */
 static double callgrind_total(const char *exe, const char *cname, uint64_t n)
 {
-	char out[] = "/tmp/vioscope-cg-XXXXXX";
+	char out[PATH_MAX];
+	snprintf(out, sizeof out, "%s/vioscope-cg-XXXXXX", vs_tmp_dir());
 	int fd = mkstemp(out);
 	if (fd < 0)
 		return -1;
 	close(fd);
-	char nbuf[32], outarg[64];
+	char nbuf[32], outarg[PATH_MAX + 32];
 	snprintf(nbuf, sizeof nbuf, "%llu", (unsigned long long)n);
 	snprintf(outarg, sizeof outarg, "--callgrind-out-file=%s", out);
 	pid_t pid = fork();
@@ -273,8 +275,13 @@ static double callgrind_total(const char *exe, const char *cname, uint64_t n)
 		       "--inner", cname, nbuf, (char *)NULL);
 		_exit(127);
 	}
-	int st;
-	waitpid(pid, &st, 0);
+	int st = 0;
+	if (pid > 0) {
+		vs_interrupt_pass(pid); /* valgrind and the program under it stop with us */
+		while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+			;
+		vs_interrupt_pass_end(pid);
+	}
 	double total = -1;
 	if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
 		FILE *f = fopen(out, "r");
@@ -300,7 +307,7 @@ static bool have_valgrind(void)
 static void paced_args2(uint64_t n, double rate)
 {
 	double t0 = now_s();
-	for (uint64_t done = 0; done < n; done += 256) {
+	for (uint64_t done = 0; done < n && !vs_interrupted(); done += 256) {
 		loop_args2(256);
 		if (rate > 0)
 			while (now_s() - t0 < (double)(done + 256) / rate)
@@ -374,13 +381,18 @@ static int sustained_child(const char *exe, uint64_t n, double rate, struct resu
 		 "VIOSCOPE_TRACE_RING=16M VIOSCOPE_TRACE=info:all '%s' bench trace "
 		 "--inner-sustained %llu --rate %.6f",
 		 exe, (unsigned long long)n, rate > 0 ? rate / 1e6 : 0);
-	FILE *p = popen(cmd, "r");
+	int fd, pid;
+	if (vs_job_start(cmd, &fd, &pid) < 0)
+		return -1;
+	FILE *p = fdopen(fd, "r");
 	double got_rate = 0;
 	unsigned long long dropped = 0;
 	int ok = p && fscanf(p, "%lf %llu", &got_rate, &dropped) == 2;
-	if (p && pclose(p) != 0)
-		ok = 0;
-	if (!ok)
+	if (p)
+		fclose(p);
+	else
+		close(fd);
+	if (vs_job_wait(pid) != 0 || !ok)
 		return -1;
 	r->name = rate > 0 ? "sustained-record-paced" : "sustained-record-max";
 	r->threads = 1;
@@ -467,9 +479,15 @@ static int run_with_peers(void)
 		_exit(127);
 	}
 	int st = 1;
-	if (pid < 0 || waitpid(pid, &st, 0) != pid)
-		st = 1;
-	int rc = WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+	if (pid > 0)
+		vs_interrupt_pass(pid); /* it stops cleanly, then the daemon goes */
+	while (pid > 0 && waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	if (pid > 0)
+		vs_interrupt_pass_end(pid);
+	int rc = pid < 0	 ? VS_EXIT_CANNOT_RUN
+		 : WIFEXITED(st) ? WEXITSTATUS(st)
+				 : 128 + WTERMSIG(st);
 	if (lttng)
 		vs_bench_lttng_stop();
 	return rc;
@@ -489,7 +507,10 @@ static void usage(FILE *f)
 	      "(default 20), then as fast as possible.\n"
 	      "--peers: also an LTTng-UST tracepoint with two integer fields (with a session\n"
 	      "daemon of its own, started and stopped here) and fprintf, in the same rounds,\n"
-	      "each shown as a ratio to binary-2-ints.\n",
+	      "each shown as a ratio to binary-2-ints.\n"
+	      "Ctrl-C or SIGTERM: the figures of the rounds done, then exit 128 + the signal.\n"
+	      "Exit status: 0 done, 2 bad command line, 3 could not run (README, \"Exit "
+	      "status\").\n",
 	      f);
 }
 
@@ -561,8 +582,13 @@ int cmd_bench_trace(int argc, char **argv)
 			return 2;
 		}
 	}
+	if (optind != argc && !inner) {
+		usage(stderr);
+		return VS_EXIT_USAGE;
+	}
+	vs_interrupt_catch(); /* from here on a signal ends the run cleanly */
 	if (peers && !getenv("VIOSCOPE_BENCH_PEERS"))
-		return run_with_peers();
+		return vs_interrupt_status(run_with_peers());
 	if (getenv("VIOSCOPE_BENCH_PEERS") && !strcmp(getenv("VIOSCOPE_BENCH_PEERS"), "lttng"))
 		set_case("lttng-ust-2-ints", peer_lttng_loop(false));
 	if (!getenv("VIOSCOPE_TRACE_RING")) {
@@ -575,11 +601,12 @@ int cmd_bench_trace(int argc, char **argv)
 	}
 	vs_trace_set(VS_LEVEL_INFO, 0xffffffffu);
 	load_so_loops(inner != NULL || inner_sustained || json);
-	char tmpl[] = "/tmp/vioscope-bench-XXXXXX";
+	char tmpl[PATH_MAX];
+	snprintf(tmpl, sizeof tmpl, "%s/vioscope-bench-XXXXXX", vs_tmp_dir());
 	const char *dir = mkdtemp(tmpl);
 	if (!dir) {
-		fprintf(stderr, "bench trace: mkdtemp: %s\n", strerror(errno));
-		return 1;
+		fprintf(stderr, "bench trace: mkdtemp %s: %s\n", tmpl, strerror(errno));
+		return VS_EXIT_CANNOT_RUN;
 	}
 	char path[600];
 	snprintf(path, sizeof path, "%s/fprintf.txt", dir);
@@ -601,26 +628,28 @@ int cmd_bench_trace(int argc, char **argv)
 	if (inner) {
 		/* Child mode under valgrind: run one case n times. */
 		int i = find_case(inner);
-		if (i < 0 || optind != argc - 1)
-			return 2;
+		if (i < 0 || optind != argc - 1) {
+			rc = VS_EXIT_USAGE;
+			goto out;
+		}
 		cases[i].fn(strtoull(argv[optind], NULL, 10));
 		goto out;
-	}
-	if (optind != argc) {
-		usage(stderr);
-		return 2;
 	}
 
 	struct result res[2 * NCASES + 1];
 	size_t nres = 0;
 	double *samples = calloc((size_t)rounds * NCASES * 2, sizeof(double));
-	if (!samples)
-		return 1;
+	if (!samples) {
+		rc = VS_EXIT_CANNOT_RUN;
+		goto out;
+	}
 	if (!json)
 		fprintf(stderr, "bench trace: %d rounds x %llu events per case (%s flavour)\n",
 			rounds, (unsigned long long)events, vs_trace_flavour());
-	for (int r = 0; r < rounds; r++) {
-		for (size_t i = 0; i < NCASES; i++) {
+	/* Interrupted: the figures of the rounds done (a round cut short is dropped). */
+	int asked = rounds, r;
+	for (r = 0; r < rounds && !vs_interrupted(); r++) {
+		for (size_t i = 0; i < NCASES && !vs_interrupted(); i++) {
 			if (!cases[i].fn)
 				continue;
 			/* Slow cases run fewer events: same statistics, less waiting. */
@@ -632,12 +661,23 @@ int cmd_bench_trace(int argc, char **argv)
 				samples[(i * 2 + 1) * (size_t)rounds + (size_t)r] =
 				    measure(&cases[i], n, 2);
 		}
+		if (vs_interrupted())
+			break;
 		if (!json && isatty(STDERR_FILENO))
 			fprintf(stderr, "\r  round %d/%d", r + 1, rounds);
 		rewind(fprintf_file);
 	}
 	if (!json && isatty(STDERR_FILENO))
 		fprintf(stderr, "\n");
+	rounds = r;
+	if (!rounds) {
+		fprintf(stderr, "bench trace: interrupted by %s before a round was done\n",
+			vs_signal_name(vs_interrupted()));
+		free(samples);
+		goto out;
+	}
+	if (vs_interrupted())
+		callgrind = sust = false;
 	bool cg = callgrind && have_valgrind();
 	/* valgrind must be given our real path: "/proc/self/exe" would name valgrind. */
 	char self[512];
@@ -648,7 +688,7 @@ int cmd_bench_trace(int argc, char **argv)
 		if (!cases[i].fn)
 			continue;
 		for (int t = 1; t <= (cases[i].two_threads ? 2 : 1); t++) {
-			double *s = &samples[(i * 2 + (size_t)(t - 1)) * (size_t)rounds];
+			double *s = &samples[(i * 2 + (size_t)(t - 1)) * (size_t)asked];
 			qsort(s, (size_t)rounds, sizeof *s, cmp_double);
 			struct result *x = &res[nres++];
 			x->name = cases[i].name;
@@ -658,11 +698,11 @@ int cmd_bench_trace(int argc, char **argv)
 			x->max = s[rounds - 1];
 			x->instr = -1;
 			x->rate = 0;
-			if (cg && t == 1) {
+			if (cg && t == 1 && !vs_interrupted()) {
 				uint64_t n1 = 100000, n2 = 200000;
 				double a = callgrind_total(self, cases[i].name, n1);
 				double b = callgrind_total(self, cases[i].name, n2);
-				if (a > 0 && b > 0)
+				if (a > 0 && b > 0 && !vs_interrupted())
 					x->instr = (b - a) / (double)(n2 - n1);
 			}
 		}
@@ -674,10 +714,10 @@ int cmd_bench_trace(int argc, char **argv)
 		 * each in a fresh process, so no other thread's flight record is queued
 		 * ahead of the measured one. */
 		double rates[2] = {sustain_rate, 0};
-		for (int j = 0; j < 2; j++) {
+		for (int j = 0; j < 2 && !vs_interrupted(); j++) {
 			if (sustained_child(exe, events * 10, rates[j], &res[nres]) == 0)
 				nres++;
-			else
+			else if (!vs_interrupted())
 				fprintf(stderr, "bench trace: sustained recording failed\n");
 		}
 	}
@@ -722,11 +762,17 @@ int cmd_bench_trace(int argc, char **argv)
 				       2 * res[i].med / res[i + 1].med);
 		print_so_and_peers(res, nres, peers);
 	}
+	if (vs_interrupted())
+		printf("interrupted by %s after %d of %d rounds: the figures are those rounds'; "
+		       "what was to come after it (instruction counts, sustained rates) is left "
+		       "out\n",
+		       vs_signal_name(vs_interrupted()), rounds, asked);
 	free(samples);
 out:
 	fclose(fprintf_file);
 	snprintf(path, sizeof path, "rm -rf '%s'", dir);
-	if (system(path) != 0)
-		rc = 1;
-	return rc;
+	if (vs_job_run(path) != 0 && rc == VS_EXIT_OK)
+		rc = VS_EXIT_FAILED;
+	fflush(stdout);
+	return vs_interrupt_status(rc);
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The layering rules of docs/ARCHITECTURE.md, checked on the sources:
 #   - each folder of src/, and bench/ and tools/, includes ("layer/...") only the layers
-#     listed for it below: bench/ reaches src/ only through util and the trace tools,
+#     listed for it below: bench/ reaches src/ only through util, the trace tools and the
+#     wire vocabulary (a failed request's sense, in words),
 #     tools/ through those and the check and rpc layers;
 #   - a folder's private header (<layer>_int.h) is included only inside that folder, and
 #     never from bench/, tools/ or examples/ (the tests are white-box and may);
@@ -27,7 +28,7 @@ declare -A allowed=(
 	[initiator]="vhost virtio proto util"
 	[rpc]="util" # the target through its public header only
 	[check]="initiator trace tracetools proto util"
-	[bench]="bench util trace tracetools"
+	[bench]="bench util trace tracetools proto"
 	[tools]="tools util trace tracetools check rpc"
 )
 bad=0

@@ -54,7 +54,7 @@ static void *worker(void *arg)
 	snprintf(name, sizeof name, "worker-%u", id);
 	pthread_setname_np(pthread_self(), name);
 	VS_INFO(INIT, "worker %u starting, %d requests", id, REQUESTS);
-	for (unsigned i = 0; i < REQUESTS; i++) {
+	for (unsigned i = 0; i < REQUESTS && !vs_interrupted(); i++) {
 		VS_VERBOSE_HP(IO, "tag %u: start", i);
 		r.tag = i;
 		r.len = 64 + (i * 37) % 448;
@@ -128,7 +128,7 @@ static void show_excerpt(const char *path, unsigned head, unsigned tail, unsigne
 
 static int demo_flavour(const char *exe, const char *flavour, const char *dir)
 {
-	char capture[PATH_MAX], text[PATH_MAX], why[512], pid[32];
+	char capture[PATH_MAX + 32], text[PATH_MAX + 32], why[512], pid[32];
 	int go[2];
 	snprintf(capture, sizeof capture, "%s/demo-%s.vst", dir, flavour);
 	snprintf(text, sizeof text, "%s/demo-%s.txt", dir, flavour);
@@ -149,9 +149,10 @@ static int demo_flavour(const char *exe, const char *flavour, const char *dir)
 		_exit(127);
 	}
 	close(go[0]);
+	vs_interrupt_pass(child); /* it stops its workers and exits, removing its trace file */
 	snprintf(pid, sizeof pid, "%d", (int)child);
 	/* The child sets its trace file up before main(): wait until it is valid. */
-	for (int i = 0; i < 2000; i++) {
+	for (int i = 0; i < 2000 && !vs_interrupted(); i++) {
 		struct vs_shm s;
 		if (vs_shm_open(&s, pid, why, sizeof why) == 0) {
 			vs_shm_close(&s);
@@ -160,13 +161,20 @@ static int demo_flavour(const char *exe, const char *flavour, const char *dir)
 		usleep(1000);
 	}
 	struct go g = {go[1]};
-	struct vs_record_opts ro = {
-	    .enable_spec = "verbose:all", .started = release_child, .opaque = &g};
+	struct vs_record_opts ro = {.enable_spec = "verbose:all",
+				    .started = release_child,
+				    .opaque = &g,
+				    .stop = vs_interrupt_flag()};
 	struct vs_dump_stats st;
-	int rc = vs_trace_record(pid, capture, &ro, &st, why, sizeof why);
+	int rc =
+	    vs_interrupted() ? -EINTR : vs_trace_record(pid, capture, &ro, &st, why, sizeof why);
 	close(go[1]);
 	int status;
-	waitpid(child, &status, 0);
+	while (waitpid(child, &status, 0) < 0 && errno == EINTR)
+		;
+	vs_interrupt_pass_end(child);
+	if (vs_interrupted())
+		return -EINTR;
 	if (rc < 0) {
 		fprintf(stderr, "demo: record: %s\n", why);
 		return rc;
@@ -200,7 +208,14 @@ static void demo_usage(FILE *f)
 	      "0.5; ratios within the noise marked ~), then a decoded trace excerpt.  The 1 GiB\n"
 	      "image it makes in /dev/shm is removed at the end, also when interrupted, unless\n"
 	      "--keep-image.  --svg FILE: the table as bars with their spread.\n"
-	      "--trace: only a small traced workload, recorded and decoded.\n",
+	      "--trace: only a small traced workload, recorded and decoded.\n"
+	      "Captures go to a new directory in $TMPDIR (or /tmp), kept and named at the end\n"
+	      "(VIOSCOPE_DEMO_DIR=DIR: there instead).\n"
+	      "Ctrl-C or SIGTERM: the table of the rounds done and the seed, then everything it\n"
+	      "started stops and what it made goes (its directory too, unless VIOSCOPE_DEMO_DIR);\n"
+	      "exit 128 + the signal.\n"
+	      "Exit status: 0 done, 1 a step failed, 2 bad command line, 3 could not run\n"
+	      "(README, \"Exit status\").\n",
 	      f);
 }
 
@@ -220,19 +235,21 @@ static int cmd_demo(int argc, char **argv)
 	uint64_t v;
 	int c;
 
-	if (argc == 3 && !strcmp(argv[1], "--workload"))
-		return run_workload(atoi(argv[2]));
+	if (argc == 3 && !strcmp(argv[1], "--workload")) {
+		vs_interrupt_catch(); /* its workers stop; exiting removes its trace file */
+		return vs_interrupt_status(run_workload(atoi(argv[2])));
+	}
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "r:T:S:kth", opts, NULL)) != -1) {
 		switch (c) {
 		case 'r':
 			if (vs_cli_uint("demo", "rounds", optarg, 1, 64, &v))
-				return 2;
+				return VS_EXIT_USAGE;
 			o.rounds = (unsigned)v;
 			break;
 		case 'T':
 			if (vs_cli_seconds("demo", "time", optarg, 0.2, 60, &o.seconds))
-				return 2;
+				return VS_EXIT_USAGE;
 			break;
 		case 'S':
 			o.svg = optarg;
@@ -245,54 +262,80 @@ static int cmd_demo(int argc, char **argv)
 			break;
 		case 'h':
 			demo_usage(stdout);
-			return 0;
+			return VS_EXIT_OK;
 		default:
 			demo_usage(stderr);
-			return 2;
+			return VS_EXIT_USAGE;
 		}
 	}
 	if (optind != argc) {
 		demo_usage(stderr);
-		return 2;
+		return VS_EXIT_USAGE;
 	}
-	char self[PATH_MAX], dir[PATH_MAX], exe[PATH_MAX + 16];
+	char self[PATH_MAX], dir[PATH_MAX], exe[PATH_MAX + 16], made[PATH_MAX] = "";
 	vs_self_exe(self, sizeof self);
 	if (!self[0]) {
 		fprintf(stderr, "demo: cannot find my own binary\n");
-		return 1;
+		return VS_EXIT_CANNOT_RUN;
 	}
 	snprintf(dir, sizeof dir, "%s", self);
 	*strrchr(dir, '/') = '\0';
+	vs_interrupt_catch(); /* from here on a signal ends the demo cleanly */
 	const char *keep = getenv("VIOSCOPE_DEMO_DIR");
-	char tmpl[] = "/tmp/vioscope-demo-XXXXXX";
-	const char *out = keep && *keep ? keep : mkdtemp(tmpl);
-	if (!out) {
-		fprintf(stderr, "demo: mkdtemp: %s\n", strerror(errno));
-		return 1;
+	char out[PATH_MAX];
+	if (keep && *keep) {
+		snprintf(out, sizeof out, "%s", keep);
+		if (mkdir(out, 0700) < 0 && errno != EEXIST) {
+			fprintf(stderr, "demo: VIOSCOPE_DEMO_DIR=%s: %s\n", out, strerror(errno));
+			return VS_EXIT_CANNOT_RUN;
+		}
+	} else {
+		snprintf(out, sizeof out, "%s/vioscope-demo-XXXXXX", vs_tmp_dir());
+		if (!mkdtemp(out)) {
+			fprintf(stderr, "demo: mkdtemp %s: %s\n", out, strerror(errno));
+			return VS_EXIT_CANNOT_RUN;
+		}
+		snprintf(made, sizeof made, "%s", out);
 	}
-	mkdir(out, 0700);
-	if (!trace_only)
-		return demo_storage(dir, out, &o);
+	int rc = 0;
+	if (!trace_only) {
+		rc = demo_storage(dir, out, &o);
+		goto out;
+	}
 	printf("vioscope demo: %d worker threads x %d requests, each request traced on the hot "
 	       "path (VS_VERBOSE_HP)\nand the cold path (VS_INFO, VS_WARNING). "
 	       "Recorded with `vioscope trace record`, decoded with `vioscope trace decode`.\n",
 	       WORKERS, REQUESTS);
 	static const char *const flavours[][2] = {{"cold", "vioscope"}, {"all", "vioscope-all"}};
-	int rc = 0;
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < 2 && !vs_interrupted(); i++) {
 		snprintf(exe, sizeof exe, "%s/%s", dir, flavours[i][1]);
 		if (access(exe, X_OK) != 0) {
 			printf("\n== %s flavour: %s not built, skipped\n", flavours[i][0], exe);
 			continue;
 		}
-		if (demo_flavour(exe, flavours[i][0], out) < 0)
-			rc = 1;
+		if (demo_flavour(exe, flavours[i][0], out) < 0 && !vs_interrupted())
+			rc = VS_EXIT_FAILED;
 	}
-	printf(
-	    "\nCaptures and decoded text are in %s.\nTry: %s/vioscope trace decode %s/demo-all.vst "
-	    "--flag io --level warning\n",
-	    out, dir, out);
-	return rc;
+	if (!vs_interrupted())
+		printf("\nCaptures and decoded text are in %s.\nTry: %s/vioscope trace decode "
+		       "%s/demo-all.vst --flag io --level warning\n",
+		       out, dir, out);
+out:
+	if (vs_interrupted()) {
+		/* Its directory goes too when the demo made it; VIOSCOPE_DEMO_DIR is the user's. */
+		char cmd[PATH_MAX + 16];
+		if (made[0]) {
+			snprintf(cmd, sizeof cmd, "rm -rf '%s'", made);
+			if (vs_job_run(cmd) != 0)
+				fprintf(stderr, "demo: could not remove %s\n", made);
+		}
+		printf("vioscope demo: interrupted by %s: what it started is stopped, what it made "
+		       "removed%s%s\n",
+		       vs_signal_name(vs_interrupted()), made[0] ? "" : "; captures stay in ",
+		       made[0] ? "" : out);
+	}
+	fflush(stdout);
+	return vs_interrupt_status(rc);
 }
 
 VS_CLI_COMMAND(demo, 3, "demo", cmd_demo, "a small traced workload, recorded and decoded");

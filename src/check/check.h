@@ -14,6 +14,9 @@
  *
  * Each function prints its progress and figures to opts->out and returns 0 when the check
  * passed, 1 when it found a fault (said on out), or -errno when it could not run (why set).
+ * Interrupted (vs_interrupted(), util.h), a check stops, says on out what it checked and
+ * its seed, stops its target, removes what it made, and returns as for what it found so
+ * far; the caller makes that 128 + the signal.
  */
 #ifndef VS_CHECK_H
 #define VS_CHECK_H

@@ -127,6 +127,9 @@ struct eng {
 	uint64_t err[E_COUNT];
 	char first[E_COUNT][400]; /* the first of each kind, in words */
 	unsigned hang_after_s;	  /* the watchdog's limit */
+	uint64_t seed;		  /* of the run (printed; --seed repeats it) */
+	FILE *progress;		  /* a line every progress_s of the random phase, or NULL */
+	double progress_s;
 	pthread_t watchdog;
 	bool watchdog_started;
 };
@@ -134,9 +137,9 @@ struct eng {
 int eng_init(struct eng *e, const struct eng_port_ops *ops, void *port_ctx, uint64_t bytes,
 	     uint32_t block, unsigned nthreads, const struct vs_check_io_opts *o, bool stress,
 	     char *why, size_t whylen);
-/* The random phase, for seconds (or until e->stop). */
+/* The random phase, for seconds (or until e->stop, or an interruption: vs_interrupted()). */
 int eng_run(struct eng *e, double seconds, char *why, size_t whylen);
-/* Every sector read back once and checked. */
+/* Every sector read back once and checked (interrupted: what was submitted before). */
 int eng_readback(struct eng *e, char *why, size_t whylen);
 void eng_fini(struct eng *e);
 /* A port reports a completed request (any thread). */

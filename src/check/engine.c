@@ -343,14 +343,17 @@ static void req_finish(struct eng_thread *t, struct eng_req *r)
 		t->refused++;
 	else
 		t->res[res]++;
-	if (r->readback && e->stress && res != RES_OK && res != RES_OTHER && r->retries++ < 2000) {
+	if (r->readback && e->stress && res != RES_OK && res != RES_OTHER && r->retries++ < 2000 &&
+	    !vs_interrupted()) {
 		usleep(10000); /* the target is coming back: every sector is read back */
 		req_submit(t, r);
 		return;
 	}
 	/* Allowed: a full ring as the random phase ends (the request was never sent); in
 	 * stress, the defined errors of a disrupted device and refusals while it is away. */
-	if (res != RES_OK && !(r->refused && r->result == -EBUSY) &&
+	/* Interrupted, a request may fail for that alone: a Ctrl-C at a terminal stops the
+	 * target too. */
+	if (res != RES_OK && !(r->refused && r->result == -EBUSY) && !vs_interrupted() &&
 	    (!e->stress || (r->refused ? r->result != -ENOTCONN : res == RES_OTHER)))
 		eng_error(e, E_IO, "%s of sectors %llu+%u on queue %u %s: %s", eng_op_name(r->op),
 			  (unsigned long long)r->sector, r->nsect, t->idx,
@@ -563,6 +566,8 @@ static void run_readback(struct eng_thread *t)
 	while (s < end || t->inflight) {
 		struct eng_req *r;
 
+		if (vs_interrupted())
+			s = end; /* what is in flight still completes */
 		while (s < end && t->inflight < depth && (r = free_req(t))) {
 			r->op = ENG_READ;
 			r->reread = false;
@@ -622,7 +627,8 @@ static void *watchdog_main(void *arg)
 				    (double)(now - at) / 1e9);
 				fflush(stdout);
 				fprintf(stderr, "vioscope check: watchdog: %s\n", e->first[E_HANG]);
-				exit(3); /* a hung request cannot be taken back: stop here */
+				/* A fault found; a hung request cannot be taken back: stop here. */
+				exit(VS_EXIT_FAILED);
 			}
 		}
 		for (unsigned n = 0; n < 10 && !atomic_load(&e->finished); n++)
@@ -661,6 +667,7 @@ int eng_init(struct eng *e, const struct eng_port_ops *ops, void *port_ctx, uint
 		e->max_depth = ENG_DEPTH_MAX;
 	e->nthreads = nthreads;
 	e->hang_after_s = 60;
+	e->seed = seed;
 	e->run = seed * 0x9e3779b97f4a7c15ull | 1;
 	atomic_init(&e->gen, 0);
 	pthread_mutex_init(&e->lock, NULL);
@@ -707,9 +714,24 @@ static int run_threads(struct eng *e, char *why, size_t whylen)
 	return rc ? -rc : (int)started;
 }
 
+/* One line of how the random phase goes. */
+static void eng_progress(const struct eng *e)
+{
+	uint64_t ops[ENG_OPS], bytes[ENG_OPS], res[RES_COUNT], sect;
+
+	eng_totals(e, ops, bytes, res, &sect);
+	fprintf(
+	    e->progress, "  %7.1f s: %llu requests (%.0f MiB), %llu errors so far\n",
+	    eng_elapsed(e),
+	    (unsigned long long)(ops[ENG_READ] + ops[ENG_WRITE] + ops[ENG_FLUSH] + ops[ENG_UNMAP]),
+	    (double)(bytes[ENG_READ] + bytes[ENG_WRITE]) / (1 << 20),
+	    (unsigned long long)eng_errors(e));
+	fflush(e->progress);
+}
+
 int eng_run(struct eng *e, double seconds, char *why, size_t whylen)
 {
-	uint64_t end;
+	uint64_t end, next_progress;
 	int n, rc;
 
 	e->t0 = vs_mono_ns();
@@ -721,8 +743,14 @@ int eng_run(struct eng *e, double seconds, char *why, size_t whylen)
 	}
 	n = run_threads(e, why, whylen);
 	end = e->t0 + (uint64_t)(seconds * 1e9);
-	while (n > 0 && vs_mono_ns() < end && !atomic_load(&e->stop))
-		usleep(20000);
+	next_progress = e->progress ? e->t0 + (uint64_t)(e->progress_s * 1e9) : UINT64_MAX;
+	while (n > 0 && vs_mono_ns() < end && !atomic_load(&e->stop) && !vs_interrupted()) {
+		usleep(20000); /* a signal cuts it short */
+		if (vs_mono_ns() >= next_progress) {
+			eng_progress(e);
+			next_progress += (uint64_t)(e->progress_s * 1e9);
+		}
+	}
 	atomic_store(&e->stop, true);
 	for (int i = 0; i < (n > 0 ? n : 0); i++)
 		pthread_join(e->th[i].thread, NULL);

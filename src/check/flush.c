@@ -187,6 +187,7 @@ static int run_cmd(struct flush_run *f, const char *cmd)
 	if (p == 0) {
 		int devnull = open("/dev/null", O_RDONLY);
 
+		setpgid(0, 0); /* a group of its own, that an interruption reaches whole */
 		dup2(devnull, 0);
 		dup2(fd, 1);
 		dup2(fd, 2);
@@ -197,14 +198,19 @@ static int run_cmd(struct flush_run *f, const char *cmd)
 	close(fd);
 	if (p < 0)
 		return -errno;
+	setpgid(p, p);
+	vs_interrupt_pass(-p);
 	for (;;) {
 		pid_t r = waitpid(p, &status, WNOHANG);
 
-		if (r == p)
+		if (r == p) {
+			vs_interrupt_pass_end(-p);
 			return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+		}
 		if (vs_mono_ns() > end) {
-			kill(p, SIGKILL);
+			kill(-p, SIGKILL);
 			waitpid(p, &status, 0);
+			vs_interrupt_pass_end(-p);
 			return 124;
 		}
 		usleep(r == 0 ? 1000 : 0);
@@ -260,6 +266,8 @@ static int check_state(struct flush_run *f, uint64_t upto)
 	const char *cmds[2] = {f->o->fsck, f->o->verify};
 	int rc;
 
+	if (vs_interrupted())
+		return -EINTR;
 	f->states++;
 	if ((rc = sparse_copy(f->work_fd, f->state, f->size, f->buf, f->buflen)) < 0)
 		return rc;
@@ -268,6 +276,10 @@ static int check_state(struct flush_run *f, uint64_t upto)
 			continue;
 		if ((rc = run_cmd(f, cmds[i])) < 0)
 			return rc;
+		if (vs_interrupted()) { /* its verdict may be the signal's */
+			f->states--;
+			return -EINTR;
+		}
 		if (rc) {
 			report(f, upto, cmds[i], rc);
 			return 1;
@@ -410,7 +422,14 @@ int vs_check_flush(const struct vs_check_flush_opts *o, char *why, size_t whylen
 		o->log, (unsigned long long)f.log.n, o->base, (unsigned long long)(f.size >> 20),
 		o->subsets, (unsigned long long)seed);
 	rc = run(&f);
-	if (rc < 0) {
+	if (rc == -EINTR) {
+		fprintf(f.out,
+			"INTERRUPTED by %s: the %llu crash states checked before it passed; seed "
+			"%llu (--seed to repeat)\n",
+			vs_signal_name(vs_interrupted()), (unsigned long long)f.states,
+			(unsigned long long)seed);
+		rc = 0;
+	} else if (rc < 0) {
 		vs_fail(why, whylen, rc, "replaying %s: %s", o->log, strerror(-rc));
 	} else if (rc == 0) {
 		fprintf(f.out,

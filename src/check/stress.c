@@ -157,7 +157,7 @@ static bool reconnected(struct stress *s, unsigned before)
 	uint64_t end = vs_mono_ns() + RECONNECT_LIMIT * 1000000000ull;
 
 	while (vs_ini_connections(s->pi.ini) <= before) {
-		if (vs_mono_ns() > end)
+		if (vs_mono_ns() > end || vs_interrupted())
 			return false;
 		usleep(2000);
 	}
@@ -175,13 +175,16 @@ static void restart(struct stress *s)
 	if (child_target_start(&s->child, s->o->exe, s->sock, s->spec,
 			       s->o->queues ? s->o->queues : 2, s->why, sizeof(s->why)) < 0) {
 		s->failed_restart = true;
-		eng_error(&s->e, E_IO, "the target did not start again: %s", s->why);
+		if (!vs_interrupted()) /* else it was told to stop as it started */
+			eng_error(&s->e, E_IO, "the target did not start again: %s", s->why);
 		atomic_store(&s->e.stop, true);
 		return;
 	}
 	if (!reconnected(s, before)) {
-		eng_error(&s->e, E_HANG, "the initiator did not reconnect within %u s of a restart",
-			  RECONNECT_LIMIT);
+		if (!vs_interrupted())
+			eng_error(&s->e, E_HANG,
+				  "the initiator did not reconnect within %u s of a restart",
+				  RECONNECT_LIMIT);
 		atomic_store(&s->e.stop, true);
 		return;
 	}
@@ -334,11 +337,12 @@ int vs_check_stress(const struct vs_check_io_opts *o, char *why, size_t whylen)
 	s->o = o;
 	s->out = o->out ? o->out : stdout;
 	s->child.pid = -1;
-	s->rng = (o->seed ? o->seed : vs_mono_ns()) * 0x9e3779b97f4a7c15ull | 1;
 	rc = setup(s, why, whylen);
 	engine = s->e.th != NULL;
 	if (rc < 0)
 		goto out;
+	/* The disruptions from the run's seed too: --seed repeats them. */
+	s->rng = s->e.seed * 0x9e3779b97f4a7c15ull | 1;
 	fprintf(s->out,
 		"vioscope check stress: %.0f s on a %llu MiB file LUN (%s), %u queues, "
 		"depths 1..%u; aborts, LUN resets, target kills, memory-table changes\n",
@@ -357,13 +361,13 @@ int vs_check_stress(const struct vs_check_io_opts *o, char *why, size_t whylen)
 		usleep(1000);
 	if (rc < 0)
 		goto out;
-	if (!s->failed_restart && (rc = eng_readback(&s->e, why, whylen)) < 0)
+	if (!s->failed_restart && !vs_interrupted() && (rc = eng_readback(&s->e, why, whylen)) < 0)
 		goto out;
 	fds1 = count_fds(getpid());
 	anon1 = anon_kib(getpid());
-	if (fds1 > fds0 + FD_SLACK)
+	if (fds1 > fds0 + FD_SLACK && !vs_interrupted())
 		eng_error(&s->e, E_LEAK, "our open files grew from %d to %d", fds0, fds1);
-	if (anon1 > anon0 + ANON_SLACK_MIB * 1024)
+	if (anon1 > anon0 + ANON_SLACK_MIB * 1024 && !vs_interrupted())
 		eng_error(&s->e, E_LEAK, "our anonymous memory grew from %ld to %ld KiB", anon0,
 			  anon1);
 	summary(s, fds0, fds1, anon0, anon1);
@@ -375,7 +379,7 @@ out:
 	if (s->child.pid > 0) {
 		int st = child_target_stop(&s->child, SIGTERM);
 
-		if (st != 0 && rc >= 0 && engine)
+		if (st != 0 && rc >= 0 && engine && !vs_interrupted())
 			eng_error(&s->e, E_IO, "the target exited with status %d after SIGTERM",
 				  st);
 	}
@@ -387,9 +391,17 @@ out:
 		if (eng_errors(&s->e)) {
 			fprintf(s->out, "  errors:\n");
 			eng_print_errors(&s->e, s->out);
+			rc = 1;
+		}
+		if (vs_interrupted()) {
+			fprintf(s->out,
+				"INTERRUPTED by %s at %.1f s: the read-back of every sector and "
+				"the leak checks were not done; seed %llu (--seed to repeat)\n",
+				vs_signal_name(vs_interrupted()), eng_elapsed(&s->e),
+				(unsigned long long)s->e.seed);
+		} else if (rc == 1) {
 			fprintf(s->out, "FAIL: %llu errors\n",
 				(unsigned long long)eng_errors(&s->e));
-			rc = 1;
 		} else {
 			fprintf(s->out, "PASS: every request completed once, every sector as "
 					"written, nothing leaked\n");

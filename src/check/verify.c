@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,7 +45,7 @@ int vs_check_verify(const struct vs_check_io_opts *o, char *why, size_t whylen)
 	struct port_ini pi = {0};
 	struct port_uring pu = {.fd = -1};
 	struct eng e = {0};
-	char dir[] = "/tmp/vs-verify-XXXXXX", sock[64], what[600];
+	char dir[PATH_MAX], sock[PATH_MAX + 16], what[PATH_MAX + 64];
 	const char *socket = o->socket;
 	uint64_t ops0[ENG_OPS], bytes0[ENG_OPS], ops[ENG_OPS], bytes[ENG_OPS], res[RES_COUNT], sect;
 	double t_random, t_back;
@@ -60,6 +61,7 @@ int vs_check_verify(const struct vs_check_io_opts *o, char *why, size_t whylen)
 			      whylen);
 	} else {
 		if (o->target_spec) {
+			snprintf(dir, sizeof(dir), "%s/vs-verify-XXXXXX", vs_tmp_dir());
 			if (!mkdtemp(dir)) {
 				rc = vs_fail(why, whylen, -errno, "mkdtemp: %s", strerror(errno));
 				goto out;
@@ -86,19 +88,23 @@ int vs_check_verify(const struct vs_check_io_opts *o, char *why, size_t whylen)
 		goto out;
 	fprintf(out,
 		"vioscope check verify: %s: %.0f MiB in %u-byte blocks, %u queues, depths "
-		"1, 4, 16, %u, requests of 512 B to %u KiB\n",
+		"1, 4, 16, %u, requests of 512 B to %u KiB%s\n",
 		what, mib(e.nsect * VS_VB_SECTOR), e.unit * VS_VB_SECTOR, e.nthreads, e.max_depth,
-		e.max_sect / 2);
+		e.max_sect / 2, o->target_spec ? "" : "; its data is written over");
+	fflush(out);
+	e.progress = out;
+	e.progress_s = 2;
 	eng_totals(&e, ops0, bytes0, res, &sect);
 	if ((rc = eng_run(&e, o->seconds, why, whylen)) < 0)
 		goto out;
 	t_random = eng_elapsed(&e);
 	print_phase(out, "random", &e, t_random, ops0, bytes0);
 	eng_totals(&e, ops0, bytes0, res, &sect);
-	if ((rc = eng_readback(&e, why, whylen)) < 0)
+	if (!vs_interrupted() && (rc = eng_readback(&e, why, whylen)) < 0)
 		goto out;
 	t_back = eng_elapsed(&e) - t_random;
-	print_phase(out, "read-back", &e, t_back, ops0, bytes0);
+	if (!vs_interrupted())
+		print_phase(out, "read-back", &e, t_back, ops0, bytes0);
 	eng_totals(&e, ops, bytes, res, &sect);
 	fprintf(out,
 		"  verified  %llu sectors (%.0f MiB) in %llu requests: lost %llu, stale %llu, "
@@ -127,10 +133,17 @@ out:
 	if (rc == 1) {
 		fprintf(out, "  errors:\n");
 		eng_print_errors(&e, out);
-		fprintf(out, "FAIL: %llu errors\n", (unsigned long long)eng_errors(&e));
-	} else if (rc == 0) {
-		fprintf(out, "PASS: every sector read back as last written\n");
 	}
+	if (rc >= 0 && engine && vs_interrupted())
+		fprintf(out,
+			"INTERRUPTED by %s at %.1f s: %s; what was read checked as above; seed "
+			"%llu (--seed to repeat)\n",
+			vs_signal_name(vs_interrupted()), eng_elapsed(&e),
+			"the read-back of every sector was not done", (unsigned long long)e.seed);
+	else if (rc == 1)
+		fprintf(out, "FAIL: %llu errors\n", (unsigned long long)eng_errors(&e));
+	else if (rc == 0)
+		fprintf(out, "PASS: every sector read back as last written\n");
 	if (engine)
 		eng_fini(&e);
 	return rc;

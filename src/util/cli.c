@@ -2,6 +2,7 @@
 /* What every `vioscope` command shares: option values with one error message format, the
  * table of registered commands, and the path of the running binary. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "util/util.h"
@@ -45,4 +46,11 @@ void vs_self_exe(char *buf, size_t len)
 	ssize_t n = readlink("/proc/self/exe", buf, len - 1);
 
 	buf[n > 0 ? n : 0] = '\0';
+}
+
+const char *vs_tmp_dir(void)
+{
+	const char *t = getenv("TMPDIR");
+
+	return t && *t ? t : "/tmp";
 }

@@ -9,6 +9,7 @@
 #ifndef VS_UTIL_H
 #define VS_UTIL_H
 
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -225,6 +226,32 @@ enum vs_exit {
 	VS_EXIT_SIGTERM = 143,
 };
 
+/* ---- interruption: Ctrl-C, SIGTERM, SIGHUP ------------------------------------------- */
+/* A long command (bench, check, demo) ends cleanly when interrupted.  After
+ * vs_interrupt_catch() those signals only note themselves (the first one, and when; a
+ * blocking call that was waiting is restarted, a sleep returns early); the command looks at
+ * vs_interrupted() in its loops, stops its children, removes what it made, prints what it
+ * measured (and its seed) and returns vs_interrupt_status(rc): 128 + the signal. */
+void vs_interrupt_catch(void);
+int vs_interrupted(void);	  /* the first signal caught, or 0 */
+uint64_t vs_interrupted_ns(void); /* when (CLOCK_MONOTONIC ns), or UINT64_MAX */
+/* The flag itself, for a loop that takes a `volatile sig_atomic_t *stop` (trace record). */
+volatile sig_atomic_t *vs_interrupt_flag(void);
+int vs_interrupt_status(int rc);     /* 128 + the signal when interrupted, else rc */
+const char *vs_signal_name(int sig); /* "SIGINT" */
+/* Pass the signals on to target (a pid, or -pgid for a process group) the moment they are
+ * caught, until vs_interrupt_pass_end(target); one caught before is passed on at once.
+ * From one thread (the command's), for at most 8 targets. */
+void vs_interrupt_pass(int target);
+void vs_interrupt_pass_end(int target);
+/* A job: `sh -c cmd` in a process group of its own that gets the signals caught meanwhile
+ * (above), with its stdout into a pipe (*out_fd, the caller reads and closes it) or, when
+ * out_fd is NULL, ours.  vs_job_start: 0 with *pid, or -errno.  vs_job_wait: its exit
+ * status (128 + the signal that ended it), or -errno.  vs_job_run: both. */
+int vs_job_start(const char *cmd, int *out_fd, int *pid);
+int vs_job_wait(int pid);
+int vs_job_run(const char *cmd);
+
 /* A `vioscope` subcommand.  Each command file registers itself with VS_CLI_COMMAND, so the
  * CLI's main() lists whatever was linked in (the benchmarks live outside tools/). */
 struct vs_cli_command {
@@ -254,6 +281,8 @@ void vs_cli_commands(const struct vs_cli_command **first, size_t *count);
 extern char **vs_cli_argv;
 /* This binary's path (empty if unknown): commands run it again, or its siblings. */
 void vs_self_exe(char *buf, size_t len);
+/* Where a command makes its temporary files: $TMPDIR, else /tmp. */
+const char *vs_tmp_dir(void);
 
 /* ---- sockets ------------------------------------------------------------------------- */
 /* Listen on the Unix socket path, owner-only (0600) from the moment it appears there: it
@@ -287,9 +316,11 @@ uint64_t vs_proc_start_time(int pid);
 
 /* ---- child servers -------------------------------------------------------------------- */
 /* Start argv[0] (argv NULL-terminated) as a child that gets SIGTERM when the calling thread
- * ends (PR_SET_PDEATHSIG follows the thread, not the process), stdout (and
- * stderr unless show_stderr) to /dev/null, and wait up to timeout_ms for it to listen on
- * the Unix socket sock (removed first).  0 with *pid, or -errno with why set. */
+ * ends (PR_SET_PDEATHSIG follows the thread, not the process), stdout to /dev/null, and
+ * wait up to timeout_ms for it to listen on the Unix socket sock (removed first).  Its
+ * stderr is ours with show_stderr; else what it says before it listens is kept, and when
+ * it exits first (-EIO) why ends with its own words; later it goes nowhere.  0 with *pid,
+ * or -errno with why set. */
 int vs_spawn_server(char *const argv[], const char *sock, unsigned timeout_ms, bool show_stderr,
 		    int *pid, char *why, size_t whylen);
 /* Send sig to the child pid and reap it, SIGKILL after timeout_ms: its exit status (128 +

@@ -48,15 +48,18 @@ rm -f "$img"
 [ "$size" -eq 1073741824 ] || fail "--keep-image: the image has $size bytes"
 
 # 3. Ctrl-C in the middle of the table: the demo and everything it started stop, and the
-# image is gone.  The demo runs in its own process group, as a shell's foreground job.
-VIOSCOPE_DEMO_DIR="$out/d3" setsid "$bin/vioscope" demo --rounds 5 --time 1 > "$out/run3.txt" 2>&1 &
+# image is gone.  The demo runs in its own process group, as a shell's foreground job (Ctrl-C
+# not ignored, as this shell's background jobs have it).
+VIOSCOPE_DEMO_DIR="$out/d3" setsid env --default-signal=INT "$bin/vioscope" demo --rounds 5 \
+	--time 1 > "$out/run3.txt" 2>&1 &
 pgid=$!
 wait_for 600 grep -q 'vioscope-demo-.*\.img (removed' "$out/run3.txt" || fail "no image line"
 img=$(image_of "$out/run3.txt")
 filled() { [ "$(stat -c %s "$img" 2>/dev/null || echo 0)" -eq 1073741824 ]; }
 wait_for 600 filled || fail "the image was never filled"
-# The table's first runs are going: interrupt them.
-wait_for 600 pgrep -g "$pgid" -f ' bench --json ' > /dev/null || fail "no benchmark run started"
+# The table's first runs are going (jobs of the demo: its session, groups of their own):
+# interrupt them.
+wait_for 600 pgrep -s "$pgid" -f ' bench --json ' > /dev/null || fail "no benchmark run started"
 /bin/kill -INT -- "-$pgid"
 # Exited: no such process, or a zombie waiting for this shell to reap it.
 gone() { ! kill -0 "$pgid" 2>/dev/null || [ "$(cut -d' ' -f3 "/proc/$pgid/stat" 2>/dev/null)" = Z ]; }
@@ -65,7 +68,7 @@ rc=0
 wait "$pgid" || rc=$?
 [ "$rc" -eq 130 ] || fail "the demo exited with $rc, not as killed by SIGINT (130)"
 [ ! -e "$img" ] || fail "$img left behind after SIGINT"
-nothing_left() { ! pgrep -g "$pgid" > /dev/null; }
+nothing_left() { ! pgrep -s "$pgid" > /dev/null; }
 wait_for 300 nothing_left || fail "processes of the demo still run 30 s after SIGINT"
 pgid=""
 echo "ok"

@@ -114,7 +114,8 @@ static void test_verify_device_file(void **state)
 	char path[] = "/var/tmp/vs-verify-dev-XXXXXX";
 	int fd = mkstemp(path);
 	char *out;
-	char *argv[] = {VIOSCOPE_BIN, "check", "verify", "--device", path, "--time", "1", NULL};
+	char *argv[] = {VIOSCOPE_BIN, "check", "verify",	 "--device", path,
+			"--time",     "1",     "--destroy-data", NULL};
 
 	(void)state;
 	assert_true(fd >= 0);

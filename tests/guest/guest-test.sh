@@ -325,7 +325,8 @@ verify_check() {
 		fail lun0.verify "no vioscope binary in the initramfs"
 		return
 	fi
-	vioscope check verify --device "$sd" --time "$VERIFY_SECONDS" --queues "$ncpu" >"$out" 2>&1
+	vioscope check verify --device "$sd" --destroy-data --time "$VERIFY_SECONDS" \
+		--queues "$ncpu" >"$out" 2>&1
 	rc=$?
 	cat "$out"
 	if [ "$rc" -ne 0 ]; then
