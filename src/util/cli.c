@@ -23,7 +23,8 @@ int vs_cli_seconds(const char *cmd, const char *opt, const char *arg, double min
 {
 	if (vs_parse_seconds(arg, out) == 0 && *out >= min && *out <= max)
 		return 0;
-	fprintf(stderr, "%s: --%s '%s': expected seconds in %g..%g\n", cmd, opt, arg, min, max);
+	fprintf(stderr, "%s: --%s '%s': expected a time in %g..%g s (e.g. 30, 1.5, 500ms, 2m)\n",
+		cmd, opt, arg, min, max);
 	return -1;
 }
 

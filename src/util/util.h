@@ -192,15 +192,18 @@ int vs_vfail(char *why, size_t whylen, int rc, const char *fmt, va_list ap)
 /* ---- numbers --------------------------------------------------------------------------- */
 /* Strict decimal in [min, max] (no sign, no space, nothing after): 0 or -EINVAL/-ERANGE. */
 int vs_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
-/* A size with an optional K, M, G or T suffix (powers of 1024, either case): 0, -EINVAL
- * (malformed) or -ERANGE (more than INT64_MAX bytes: a size must fit off_t). */
+/* A size in bytes with an optional suffix, either case: K, M, G, T, P, E alone or followed
+ * by iB or B ("64M", "1GiB", "4KB": all powers of 1024, as fio takes them by default), or B.
+ * 0, -EINVAL (malformed: "1.5G", "-5") or -ERANGE (more than INT64_MAX bytes: a size must
+ * fit off_t). */
 int vs_parse_size(const char *s, uint64_t *out);
-/* Non-negative decimal seconds ("2", "0.5"): 0 or -EINVAL. */
+/* A non-negative decimal time in seconds, with an optional unit as fio takes it: us, ms, s,
+ * m or min (minutes), h, d ("2", "0.5", "500ms", "1m"): 0 or -EINVAL. */
 int vs_parse_seconds(const char *s, double *out);
 
 /* ---- the command line ------------------------------------------------------------------ */
 /* Option values for CLI commands: parse, and on failure print
- *   "<cmd>: --<opt> '<arg>': expected a whole number in MIN..MAX"   (or seconds)
+ *   "<cmd>: --<opt> '<arg>': expected a whole number in MIN..MAX"   (or a time)
  * to stderr and return -1 (the command then exits 2). */
 int vs_cli_uint(const char *cmd, const char *opt, const char *arg, uint64_t min, uint64_t max,
 		uint64_t *out);
