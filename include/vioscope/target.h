@@ -90,6 +90,15 @@ struct vs_target;
 int vs_target_create(struct vs_target **t, const struct vs_target_config *cfg, char *err,
 		     size_t errlen);
 
+/* Whether lun would be refused by vs_target_create() or vs_target_lun_add() for what it
+ * says alone, without opening anything: its id, its backend's kind, options and values,
+ * test-only options without cfg->testing, a ram= or null= size that is not whole blocks of
+ * cfg->block_size.  What needs the world (a file, the memory, a Ceph cluster) is not
+ * checked.  0, or -EINVAL / -EPERM with err naming the LUN, as vs_target_create says it.
+ * For a command line: these are the user's mistakes, the rest is the machine's. */
+int vs_target_lun_check(const struct vs_target_config *cfg, const struct vs_target_lun *lun,
+			char *err, size_t errlen);
+
 /* Serve frontends (one at a time, the next after a disconnect) until *stop becomes
  * non-zero; checked at once after vs_target_wake().  A frontend that misbehaves (bad
  * messages, fds that block, memory that vanishes) is dropped, with a log line saying why,

@@ -150,9 +150,13 @@ void vs_io_req_remote_done(struct vs_io_req *req, int64_t res);
 int vs_be_file_open(struct vs_backend *be, const char *args, const struct vs_backend_opts *o,
 		    char *err, size_t errlen);
 int vs_be_ram_open(struct vs_backend *be, uint64_t size, char *err, size_t errlen);
+/* The kind's arguments parsed without opening anything (vs_backend_spec_check): 0 or
+ * -EINVAL with err set. */
+int vs_be_file_check(const char *args, char *err, size_t errlen);
 int vs_be_null_open(struct vs_backend *be, uint64_t size, char *err, size_t errlen);
 #ifdef VS_HAVE_RBD
 int vs_be_rbd_open(struct vs_backend *be, const char *args, char *err, size_t errlen);
+int vs_be_rbd_check(const char *args, char *err, size_t errlen);
 #endif
 /* ---- path.c: a path from a spec, opened where the spec's giver may (o->root) ----
  * The fd, or -errno with why set: strerror's text, or which rule of the root refused it. */

@@ -274,6 +274,18 @@ static int file_parse(const char *args, char *path, size_t pathlen, bool *ro, bo
 	return 0;
 }
 
+int vs_be_file_check(const char *args, char *err, size_t errlen)
+{
+	char path[4096], dummy[1];
+	bool ro = false, direct = false;
+
+	if (!err) {
+		err = dummy;
+		errlen = sizeof(dummy);
+	}
+	return file_parse(args, path, sizeof(path), &ro, &direct, err, errlen);
+}
+
 /* Open path as the backend's storage: O_NONBLOCK, so that a FIFO (or a device that waits
  * for a carrier) cannot block the open, then refused unless fstat on the very fd opened says
  * a regular file or a block device (a path checked before the open could be swapped);

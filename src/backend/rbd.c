@@ -121,6 +121,13 @@ static int spec_parse(const char *args, struct rbd_spec *s, char *err, size_t er
 	return 0;
 }
 
+int vs_be_rbd_check(const char *args, char *err, size_t errlen)
+{
+	struct rbd_spec s;
+
+	return spec_parse(args, &s, err, errlen);
+}
+
 /* ---- I/O ----------------------------------------------------------------------------------- */
 /* librbd's thread: hand the request back to its context's thread, nothing else. */
 static void aio_done(rbd_completion_t c, void *arg)

@@ -136,6 +136,26 @@ static int lun_publish(struct vs_target *t, const struct vs_target_lun *l, struc
 	return 0;
 }
 
+int vs_target_lun_check(const struct vs_target_config *cfg, const struct vs_target_lun *l,
+			char *err, size_t errlen)
+{
+	struct vs_backend_opts o = {.testing = cfg->testing,
+				    .block_size = cfg->block_size ? cfg->block_size : 512};
+	char why[512] = "";
+	int rc;
+
+	if (l->id >= VS_TARGET_MAX_LUNS)
+		return vs_fail(err, errlen, -EINVAL, "LUN %u: LUN numbers are 0..%u", l->id,
+			       VS_TARGET_MAX_LUNS - 1);
+	if (!l->spec || !*l->spec)
+		return vs_fail(err, errlen, -EINVAL, "LUN %u: no backend", l->id);
+	rc = vs_backend_spec_check(l->spec, &o, why, sizeof(why));
+	if (rc)
+		return vs_fail(err, errlen, rc, "LUN %u (%s): %s", l->id, l->spec,
+			       *why ? why : strerror(-rc));
+	return 0;
+}
+
 int tq_lun_open(struct vs_target *t, const struct vs_target_lun *l, char *err, size_t errlen)
 {
 	struct vs_scsi_lun *lun;
