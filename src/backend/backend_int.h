@@ -69,6 +69,7 @@ struct vs_backend {
 		struct {
 			void *mem;
 			size_t map_len; /* the reservation: the most the LUN may grow to */
+			uint64_t claimed; /* of the machine's memory (ram.c: ram_claim) */
 		} ram;
 		struct vs_be_rbd *rbd;
 	};
