@@ -187,6 +187,21 @@ struct vs_target_queue_stats {
 };
 /* Each LUN present, ascending id, at most max: how many LUNs there are. */
 unsigned vs_target_lun_stats(struct vs_target *t, struct vs_target_lun_stats *out, unsigned max);
+/* Latency over intervals (as iostat reports rates): a mark remembers where each LUN's
+ * latency histograms stood when it was last used, so that the percentiles
+ * vs_target_lun_stats_since() reports are those of the requests completed since then.
+ * One per reader (a management socket client watching); about 20 KiB per LUN it has seen.
+ * NULL when out of memory. */
+struct vs_target_stats_mark;
+struct vs_target_stats_mark *vs_target_stats_mark_new(void);
+void vs_target_stats_mark_free(struct vs_target_stats_mark *m);
+/* As vs_target_lun_stats(), but each LUN's latency percentiles are of the requests
+ * completed since this mark last saw that LUN (since the LUN was added, the first time and
+ * after it was added again: then over_interval[i] is false, else true; over_interval may
+ * be NULL); the mark moves to now.  The counters stay since the LUN was added. */
+unsigned vs_target_lun_stats_since(struct vs_target *t, struct vs_target_stats_mark *m,
+				   struct vs_target_lun_stats *out, bool *over_interval,
+				   unsigned max);
 /* Each request queue, at most max: how many there are. */
 unsigned vs_target_queue_stats(struct vs_target *t, struct vs_target_queue_stats *out,
 			       unsigned max);

@@ -302,6 +302,7 @@ struct vs_target {
 	double ts_ns_per_tick;
 	pthread_mutex_t ts_lock; /* ts_base, and readers against clears */
 	struct ts_lun *ts_base[VS_TARGET_MAX_LUNS];
+	uint64_t ts_gen[VS_TARGET_MAX_LUNS]; /* times each LUN was cleared (added): marks */
 
 	/* a TMF waiting for marked requests to complete */
 	pthread_mutex_t tmf_lock;
