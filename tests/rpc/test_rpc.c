@@ -684,7 +684,7 @@ static void test_socket_path(void **state)
 	assert_true(fd >= 0);
 	assert_int_equal(write(fd, "keep me", 7), 7);
 	close(fd);
-	assert_int_equal(run_target(x->t.dir, path, err, sizeof(err)), 1);
+	assert_int_equal(run_target(x->t.dir, path, err, sizeof(err)), 3);
 	assert_non_null(strstr(err, "exists and is not a socket"));
 	fd = open(path, O_RDONLY);
 	assert_int_equal(read(fd, content, sizeof(content)), 7);
@@ -692,7 +692,7 @@ static void test_socket_path(void **state)
 	assert_string_equal(content, "keep me");
 	unlink(path);
 
-	assert_int_equal(run_target(x->t.dir, x->rpc, err, sizeof(err)), 1);
+	assert_int_equal(run_target(x->t.dir, x->rpc, err, sizeof(err)), 3);
 	assert_non_null(strstr(err, "another process is listening"));
 	fd = rpc_connect(x->rpc); /* the first target's socket is still its own */
 	still_serving(x, fd, 3);
