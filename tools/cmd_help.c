@@ -36,7 +36,8 @@ static const struct vs_cli_section top_sections[] = {
      "       normal stop"},
     {"Sizes and times",
      "Sizes are bytes with an optional suffix, either case: K, M, G, T, P, E alone or with "
-     "iB or B after it (64M, 1GiB, 4KB), all powers of 1024 as fio takes them by default. "
+     "iB or B after it (64M, 1GiB, 4KB), all powers of 1024 (KiB as IEC says, K and KB as "
+     "fio takes them by default). "
      "Times are seconds, decimals allowed, with an optional unit: us, ms, s, m or min, h, d "
      "(30, 0.5, 500ms, 1m)."},
     {"Environment",
@@ -445,17 +446,26 @@ static bool file_arg(const char *arg)
 	return false;
 }
 
-/* The options a --help text names ("--time", "--json"), for a command without a help. */
+/* The options a --help text names ("--time", "--json"), once each, for a command without a
+ * help of its own. */
 static void scraped_opts(FILE *f, const char *text)
 {
+	char seen[4096] = " ";
+	size_t used = 1;
+
 	for (const char *p = text; p && (p = strstr(p, "--"));) {
 		const char *w = p + 2;
 		size_t len = 0;
+		char word[64];
 
 		while (isalnum((unsigned char)w[len]) || w[len] == '-')
 			len++;
-		if (len > 1 && (p == text || !isalnum((unsigned char)p[-1])))
-			fprintf(f, " --%.*s", (int)len, w);
+		snprintf(word, sizeof(word), "--%.*s ", (int)len, w);
+		if (len > 1 && len < 60 && (p == text || !isalnum((unsigned char)p[-1])) &&
+		    !strstr(seen, word) && used + strlen(word) < sizeof(seen)) {
+			fprintf(f, "%s%.*s", used > 1 ? " " : "", (int)len + 2, word);
+			used += (size_t)snprintf(seen + used, sizeof(seen) - used, "%s", word);
+		}
 		p = w + len;
 	}
 }
@@ -619,10 +629,15 @@ static int cmd_help(int argc, char **argv)
 			vs_cli_help_print(h, stdout);
 			return VS_EXIT_OK;
 		}
-		if (cmd && argc - a.next == 1) { /* its own usage function */
-			char *args[] = {(char *)cmd->name, "--help", NULL};
+		/* A command still printing its own help: `CMD [SUB] --help`. */
+		if (cmd && !vs_cli_help_find(cmd->name)) {
+			char *args[] = {(char *)cmd->name, "--help", NULL, NULL};
 
-			return cmd->fn(2, args);
+			if (argc - a.next == 2) {
+				args[1] = argv[a.next + 1];
+				args[2] = "--help";
+			}
+			return cmd->fn(argc - a.next + 1, args);
 		}
 		return vs_cli_usage_error(&help_help,
 					  "no command '%s' (`vioscope --help` lists them)", name);

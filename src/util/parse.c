@@ -38,7 +38,8 @@ static bool is_word(const char *s, const char *word)
 	return !*s;
 }
 
-/* K, KiB, KB (fio's default too: powers of 1024), M, G, T, P, E; B or nothing: bytes. */
+/* K, KiB, KB (all powers of 1024: KiB as IEC says, K and KB as fio takes them by default),
+ * M, G, T, P, E; B or nothing: bytes. */
 static int size_shift(const char *suffix, unsigned *shift)
 {
 	static const char units[] = "kmgtpe";

@@ -1229,6 +1229,8 @@ static void test_lun_root_confines_paths(void **state)
 	assert_int_equal(mkdir(root, 0700), 0);
 	snprintf(path, sizeof(path), "%s/a.img", root);
 	make_file(path, 1 << 20);
+	snprintf(path, sizeof(path), "%s/b.img", root); /* a.img is LUN 1's, and locked */
+	make_file(path, 1 << 20);
 	snprintf(path, sizeof(path), "%s/outside.img", files.dir);
 	make_file(path, 1 << 20);
 	snprintf(path, sizeof(path), "%s/escape", root);
@@ -1237,7 +1239,7 @@ static void test_lun_root_confines_paths(void **state)
 	fd = rpc_connect(x->rpc);
 
 	lun_add_ok(fd, 1, "file=a.img");
-	snprintf(spec, sizeof(spec), "file=%s/a.img,ro", root);
+	snprintf(spec, sizeof(spec), "file=%s/b.img,ro", root);
 	lun_add_ok(fd, 2, spec);
 	snprintf(spec, sizeof(spec), "file=%s/outside.img", files.dir);
 	lun_add_refused(fd, 3, spec, "not beneath the LUN root", "EXDEV");
