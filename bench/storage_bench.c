@@ -25,7 +25,7 @@
 #include "bench/storage.h"
 #include "bench/table.h"
 #include "bench/trace_bench.h"
-#include "trace/tracetools.h"
+#include "tracetools/tracetools.h"
 #include "util/util.h"
 
 #define MAX_PROFILES 16

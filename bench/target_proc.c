@@ -71,9 +71,14 @@ int bench_proc_cpu_ns(int pid, uint64_t *ns)
 	return 0;
 }
 
+/* The target's own bound on a shutdown is its worker timeout (each flush; 30 s by
+ * default, docs/TARGET.md): an rbd image's close and librados's shutdown took over 5 s
+ * under ASan on a loaded machine, so the bench waits as long as the target may take. */
+#define TARGET_STOP_MS 30000
+
 int bench_target_stop(int pid)
 {
-	int rc = vs_child_stop(pid, SIGTERM, 5000);
+	int rc = vs_child_stop(pid, SIGTERM, TARGET_STOP_MS);
 
 	return rc == 0 ? 0 : rc == -ETIMEDOUT ? -ETIMEDOUT : -EIO;
 }

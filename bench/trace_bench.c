@@ -28,7 +28,7 @@
 
 #include "bench/trace_bench.h"
 #include "util/util.h"
-#include "trace/tracetools.h"
+#include "tracetools/tracetools.h"
 
 #include "bench/trace_bench_loops.h"
 

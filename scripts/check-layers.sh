@@ -6,7 +6,10 @@
 #   - a folder's private header (<layer>_int.h) is included only inside that folder, and
 #     never from bench/, tools/ or examples/ (the tests are white-box and may);
 #   - the public headers (<vioscope/...>: trace, target, initiator) are not checked: any
-#     layer may call the tracing macros, and rpc reaches the target only through them.
+#     layer may call the tracing macros, and rpc reaches the target only through them;
+#   - the trace runtime (src/trace: the library every traced program links, installed
+#     without the rest of the tree) includes only its own files and util, and builds no
+#     file of another folder but the util files it names (never the tools', src/tracetools).
 # Prints every violation; exit 1 if there is one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +17,8 @@ cd "$(dirname "$0")/.."
 declare -A allowed=(
 	[util]=""
 	[proto]=""
-	[trace]="util proto" # proto: the decoder's names (notes.c), never the runtime
+	[trace]="util" # the runtime: never proto, never the tools
+	[tracetools]="trace util proto"
 	[virtio]="proto util"
 	[vhost]="virtio proto util"
 	[backend]="proto util"
@@ -22,9 +26,9 @@ declare -A allowed=(
 	[target]="vhost virtio scsi backend proto util"
 	[initiator]="vhost virtio proto util"
 	[rpc]="util" # the target through its public header only
-	[check]="initiator trace proto util"
-	[bench]="bench util trace"
-	[tools]="tools util trace check rpc"
+	[check]="initiator trace tracetools proto util"
+	[bench]="bench util trace tracetools"
+	[tools]="tools util trace tracetools check rpc"
 )
 bad=0
 for dir in "${!allowed[@]}"; do
@@ -44,6 +48,13 @@ for dir in "${!allowed[@]}"; do
 	done < <(grep -Hn '^#include "[a-z_]*/' "$path"/*.[ch] |
 		sed 's/^\([^:]*\):\([0-9]*\):#include "\([^"]*\)".*/\1:\2:\3/')
 done
+# The runtime's build: its own files (named without a folder), and of util only what it
+# is installed with.
+while IFS=: read -r line src; do
+	echo "src/trace/CMakeLists.txt:$line: the trace runtime may not build $src"
+	bad=1
+done < <(grep -on '[^ ()"]*/[A-Za-z0-9_.-]*\.c\b' src/trace/CMakeLists.txt |
+	grep -v ':[$][{]PROJECT_SOURCE_DIR[}]/src/util/\(clock\|proc_stat\)\.c$' || true)
 # Private headers outside their folder, anywhere but the white-box tests.
 while IFS=: read -r file line inc; do
 	echo "$file:$line: $inc is private"

@@ -21,7 +21,7 @@
 #include <vioscope/trace.h>
 
 #include "tools/commands.h"
-#include "trace/tracetools.h"
+#include "tracetools/tracetools.h"
 #include "util/util.h"
 
 #define WORKERS  2

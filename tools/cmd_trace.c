@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "tools/commands.h"
-#include "trace/tracetools.h"
+#include "tracetools/tracetools.h"
 #include "util/util.h"
 
 static volatile sig_atomic_t stop_requested;

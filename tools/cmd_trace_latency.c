@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "tools/commands.h"
-#include "trace/tracetools.h"
+#include "tracetools/tracetools.h"
 #include "util/util.h"
 
 int trace_latency(int argc, char **argv)

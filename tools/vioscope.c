@@ -8,7 +8,7 @@
 #include <vioscope/trace.h>
 
 #include "tools/commands.h"
-#include "trace/tracetools.h"
+#include "tracetools/tracetools.h"
 #include "util/util.h"
 
 /* This process's trace file is made only for commands that do something worth

@@ -12,7 +12,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "trace/tracetools.h"
+#include "tracetools/tracetools.h"
 
 static int fd = -1;
 static char path[64];

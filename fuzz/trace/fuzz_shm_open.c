@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libFuzzer target: the tools' side of a trace file (src/trace/shm.c) on hostile
+ * libFuzzer target: the tools' side of a trace file (src/tracetools/shm.c) on hostile
  * files.  Each input is a whole trace file image, written to a file of ours in a
  * private directory and given to
  *   1. `vioscope trace dump` (vs_trace_dump), whose capture is then decoded;
@@ -22,7 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "trace/tracetools.h"
+#include "tracetools/tracetools.h"
 
 static char shm_path[512], cap_path[64];
 static int shm_fd = -1;

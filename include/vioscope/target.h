@@ -87,8 +87,8 @@ struct vs_target;
 
 /* Open the backends, build the SCSI device, start the workers and listen on the socket.
  * 0 or -errno; on failure, err (when not NULL) says what was wrong, naming the LUN. */
-int vs_target_create(struct vs_target **t, const struct vs_target_config *cfg, char *err,
-		     size_t errlen);
+int vs_target_create(struct vs_target **t, const struct vs_target_config *cfg, char *why,
+		     size_t whylen);
 
 /* Whether lun would be refused by vs_target_create() or vs_target_lun_add() for what it
  * says alone, without opening anything: its id, its backend's kind, options and values,
@@ -97,7 +97,7 @@ int vs_target_create(struct vs_target **t, const struct vs_target_config *cfg, c
  * checked.  0, or -EINVAL / -EPERM with err naming the LUN, as vs_target_create says it.
  * For a command line: these are the user's mistakes, the rest is the machine's. */
 int vs_target_lun_check(const struct vs_target_config *cfg, const struct vs_target_lun *lun,
-			char *err, size_t errlen);
+			char *why, size_t whylen);
 
 /* Serve frontends (one at a time, the next after a disconnect) until *stop becomes
  * non-zero; checked at once after vs_target_wake().  A frontend that misbehaves (bad
@@ -136,8 +136,8 @@ void vs_target_get_stats(const struct vs_target *t, struct vs_target_stats *s);
  * on the LUN.  Events find the driver's buffers later if it has none posted (the next one
  * carries EVENTS_MISSED when more than 64 waited); with no frontend connected they are
  * dropped (a driver that connects scans anyway).  See docs/TARGET.md. */
-int vs_target_lun_add(struct vs_target *t, const struct vs_target_lun *lun, char *err,
-		      size_t errlen); /* -EEXIST, -EINVAL, or the backend open's -errno (a file
+int vs_target_lun_add(struct vs_target *t, const struct vs_target_lun *lun, char *why,
+		      size_t whylen); /* -EEXIST, -EINVAL, or the backend open's -errno (a file
 					 that is neither a regular file nor a block device:
 					 -EINVAL); -EBUSY: the id is being added, or removed */
 /* New commands to the LUN get LOGICAL UNIT NOT SUPPORTED at once; requests in flight
@@ -146,15 +146,15 @@ int vs_target_lun_add(struct vs_target *t, const struct vs_target_lun *lun, char
  * the backend is flushed (up to worker_timeout_ms: else -ETIMEDOUT, the LUN is removed and
  * its backend left open) and closed.  -ENOENT; -EBUSY (being added, resized or removed);
  * the flush's error (the LUN is removed). */
-int vs_target_lun_remove(struct vs_target *t, unsigned id, char *err, size_t errlen);
+int vs_target_lun_remove(struct vs_target *t, unsigned id, char *why, size_t whylen);
 /* file: grows or shrinks (ftruncate); ram: grows.  A shrink lowers the capacity first (new
  * commands past the new end get LBA OUT OF RANGE), waits for the LUN's requests in flight
  * (up to worker_timeout_ms: else -ETIMEDOUT and the old size is back), then cuts the file.
  * -ENOENT, -EBUSY, -EINVAL (not a whole number of blocks, 0), -ENOTSUP (null, rbd, a block
  * device, read-only, ram shrink), -ENOSPC (ram beyond its reservation), the system call's
  * -errno.  The same size: 0, no event. */
-int vs_target_lun_resize(struct vs_target *t, unsigned id, uint64_t new_bytes, char *err,
-			 size_t errlen);
+int vs_target_lun_resize(struct vs_target *t, unsigned id, uint64_t new_bytes, char *why,
+			 size_t whylen);
 struct vs_target_lun_info {
 	unsigned id;
 	char spec[256]; /* as given (truncated if longer) */

@@ -17,9 +17,9 @@
 #include "backend/backend_int.h"
 
 /* The options every kind takes (hooks.c: log-writes, and the test-only delay and faults) go
- * into be; args without them into rest, for the kind to parse.  0, or -EINVAL with err set. */
+ * into be; args without them into rest, for the kind to parse.  0, or -EINVAL with why set. */
 static int common_options(struct vs_backend *be, const char *args, bool testing, char *rest,
-			  size_t restlen, char *err, size_t errlen)
+			  size_t restlen, char *why, size_t whylen)
 {
 	size_t used = 0;
 	bool first = true;
@@ -31,14 +31,14 @@ static int common_options(struct vs_backend *be, const char *args, bool testing,
 		char field[4200];
 
 		if (len >= sizeof(field))
-			return vs_fail(err, errlen, -EINVAL, "backend spec field too long");
+			return vs_fail(why, whylen, -EINVAL, "backend spec field too long");
 		snprintf(field, sizeof(field), "%.*s", (int)len, p);
-		rc = first ? 0 : vs_be_hooks_parse(be, field, testing, err, errlen);
+		rc = first ? 0 : vs_be_hooks_parse(be, field, testing, why, whylen);
 		if (rc < 0)
 			return rc;
 		if (!rc) {
 			if (used + len + 2 > restlen)
-				return vs_fail(err, errlen, -EINVAL, "backend spec too long");
+				return vs_fail(why, whylen, -EINVAL, "backend spec too long");
 			used += (size_t)snprintf(rest + used, restlen - used, "%s%.*s",
 						 first ? "" : ",", (int)len, p);
 		}
@@ -48,47 +48,47 @@ static int common_options(struct vs_backend *be, const char *args, bool testing,
 	return 0;
 }
 
-/* ram=SIZE and null=SIZE: 0, or -errno with err set. */
-static int parse_size(const char *spec, const char *args, uint64_t *size, char *err, size_t errlen)
+/* ram=SIZE and null=SIZE: 0, or -errno with why set. */
+static int parse_size(const char *spec, const char *args, uint64_t *size, char *why, size_t whylen)
 {
 	int rc = vs_parse_size(args, size);
 
 	if (rc == -ERANGE)
-		return vs_fail(err, errlen, -EINVAL,
+		return vs_fail(why, whylen, -EINVAL,
 			       "%s: size '%s' is too large (at most %lld bytes, 8 EiB - 1)", spec,
 			       args, (long long)INT64_MAX);
 	if (rc < 0 || *size == 0)
-		return vs_fail(err, errlen, -EINVAL, "%s: bad size '%s' (use e.g. 64M, 1G)", spec,
+		return vs_fail(why, whylen, -EINVAL, "%s: bad size '%s' (use e.g. 64M, 1G)", spec,
 			       args);
 	return 0;
 }
 
 /* Before the log is created: nothing of a refused spec may be left behind. */
-static int check_size(struct vs_backend *be, const struct vs_backend_opts *o, char *err,
-		      size_t errlen)
+static int check_size(struct vs_backend *be, const struct vs_backend_opts *o, char *why,
+		      size_t whylen)
 {
 	uint64_t size = vs_backend_size(be);
 
 	if (o->block_size && (size < o->block_size || size % o->block_size))
-		return vs_fail(err, errlen, -EINVAL,
+		return vs_fail(why, whylen, -EINVAL,
 			       "size %llu bytes is not a whole number of %u-byte blocks",
 			       (unsigned long long)size, o->block_size);
 	return 0;
 }
 
-int vs_backend_open(struct vs_backend **out, const char *spec, char *err, size_t errlen)
+int vs_backend_open(struct vs_backend **out, const char *spec, char *why, size_t whylen)
 {
 	static const struct vs_backend_opts trusting = {.testing = true};
 
-	return vs_backend_open_opts(out, spec, &trusting, err, errlen);
+	return vs_backend_open_opts(out, spec, &trusting, why, whylen);
 }
 
 enum be_kind { KIND_FILE, KIND_RAM, KIND_NULL, KIND_RBD };
 
-/* The kind a spec names and where its arguments start: 0, or -EINVAL with err set.  A kind
+/* The kind a spec names and where its arguments start: 0, or -EINVAL with why set.  A kind
  * given without its value ("ram") is told what it needs. */
-static int spec_kind(const char *spec, enum be_kind *kind, const char **args, char *err,
-		     size_t errlen)
+static int spec_kind(const char *spec, enum be_kind *kind, const char **args, char *why,
+		     size_t whylen)
 {
 	static const char usage[] =
 	    "use file=PATH[,ro][,direct], ram=SIZE, null=SIZE or rbd=POOL/IMAGE[,conf=PATH]"
@@ -111,7 +111,7 @@ static int spec_kind(const char *spec, enum be_kind *kind, const char **args, ch
 			continue;
 		if (!eq) {
 			VS_ERROR(BACKEND, "bad backend spec '%s': no '='", spec);
-			return vs_fail(err, errlen, -EINVAL, "bad backend spec '%s': %s needs %s",
+			return vs_fail(why, whylen, -EINVAL, "bad backend spec '%s': %s needs %s",
 				       spec, kinds[i].name, kinds[i].needs);
 		}
 		*kind = kinds[i].kind;
@@ -120,28 +120,28 @@ static int spec_kind(const char *spec, enum be_kind *kind, const char **args, ch
 	}
 	if (!eq) {
 		VS_ERROR(BACKEND, "bad backend spec '%s': no '='", spec ? spec : "(null)");
-		return vs_fail(err, errlen, -EINVAL, "bad backend spec '%s' (%s)",
+		return vs_fail(why, whylen, -EINVAL, "bad backend spec '%s' (%s)",
 			       spec ? spec : "(null)", usage);
 	}
 	VS_ERROR(BACKEND, "unknown backend kind in '%s'", spec);
-	return vs_fail(err, errlen, -EINVAL, "unknown backend '%.*s' (%s)", (int)klen, spec, usage);
+	return vs_fail(why, whylen, -EINVAL, "unknown backend '%.*s' (%s)", (int)klen, spec, usage);
 }
 
 /* A new backend with its common options parsed (args without them into rest): 0, or
- * -errno with err set and nothing allocated. */
+ * -errno with why set and nothing allocated. */
 static int backend_new(struct vs_backend **out, const char *args, const struct vs_backend_opts *o,
-		       char *rest, size_t restlen, char *err, size_t errlen)
+		       char *rest, size_t restlen, char *why, size_t whylen)
 {
 	struct vs_backend *be = calloc(1, sizeof(*be));
 	int rc;
 
 	*out = NULL;
 	if (!be)
-		return vs_fail(err, errlen, -ENOMEM, "out of memory");
+		return vs_fail(why, whylen, -ENOMEM, "out of memory");
 	be->mem_align = be->off_align = 1;
 	be->file.fd = be->file.fd_buffered = -1;
 	pthread_mutex_init(&be->size_lock, NULL);
-	if ((rc = common_options(be, args, o->testing, rest, restlen, err, errlen))) {
+	if ((rc = common_options(be, args, o->testing, rest, restlen, why, whylen))) {
 		vs_be_hooks_close(be);
 		pthread_mutex_destroy(&be->size_lock);
 		free(be);
@@ -160,23 +160,23 @@ static void backend_free(struct vs_backend *be)
 
 /* ram= and null=: the size, and whole blocks of o->block_size. */
 static int parse_lun_size(const char *spec, const char *args, const struct vs_backend_opts *o,
-			  uint64_t *size, char *err, size_t errlen)
+			  uint64_t *size, char *why, size_t whylen)
 {
-	int rc = parse_size(spec, args, size, err, errlen);
+	int rc = parse_size(spec, args, size, why, whylen);
 
 	if (rc < 0) {
 		VS_ERROR(BACKEND, "%s: bad size '%s'", spec, args);
 		return rc;
 	}
 	if (o->block_size && (*size < o->block_size || *size % o->block_size))
-		return vs_fail(err, errlen, -EINVAL,
+		return vs_fail(why, whylen, -EINVAL,
 			       "size %llu bytes is not a whole number of %u-byte blocks",
 			       (unsigned long long)*size, o->block_size);
 	return 0;
 }
 
-int vs_backend_spec_check(const char *spec, const struct vs_backend_opts *o, char *err,
-			  size_t errlen)
+int vs_backend_spec_check(const char *spec, const struct vs_backend_opts *o, char *why,
+			  size_t whylen)
 {
 	struct vs_backend *be;
 	enum be_kind kind;
@@ -185,30 +185,30 @@ int vs_backend_spec_check(const char *spec, const struct vs_backend_opts *o, cha
 	uint64_t size;
 	int rc;
 
-	if (err && errlen)
-		*err = 0;
-	if ((rc = spec_kind(spec, &kind, &args, err, errlen)) ||
-	    (rc = backend_new(&be, args, o, rest, sizeof(rest), err, errlen)))
+	if (why && whylen)
+		*why = 0;
+	if ((rc = spec_kind(spec, &kind, &args, why, whylen)) ||
+	    (rc = backend_new(&be, args, o, rest, sizeof(rest), why, whylen)))
 		return rc;
 	backend_free(be);
 	switch (kind) {
 	case KIND_FILE:
-		return vs_be_file_check(rest, err, errlen);
+		return vs_be_file_check(rest, why, whylen);
 	case KIND_RBD:
 #ifdef VS_HAVE_RBD
-		return vs_be_rbd_check(rest, err, errlen);
+		return vs_be_rbd_check(rest, why, whylen);
 #else
 		return 0; /* it says it is not built in when it is opened */
 #endif
 	case KIND_RAM:
 	case KIND_NULL:
-		return parse_lun_size(spec, rest, o, &size, err, errlen);
+		return parse_lun_size(spec, rest, o, &size, why, whylen);
 	}
 	return 0;
 }
 
 int vs_backend_open_opts(struct vs_backend **out, const char *spec, const struct vs_backend_opts *o,
-			 char *err, size_t errlen)
+			 char *why, size_t whylen)
 {
 	struct vs_backend *be;
 	enum be_kind kind;
@@ -218,20 +218,20 @@ int vs_backend_open_opts(struct vs_backend **out, const char *spec, const struct
 	int rc;
 
 	*out = NULL;
-	if (err && errlen)
-		*err = 0;
-	if ((rc = spec_kind(spec, &kind, &rest, err, errlen)) ||
-	    (rc = backend_new(&be, rest, o, args, sizeof(args), err, errlen)))
+	if (why && whylen)
+		*why = 0;
+	if ((rc = spec_kind(spec, &kind, &rest, why, whylen)) ||
+	    (rc = backend_new(&be, rest, o, args, sizeof(args), why, whylen)))
 		return rc;
 	switch (kind) {
 	case KIND_FILE:
-		rc = vs_be_file_open(be, args, o, err, errlen);
+		rc = vs_be_file_open(be, args, o, why, whylen);
 		break;
 	case KIND_RBD:
 #ifdef VS_HAVE_RBD
-		rc = vs_be_rbd_open(be, args, err, errlen);
+		rc = vs_be_rbd_open(be, args, why, whylen);
 #else
-		vs_fail(err, errlen, 0,
+		vs_fail(why, whylen, 0,
 			"rbd: this vioscope was built without the RBD backend (librbd-dev was "
 			"not installed when it was built)");
 		VS_ERROR(BACKEND, "rbd backend '%s': not built in", spec);
@@ -240,17 +240,17 @@ int vs_backend_open_opts(struct vs_backend **out, const char *spec, const struct
 		break;
 	case KIND_RAM:
 	case KIND_NULL:
-		rc = parse_size(spec, args, &size, err, errlen);
+		rc = parse_size(spec, args, &size, why, whylen);
 		if (rc < 0)
 			VS_ERROR(BACKEND, "%s: bad size '%s'", spec, args);
 		else if (kind == KIND_RAM)
-			rc = vs_be_ram_open(be, size, err, errlen);
+			rc = vs_be_ram_open(be, size, why, whylen);
 		else
-			rc = vs_be_null_open(be, size, err, errlen);
+			rc = vs_be_null_open(be, size, why, whylen);
 		break;
 	}
-	if (rc == 0 && ((rc = check_size(be, o, err, errlen)) < 0 ||
-			(rc = vs_be_hooks_start(be, o, err, errlen)) < 0))
+	if (rc == 0 && ((rc = check_size(be, o, why, whylen)) < 0 ||
+			(rc = vs_be_hooks_start(be, o, why, whylen)) < 0))
 		be->ops->close(be);
 	if (rc < 0) {
 		backend_free(be);
@@ -341,15 +341,15 @@ void vs_backend_size_changed(struct vs_backend *be, uint64_t new_size)
 }
 
 int vs_backend_resize(struct vs_backend *be, uint64_t new_size, int (*drain)(void *arg), void *arg,
-		      char *err, size_t errlen)
+		      char *why, size_t whylen)
 {
 	uint64_t old = vs_backend_size(be);
 	int rc;
 
-	if (err && errlen)
-		*err = 0;
+	if (why && whylen)
+		*why = 0;
 	if (!be->ops->resize || be->ro) {
-		vs_fail(err, errlen, 0, "a %s%s backend cannot be resized here%s",
+		vs_fail(why, whylen, 0, "a %s%s backend cannot be resized here%s",
 			be->ro ? "read-only " : "", be->ops->kind,
 			!strcmp(be->ops->kind, "rbd") ? " (resize the image: the LUN follows)"
 						      : "");
@@ -357,27 +357,27 @@ int vs_backend_resize(struct vs_backend *be, uint64_t new_size, int (*drain)(voi
 	}
 	if (new_size == old)
 		return 0;
-	if (be->ops->resize_check && (rc = be->ops->resize_check(be, old, new_size, err, errlen)))
+	if (be->ops->resize_check && (rc = be->ops->resize_check(be, old, new_size, why, whylen)))
 		return rc;
 	/* Shrinking: the new end first (bios past it are refused from now on), then the
 	 * caller's wait for those in flight, then the storage; growing: the other way. */
 	if (new_size < old) {
 		vs_backend_size_changed(be, new_size);
 		if (drain && (rc = drain(arg))) {
-			vs_fail(err, errlen, rc,
+			vs_fail(why, whylen, rc,
 				"requests in flight did not complete: the size stays %llu bytes",
 				(unsigned long long)old);
 			goto undo;
 		}
 	}
-	if ((rc = be->ops->resize(be, old, new_size, err, errlen)) < 0)
+	if ((rc = be->ops->resize(be, old, new_size, why, whylen)) < 0)
 		goto undo;
 	vs_backend_size_changed(be, new_size);
 	return 0;
 undo:
 	VS_ERROR(BACKEND, "%s backend: resize %llu -> %llu bytes: %s", be->ops->kind,
 		 (unsigned long long)old, (unsigned long long)new_size,
-		 err && *err ? err : strerror(-rc));
+		 why && *why ? why : strerror(-rc));
 	vs_backend_size_changed(be, old);
 	return rc;
 }

@@ -103,7 +103,7 @@ int vs_io_ctx_set_wait(struct vs_io_ctx *ctx, enum vs_io_wait how);
 /* Open a backend from a spec: "file=PATH[,ro][,direct]", "ram=SIZE", "null=SIZE",
  * "rbd=POOL/IMAGE[,conf=PATH][,id=USER][,ro][,timeout=SECONDS]" (see rbd.c).
  * SIZE takes K/M/G/T suffixes (powers of 1024).  On error returns -errno and, when
- * err is not NULL, a message saying what was wrong (static or in errbuf).
+ * why is not NULL, a message saying what was wrong.
  * Options for any kind:
  *   "log-writes=LOG"  record every completed write, discard and flush in LOG, in the
  *                     dm-log-writes format (proto/logwrites_proto.h), for crash-state
@@ -126,7 +126,7 @@ int vs_io_ctx_set_wait(struct vs_io_ctx *ctx, enum vs_io_wait how);
  * -ECANCELED) is remembered: every later flush of the backend fails with that error
  * until the backend is opened again, so that a write lost once is never reported
  * durable by a later flush (the kernel reports such an error only once per open file). */
-int vs_backend_open(struct vs_backend **be, const char *spec, char *err, size_t errlen);
+int vs_backend_open(struct vs_backend **be, const char *spec, char *why, size_t whylen);
 /* What a spec may do, for callers that take specs from others (the target: its command
  * line and its management socket).  vs_backend_open() is the trusting form: test options
  * taken, paths anywhere, any size. */
@@ -141,13 +141,13 @@ struct vs_backend_opts {
  * anything is opened; the data is opened and its size checked before a log-writes= file is
  * created, and that file must not exist yet (O_EXCL | O_NOFOLLOW: -EEXIST). */
 int vs_backend_open_opts(struct vs_backend **be, const char *spec,
-			 const struct vs_backend_opts *opts, char *err, size_t errlen);
+			 const struct vs_backend_opts *opts, char *why, size_t whylen);
 /* What vs_backend_open_opts() checks before it opens anything, alone: the kind, every
  * option and its value, what opts allow (test-only options), and for ram= and null= the
- * size in whole blocks.  Nothing is opened or created.  0, or -EINVAL / -EPERM with err
+ * size in whole blocks.  Nothing is opened or created.  0, or -EINVAL / -EPERM with why
  * set: a mistake in the spec itself, not in the world it names. */
-int vs_backend_spec_check(const char *spec, const struct vs_backend_opts *opts, char *err,
-			  size_t errlen);
+int vs_backend_spec_check(const char *spec, const struct vs_backend_opts *opts, char *why,
+			  size_t whylen);
 void vs_backend_close(struct vs_backend *be);
 /* Bytes.  May change while the backend is in use (an RBD image resized by its owner):
  * see vs_backend_watch_size. */
@@ -178,11 +178,11 @@ void vs_backend_unwatch_size(struct vs_backend *be, void *arg);
  * the old size (0, or -errno: the old size is put back and that is the result), then the
  * storage is cut, so that no write in flight lands past the new end.  file: ftruncate
  * (regular files only); ram: grows (up to max(64 GiB, the size it was opened with): the
- * address range reserved at open).  0, or -errno with err set: -ENOTSUP (null, rbd, a block
+ * address range reserved at open).  0, or -errno with why set: -ENOTSUP (null, rbd, a block
  * device, ram shrinking, read-only), -ENOSPC (ram beyond its reservation), drain's error,
  * the system call's error (the old size is back). */
 int vs_backend_resize(struct vs_backend *be, uint64_t new_size, int (*drain)(void *arg), void *arg,
-		      char *err, size_t errlen);
+		      char *why, size_t whylen);
 /* The writeback error a flush of be met (kept: see vs_backend_open), or 0. */
 int vs_backend_flush_error(const struct vs_backend *be);
 /* Built with the rbd backend (librbd was found when vioscope was built). */

@@ -32,13 +32,13 @@ struct vs_be_ops {
 	 * *res (which the backend may rewrite: 0 or -errno). */
 	bool (*remote_again)(struct vs_io_ctx *ctx, struct vs_io_req *req, int64_t *res);
 	/* Whether the storage can go from old to new_size bytes (vs_backend_resize checked:
-	 * writable, another size): 0, or -errno with err set.  Asked before anything changes.
-	 * Then resize changes it: 0 or -errno (err set); the caller keeps the size and tells
+	 * writable, another size): 0, or -errno with why set.  Asked before anything changes.
+	 * Then resize changes it: 0 or -errno (why set); the caller keeps the size and tells
 	 * the watcher.  NULL: the size is fixed (null) or changed only by its owner (rbd). */
-	int (*resize_check)(struct vs_backend *be, uint64_t old, uint64_t new_size, char *err,
-			    size_t errlen);
-	int (*resize)(struct vs_backend *be, uint64_t old, uint64_t new_size, char *err,
-		      size_t errlen);
+	int (*resize_check)(struct vs_backend *be, uint64_t old, uint64_t new_size, char *why,
+			    size_t whylen);
+	int (*resize)(struct vs_backend *be, uint64_t old, uint64_t new_size, char *why,
+		      size_t whylen);
 };
 
 struct vs_be_rbd; /* rbd.c */
@@ -149,15 +149,15 @@ void vs_io_req_remote_cancel(struct vs_io_ctx *ctx, struct vs_io_req *req);
 void vs_io_req_remote_done(struct vs_io_req *req, int64_t res);
 
 int vs_be_file_open(struct vs_backend *be, const char *args, const struct vs_backend_opts *o,
-		    char *err, size_t errlen);
-int vs_be_ram_open(struct vs_backend *be, uint64_t size, char *err, size_t errlen);
+		    char *why, size_t whylen);
+int vs_be_ram_open(struct vs_backend *be, uint64_t size, char *why, size_t whylen);
 /* The kind's arguments parsed without opening anything (vs_backend_spec_check): 0 or
- * -EINVAL with err set. */
-int vs_be_file_check(const char *args, char *err, size_t errlen);
-int vs_be_null_open(struct vs_backend *be, uint64_t size, char *err, size_t errlen);
+ * -EINVAL with why set. */
+int vs_be_file_check(const char *args, char *why, size_t whylen);
+int vs_be_null_open(struct vs_backend *be, uint64_t size, char *why, size_t whylen);
 #ifdef VS_HAVE_RBD
-int vs_be_rbd_open(struct vs_backend *be, const char *args, char *err, size_t errlen);
-int vs_be_rbd_check(const char *args, char *err, size_t errlen);
+int vs_be_rbd_open(struct vs_backend *be, const char *args, char *why, size_t whylen);
+int vs_be_rbd_check(const char *args, char *why, size_t whylen);
 #endif
 /* ---- path.c: a path from a spec, opened where the spec's giver may (o->root) ----
  * The fd, or -errno with why set: strerror's text, or which rule of the root refused it. */
@@ -184,13 +184,13 @@ static inline bool vs_be_next_opt(const char **cursor, const char **opt, size_t 
  * (log-writes=PATH) all act here, on bios of a backend with be->hooks set: at submission
  * (vs_be_hooks_submit) and when the bio completes, just before its done() runs
  * (vs_be_hooks_done). */
-/* One "name=value" field of a backend spec: 1 taken, 0 not one of ours, -EINVAL (err set);
+/* One "name=value" field of a backend spec: 1 taken, 0 not one of ours, -EINVAL (why set);
  * a test-only option without testing: -EPERM. */
-int vs_be_hooks_parse(struct vs_backend *be, const char *field, bool testing, char *err,
-		      size_t errlen);
-/* After the backend opened: create the log, say what is armed.  0 or -errno (err set). */
-int vs_be_hooks_start(struct vs_backend *be, const struct vs_backend_opts *o, char *err,
-		      size_t errlen);
+int vs_be_hooks_parse(struct vs_backend *be, const char *field, bool testing, char *why,
+		      size_t whylen);
+/* After the backend opened: create the log, say what is armed.  0 or -errno (why set). */
+int vs_be_hooks_start(struct vs_backend *be, const struct vs_backend_opts *o, char *why,
+		      size_t whylen);
 /* A valid bio about to go to the backend: 0 go on, 1 the hook completed it (deferred) or
  * holds it (the gate: it comes back through vs_io_req_remote_done). */
 int vs_be_hooks_submit(struct vs_backend *be, struct vs_io_ctx *ctx, struct vs_bio *bio);
@@ -204,10 +204,10 @@ void vs_be_hooks_close(struct vs_backend *be);
 
 /* ---- gate.c: the test gate (gate=, gate-sock=) ---- */
 struct vs_be_gate;
-/* One spec field: 1 taken (*g made on the first), 0 not one of ours, -EINVAL (err set). */
-int vs_be_gate_parse(struct vs_be_gate **g, const char *field, char *err, size_t errlen);
-/* After the backend opened (g may be NULL): connect gate-sock.  0 or -errno (err set). */
-int vs_be_gate_start(struct vs_be_gate *g, char *err, size_t errlen);
+/* One spec field: 1 taken (*g made on the first), 0 not one of ours, -EINVAL (why set). */
+int vs_be_gate_parse(struct vs_be_gate **g, const char *field, char *why, size_t whylen);
+/* After the backend opened (g may be NULL): connect gate-sock.  0 or -errno (why set). */
+int vs_be_gate_start(struct vs_be_gate *g, char *why, size_t whylen);
 /* On ctx's thread: true when the gate keeps bio (it comes back through
  * vs_io_req_remote_done once released). */
 bool vs_be_gate_hold(struct vs_be_gate *g, struct vs_io_ctx *ctx, struct vs_bio *bio);
@@ -217,8 +217,8 @@ void vs_be_gate_close(struct vs_be_gate *g);
 /* ---- wlog.c: the write log, in dm-log-writes' format (proto/logwrites_proto.h) ---- */
 struct vs_wlog;
 /* Create the log at path (which must not exist: never overwritten, no symlink followed). */
-int vs_wlog_open(struct vs_wlog **log, const char *path, const struct vs_backend_opts *o, char *err,
-		 size_t errlen);
+int vs_wlog_open(struct vs_wlog **log, const char *path, const struct vs_backend_opts *o, char *why,
+		 size_t whylen);
 /* A flush is about to be submitted: it covers the writes completed so far. */
 void vs_wlog_flush_submitted(struct vs_wlog *log, const struct vs_bio *flush);
 /* A write, discard, write-zeroes or flush completed with res (< 0: not logged). */

@@ -184,30 +184,30 @@ static int file_read_sync(struct vs_backend *be, void *buf, uint64_t len, uint64
 }
 
 /* Regular files only: a block device's size is its own. */
-static int file_resize_check(struct vs_backend *be, uint64_t old, uint64_t new_size, char *err,
-			     size_t errlen)
+static int file_resize_check(struct vs_backend *be, uint64_t old, uint64_t new_size, char *why,
+			     size_t whylen)
 {
 	(void)old;
 	if (be->file.bdev) {
-		vs_fail(err, errlen, 0, "a block device cannot be resized here");
+		vs_fail(why, whylen, 0, "a block device cannot be resized here");
 		return -ENOTSUP;
 	}
 	if (new_size > INT64_MAX) {
-		vs_fail(err, errlen, 0, "%llu bytes: too large for a file",
+		vs_fail(why, whylen, 0, "%llu bytes: too large for a file",
 			(unsigned long long)new_size);
 		return -EFBIG;
 	}
 	return 0;
 }
 
-static int file_resize(struct vs_backend *be, uint64_t old, uint64_t new_size, char *err,
-		       size_t errlen)
+static int file_resize(struct vs_backend *be, uint64_t old, uint64_t new_size, char *why,
+		       size_t whylen)
 {
 	(void)old;
 	if (ftruncate(be->file.fd, (off_t)new_size) < 0) {
 		int rc = -errno;
 
-		vs_fail(err, errlen, rc, "ftruncate to %llu bytes: %s", (unsigned long long)new_size,
+		vs_fail(why, whylen, rc, "ftruncate to %llu bytes: %s", (unsigned long long)new_size,
 			strerror(-rc));
 		return rc;
 	}
@@ -258,14 +258,14 @@ static void file_identity(struct vs_backend *be, int fd)
 }
 
 static int file_parse(const char *args, char *path, size_t pathlen, bool *ro, bool *direct,
-		      char *err, size_t errlen)
+		      char *why, size_t whylen)
 {
 	const char *comma = strchr(args, ',');
 	size_t n = comma ? (size_t)(comma - args) : strlen(args), olen;
 	const char *opt;
 
 	if (n == 0 || n >= pathlen) {
-		snprintf(err, errlen, "file=%s: %s", args, n ? "path too long" : "missing path");
+		snprintf(why, whylen, "file=%s: %s", args, n ? "path too long" : "missing path");
 		return -EINVAL;
 	}
 	memcpy(path, args, n);
@@ -276,7 +276,7 @@ static int file_parse(const char *args, char *path, size_t pathlen, bool *ro, bo
 		} else if (olen == 6 && !strncmp(opt, "direct", 6)) {
 			*direct = true;
 		} else {
-			snprintf(err, errlen, "file=%s: unknown option '%.*s' (use ro, direct)",
+			snprintf(why, whylen, "file=%s: unknown option '%.*s' (use ro, direct)",
 				 args, (int)olen, opt);
 			return -EINVAL;
 		}
@@ -289,10 +289,10 @@ static int file_parse(const char *args, char *path, size_t pathlen, bool *ro, bo
  * only then): a conflict is retried this long before it is reported. */
 #define FILE_LOCK_WAIT_NS (2 * 1000000000ull)
 
-/* The image's lock (see the top of this file): 0, or -EBUSY with err set when another
+/* The image's lock (see the top of this file): 0, or -EBUSY with why set when another
  * holds one that conflicts.  A file system without OFD locks (-EINVAL, -ENOLCK,
  * -EOPNOTSUPP) is served unlocked, as QEMU does, and the trace says so. */
-static int file_lock(int fd, bool ro, const char *args, const char *path, char *err, size_t errlen)
+static int file_lock(int fd, bool ro, const char *args, const char *path, char *why, size_t whylen)
 {
 	struct flock fl = {.l_type = ro ? F_RDLCK : F_WRLCK, .l_whence = SEEK_SET};
 	uint64_t give_up = vs_mono_ns() + FILE_LOCK_WAIT_NS;
@@ -304,7 +304,7 @@ static int file_lock(int fd, bool ro, const char *args, const char *path, char *
 			return 0;
 		}
 		if (vs_mono_ns() >= give_up) {
-			snprintf(err, errlen,
+			snprintf(why, whylen,
 				 "file=%s: %s is in use: another LUN or process (a vioscope "
 				 "target, QEMU) holds a lock on it, and %s (failed to get the %s "
 				 "lock)",
@@ -319,54 +319,54 @@ static int file_lock(int fd, bool ro, const char *args, const char *path, char *
 	return 0;
 }
 
-int vs_be_file_check(const char *args, char *err, size_t errlen)
+int vs_be_file_check(const char *args, char *why, size_t whylen)
 {
 	char path[4096], dummy[1];
 	bool ro = false, direct = false;
 
-	if (!err) {
-		err = dummy;
-		errlen = sizeof(dummy);
+	if (!why) {
+		why = dummy;
+		whylen = sizeof(dummy);
 	}
-	return file_parse(args, path, sizeof(path), &ro, &direct, err, errlen);
+	return file_parse(args, path, sizeof(path), &ro, &direct, why, whylen);
 }
 
 /* Open path as the backend's storage: O_NONBLOCK, so that a FIFO (or a device that waits
  * for a carrier) cannot block the open, then refused unless fstat on the very fd opened says
  * a regular file or a block device (a path checked before the open could be swapped);
  * O_NONBLOCK is cleared then (io_uring would fail reads with -EAGAIN instead of waiting).
- * The fd, or -errno with err set. */
+ * The fd, or -errno with why set. */
 static int open_storage(const char *args, const struct vs_backend_opts *o, const char *path,
-			int flags, struct stat *st, char *err, size_t errlen)
+			int flags, struct stat *st, char *why, size_t whylen)
 {
-	char why[200];
-	int fd = vs_be_open(o, path, flags | O_NONBLOCK | O_NOCTTY, 0, why, sizeof(why)), rc;
+	char cause[200];
+	int fd = vs_be_open(o, path, flags | O_NONBLOCK | O_NOCTTY, 0, cause, sizeof(cause)), rc;
 
 	if (fd < 0) {
 		rc = fd;
 		if ((flags & O_DIRECT) && rc == -EINVAL)
-			snprintf(err, errlen,
+			snprintf(why, whylen,
 				 "file=%s: O_DIRECT not supported by the file system of %s, or %s is "
 				 "neither a regular file nor a block device",
 				 args, path, path);
 		else
-			snprintf(err, errlen, "file=%s: cannot open %s: %s", args, path, why);
+			snprintf(why, whylen, "file=%s: cannot open %s: %s", args, path, cause);
 		return rc;
 	}
 	if (fstat(fd, st) < 0) {
 		rc = -errno;
-		snprintf(err, errlen, "file=%s: fstat: %s", args, strerror(-rc));
+		snprintf(why, whylen, "file=%s: fstat: %s", args, strerror(-rc));
 		goto fail;
 	}
 	if (!S_ISREG(st->st_mode) && !S_ISBLK(st->st_mode)) {
 		rc = -EINVAL;
-		snprintf(err, errlen, "file=%s: %s is neither a regular file nor a block device",
+		snprintf(why, whylen, "file=%s: %s is neither a regular file nor a block device",
 			 args, path);
 		goto fail;
 	}
 	if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0) {
 		rc = -errno;
-		snprintf(err, errlen, "file=%s: fcntl: %s", args, strerror(-rc));
+		snprintf(why, whylen, "file=%s: fcntl: %s", args, strerror(-rc));
 		goto fail;
 	}
 	return fd;
@@ -376,18 +376,18 @@ fail:
 }
 
 int vs_be_file_open(struct vs_backend *be, const char *args, const struct vs_backend_opts *o,
-		    char *err, size_t errlen)
+		    char *why, size_t whylen)
 {
 	char path[4096], dummy[1], again[32];
 	bool ro = false, direct = false;
 	struct stat st;
 	int flags, fd = -1, rc;
 
-	if (!err) {
-		err = dummy;
-		errlen = sizeof(dummy);
+	if (!why) {
+		why = dummy;
+		whylen = sizeof(dummy);
 	}
-	rc = file_parse(args, path, sizeof(path), &ro, &direct, err, errlen);
+	rc = file_parse(args, path, sizeof(path), &ro, &direct, why, whylen);
 	if (rc < 0)
 		goto out_err;
 	be->ops = &file_ops;
@@ -396,10 +396,10 @@ int vs_be_file_open(struct vs_backend *be, const char *args, const struct vs_bac
 	be->file.direct = direct;
 	flags = (ro ? O_RDONLY : O_RDWR) | O_CLOEXEC;
 	if ((fd = rc =
-		 open_storage(args, o, path, flags | (direct ? O_DIRECT : 0), &st, err, errlen)) < 0)
+		 open_storage(args, o, path, flags | (direct ? O_DIRECT : 0), &st, why, whylen)) < 0)
 		goto out_err;
 	be->file.fd = fd;
-	if ((rc = file_lock(fd, ro, args, path, err, errlen)) < 0)
+	if ((rc = file_lock(fd, ro, args, path, why, whylen)) < 0)
 		goto out_err;
 	if (o && o->root)
 		file_identity(be, fd); /* the spec's path is relative to the root, not to us */
@@ -407,7 +407,7 @@ int vs_be_file_open(struct vs_backend *be, const char *args, const struct vs_bac
 		be->file.bdev = true;
 		if (ioctl(fd, BLKGETSIZE64, &be->size) < 0) {
 			rc = -errno;
-			snprintf(err, errlen, "file=%s: BLKGETSIZE64: %s", args, strerror(-rc));
+			snprintf(why, whylen, "file=%s: BLKGETSIZE64: %s", args, strerror(-rc));
 			goto out_err;
 		}
 	} else {
@@ -417,7 +417,7 @@ int vs_be_file_open(struct vs_backend *be, const char *args, const struct vs_bac
 	}
 	if (be->size == 0) {
 		rc = -EINVAL;
-		snprintf(err, errlen, "file=%s: %s is empty (size it first, e.g. truncate -s 1G)",
+		snprintf(why, whylen, "file=%s: %s is empty (size it first, e.g. truncate -s 1G)",
 			 args, path);
 		goto out_err;
 	}
@@ -428,7 +428,7 @@ int vs_be_file_open(struct vs_backend *be, const char *args, const struct vs_bac
 		be->file.fd_buffered = open(again, flags);
 		if (be->file.fd_buffered < 0) {
 			rc = -errno;
-			snprintf(err, errlen, "file=%s: cannot open %s again: %s", args, path,
+			snprintf(why, whylen, "file=%s: cannot open %s again: %s", args, path,
 				 strerror(-rc));
 			goto out_err;
 		}
@@ -441,7 +441,7 @@ int vs_be_file_open(struct vs_backend *be, const char *args, const struct vs_bac
 					       (off_t)be->size, 4096) == 0;
 	return 0;
 out_err:
-	VS_ERROR(BACKEND, "file backend '%s': %s", args, err == dummy ? "failed" : err);
+	VS_ERROR(BACKEND, "file backend '%s': %s", args, why == dummy ? "failed" : why);
 	file_close(be);
 	return rc;
 }

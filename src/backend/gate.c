@@ -82,8 +82,8 @@ static struct vs_be_gate *gate_new(void)
 	return g;
 }
 
-/* "KIND[:FIRST[-[LAST]]]": 0, or -EINVAL with err set. */
-static int gate_parse_which(struct vs_be_gate *g, const char *v, char *err, size_t errlen)
+/* "KIND[:FIRST[-[LAST]]]": 0, or -EINVAL with why set. */
+static int gate_parse_which(struct vs_be_gate *g, const char *v, char *why, size_t whylen)
 {
 	static const struct {
 		const char *name;
@@ -121,11 +121,11 @@ static int gate_parse_which(struct vs_be_gate *g, const char *v, char *err, size
 		goto bad;
 	return 0;
 bad:
-	return vs_fail(err, errlen, -EINVAL,
+	return vs_fail(why, whylen, -EINVAL,
 		       "gate=%s: expected read|write|flush|discard|any[:FIRST[-[LAST]]]", v);
 }
 
-int vs_be_gate_parse(struct vs_be_gate **gp, const char *field, char *err, size_t errlen)
+int vs_be_gate_parse(struct vs_be_gate **gp, const char *field, char *why, size_t whylen)
 {
 	bool which = !strncmp(field, "gate=", 5), sock = !strncmp(field, "gate-sock=", 10);
 	int rc;
@@ -133,14 +133,14 @@ int vs_be_gate_parse(struct vs_be_gate **gp, const char *field, char *err, size_
 	if (!which && !sock)
 		return 0;
 	if (!*gp && !(*gp = gate_new()))
-		return vs_fail(err, errlen, -ENOMEM, "out of memory");
+		return vs_fail(why, whylen, -ENOMEM, "out of memory");
 	if (which)
-		return (rc = gate_parse_which(*gp, field + 5, err, errlen)) < 0 ? rc : 1;
+		return (rc = gate_parse_which(*gp, field + 5, why, whylen)) < 0 ? rc : 1;
 	if (!field[10] || strlen(field + 10) >= sizeof(((struct sockaddr_un *)0)->sun_path))
-		return vs_fail(err, errlen, -EINVAL, "gate-sock=: expected a socket path");
+		return vs_fail(why, whylen, -EINVAL, "gate-sock=: expected a socket path");
 	free((*gp)->sock_path);
 	if (!((*gp)->sock_path = strdup(field + 10)))
-		return vs_fail(err, errlen, -ENOMEM, "out of memory");
+		return vs_fail(why, whylen, -ENOMEM, "out of memory");
 	return 1;
 }
 
@@ -260,7 +260,7 @@ static void *gate_thread(void *arg)
 	}
 }
 
-int vs_be_gate_start(struct vs_be_gate *g, char *err, size_t errlen)
+int vs_be_gate_start(struct vs_be_gate *g, char *why, size_t whylen)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	int rc;
@@ -276,10 +276,10 @@ int vs_be_gate_start(struct vs_be_gate *g, char *err, size_t errlen)
 	g->sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	g->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (g->sock < 0 || g->wake_fd < 0 || connect(g->sock, (struct sockaddr *)&sa, sizeof(sa)))
-		return vs_fail(err, errlen, -errno, "gate-sock=%s: %s", g->sock_path,
+		return vs_fail(why, whylen, -errno, "gate-sock=%s: %s", g->sock_path,
 			       strerror(errno));
 	if ((rc = pthread_create(&g->thread, NULL, gate_thread, g)))
-		return vs_fail(err, errlen, -rc, "gate-sock: thread: %s", strerror(rc));
+		return vs_fail(why, whylen, -rc, "gate-sock: thread: %s", strerror(rc));
 	g->thread_started = true;
 	return 0;
 }

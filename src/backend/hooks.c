@@ -59,18 +59,18 @@ static struct vs_be_hooks *hooks_get(struct vs_backend *be)
 	return be->hooks;
 }
 
-/* "name=NUMBER" in [min, max] into *out: 1, or -EINVAL with err set. */
+/* "name=NUMBER" in [min, max] into *out: 1, or -EINVAL with why set. */
 static int number_option(const char *field, size_t name_len, uint64_t min, uint64_t max,
-			 uint64_t *out, char *err, size_t errlen)
+			 uint64_t *out, char *why, size_t whylen)
 {
 	if (vs_parse_u64(field + name_len, min, max, out))
-		return vs_fail(err, errlen, -EINVAL, "%s: expected a whole number in %llu..%llu",
+		return vs_fail(why, whylen, -EINVAL, "%s: expected a whole number in %llu..%llu",
 			       field, (unsigned long long)min, (unsigned long long)max);
 	return 1;
 }
 
-int vs_be_hooks_parse(struct vs_backend *be, const char *field, bool testing, char *err,
-		      size_t errlen)
+int vs_be_hooks_parse(struct vs_backend *be, const char *field, bool testing, char *why,
+		      size_t whylen)
 {
 	static const struct {
 		const char *name;
@@ -90,7 +90,7 @@ int vs_be_hooks_parse(struct vs_backend *be, const char *field, bool testing, ch
 
 	/* Faults, delays and held bios in a production target are an attack, not a test. */
 	if (!testing && vs_backend_test_option(field))
-		return vs_fail(err, errlen, -EPERM,
+		return vs_fail(why, whylen, -EPERM,
 			       "'%s' is a test-only option (the target must be started with --testing)",
 			       field);
 	for (size_t i = 0; i < sizeof(numbers) / sizeof(numbers[0]); i++) {
@@ -98,33 +98,33 @@ int vs_be_hooks_parse(struct vs_backend *be, const char *field, bool testing, ch
 
 		if (strncmp(field, numbers[i].name, n))
 			continue;
-		if ((rc = number_option(field, n, numbers[i].min, numbers[i].max, &v, err,
-					errlen)) < 0)
+		if ((rc = number_option(field, n, numbers[i].min, numbers[i].max, &v, why,
+					whylen)) < 0)
 			return rc;
 		if (!(h = hooks_get(be)))
-			return vs_fail(err, errlen, -ENOMEM, "out of memory");
+			return vs_fail(why, whylen, -ENOMEM, "out of memory");
 		*(uint64_t *)((char *)h + numbers[i].off) = v;
 		return 1;
 	}
 	if (!strncmp(field, "gate", 4)) {
 		if (!(h = hooks_get(be)))
-			return vs_fail(err, errlen, -ENOMEM, "out of memory");
-		if ((rc = vs_be_gate_parse(&h->gate, field, err, errlen)))
+			return vs_fail(why, whylen, -ENOMEM, "out of memory");
+		if ((rc = vs_be_gate_parse(&h->gate, field, why, whylen)))
 			return rc;
 	}
 	if (!strncmp(field, "log-writes=", 11)) {
 		if (!field[11])
-			return vs_fail(err, errlen, -EINVAL, "log-writes=: expected a file name");
+			return vs_fail(why, whylen, -EINVAL, "log-writes=: expected a file name");
 		if (!(h = hooks_get(be)) ||
 		    (free(h->log_path), !(h->log_path = strdup(field + 11))))
-			return vs_fail(err, errlen, -ENOMEM, "out of memory");
+			return vs_fail(why, whylen, -ENOMEM, "out of memory");
 		return 1;
 	}
 	return 0;
 }
 
-int vs_be_hooks_start(struct vs_backend *be, const struct vs_backend_opts *o, char *err,
-		      size_t errlen)
+int vs_be_hooks_start(struct vs_backend *be, const struct vs_backend_opts *o, char *why,
+		      size_t whylen)
 {
 	struct vs_be_hooks *h = be->hooks;
 	int rc;
@@ -132,11 +132,11 @@ int vs_be_hooks_start(struct vs_backend *be, const struct vs_backend_opts *o, ch
 	if (!h)
 		return 0;
 	if (h->stale_write && !be->ops->read_sync)
-		return vs_fail(err, errlen, -EINVAL, "stale-read: not supported by %s backends",
+		return vs_fail(why, whylen, -EINVAL, "stale-read: not supported by %s backends",
 			       be->ops->kind);
-	if (h->log_path && (rc = vs_wlog_open(&h->log, h->log_path, o, err, errlen)) < 0)
+	if (h->log_path && (rc = vs_wlog_open(&h->log, h->log_path, o, why, whylen)) < 0)
 		return rc;
-	if ((rc = vs_be_gate_start(h->gate, err, errlen)) < 0)
+	if ((rc = vs_be_gate_start(h->gate, why, whylen)) < 0)
 		return rc;
 	if (h->delay_us)
 		VS_WARNING(BACKEND, "test option delay: 1 bio in %llu completes %llu us late",

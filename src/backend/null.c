@@ -39,10 +39,10 @@ static const struct vs_be_ops null_ops = {
     .read_sync = null_read_sync,
 };
 
-int vs_be_null_open(struct vs_backend *be, uint64_t size, char *err, size_t errlen)
+int vs_be_null_open(struct vs_backend *be, uint64_t size, char *why, size_t whylen)
 {
-	(void)err;
-	(void)errlen;
+	(void)why;
+	(void)whylen;
 	be->ops = &null_ops;
 	be->size = size;
 	be->discard = true;

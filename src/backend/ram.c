@@ -39,7 +39,7 @@ static void ram_units(char *buf, size_t len, uint64_t bytes)
 /* Take `more` bytes for a RAM LUN (`what`: "" or why they are wanted): 0, or -ENOMEM with
  * err saying what the machine has, when the RAM LUNs would hold more than its RAM and swap
  * together. */
-static int ram_claim(const char *what, uint64_t more, char *err, size_t errlen)
+static int ram_claim(const char *what, uint64_t more, char *why, size_t whylen)
 {
 	uint64_t machine, held = __atomic_load_n(&ram_claimed, __ATOMIC_RELAXED);
 	char ram[32], swap[32], wanted[32], other[32];
@@ -63,7 +63,7 @@ static int ram_claim(const char *what, uint64_t more, char *err, size_t errlen)
 		ram_units(other, sizeof(other), held);
 		VS_ERROR(BACKEND, "ram: %llu bytes more than the machine's memory",
 			 (unsigned long long)more);
-		return vs_fail(err, errlen, -ENOMEM,
+		return vs_fail(why, whylen, -ENOMEM,
 			       "%s%llu bytes (%s) is more than this machine's memory can hold: %s "
 			       "of RAM and %s of swap, of which this process's RAM LUNs hold %s",
 			       what, (unsigned long long)more, wanted, ram, swap, other);
@@ -123,16 +123,16 @@ static int ram_read_sync(struct vs_backend *be, void *buf, uint64_t len, uint64_
 
 #define RAM_RESERVE (64ull << 30) /* address space, not memory */
 
-static int ram_resize_check(struct vs_backend *be, uint64_t old, uint64_t new_size, char *err,
-			    size_t errlen)
+static int ram_resize_check(struct vs_backend *be, uint64_t old, uint64_t new_size, char *why,
+			    size_t whylen)
 {
 	if (new_size < old) {
-		vs_fail(err, errlen, 0, "a ram backend only grows (%llu -> %llu bytes)",
+		vs_fail(why, whylen, 0, "a ram backend only grows (%llu -> %llu bytes)",
 			(unsigned long long)old, (unsigned long long)new_size);
 		return -ENOTSUP;
 	}
 	if (new_size > be->ram.map_len) {
-		vs_fail(err, errlen, 0, "a ram backend grows to at most %llu bytes",
+		vs_fail(why, whylen, 0, "a ram backend grows to at most %llu bytes",
 			(unsigned long long)be->ram.map_len);
 		return -ENOSPC;
 	}
@@ -141,19 +141,19 @@ static int ram_resize_check(struct vs_backend *be, uint64_t old, uint64_t new_si
 
 /* The growth is claimed before the mapping grows, and given back if it does not. */
 
-static int ram_resize(struct vs_backend *be, uint64_t old, uint64_t new_size, char *err,
-		      size_t errlen)
+static int ram_resize(struct vs_backend *be, uint64_t old, uint64_t new_size, char *why,
+		      size_t whylen)
 {
 	uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE), from = old / pg * pg;
 	int rc;
 
-	if ((rc = ram_claim("growing by ", new_size - old, err, errlen)))
+	if ((rc = ram_claim("growing by ", new_size - old, why, whylen)))
 		return rc;
 	/* From the page holding the old end: mprotect wants a page-aligned start. */
 	if (mprotect((char *)be->ram.mem + from, new_size - from, PROT_READ | PROT_WRITE) < 0) {
 		rc = -errno;
 		__atomic_sub_fetch(&ram_claimed, new_size - old, __ATOMIC_RELAXED);
-		vs_fail(err, errlen, rc, "cannot grow the mapping: %s", strerror(-rc));
+		vs_fail(why, whylen, rc, "cannot grow the mapping: %s", strerror(-rc));
 		return rc;
 	}
 	be->ram.claimed += new_size - old;
@@ -169,18 +169,18 @@ static const struct vs_be_ops ram_ops = {
     .resize = ram_resize,
 };
 
-int vs_be_ram_open(struct vs_backend *be, uint64_t size, char *err, size_t errlen)
+int vs_be_ram_open(struct vs_backend *be, uint64_t size, char *why, size_t whylen)
 {
 	uint64_t reserve = size > RAM_RESERVE ? size : RAM_RESERVE;
 	void *mem;
 	int rc;
 
 	if (size > SIZE_MAX) {
-		if (err)
-			snprintf(err, errlen, "ram=%llu: too large", (unsigned long long)size);
+		if (why)
+			snprintf(why, whylen, "ram=%llu: too large", (unsigned long long)size);
 		return -ENOMEM;
 	}
-	if ((rc = ram_claim("", size, err, errlen)))
+	if ((rc = ram_claim("", size, why, whylen)))
 		return rc;
 	mem = mmap(NULL, (size_t)reserve, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
 		   -1, 0);
@@ -199,8 +199,8 @@ int vs_be_ram_open(struct vs_backend *be, uint64_t size, char *err, size_t errle
 	if (mem == MAP_FAILED) {
 		rc = -errno;
 		__atomic_sub_fetch(&ram_claimed, size, __ATOMIC_RELAXED);
-		if (err)
-			snprintf(err, errlen, "ram: cannot map %llu bytes: %s",
+		if (why)
+			snprintf(why, whylen, "ram: cannot map %llu bytes: %s",
 				 (unsigned long long)size, strerror(-rc));
 		VS_ERROR(BACKEND, "ram: mmap of %llu bytes: %s", (unsigned long long)size,
 			 strerror(-rc));

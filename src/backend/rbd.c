@@ -76,7 +76,7 @@ struct rbd_spec {
 	unsigned timeout_s;
 };
 
-static int spec_parse(const char *args, struct rbd_spec *s, char *err, size_t errlen)
+static int spec_parse(const char *args, struct rbd_spec *s, char *why, size_t whylen)
 {
 	static const char usage[] = "use rbd=POOL/IMAGE[,conf=PATH][,id=USER][,ro][,timeout=S]";
 	const char *comma = strchr(args, ',');
@@ -88,11 +88,11 @@ static int spec_parse(const char *args, struct rbd_spec *s, char *err, size_t er
 	memset(s, 0, sizeof(*s));
 	if (!slash || slash == args || slash + 1 == args + n ||
 	    memchr(slash + 1, '/', n - (size_t)(slash + 1 - args)))
-		return vs_fail(err, errlen, -EINVAL, "rbd=%.*s: expected POOL/IMAGE (%s)", (int)n,
+		return vs_fail(why, whylen, -EINVAL, "rbd=%.*s: expected POOL/IMAGE (%s)", (int)n,
 			       args, usage);
 	if ((size_t)(slash - args) >= sizeof(s->pool) ||
 	    n - (size_t)(slash + 1 - args) >= sizeof(s->image))
-		return vs_fail(err, errlen, -EINVAL, "rbd=%.*s: pool or image name too long",
+		return vs_fail(why, whylen, -EINVAL, "rbd=%.*s: pool or image name too long",
 			       (int)n, args);
 	snprintf(s->pool, sizeof(s->pool), "%.*s", (int)(slash - args), args);
 	snprintf(s->image, sizeof(s->image), "%.*s", (int)(n - (size_t)(slash + 1 - args)),
@@ -109,23 +109,23 @@ static int spec_parse(const char *args, struct rbd_spec *s, char *err, size_t er
 
 			snprintf(num, sizeof(num), "%.*s", (int)olen - 8, opt + 8);
 			if (olen - 8 >= sizeof(num) || vs_parse_u64(num, 1, RBD_MAX_TIMEOUT_S, &v))
-				return vs_fail(err, errlen, -EINVAL,
+				return vs_fail(why, whylen, -EINVAL,
 					       "rbd: timeout=%.*s: expected whole seconds, 1..%u",
 					       (int)olen - 8, opt + 8, RBD_MAX_TIMEOUT_S);
 			s->timeout_s = (unsigned)v;
 		} else {
-			return vs_fail(err, errlen, -EINVAL, "rbd: bad option '%.*s' (%s)",
+			return vs_fail(why, whylen, -EINVAL, "rbd: bad option '%.*s' (%s)",
 				       (int)olen, opt, usage);
 		}
 	}
 	return 0;
 }
 
-int vs_be_rbd_check(const char *args, char *err, size_t errlen)
+int vs_be_rbd_check(const char *args, char *why, size_t whylen)
 {
 	struct rbd_spec s;
 
-	return spec_parse(args, &s, err, errlen);
+	return spec_parse(args, &s, why, whylen);
 }
 
 /* ---- I/O ----------------------------------------------------------------------------------- */
@@ -317,42 +317,42 @@ static const struct vs_be_ops be_rbd_ops = {
 };
 
 /* The cluster handle: the configuration file, $CEPH_ARGS, then what vioscope needs. */
-static int cluster_connect(struct vs_be_rbd *r, const struct rbd_spec *s, char *err, size_t errlen)
+static int cluster_connect(struct vs_be_rbd *r, const struct rbd_spec *s, char *why, size_t whylen)
 {
 	char t[16];
 	int rc;
 
 	rc = rados_create(&r->cluster, s->id[0] ? s->id : NULL);
 	if (rc < 0)
-		return vs_fail(err, errlen, rc, "rbd %s: rados_create(%s): %s", r->name,
+		return vs_fail(why, whylen, rc, "rbd %s: rados_create(%s): %s", r->name,
 			       s->id[0] ? s->id : "admin", strerror(-rc));
 	/* NULL: $CEPH_CONF, then /etc/ceph/ceph.conf, ~/.ceph/config, ./ceph.conf */
 	rc = rados_conf_read_file(r->cluster, s->conf[0] ? s->conf : NULL);
 	if (rc < 0)
-		return vs_fail(err, errlen, rc, "rbd %s: cannot read %s: %s", r->name,
+		return vs_fail(why, whylen, rc, "rbd %s: cannot read %s: %s", r->name,
 			       s->conf[0] ? s->conf : "a ceph.conf ($CEPH_CONF or /etc/ceph)",
 			       strerror(-rc));
 	if ((rc = rados_conf_parse_env(r->cluster, NULL)) < 0)
-		return vs_fail(err, errlen, rc, "rbd %s: bad $CEPH_ARGS: %s", r->name,
+		return vs_fail(why, whylen, rc, "rbd %s: bad $CEPH_ARGS: %s", r->name,
 			       strerror(-rc));
 	/* A discarded range must read as zeros (LBPRZ), partial objects included. */
 	if ((rc = rados_conf_set(r->cluster, "rbd_skip_partial_discard", "false")) < 0)
-		return vs_fail(err, errlen, rc, "rbd %s: rbd_skip_partial_discard: %s", r->name,
+		return vs_fail(why, whylen, rc, "rbd %s: rbd_skip_partial_discard: %s", r->name,
 			       strerror(-rc));
 	snprintf(t, sizeof(t), "%u", s->timeout_s ? s->timeout_s : RBD_CONNECT_TIMEOUT_S);
 	if ((s->timeout_s && (rc = rados_conf_set(r->cluster, "rados_osd_op_timeout", t)) < 0) ||
 	    (rc = rados_conf_set(r->cluster, "rados_mon_op_timeout", t)) < 0 ||
 	    (rc = rados_conf_set(r->cluster, "client_mount_timeout", t)) < 0)
-		return vs_fail(err, errlen, rc, "rbd %s: timeout: %s", r->name, strerror(-rc));
+		return vs_fail(why, whylen, rc, "rbd %s: timeout: %s", r->name, strerror(-rc));
 	rc = rados_connect(r->cluster);
 	if (rc < 0)
-		return vs_fail(err, errlen, rc, "rbd %s: cannot connect to the cluster as %s%s: %s",
+		return vs_fail(why, whylen, rc, "rbd %s: cannot connect to the cluster as %s%s: %s",
 			       r->name, s->id[0] ? "client." : "client.admin", s->id,
 			       strerror(-rc));
 	return 0;
 }
 
-static int image_open(struct vs_be_rbd *r, const struct rbd_spec *s, char *err, size_t errlen)
+static int image_open(struct vs_be_rbd *r, const struct rbd_spec *s, char *why, size_t whylen)
 {
 	char id[sizeof(s->image)] = "";
 	uint64_t size;
@@ -360,20 +360,20 @@ static int image_open(struct vs_be_rbd *r, const struct rbd_spec *s, char *err, 
 
 	rc = rados_ioctx_create(r->cluster, s->pool, &r->io);
 	if (rc < 0)
-		return vs_fail(err, errlen, rc, "rbd %s: pool '%s': %s", r->name, s->pool,
+		return vs_fail(why, whylen, rc, "rbd %s: pool '%s': %s", r->name, s->pool,
 			       rc == -ENOENT ? "no such pool" : strerror(-rc));
 	rc = s->ro ? rbd_open_read_only(r->io, s->image, &r->image, NULL)
 		   : rbd_open(r->io, s->image, &r->image, NULL);
 	if (rc < 0) {
 		r->image = NULL;
-		return vs_fail(err, errlen, rc, "rbd %s: cannot open image '%s' in pool '%s': %s",
+		return vs_fail(why, whylen, rc, "rbd %s: cannot open image '%s' in pool '%s': %s",
 			       r->name, s->image, s->pool,
 			       rc == -ENOENT ? "no such image" : strerror(-rc));
 	}
 	if ((rc = rbd_get_size(r->image, &size)) < 0)
-		return vs_fail(err, errlen, rc, "rbd %s: size: %s", r->name, strerror(-rc));
+		return vs_fail(why, whylen, rc, "rbd %s: size: %s", r->name, strerror(-rc));
 	if (size == 0)
-		return vs_fail(err, errlen, -EINVAL,
+		return vs_fail(why, whylen, -EINVAL,
 			       "rbd %s: the image is empty (rbd resize --size 1G %s)", r->name,
 			       r->name);
 	r->be->size = size;
@@ -383,50 +383,50 @@ static int image_open(struct vs_be_rbd *r, const struct rbd_spec *s, char *err, 
 	return 0;
 }
 
-static int size_watch_start(struct vs_be_rbd *r, char *err, size_t errlen)
+static int size_watch_start(struct vs_be_rbd *r, char *why, size_t whylen)
 {
 	int rc = pthread_create(&r->thread, NULL, size_thread, r);
 
 	if (rc)
-		return vs_fail(err, errlen, -rc, "rbd %s: thread: %s", r->name, strerror(rc));
+		return vs_fail(why, whylen, -rc, "rbd %s: thread: %s", r->name, strerror(rc));
 	r->thread_started = true;
 	rc = rbd_update_watch(r->image, &r->watch, header_changed, r);
 	if (rc < 0)
-		return vs_fail(err, errlen, rc, "rbd %s: watching the image header: %s", r->name,
+		return vs_fail(why, whylen, rc, "rbd %s: watching the image header: %s", r->name,
 			       strerror(-rc));
 	r->watching = true;
 	return 0;
 }
 
-int vs_be_rbd_open(struct vs_backend *be, const char *args, char *err, size_t errlen)
+int vs_be_rbd_open(struct vs_backend *be, const char *args, char *why, size_t whylen)
 {
 	struct rbd_spec *s = malloc(sizeof(*s));
 	struct vs_be_rbd *r = calloc(1, sizeof(*r));
 	char dummy[1];
 	int rc;
 
-	if (!err) {
-		err = dummy;
-		errlen = sizeof(dummy);
+	if (!why) {
+		why = dummy;
+		whylen = sizeof(dummy);
 	}
 	if (!s || !r) {
 		free(s);
 		free(r);
-		return vs_fail(err, errlen, -ENOMEM, "rbd: out of memory");
+		return vs_fail(why, whylen, -ENOMEM, "rbd: out of memory");
 	}
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_cond_init(&r->cond, NULL);
 	r->be = be;
 	be->ops = &be_rbd_ops;
 	be->rbd = r;
-	if ((rc = spec_parse(args, s, err, errlen)) < 0)
+	if ((rc = spec_parse(args, s, why, whylen)) < 0)
 		goto out_err;
 	snprintf(r->name, sizeof(r->name), "%s/%s", s->pool, s->image);
 	be->ro = s->ro;
 	be->durable = true;
 	be->discard = !s->ro;
-	if ((rc = cluster_connect(r, s, err, errlen)) < 0 ||
-	    (rc = image_open(r, s, err, errlen)) < 0 || (rc = size_watch_start(r, err, errlen)) < 0)
+	if ((rc = cluster_connect(r, s, why, whylen)) < 0 ||
+	    (rc = image_open(r, s, why, whylen)) < 0 || (rc = size_watch_start(r, why, whylen)) < 0)
 		goto out_err;
 	VS_INFO(BACKEND, "rbd %s (%s): %llu bytes%s, as %s, conf %s, timeout %u s (0: none)",
 		r->name, be->identity, (unsigned long long)be->size, s->ro ? ", read-only" : "",
@@ -434,7 +434,7 @@ int vs_be_rbd_open(struct vs_backend *be, const char *args, char *err, size_t er
 	free(s);
 	return 0;
 out_err:
-	VS_ERROR(BACKEND, "rbd backend '%s': %s", args, err == dummy ? "failed" : err);
+	VS_ERROR(BACKEND, "rbd backend '%s': %s", args, why == dummy ? "failed" : why);
 	free(s);
 	be_rbd_close(be);
 	return rc;

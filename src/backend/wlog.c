@@ -168,35 +168,35 @@ static void list_log(struct vs_wlog *log, struct wlog_list *l)
 	list_free(l);
 }
 
-int vs_wlog_open(struct vs_wlog **out, const char *path, const struct vs_backend_opts *o, char *err,
-		 size_t errlen)
+int vs_wlog_open(struct vs_wlog **out, const char *path, const struct vs_backend_opts *o, char *why,
+		 size_t whylen)
 {
 	struct vs_wlog *log = calloc(1, sizeof(*log));
-	char why[200];
+	char cause[200];
 	int rc;
 
 	*out = NULL;
 	if (!log || !(log->path = strdup(path))) {
 		free(log);
-		return vs_fail(err, errlen, -ENOMEM, "log-writes: out of memory");
+		return vs_fail(why, whylen, -ENOMEM, "log-writes: out of memory");
 	}
 	/* Created, never reused: an existing file, or a symlink planted in a shared directory,
 	 * would have us truncate whatever it names. */
 	log->fd = vs_be_open(o, path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600,
-			     why, sizeof(why));
+			     cause, sizeof(cause));
 	if (log->fd < 0) {
 		rc = log->fd;
 		if (rc == -EEXIST)
-			vs_fail(err, errlen, rc,
+			vs_fail(why, whylen, rc,
 				"log-writes=%s: it exists (a log is never overwritten: remove "
 				"it or name a new file)",
 				path);
 		else
-			vs_fail(err, errlen, rc, "log-writes=%s: cannot create it: %s", path, why);
+			vs_fail(why, whylen, rc, "log-writes=%s: cannot create it: %s", path, cause);
 		goto fail;
 	}
 	if ((rc = super_write(log)) < 0) {
-		vs_fail(err, errlen, rc, "log-writes=%s: %s", path, strerror(-rc));
+		vs_fail(why, whylen, rc, "log-writes=%s: %s", path, strerror(-rc));
 		goto fail;
 	}
 	pthread_mutex_init(&log->lock, NULL);

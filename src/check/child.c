@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "check/check_int.h"
-#include "trace/tracetools.h"
+#include "tracetools/tracetools.h"
 #include "util/util.h"
 
 int child_target_start(struct child_target *c, const char *exe, const char *sock, const char *spec,

@@ -204,12 +204,9 @@ static __attribute__((noinline)) int poll_reap(struct vs_ini_queue *q, unsigned 
 		q->kicks++;
 	pthread_mutex_unlock(&q->lock);
 	if (kick) {
-		uint64_t one = 1;
-
 		VS_VERBOSE_HP_ALSO(NOTIFY, STAGE, "q %u kick after %u completions", q->v.idx,
 				   total);
-		if (write(q->v.kick_fd, &one, sizeof(one)) != sizeof(one))
-			ini_schedule_reset(q->ini, "kick eventfd write failed");
+		ini_kick(q);
 	}
 	return (int)total;
 }
@@ -217,11 +214,10 @@ static __attribute__((noinline)) int poll_reap(struct vs_ini_queue *q, unsigned 
 int vs_ini_poll(struct vs_ini_queue *q, unsigned max)
 {
 	/* Nothing used: no lock.  A stale seen_used only sends us the slow way. */
-	uint16_t *used_idx = __atomic_load_n(&q->used_idx, __ATOMIC_RELAXED);
+	const struct vs_vring_used *used = __atomic_load_n(&q->used, __ATOMIC_RELAXED);
 
-	if (!max || !__atomic_load_n(&q->ready, __ATOMIC_RELAXED) || !used_idx ||
-	    vs_le16(__atomic_load_n(used_idx, __ATOMIC_ACQUIRE)) ==
-		__atomic_load_n(&q->seen_used, __ATOMIC_RELAXED))
+	if (!max || !__atomic_load_n(&q->ready, __ATOMIC_RELAXED) || !used ||
+	    vs_vq_drv_used_idx(used) == __atomic_load_n(&q->seen_used, __ATOMIC_RELAXED))
 		return 0;
 	return poll_reap(q, max);
 }

@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <vioscope/initiator.h>
 #include <vioscope/trace.h>
@@ -83,7 +84,7 @@ struct ini_vq {
 struct vs_ini_queue {
 	pthread_mutex_t lock;
 	struct ini_vq v;
-	uint16_t *used_idx;        /* the device's used->idx: fixed once the ring is laid out */
+	struct vs_vring_used *used; /* the ring's, for vs_ini_poll's look without the lock */
 	uint16_t seen_used;        /* used idx reaped up to (atomic: the lock-free empty check) */
 	bool ready;                /* connected: submit and poll allowed (atomic writes) */
 	unsigned in_poll;          /* pollers running callbacks: the last one kicks */
@@ -216,5 +217,16 @@ void ini_stop_ctl_thread(struct vs_ini *ini);
 int ini_post_events(struct vs_ini *ini);
 enum ini_event_action { INI_EV_NONE, INI_EV_RESCAN, INI_EV_FULL_RESCAN };
 enum ini_event_action ini_event_action(const struct vs_virtio_scsi_event *ev);
+
+/* submit.c and complete.c: wake the device for what a request queue's ring holds (the
+ * kick eventfd); a failed write means the target is gone: reset.  The caller records the
+ * kick's event, saying why it kicks. */
+static inline void ini_kick(struct vs_ini_queue *q)
+{
+	uint64_t one = 1;
+
+	if (write(q->v.kick_fd, &one, sizeof(one)) != sizeof(one))
+		ini_schedule_reset(q->ini, "kick eventfd write failed");
+}
 
 #endif /* VS_INITIATOR_INT_H */

@@ -260,7 +260,7 @@ int ini_setup_queues(struct vs_ini *ini)
 		if (!rc && !ini->opts.interrupt)
 			vs_vq_drv_enable_cb(&q->v.vq, false); /* polled: no interrupts */
 		if (!rc)
-			__atomic_store_n(&q->used_idx, &q->v.vq.used->idx, __ATOMIC_RELAXED);
+			__atomic_store_n(&q->used, q->v.vq.used, __ATOMIC_RELAXED);
 		pthread_mutex_unlock(&q->lock);
 		if (rc)
 			return rc;

@@ -11,7 +11,6 @@
  * pop, a 51-byte header write, the ring add and the kick decision.
  */
 #include <errno.h>
-#include <unistd.h>
 
 #include "initiator/initiator_int.h"
 
@@ -41,15 +40,6 @@ static inline int iov_to_bufs(const struct vs_ini *ini, const struct vs_ini_io *
 	return io->iovcnt;
 }
 
-static inline void ini_kick(struct vs_ini_queue *q VS_CALLER_PARAM)
-{
-	uint64_t one = 1;
-
-	VS_VERBOSE_HP_ALSO(NOTIFY, STAGE, "q %u kick", q->v.idx);
-	if (write(q->v.kick_fd, &one, sizeof(one)) != sizeof(one))
-		ini_schedule_reset(q->ini, "kick eventfd write failed");
-}
-
 /* Request header into shared memory: one private build, one copy.  cdb is always
  * VS_VIRTIO_SCSI_CDB_SIZE bytes (zero padded by the caller): fixed-size copies only. */
 static inline void slot_write_req(struct ini_slot *sl, const uint8_t lun[8], const uint8_t *cdb)
@@ -63,6 +53,38 @@ static inline void slot_write_req(struct ini_slot *sl, const uint8_t lun[8], con
 	r.crn = 0;
 	memcpy(r.cdb, cdb, VS_VIRTIO_SCSI_CDB_SIZE);
 	memcpy(sl->req, &r, sizeof(r));
+}
+
+/* A request's chain, [request header][UNMAP parameters | data-out][response header]
+ * [data-in], laid out in b[] with placeholders for the slot's parts (slot_add fills them
+ * in): the number of buffers, *resp_at the response header's, *total the data bytes; or
+ * -errno when an iovec is not in the data area.  The submission checked the flags' data
+ * against seg_max, and a requeue repeats the layout it had.  Always inline: called twice,
+ * gcc calls it out of line, and the submit path pays for the call and the out-parameters. */
+static inline __attribute__((always_inline)) int chain_layout(const struct vs_ini *ini,
+							      const struct vs_ini_io *io,
+							      uint8_t flags, struct vs_vq_buf *b,
+							      unsigned *resp_at, uint64_t *total)
+{
+	bool data = !(flags & SLOT_NODATA) && io->iovcnt;
+	unsigned n = 1;
+	int rc;
+
+	*total = 0;
+	if (flags & SLOT_UNMAP)
+		n++;
+	else if (data && !(flags & SLOT_DATA_IN)) {
+		if ((rc = iov_to_bufs(ini, io, b + n, false, total VS_CALLER_ARG)) < 0)
+			return rc;
+		n += (unsigned)rc;
+	}
+	*resp_at = n++;
+	if (data && (flags & SLOT_DATA_IN)) {
+		if ((rc = iov_to_bufs(ini, io, b + n, true, total VS_CALLER_ARG)) < 0)
+			return rc;
+		n += (unsigned)rc;
+	}
+	return (int)n;
 }
 
 /* Lay the chain of one slot: b[] has placeholders at 0 (request), at 1 for UNMAP, and at
@@ -114,8 +136,8 @@ int ini_submit(struct vs_ini_queue *q, struct vs_ini_io *io, const uint8_t lun[8
 	struct vs_ini *ini = q->ini;
 	struct vs_vq_buf b[CHAIN_MAX];
 	int iovcnt = (flags & SLOT_NODATA) ? 0 : io->iovcnt;
-	unsigned n = 1, resp_at, ndata = 0;
-	uint64_t total = 0, tag = 0, lba;
+	unsigned n, resp_at, ndata = 0;
+	uint64_t total, tag = 0, lba;
 	uint32_t nblocks;
 	struct ini_slot *sl;
 	bool kick = false;
@@ -127,19 +149,9 @@ int ini_submit(struct vs_ini_queue *q, struct vs_ini_io *io, const uint8_t lun[8
 			 cdb[0], iovcnt, ini->seg_max);
 		return -EINVAL;
 	}
-	if (flags & SLOT_UNMAP)
-		n++;
-	else if (iovcnt && !(flags & SLOT_DATA_IN)) {
-		if ((rc = iov_to_bufs(ini, io, b + n, false, &total VS_CALLER_ARG)) < 0)
-			return rc;
-		n += (unsigned)rc;
-	}
-	resp_at = n++;
-	if (iovcnt && (flags & SLOT_DATA_IN)) {
-		if ((rc = iov_to_bufs(ini, io, b + n, true, &total VS_CALLER_ARG)) < 0)
-			return rc;
-		n += (unsigned)rc;
-	}
+	if ((rc = chain_layout(ini, io, flags, b, &resp_at, &total)) < 0)
+		return rc;
+	n = (unsigned)rc;
 	if (expect != INI_ANY_LEN && total != expect) {
 		VS_ERROR(IO,
 			 "q %u op %#x: buffers hold %llu bytes, the command moves %llu: refused",
@@ -221,8 +233,10 @@ unlock:
 			      lun_idx, rc);
 		return rc;
 	}
-	if (kick)
-		ini_kick(q VS_CALLER_ARG);
+	if (kick) {
+		VS_VERBOSE_HP_ALSO(NOTIFY, STAGE, "q %u kick", q->v.idx);
+		ini_kick(q);
+	}
 	return 0;
 }
 
@@ -231,25 +245,17 @@ int ini_slot_requeue(struct vs_ini_queue *q, uint16_t s)
 	struct ini_slot *sl = &q->slots[s];
 	struct vs_ini_io *io = sl->io;
 	struct vs_vq_buf b[CHAIN_MAX];
-	unsigned n = 1, resp_at;
+	unsigned resp_at;
 	uint64_t total;
-	int rc = 0;
+	int rc;
 
 	/* The request header and parameters are still in the slot: new tag only. */
 	sl->gen++;
 	sl->tag = ((uint64_t)sl->gen << 32) | ((uint64_t)q->v.idx << 16) | s;
 	sl->req->tag = vs_le64(sl->tag);
 	/* The iovecs passed these checks at submission; the caller may not touch them. */
-	if (sl->flags & SLOT_UNMAP)
-		n++;
-	else if (!(sl->flags & SLOT_NODATA) && !(sl->flags & SLOT_DATA_IN) &&
-		 (rc = iov_to_bufs(q->ini, io, b + n, false, &total VS_CALLER_ARG)) >= 0)
-		n += (unsigned)rc;
-	resp_at = n++;
-	if (!(sl->flags & SLOT_NODATA) && (sl->flags & SLOT_DATA_IN) &&
-	    (rc = iov_to_bufs(q->ini, io, b + n, true, &total VS_CALLER_ARG)) >= 0)
-		n += (unsigned)rc;
-	rc = rc < 0 ? rc : slot_add(q, s, b, n, resp_at);
+	rc = chain_layout(q->ini, io, sl->flags, b, &resp_at, &total);
+	rc = rc < 0 ? rc : slot_add(q, s, b, (unsigned)rc, resp_at);
 	VS_VERBOSE_HP(IO, "q %u tag %#llx: requeued after UNIT ATTENTION (%d left): %d", q->v.idx,
 		      (unsigned long long)sl->tag, sl->retries, rc);
 	return rc;

@@ -55,13 +55,13 @@ struct vs_rpc_config {
 
 struct vs_rpc;
 
-/* Listen on cfg->path and start the server's thread.  0, or -errno with err saying why
+/* Listen on cfg->path and start the server's thread.  0, or -errno with why saying what
  * (the path exists and is not a socket, another process listens on it, too many uids...).
  *
  * One thread serves every client, a request at a time (a batch too): the next is one of
  * the client whose uid, then which itself, has had the least of the thread's time lately,
  * so one that makes it work waits for its own requests, not the others. */
-int vs_rpc_start(struct vs_rpc **rpc, const struct vs_rpc_config *cfg, char *err, size_t errlen);
+int vs_rpc_start(struct vs_rpc **rpc, const struct vs_rpc_config *cfg, char *why, size_t whylen);
 
 /* Stop the thread (replies already queued get one last try), close every client and remove
  * the socket. */

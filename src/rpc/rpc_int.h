@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "rpc/rpc.h"
+#include "util/util.h"
 
 struct rpc_line;
 struct vs_target_stats_mark;
@@ -53,6 +54,7 @@ struct rpc_client {
 
 struct vs_rpc {
 	struct vs_rpc_config cfg;
+	struct vs_log_sink log; /* cfg's log and arg */
 	char *path;
 	uint32_t allow[VS_RPC_MAX_ALLOW];
 	unsigned nallow;
@@ -71,7 +73,7 @@ struct vs_rpc {
 /* A session ends (its connection closed): what it holds is freed. */
 void rpc_session_end(struct vs_rpc *rpc, struct rpc_session *s);
 
-/* "vs_rpc: ..." to cfg.log, when there is one. */
+/* "rpc: ..." to cfg.log, when there is one; also traced as an INFO. */
 void rpc_log(struct vs_rpc *rpc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* A request line being answered, one request at a time (methods.c).  Parse it: NULL with

@@ -46,15 +46,7 @@
 
 void rpc_log(struct vs_rpc *rpc, const char *fmt, ...)
 {
-	char line[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-	VS_INFO(GENERAL, "%s", line);
-	if (rpc->cfg.log)
-		rpc->cfg.log(rpc->cfg.arg, line);
+	VS_LOG_LINE(&rpc->log, INFO, GENERAL, fmt);
 }
 
 static void client_close(struct vs_rpc *rpc, struct rpc_client *c)
@@ -515,6 +507,7 @@ int vs_rpc_new(struct vs_rpc **out, const struct vs_rpc_config *cfg)
 	if (!rpc)
 		return -ENOMEM;
 	rpc->cfg = *cfg;
+	rpc->log = (struct vs_log_sink){cfg->log, cfg->arg};
 	rpc->listen_fd = rpc->wake_fd = -1;
 	for (unsigned i = 0; i < VS_RPC_MAX_CLIENTS; i++)
 		rpc->clients[i].fd = -1;
@@ -534,34 +527,34 @@ int vs_rpc_new(struct vs_rpc **out, const struct vs_rpc_config *cfg)
 	return 0;
 }
 
-int vs_rpc_start(struct vs_rpc **out, const struct vs_rpc_config *cfg, char *err, size_t errlen)
+int vs_rpc_start(struct vs_rpc **out, const struct vs_rpc_config *cfg, char *why, size_t whylen)
 {
 	struct vs_rpc *rpc;
 	int rc = vs_rpc_new(&rpc, cfg);
 
 	*out = NULL;
 	if (rc == -E2BIG)
-		return vs_fail(err, errlen, -EINVAL, "%u uids allowed: at most %u",
+		return vs_fail(why, whylen, -EINVAL, "%u uids allowed: at most %u",
 			       cfg->nallow_uids, VS_RPC_MAX_ALLOW);
 	if (rc)
-		return vs_fail(err, errlen, rc, "out of memory");
+		return vs_fail(why, whylen, rc, "out of memory");
 	rpc->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (rpc->wake_fd < 0) {
-		rc = vs_fail(err, errlen, -errno, "eventfd: %s", strerror(errno));
+		rc = vs_fail(why, whylen, -errno, "eventfd: %s", strerror(errno));
 		goto fail;
 	}
-	rc = vs_listen_unix(cfg->path, 16, err, errlen);
+	rc = vs_listen_unix(cfg->path, 16, why, whylen);
 	if (rc < 0)
 		goto fail;
 	rpc->listen_fd = rc;
 	rpc->path = strdup(cfg->path);
 	if (!rpc->path) {
-		rc = vs_fail(err, errlen, -ENOMEM, "out of memory");
+		rc = vs_fail(why, whylen, -ENOMEM, "out of memory");
 		goto fail;
 	}
 	rpc->cfg.path = rpc->path;
 	if ((rc = -pthread_create(&rpc->thread, NULL, server_main, rpc))) {
-		vs_fail(err, errlen, rc, "cannot start the management thread: %s", strerror(-rc));
+		vs_fail(why, whylen, rc, "cannot start the management thread: %s", strerror(-rc));
 		goto fail;
 	}
 	rpc->started = true;

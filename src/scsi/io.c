@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Bios on behalf of a command: submission, completion, the multi-step hook, and the
- * final completion of every command (vs_scsi_complete).
+ * Bios on behalf of a command: submission, completion and the multi-step hook.
  *
  * A command owns at most two bios at a time (cmd->st.bio).  They are submitted in
  * order; when the context is full (-EAGAIN) we wait for one of ours to complete and
@@ -138,39 +137,4 @@ int vs_scsi_io_start(struct vs_scsi_cmd *cmd)
 	else
 		io_issue(cmd);
 	return VS_SCSI_ASYNC;
-}
-
-/* Out of line: its six-argument record inline made vs_scsi_complete save four more
- * registers on every command, GOOD ones and tracing off included. */
-static __attribute__((noinline, cold)) void complete_check_condition_event(const struct vs_scsi_cmd *cmd)
-{
-	VS_VERBOSE_HP(SCSI,
-		      "tag %#llx op %#x{scsi_op} done: status %#x{scsi_status} sense %s{sense} "
-		      "resid in %zu out %zu",
-		      (unsigned long long)cmd->tag, cmd->cdb[0], cmd->status,
-		      VS_BYTES(cmd->sense, cmd->sense_len < 18 ? cmd->sense_len : 18),
-		      cmd->in_residual, cmd->out_residual);
-	(void)cmd; /* flavours without hot sites: never called */
-}
-
-void vs_scsi_complete(struct vs_scsi_cmd *cmd)
-{
-	struct vs_scsi_cmd_state *st = &cmd->st;
-
-	if (cmd->status == VS_SCSI_GOOD) {
-		cmd->in_residual = cmd->in_len - st->in_xfer;
-		cmd->out_residual = cmd->out_len - st->out_xfer;
-	} else {
-		cmd->in_residual = cmd->in_len;
-		cmd->out_residual = cmd->out_len;
-	}
-	free(st->buf);
-	free(st->iovs);
-	st->buf = NULL;
-	st->iovs = NULL;
-	/* GOOD needs no event here: the transport's completion event says it (one per
-	 * stage); a CHECK CONDITION's sense is said here, where it is known. */
-	if (__builtin_expect(cmd->status != 0, 0) && VS_HP_ENABLED(VERBOSE, SCSI))
-		complete_check_condition_event(cmd);
-	cmd->done(cmd);
 }

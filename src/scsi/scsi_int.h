@@ -123,8 +123,6 @@ int vs_scsi_io_prep_prefix(struct vs_scsi_cmd *cmd, enum vs_bio_op op, uint64_t 
 /* Submit the prepared bios; the command completes when they are done and step (if set)
  * has nothing more to do.  Always returns VS_SCSI_ASYNC. */
 int vs_scsi_io_start(struct vs_scsi_cmd *cmd);
-/* Finish a command: residuals, free private buffers, trace, done(). */
-void vs_scsi_complete(struct vs_scsi_cmd *cmd);
 /* The LUN's current number of blocks (it changes when the backend is resized). */
 static inline uint64_t vs_scsi_lun_nblocks(const struct vs_scsi_lun *lun)
 {
@@ -156,6 +154,10 @@ static inline bool vs_scsi_ua_take(struct vs_scsi_lun *lun, uint16_t *asc)
 /* LBA, transfer length (raw: READ(6)'s 0 stays 0) and the length field's byte, for
  * the READ/WRITE/VERIFY/SYNCHRONIZE CACHE/WRITE SAME layouts of each CDB size. */
 void vs_scsi_decode_lba(const uint8_t *cdb, uint64_t *lba, uint32_t *n, uint16_t *len_at);
+
+/* ---- completion (dev.c) ---- */
+/* Finish a command: residuals, free private buffers, trace, done(). */
+void vs_scsi_complete(struct vs_scsi_cmd *cmd);
 
 /* ---- command handlers ---- */
 int vs_scsi_inquiry(struct vs_scsi_lun *lun, struct vs_scsi_cmd *cmd);

@@ -76,10 +76,10 @@ static void lun_resized(void *arg, unsigned id, uint64_t blocks)
 							      << 8);
 }
 
-/* Open l's backend and make a SCSI LUN of it, outside luns_lock: 0 or -errno (err set),
+/* Open l's backend and make a SCSI LUN of it, outside luns_lock: 0 or -errno (why set),
  * nothing left behind on failure. */
 static int lun_build(struct vs_target *t, const struct vs_target_lun *l, struct vs_backend **pbe,
-		     struct vs_scsi_lun **plun, char *err, size_t errlen)
+		     struct vs_scsi_lun **plun, char *why, size_t whylen)
 {
 	struct vs_scsi_lun_params p = {
 	    .block_size = t->block_size, .resized = lun_resized, .resized_arg = t};
@@ -87,18 +87,18 @@ static int lun_build(struct vs_target *t, const struct vs_target_lun *l, struct 
 	    .testing = t->testing, .root = t->lun_root, .block_size = t->block_size};
 	struct vs_scsi_lun *lun = NULL;
 	struct vs_backend *be = NULL;
-	char why[512] = "", name[PATH_MAX + 8];
+	char cause[512] = "", name[PATH_MAX + 8];
 	int rc;
 
-	rc = vs_backend_open_opts(&be, l->spec, &o, why, sizeof(why)); /* sizes checked there */
+	rc = vs_backend_open_opts(&be, l->spec, &o, cause, sizeof(cause)); /* sizes checked there */
 	if (rc)
-		return tq_err(err, errlen, rc, "LUN %u (%s): %s", l->id, l->spec,
-			      *why ? why : strerror(-rc));
+		return tq_err(why, whylen, rc, "LUN %u (%s): %s", l->id, l->spec,
+			      *cause ? cause : strerror(-rc));
 	lun_name(name, sizeof(name), l, be);
 	p.be = be;
 	p.name = name;
 	if ((rc = vs_scsi_lun_create(&lun, &p))) {
-		rc = tq_err(err, errlen, rc,
+		rc = tq_err(why, whylen, rc,
 			    "LUN %u (%s): cannot make a %u-byte-block LUN of it (alignment %u): %s",
 			    l->id, l->spec, t->block_size, vs_backend_alignment(be), strerror(-rc));
 		goto fail;
@@ -112,21 +112,21 @@ fail:
 }
 
 /* Publish a built LUN (luns_lock held, or during create): it becomes PRESENT.  0 or -errno
- * (err set); the caller destroys what it built on failure. */
+ * (why set); the caller destroys what it built on failure. */
 static int lun_publish(struct vs_target *t, const struct vs_target_lun *l, struct vs_backend *be,
-		       struct vs_scsi_lun *lun, char *err, size_t errlen)
+		       struct vs_scsi_lun *lun, char *why, size_t whylen)
 {
 	int rc;
 
 	if (!(t->spec[l->id] = strdup(l->spec)))
-		return tq_err(err, errlen, -ENOMEM, "LUN %u: out of memory", l->id);
+		return tq_err(why, whylen, -ENOMEM, "LUN %u: out of memory", l->id);
 	/* atomic: the statistics' readers look at be[] without luns_lock */
 	__atomic_store_n(&t->be[l->id], be, __ATOMIC_RELEASE);
 	if ((rc = vs_scsi_dev_attach(t->dev, l->id, lun))) {
 		free(t->spec[l->id]);
 		t->spec[l->id] = NULL;
 		__atomic_store_n(&t->be[l->id], NULL, __ATOMIC_RELEASE);
-		return tq_err(err, errlen, rc, "LUN %u: attach: %s", l->id, strerror(-rc));
+		return tq_err(why, whylen, rc, "LUN %u: attach: %s", l->id, strerror(-rc));
 	}
 	t->lun_state[l->id] = TQ_LUN_PRESENT;
 	t->flush_stuck[l->id] = false;
@@ -137,39 +137,39 @@ static int lun_publish(struct vs_target *t, const struct vs_target_lun *l, struc
 }
 
 int vs_target_lun_check(const struct vs_target_config *cfg, const struct vs_target_lun *l,
-			char *err, size_t errlen)
+			char *why, size_t whylen)
 {
 	struct vs_backend_opts o = {.testing = cfg->testing,
 				    .block_size = cfg->block_size ? cfg->block_size : 512};
-	char why[512] = "";
+	char cause[512] = "";
 	int rc;
 
 	if (l->id >= VS_TARGET_MAX_LUNS)
-		return vs_fail(err, errlen, -EINVAL, "LUN %u: LUN numbers are 0..%u", l->id,
+		return vs_fail(why, whylen, -EINVAL, "LUN %u: LUN numbers are 0..%u", l->id,
 			       VS_TARGET_MAX_LUNS - 1);
 	if (!l->spec || !*l->spec)
-		return vs_fail(err, errlen, -EINVAL, "LUN %u: no backend", l->id);
-	rc = vs_backend_spec_check(l->spec, &o, why, sizeof(why));
+		return vs_fail(why, whylen, -EINVAL, "LUN %u: no backend", l->id);
+	rc = vs_backend_spec_check(l->spec, &o, cause, sizeof(cause));
 	if (rc)
-		return vs_fail(err, errlen, rc, "LUN %u (%s): %s", l->id, l->spec,
-			       *why ? why : strerror(-rc));
+		return vs_fail(why, whylen, rc, "LUN %u (%s): %s", l->id, l->spec,
+			       *cause ? cause : strerror(-rc));
 	return 0;
 }
 
-int tq_lun_open(struct vs_target *t, const struct vs_target_lun *l, char *err, size_t errlen)
+int tq_lun_open(struct vs_target *t, const struct vs_target_lun *l, char *why, size_t whylen)
 {
 	struct vs_scsi_lun *lun;
 	struct vs_backend *be;
 	int rc;
 
 	if (l->id >= VS_TARGET_MAX_LUNS)
-		return tq_err(err, errlen, -EINVAL, "LUN %u: LUN numbers are 0..%u", l->id,
+		return tq_err(why, whylen, -EINVAL, "LUN %u: LUN numbers are 0..%u", l->id,
 			      VS_TARGET_MAX_LUNS - 1);
 	if (!l->spec || !*l->spec)
-		return tq_err(err, errlen, -EINVAL, "LUN %u: no backend", l->id);
-	if ((rc = lun_build(t, l, &be, &lun, err, errlen)))
+		return tq_err(why, whylen, -EINVAL, "LUN %u: no backend", l->id);
+	if ((rc = lun_build(t, l, &be, &lun, why, whylen)))
 		return rc;
-	if ((rc = lun_publish(t, l, be, lun, err, errlen))) {
+	if ((rc = lun_publish(t, l, be, lun, why, whylen))) {
 		vs_scsi_lun_destroy(lun);
 		vs_backend_close(be);
 	}
@@ -178,8 +178,8 @@ int tq_lun_open(struct vs_target *t, const struct vs_target_lun *l, char *err, s
 
 /* Why LUN id cannot be changed now (luns_lock held): -EEXIST, -EBUSY or -ENOENT with err
  * set; 0 when it is in state want. */
-static int lun_check(struct vs_target *t, unsigned id, enum tq_lun_state want, char *err,
-		     size_t errlen)
+static int lun_check(struct vs_target *t, unsigned id, enum tq_lun_state want, char *why,
+		     size_t whylen)
 {
 	enum tq_lun_state s = t->lun_state[id];
 
@@ -187,48 +187,48 @@ static int lun_check(struct vs_target *t, unsigned id, enum tq_lun_state want, c
 		return 0;
 	switch (s) {
 	case TQ_LUN_OPENING:
-		return tq_err(err, errlen, -EBUSY, "LUN %u is being added", id);
+		return tq_err(why, whylen, -EBUSY, "LUN %u is being added", id);
 	case TQ_LUN_RESIZING:
-		return tq_err(err, errlen, -EBUSY, "LUN %u is being resized", id);
+		return tq_err(why, whylen, -EBUSY, "LUN %u is being resized", id);
 	case TQ_LUN_REMOVING:
-		return tq_err(err, errlen, -EBUSY, "LUN %u is being removed", id);
+		return tq_err(why, whylen, -EBUSY, "LUN %u is being removed", id);
 	case TQ_LUN_UNFINISHED:
-		return tq_err(err, errlen, want == TQ_LUN_FREE ? -EBUSY : -ENOENT,
+		return tq_err(why, whylen, want == TQ_LUN_FREE ? -EBUSY : -ENOENT,
 			      "LUN %u is still being removed (requests of it in flight)", id);
 	case TQ_LUN_PRESENT:
-		return tq_err(err, errlen, -EEXIST, "LUN %u exists (%s)", id, t->spec[id]);
+		return tq_err(why, whylen, -EEXIST, "LUN %u exists (%s)", id, t->spec[id]);
 	case TQ_LUN_FREE:
 		break;
 	}
-	return tq_err(err, errlen, -ENOENT, "no LUN %u", id);
+	return tq_err(why, whylen, -ENOENT, "no LUN %u", id);
 }
 
-int vs_target_lun_add(struct vs_target *t, const struct vs_target_lun *l, char *err, size_t errlen)
+int vs_target_lun_add(struct vs_target *t, const struct vs_target_lun *l, char *why, size_t whylen)
 {
 	struct vs_scsi_lun *lun = NULL;
 	struct vs_backend *be = NULL;
 	int rc;
 
-	if (err && errlen)
-		*err = 0;
+	if (why && whylen)
+		*why = 0;
 	if (!l)
-		return tq_err(err, errlen, -EINVAL, "no LUN given");
+		return tq_err(why, whylen, -EINVAL, "no LUN given");
 	if (l->id >= VS_TARGET_MAX_LUNS)
-		return tq_err(err, errlen, -EINVAL, "LUN %u: LUN numbers are 0..%u", l->id,
+		return tq_err(why, whylen, -EINVAL, "LUN %u: LUN numbers are 0..%u", l->id,
 			      VS_TARGET_MAX_LUNS - 1);
 	if (!l->spec || !*l->spec)
-		return tq_err(err, errlen, -EINVAL, "LUN %u: no backend", l->id);
+		return tq_err(why, whylen, -EINVAL, "LUN %u: no backend", l->id);
 	/* The id is reserved first: a second add of it is refused while this one opens. */
 	pthread_mutex_lock(&t->luns_lock);
-	if (!(rc = lun_check(t, l->id, TQ_LUN_FREE, err, errlen)))
+	if (!(rc = lun_check(t, l->id, TQ_LUN_FREE, why, whylen)))
 		t->lun_state[l->id] = TQ_LUN_OPENING;
 	pthread_mutex_unlock(&t->luns_lock);
 	if (rc)
 		return rc;
 	tgt_stats_lun_clear(t, l->id); /* the statistics of an added LUN start at 0 */
-	rc = lun_build(t, l, &be, &lun, err, errlen);
+	rc = lun_build(t, l, &be, &lun, why, whylen);
 	pthread_mutex_lock(&t->luns_lock);
-	if (rc || (rc = lun_publish(t, l, be, lun, err, errlen)))
+	if (rc || (rc = lun_publish(t, l, be, lun, why, whylen)))
 		t->lun_state[l->id] = TQ_LUN_FREE;
 	pthread_mutex_unlock(&t->luns_lock);
 	if (rc) {
@@ -321,7 +321,7 @@ static bool lun_unpinned(struct vs_target *t, unsigned id)
 /* The LUN's requests completed and its SCSI LUN is gone: flush (bounded) and close its
  * backend, and free the id.  A flush that did not finish leaves the backend open for good
  * (its flush may still complete into it).  0 or the flush's error. */
-static int lun_retire(struct vs_target *t, unsigned id, char *err, size_t errlen)
+static int lun_retire(struct vs_target *t, unsigned id, char *why, size_t whylen)
 {
 	struct vs_backend *be;
 	bool stuck;
@@ -333,7 +333,7 @@ static int lun_retire(struct vs_target *t, unsigned id, char *err, size_t errlen
 	pthread_mutex_unlock(&t->luns_lock);
 	if (stuck) {
 		rc =
-		    tq_err(err, errlen, -ETIMEDOUT,
+		    tq_err(why, whylen, -ETIMEDOUT,
 			   "LUN %u removed, but an earlier flush of it never finished: its backend "
 			   "is left open",
 			   id);
@@ -342,12 +342,12 @@ static int lun_retire(struct vs_target *t, unsigned id, char *err, size_t errlen
 		if (res == -ETIMEDOUT) {
 			stuck = true;
 			rc = tq_err(
-			    err, errlen, res,
+			    why, whylen, res,
 			    "LUN %u removed, but its final flush did not finish within %u ms: "
 			    "its backend is left open",
 			    id, t->worker_timeout_ms);
 		} else if (res) {
-			rc = tq_err(err, errlen, res, "LUN %u removed, but its final flush failed",
+			rc = tq_err(why, whylen, res, "LUN %u removed, but its final flush failed",
 				    id);
 		}
 	}
@@ -364,20 +364,20 @@ static int lun_retire(struct vs_target *t, unsigned id, char *err, size_t errlen
 	return rc;
 }
 
-int vs_target_lun_remove(struct vs_target *t, unsigned id, char *err, size_t errlen)
+int vs_target_lun_remove(struct vs_target *t, unsigned id, char *why, size_t whylen)
 {
 	struct vs_scsi_lun *lun = NULL;
 	struct lun_snap snap;
 	int rc;
 
-	if (err && errlen)
-		*err = 0;
+	if (why && whylen)
+		*why = 0;
 	if (id >= VS_TARGET_MAX_LUNS)
-		return tq_err(err, errlen, -ENOENT, "no LUN %u", id);
+		return tq_err(why, whylen, -ENOENT, "no LUN %u", id);
 	/* Unpublish (or take the one an earlier removal gave up on) ... */
 	pthread_mutex_lock(&t->luns_lock);
 	if (t->lun_state[id] == TQ_LUN_UNFINISHED ||
-	    !(rc = lun_check(t, id, TQ_LUN_PRESENT, err, errlen))) {
+	    !(rc = lun_check(t, id, TQ_LUN_PRESENT, why, whylen))) {
 		rc = 0;
 		lun = t->detached[id] ? t->detached[id] : vs_scsi_dev_detach(t->dev, id);
 		t->detached[id] = NULL;
@@ -397,13 +397,13 @@ int vs_target_lun_remove(struct vs_target *t, unsigned id, char *err, size_t err
 		t->detached[id] = lun;
 		t->lun_state[id] = TQ_LUN_UNFINISHED;
 		pthread_mutex_unlock(&t->luns_lock);
-		return tq_err(err, errlen, rc,
+		return tq_err(why, whylen, rc,
 			      "LUN %u is gone for the driver, but requests of it did not complete "
 			      "within %u ms: its backend stays open (remove it again to retry)",
 			      id, t->worker_timeout_ms);
 	}
 	vs_scsi_lun_destroy(lun);
-	rc = lun_retire(t, id, err, errlen);
+	rc = lun_retire(t, id, why, whylen);
 	/* The driver is told even when the flush failed: the LUN is gone. */
 	tq_event_post(t, VS_VIRTIO_SCSI_T_TRANSPORT_RESET, id, VS_VIRTIO_SCSI_EVT_RESET_REMOVED);
 	return rc;
@@ -426,25 +426,25 @@ static int shrink_drain(void *arg)
 	return lun_drain(sh->t, sh->id, &snap);
 }
 
-int vs_target_lun_resize(struct vs_target *t, unsigned id, uint64_t new_bytes, char *err,
-			 size_t errlen)
+int vs_target_lun_resize(struct vs_target *t, unsigned id, uint64_t new_bytes, char *why,
+			 size_t whylen)
 {
 	struct shrink sh = {t, id};
 	struct vs_backend *be = NULL;
-	char why[256] = "";
+	char cause[256] = "";
 	int rc;
 
-	if (err && errlen)
-		*err = 0;
+	if (why && whylen)
+		*why = 0;
 	if (id >= VS_TARGET_MAX_LUNS)
-		return tq_err(err, errlen, -ENOENT, "no LUN %u", id);
+		return tq_err(why, whylen, -ENOENT, "no LUN %u", id);
 	pthread_mutex_lock(&t->luns_lock);
 	if (t->lun_state[id] != TQ_LUN_PRESENT) {
 		rc = t->lun_state[id] == TQ_LUN_UNFINISHED
-			 ? tq_err(err, errlen, -ENOENT, "no LUN %u", id)
-			 : lun_check(t, id, TQ_LUN_PRESENT, err, errlen);
+			 ? tq_err(why, whylen, -ENOENT, "no LUN %u", id)
+			 : lun_check(t, id, TQ_LUN_PRESENT, why, whylen);
 	} else if (!new_bytes || new_bytes % t->block_size) {
-		rc = tq_err(err, errlen, -EINVAL,
+		rc = tq_err(why, whylen, -EINVAL,
 			    "LUN %u: %llu bytes is not a whole, non-zero number of %u-byte blocks",
 			    id, (unsigned long long)new_bytes, t->block_size);
 	} else {
@@ -458,8 +458,8 @@ int vs_target_lun_resize(struct vs_target *t, unsigned id, uint64_t new_bytes, c
 	/* The LUN's capacity, its unit attention and the event follow the backend's size
 	 * watcher (lun_resized), when it changed; a shrink waits for the requests in flight
 	 * between lowering the capacity and cutting the storage. */
-	if ((rc = vs_backend_resize(be, new_bytes, shrink_drain, &sh, why, sizeof(why))))
-		tq_err(err, errlen, rc, "LUN %u (%s): %s", id, t->spec[id], why);
+	if ((rc = vs_backend_resize(be, new_bytes, shrink_drain, &sh, cause, sizeof(cause))))
+		tq_err(why, whylen, rc, "LUN %u (%s): %s", id, t->spec[id], cause);
 	pthread_mutex_lock(&t->luns_lock);
 	t->lun_state[id] = TQ_LUN_PRESENT;
 	pthread_mutex_unlock(&t->luns_lock);

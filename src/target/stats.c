@@ -14,11 +14,9 @@
  * worker's counts are taken whole (a sequence count), so a baseline is at most what any
  * later read sees, and consistent with it.
  */
-#include <errno.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "target/target_int.h"
 
@@ -26,46 +24,14 @@
 _Static_assert(sizeof(struct ts_counts) % sizeof(uint64_t) == 0, "struct ts_counts: only uint64_t");
 
 /* ---- the clock ---------------------------------------------------------------------------- */
-static struct {
-	pthread_once_t once;
-	bool tsc;
-	double ns_per_tick;
-} ts_clock = {.once = PTHREAD_ONCE_INIT, .ns_per_tick = 1.0};
-
-/* VIOSCOPE_STATS_CLOCK=monotonic forces the fallback. */
-static bool tsc_usable(void)
-{
-	const char *force = getenv("VIOSCOPE_STATS_CLOCK");
-
-	if (force && strcmp(force, "monotonic") == 0)
-		return false;
-	return vs_tsc_invariant();
-}
-
-/* Once per process: the TSC's rate against CLOCK_MONOTONIC over 5 ms (an error of about
- * 1e-5: the pairs are read within ~50 ns of each other). */
-static void ts_clock_init(void)
-{
-	uint64_t t0, n0, t1, n1, real;
-	struct timespec ts = {.tv_nsec = 5000000};
-
-	if (!tsc_usable())
-		return;
-	vs_clock_sample(true, &t0, &n0, &real);
-	while (nanosleep(&ts, &ts) && errno == EINTR)
-		;
-	vs_clock_sample(true, &t1, &n1, &real);
-	if (t1 <= t0 || n1 <= n0)
-		return;
-	ts_clock.ns_per_tick = (double)(n1 - n0) / (double)(t1 - t0);
-	ts_clock.tsc = true;
-}
-
+/* The TSC when it is invariant (util/clock.c: the same choice and calibration as the trace
+ * runtime's); VIOSCOPE_STATS_CLOCK=monotonic forces CLOCK_MONOTONIC. */
 void ts_init(struct vs_target *t)
 {
-	pthread_once(&ts_clock.once, ts_clock_init);
-	t->ts_tsc = ts_clock.tsc;
-	t->ts_ns_per_tick = ts_clock.tsc ? ts_clock.ns_per_tick : 1.0;
+	double ns_per_tick = vs_tsc_clock("VIOSCOPE_STATS_CLOCK") ? vs_tsc_ns_per_tick() : 0;
+
+	t->ts_tsc = ns_per_tick > 0;
+	t->ts_ns_per_tick = t->ts_tsc ? ns_per_tick : 1.0;
 	pthread_mutex_init(&t->ts_lock, NULL);
 }
 

@@ -28,7 +28,7 @@ uint64_t vs_target_device_features(void)
 	       VS_VIRTIO_BIT(VS_VIRTIO_SCSI_F_CHANGE);
 }
 
-int tq_err(char *err, size_t errlen, int rc, const char *fmt, ...)
+int tq_err(char *why, size_t whylen, int rc, const char *fmt, ...)
 {
 	char buf[512];
 	va_list ap;
@@ -37,21 +37,13 @@ int tq_err(char *err, size_t errlen, int rc, const char *fmt, ...)
 	vs_vfail(buf, sizeof(buf), rc, fmt, ap);
 	va_end(ap);
 	VS_ERROR(INIT, "target: %s", buf);
-	return vs_fail(err, errlen, rc, "%s", buf);
+	return vs_fail(why, whylen, rc, "%s", buf);
 }
 
 /* ---- failures the operator must hear of ------------------------------------------------------ */
 void tq_log(struct vs_target *t, const char *fmt, ...)
 {
-	char line[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-	VS_ERROR(VHOST, "%s", line);
-	if (t->log)
-		t->log(t->log_arg, line);
+	VS_LOG_LINE(&t->log, ERROR, VHOST, fmt);
 }
 
 void tq_note(struct vs_target *t, const char *fmt, ...)
@@ -373,16 +365,16 @@ int vs_target_flush(struct vs_target *t)
 }
 
 /* ---- create / run / destroy ------------------------------------------------------------------ */
-static int luns_open(struct vs_target *t, const struct vs_target_config *cfg, char *err,
-		     size_t errlen)
+static int luns_open(struct vs_target *t, const struct vs_target_config *cfg, char *why,
+		     size_t whylen)
 {
 	for (unsigned i = 0; i < cfg->nluns; i++) {
 		const struct vs_target_lun *l = &cfg->luns[i];
 		int rc;
 
 		if (l->id < VS_TARGET_MAX_LUNS && t->lun_state[l->id] != TQ_LUN_FREE)
-			return tq_err(err, errlen, -EEXIST, "LUN %u given twice", l->id);
-		if ((rc = tq_lun_open(t, l, err, errlen)))
+			return tq_err(why, whylen, -EEXIST, "LUN %u given twice", l->id);
+		if ((rc = tq_lun_open(t, l, why, whylen)))
 			return rc;
 	}
 	return 0;
@@ -415,21 +407,21 @@ static void queues_init(struct vs_target *t)
 }
 
 /* The LUN root must be a directory now, not at the first LUN added through the socket. */
-static int lun_root_check(struct vs_target *t, const char *root, char *err, size_t errlen)
+static int lun_root_check(struct vs_target *t, const char *root, char *why, size_t whylen)
 {
 	int fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
 
 	if (fd < 0)
-		return tq_err(err, errlen, -errno, "LUN root %s: %s", root, strerror(errno));
+		return tq_err(why, whylen, -errno, "LUN root %s: %s", root, strerror(errno));
 	close(fd);
 	if (!(t->lun_root = strdup(root)))
-		return tq_err(err, errlen, -ENOMEM, "out of memory");
+		return tq_err(why, whylen, -ENOMEM, "out of memory");
 	return 0;
 }
 
 /* Everything but the threads and the socket.  manual: a target without threads. */
 static int target_create(struct vs_target **out, const struct vs_target_config *cfg, bool manual,
-			 char *err, size_t errlen)
+			 char *why, size_t whylen)
 {
 	struct vs_target *t;
 	pthread_condattr_t ca;
@@ -437,31 +429,31 @@ static int target_create(struct vs_target **out, const struct vs_target_config *
 	int rc;
 
 	*out = NULL;
-	if (err && errlen)
-		*err = 0;
+	if (why && whylen)
+		*why = 0;
 	if (!cfg || (!manual && (!cfg->socket_path || !*cfg->socket_path)))
-		return tq_err(err, errlen, -EINVAL, "no socket path");
+		return tq_err(why, whylen, -EINVAL, "no socket path");
 	if (cfg->num_queues > VS_TARGET_MAX_QUEUES)
-		return tq_err(err, errlen, -EINVAL, "%u request queues: at most %u",
+		return tq_err(why, whylen, -EINVAL, "%u request queues: at most %u",
 			      cfg->num_queues, VS_TARGET_MAX_QUEUES);
 	if (cfg->workers > VS_TARGET_MAX_WORKERS)
-		return tq_err(err, errlen, -EINVAL, "%u workers: at most %u", cfg->workers,
+		return tq_err(why, whylen, -EINVAL, "%u workers: at most %u", cfg->workers,
 			      VS_TARGET_MAX_WORKERS);
 	if (cfg->block_size && cfg->block_size != 512 && cfg->block_size != 4096)
-		return tq_err(err, errlen, -EINVAL, "block size %u: 512 or 4096", cfg->block_size);
+		return tq_err(why, whylen, -EINVAL, "block size %u: 512 or 4096", cfg->block_size);
 	if (!cfg->nluns || !cfg->luns)
-		return tq_err(err, errlen, -EINVAL, "no LUN");
+		return tq_err(why, whylen, -EINVAL, "no LUN");
 	if (cfg->adaptive_poll_us > VS_TARGET_ADAPTIVE_POLL_MAX &&
 	    cfg->adaptive_poll_us != VS_TARGET_ADAPTIVE_POLL_OFF)
-		return tq_err(err, errlen, -EINVAL, "adaptive poll of %u us: at most %u",
+		return tq_err(why, whylen, -EINVAL, "adaptive poll of %u us: at most %u",
 			      cfg->adaptive_poll_us, VS_TARGET_ADAPTIVE_POLL_MAX);
 	if (cfg->nmanager_uids > VS_TARGET_MAX_MANAGERS)
-		return tq_err(err, errlen, -EINVAL, "%u manager uids: at most %u",
+		return tq_err(why, whylen, -EINVAL, "%u manager uids: at most %u",
 			      cfg->nmanager_uids, VS_TARGET_MAX_MANAGERS);
 
 	t = calloc(1, sizeof(*t));
 	if (!t)
-		return tq_err(err, errlen, -ENOMEM, "out of memory");
+		return tq_err(why, whylen, -ENOMEM, "out of memory");
 	t->manual = manual;
 	t->num_queues = cfg->num_queues ? cfg->num_queues : 1;
 	t->block_size = cfg->block_size ? cfg->block_size : 512;
@@ -471,8 +463,7 @@ static int target_create(struct vs_target **out, const struct vs_target_config *
 	if (cfg->adaptive_poll_us == VS_TARGET_ADAPTIVE_POLL_OFF)
 		ap_ns = 0;
 	t->worker_timeout_ms = cfg->worker_timeout_ms ? cfg->worker_timeout_ms : TQ_WORKER_TIMEOUT_MS;
-	t->log = cfg->log;
-	t->log_arg = cfg->log_arg;
+	t->log = (struct vs_log_sink){cfg->log, cfg->log_arg};
 	t->testing = cfg->testing;
 	for (unsigned i = 0; i < cfg->nmanager_uids; i++)
 		t->manager_uids[i] = cfg->manager_uids[i];
@@ -498,7 +489,7 @@ static int target_create(struct vs_target **out, const struct vs_target_config *
 		pthread_cond_destroy(&t->luns_cond);
 		pthread_mutex_destroy(&t->tmf_lun_lock);
 		free(t);
-		return tq_err(err, errlen, -ENOMEM, "out of memory");
+		return tq_err(why, whylen, -ENOMEM, "out of memory");
 	}
 	for (unsigned i = 0; i < t->nworkers; i++)
 		t->workers[i].epfd = t->workers[i].cmd_fd = -1;
@@ -510,36 +501,36 @@ static int target_create(struct vs_target **out, const struct vs_target_config *
 		"target: socket %s, %u request queues, %u workers (%s), block size %u, %u LUNs",
 		manual ? "(none: manual)" : cfg->socket_path, t->num_queues, t->nworkers,
 		t->poll ? "poll" : "event", t->block_size, cfg->nluns);
-	if (cfg->lun_root && (rc = lun_root_check(t, cfg->lun_root, err, errlen)))
+	if (cfg->lun_root && (rc = lun_root_check(t, cfg->lun_root, why, whylen)))
 		goto fail;
 	if ((rc = vs_scsi_dev_create(&t->dev)))
 		goto fail;
-	if ((rc = luns_open(t, cfg, err, errlen)))
+	if ((rc = luns_open(t, cfg, why, whylen)))
 		goto fail;
 	if ((rc = worker_init(t, &t->ctl, 0, true, false, 0))) {
-		tq_err(err, errlen, rc, "control thread: %s", strerror(-rc));
+		tq_err(why, whylen, rc, "control thread: %s", strerror(-rc));
 		goto fail;
 	}
 	for (unsigned i = 0; i < t->nworkers; i++) {
 		if ((rc = worker_init(t, &t->workers[i], i, false, t->poll, ap_ns))) {
-			tq_err(err, errlen, rc, "worker %u: %s", i, strerror(-rc));
+			tq_err(why, whylen, rc, "worker %u: %s", i, strerror(-rc));
 			goto fail;
 		}
 	}
 	return 0;
 fail:
-	if (err && errlen && !*err)
-		snprintf(err, errlen, "%s", strerror(-rc));
+	if (why && whylen && !*why)
+		snprintf(why, whylen, "%s", strerror(-rc));
 	vs_target_destroy(t);
 	*out = NULL;
 	return rc;
 }
 
-int vs_target_create(struct vs_target **out, const struct vs_target_config *cfg, char *err,
-		     size_t errlen)
+int vs_target_create(struct vs_target **out, const struct vs_target_config *cfg, char *why,
+		     size_t whylen)
 {
 	struct vs_target *t;
-	int rc = target_create(&t, cfg, false, err, errlen);
+	int rc = target_create(&t, cfg, false, why, whylen);
 
 	if (rc)
 		return rc;
@@ -552,7 +543,7 @@ int vs_target_create(struct vs_target **out, const struct vs_target_config *cfg,
 					vs_target_device_features(), &vs_target__ops, t);
 	if (!t->vs) {
 		rc = -errno;
-		tq_err(err, errlen, rc, "cannot listen on %s: %s", cfg->socket_path,
+		tq_err(why, whylen, rc, "cannot listen on %s: %s", cfg->socket_path,
 		       rc == -EEXIST	   ? "it exists and is not a socket"
 		       : rc == -EADDRINUSE ? "another process is listening on it"
 					   : strerror(-rc));
@@ -561,8 +552,8 @@ int vs_target_create(struct vs_target **out, const struct vs_target_config *cfg,
 	*out = t;
 	return 0;
 fail:
-	if (err && errlen && !*err)
-		snprintf(err, errlen, "%s", strerror(-rc));
+	if (why && whylen && !*why)
+		snprintf(why, whylen, "%s", strerror(-rc));
 	vs_target_destroy(t);
 	return rc;
 }

@@ -255,8 +255,7 @@ struct vs_target {
 	bool manual;
 	uint32_t block_size;
 	unsigned worker_timeout_ms;
-	void (*log)(void *arg, const char *line);
-	void *log_arg;
+	struct vs_log_sink log; /* the config's log and log_arg */
 	bool testing;	/* LUN specs may use the test-only options */
 	char *lun_root; /* NULL, or where file LUNs and write logs must live */
 	uint32_t manager_uids[VS_TARGET_MAX_MANAGERS]; /* a frontend under one is warned about */
@@ -371,8 +370,8 @@ static inline int tq_pop(struct tq *q, struct vs_vq_elem *e)
 	return rc;
 }
 
-/* target.c: err (when not NULL) gets the formatted reason, traced too; returns rc. */
-int tq_err(char *err, size_t errlen, int rc, const char *fmt, ...)
+/* target.c: why (when not NULL) gets the formatted reason, traced too; returns rc. */
+int tq_err(char *why, size_t whylen, int rc, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* Flush each of the n backends (NULL or nothing durable: skipped), waiting at most the
  * worker timeout: res[i] is 0, the flush's -errno, or -ETIMEDOUT when it did not finish in
@@ -381,8 +380,8 @@ int tq_err(char *err, size_t errlen, int rc, const char *fmt, ...)
 int tq_flush_backends(struct vs_target *t, struct vs_backend *const *be, unsigned n, int *res);
 
 /* luns.c: open l's backend, make it a SCSI LUN and attach it (during create).  0, or
- * -errno with err set and nothing left behind. */
-int tq_lun_open(struct vs_target *t, const struct vs_target_lun *l, char *err, size_t errlen);
+ * -errno with why set and nothing left behind. */
+int tq_lun_open(struct vs_target *t, const struct vs_target_lun *l, char *why, size_t whylen);
 
 /* events.c */
 void tq_events_init(struct vs_target *t);

@@ -20,11 +20,12 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#include "trace/tracetools.h"
+#include "trace/trace_shared.h"
 
 #define META_V1_MAGIC 0x444d5356u /* "VSMD" */
 

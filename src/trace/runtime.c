@@ -97,15 +97,6 @@ static uint64_t realtime_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* The TSC, when invariant (util.h), unless the environment asks for CLOCK_MONOTONIC. */
-static bool tsc_usable(void)
-{
-	const char *force = getenv("VIOSCOPE_TRACE_CLOCK");
-	if (force && strcmp(force, "monotonic") == 0)
-		return false;
-	return vs_tsc_invariant();
-}
-
 static pid_t gettid_(void)
 {
 	return (pid_t)syscall(SYS_gettid);
@@ -166,6 +157,12 @@ static uint64_t meta_from_env(void)
 		return DEFAULT_META;
 	}
 	return (v + 7) & ~7ull;
+}
+
+const char *vs_shm_dir(void)
+{
+	const char *d = getenv("VIOSCOPE_TRACE_DIR");
+	return d && *d ? d : "/dev/shm";
 }
 
 /* A file we have just created under a name nobody else could have chosen: the
@@ -291,25 +288,32 @@ static uint64_t instance_token;
  * process image (a program that links the runtime statically without exporting it,
  * and a library that brings libvioscope_trace.so)?  That copy's token is in our own
  * memory then.  A file left by an earlier image (before exec) or an earlier process
- * with this pid is not: its token is not there.  Read with process_vm_readv, which
- * fails instead of faulting on an address that is not mapped. */
+ * with this pid is not: its token is not there.  Only a file such a copy could have
+ * made counts (ours, regular, one link); its header is read with pread (a file that
+ * shrinks cannot fault us) and the token with process_vm_readv, which fails instead of
+ * faulting on an address that is not mapped. */
 static bool other_runtime_here(void)
 {
-	struct vs_shm s;
-	char why[256], pid[32];
+	char path[PATH_MAX];
+	struct vs_shm_header h;
+	struct stat st;
 	bool here = false;
-	snprintf(pid, sizeof pid, "%d", (int)getpid());
-	if (vs_shm_open(&s, pid, why, sizeof why) < 0)
+
+	snprintf(path, sizeof path, "%s/%s%d", vs_shm_dir(), VS_SHM_PREFIX, (int)getpid());
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	if (fd < 0)
 		return false;
-	if (s.snap.pid == (int32_t)getpid() && s.snap.owner_token &&
-	    s.snap.owner_addr != (uintptr_t)&instance_token) {
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+	    st.st_nlink == 1 && pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h &&
+	    memcmp(h.magic, VS_SHM_MAGIC, 8) == 0 && h.pid == (int32_t)getpid() &&
+	    h.owner_token && h.owner_addr != (uintptr_t)&instance_token) {
 		uint64_t v = 0;
 		struct iovec local = { &v, sizeof v };
-		struct iovec remote = { (void *)(uintptr_t)s.snap.owner_addr, sizeof v };
+		struct iovec remote = { (void *)(uintptr_t)h.owner_addr, sizeof v };
 		here = process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)sizeof v &&
-		       v == s.snap.owner_token;
+		       v == h.owner_token;
 	}
-	vs_shm_close(&s);
+	close(fd);
 	return here;
 }
 
@@ -346,7 +350,8 @@ int vs_rt_file_create(void)
 	if (n < 0)
 		n = 0;
 	h->exe[n] = '\0';
-	vs_rt.clock_mono = !tsc_usable();
+	/* the TSC when invariant (util/clock.c), unless the environment asks for CLOCK_MONOTONIC */
+	vs_rt.clock_mono = !vs_tsc_clock("VIOSCOPE_TRACE_CLOCK");
 	h->clock_is_tsc = !vs_rt.clock_mono;
 	vs_clock_sample(!vs_rt.clock_mono, &h->clk_ts0, &h->clk_mono0, &h->clk_real0);
 	h->providers_offset = provs_off;

@@ -10,7 +10,7 @@
 #include <limits.h>
 #include <stdbool.h>
 
-#include "trace/tracetools.h"
+#include "trace/trace_shared.h"
 
 #define VS__PRIVATE __attribute__((visibility("hidden")))
 

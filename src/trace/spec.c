@@ -13,7 +13,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "trace/tracetools.h"
+#include "trace/trace_shared.h"
 
 static const char *const level_names[] = { "off", "critical", "error", "warning", "info",
 					   "verbose" };

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * util: the small helpers every layer and tool shares, written once: walking iovecs,
- * the monotonic clock, error reasons, number parsing for command lines, and the
- * command table of the `vioscope` CLI.
+ * the monotonic clock, error reasons, lines for the operator, number parsing for command
+ * lines, and the command table of the `vioscope` CLI.
  *
  * The floor of the tree: includes no other layer and is never traced itself.
  */
@@ -14,12 +14,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
+#include <stdio.h> /* vsnprintf, for VS_LOG_LINE */
 #include <string.h>
 #include <sys/uio.h>
 #include <time.h>
 #if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
 #include <x86intrin.h>
 #endif
 
@@ -116,23 +115,8 @@ static inline uint64_t vs_mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* The TSC is usable as a clock when it is invariant (constant rate, runs in deep
- * C-states), which CPUID 0x80000007 EDX bit 8 advertises. */
-static inline bool vs_tsc_invariant(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	unsigned a, b, c, d;
-
-	if (!__get_cpuid(0x80000000, &a, &b, &c, &d) || a < 0x80000007)
-		return false;
-	__get_cpuid(0x80000007, &a, &b, &c, &d);
-	return (d >> 8) & 1;
-#else
-	return false;
-#endif
-}
-
-/* The time-stamp counter (0 off x86: callers check vs_tsc_invariant first). */
+/* The time-stamp counter (0 off x86: callers check vs_tsc_clock first).  Inline: the
+ * statistics read it on the request path. */
 static inline uint64_t vs_rdtsc(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -142,32 +126,26 @@ static inline uint64_t vs_rdtsc(void)
 #endif
 }
 
+/* ---- the TSC as a clock (clock.c, built into the trace runtime too) --------------------
+ * One choice and one calibration for every user of the TSC: the trace runtime's event
+ * timestamps and the target's statistics. */
+/* Should this process time with the TSC?  Yes when it is invariant (constant rate, runs
+ * in deep C-states: CPUID 0x80000007 EDX bit 8), unless the environment variable
+ * `force_env` is "monotonic": each user has its own (VIOSCOPE_TRACE_CLOCK,
+ * VIOSCOPE_STATS_CLOCK: docs/TRACING.md, docs/TARGET.md). */
+bool vs_tsc_clock(const char *force_env);
+/* The TSC's rate in ns per tick, measured once per process (the first call takes 5 ms)
+ * against CLOCK_MONOTONIC; 0 when it cannot be (no invariant TSC, a clock that did not
+ * advance). */
+double vs_tsc_ns_per_tick(void);
 /* One calibration point: the event clock (TSC, or CLOCK_MONOTONIC when `tsc` is false),
  * CLOCK_MONOTONIC and CLOCK_REALTIME read at one instant: the points a TSC is calibrated
  * on (the trace runtime and tools: two processes' events are joined on them; the target's
  * statistics).  They must be tight: a preemption or a first-call page fault between the
- * reads would put one process's events microseconds off another's.  The TSC is read before and after the two clocks, a few
- * times, and the narrowest pair's midpoint is kept (typically within 20 ns). */
-static inline void vs_clock_sample(bool tsc, uint64_t *ts, uint64_t *mono, uint64_t *real)
-{
-	uint64_t best = UINT64_MAX;
-	for (int i = 0; i < 8; i++) {
-		struct timespec m, r;
-		uint64_t t0 = vs_rdtsc();
-		clock_gettime(CLOCK_MONOTONIC, &m);
-		clock_gettime(CLOCK_REALTIME, &r);
-		uint64_t t1 = vs_rdtsc();
-		uint64_t m_ns = (uint64_t)m.tv_sec * 1000000000ull + (uint64_t)m.tv_nsec;
-		if (i && t1 - t0 >= best)
-			continue; /* (without the TSC, the first sample is kept) */
-		best = t1 - t0;
-		*ts = tsc ? t0 + (t1 - t0) / 2 : m_ns;
-		*mono = m_ns;
-		*real = (uint64_t)r.tv_sec * 1000000000ull + (uint64_t)r.tv_nsec;
-		if (!tsc)
-			return;
-	}
-}
+ * reads would put one process's events microseconds off another's.  The TSC is read before
+ * and after the two clocks, a few times, and the narrowest pair's midpoint is kept
+ * (typically within 20 ns). */
+void vs_clock_sample(bool tsc, uint64_t *ts, uint64_t *mono, uint64_t *real);
 
 /* ---- random numbers -------------------------------------------------------------------- */
 /* xorshift64: fast, repeatable sequences (workloads, test choices), not for secrets.  The
@@ -190,6 +168,30 @@ int vs_fail(char *why, size_t whylen, int rc, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 int vs_vfail(char *why, size_t whylen, int rc, const char *fmt, va_list ap)
     __attribute__((format(printf, 4, 0)));
+
+/* ---- lines for the operator ----------------------------------------------------------- */
+/* Where a layer's lines for the operator go besides its trace: the embedder's callback (the
+ * `log` of the target's and of the RPC server's config), or nowhere when fn is NULL. */
+struct vs_log_sink {
+	void (*fn)(void *arg, const char *line);
+	void *arg;
+};
+
+/* The body of a layer's printf-like log function, fmt its last named parameter: format one
+ * line (cut at 511 bytes), record it as a trace event of LEVEL and FLAG (as in
+ * VS_ERROR(VHOST, ...)), then hand it to *sink.  A macro, so that the event is the caller's,
+ * of its layer's provider (util is never traced): the caller includes <vioscope/trace.h>. */
+#define VS_LOG_LINE(sink, level, flag, fmt)                                                        \
+	do {                                                                                       \
+		char vs__line[512];                                                                \
+		va_list vs__ap;                                                                    \
+		va_start(vs__ap, fmt);                                                             \
+		vsnprintf(vs__line, sizeof(vs__line), fmt, vs__ap);                                \
+		va_end(vs__ap);                                                                    \
+		VS_##level(flag, "%s", vs__line);                                                  \
+		if ((sink)->fn)                                                                    \
+			(sink)->fn((sink)->arg, vs__line);                                         \
+	} while (0)
 
 /* ---- numbers --------------------------------------------------------------------------- */
 /* Strict decimal in [min, max] (no sign, no space, nothing after): 0 or -EINVAL/-ERANGE. */
@@ -364,6 +366,28 @@ void vs_self_exe(char *buf, size_t len);
  * The listening fd (close-on-exec), or -errno with why set; the caller unlinks path at
  * the end. */
 int vs_listen_unix(const char *path, int backlog, char *why, size_t whylen);
+
+/* ---- mappings guarded against SIGBUS (map_guard.c) ------------------------------------
+ * A shared mapping whose file someone else can shrink (guest memory, another process's
+ * trace file): an access past the file's new end raises SIGBUS.  A guarded mapping
+ * instead reads as zeros from the faulting page to its end, and its owner is told. */
+struct vs_map_fault {
+	uintptr_t addr; /* the first faulting address, 0 while none (atomic) */
+	int wake_fd;	/* an eventfd written after a fault, or -1 */
+};
+/* Guard [base, base + len), in `page`-sized pages (a power of two: the mapping's page
+ * size); a fault in it is recorded in *fault, which must stay put until the guard is
+ * removed (several mappings may share one).  Returns the guard's slot, or -errno
+ * (-ENOSPC: 256 mappings are guarded already): then the mapping is not guarded and must
+ * not be used. */
+int vs_map_guard_add(void *base, size_t len, size_t page, struct vs_map_fault *fault);
+/* Before the mapping goes (a slot < 0 is ignored). */
+void vs_map_guard_remove(int slot);
+
+/* ---- processes ------------------------------------------------------------------------ */
+/* When process pid started (/proc/PID/stat, field 22: clock ticks since boot), which tells
+ * a reused pid apart; 0 when unknown (proc_stat.c, built into the trace runtime too). */
+uint64_t vs_proc_start_time(int pid);
 
 /* ---- child servers -------------------------------------------------------------------- */
 /* Start argv[0] (argv NULL-terminated) as a child that gets SIGTERM when the calling thread

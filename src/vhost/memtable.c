@@ -74,7 +74,7 @@ static int map_region(struct vs_vhost_dev *d, const struct vs_vhost_mem_region *
 	map->base = p;
 	map->len = (size_t)(r->memory_size + lead);
 	/* The guard replaces whole pages: cover the mapping's last (huge) page entirely. */
-	map->guard = vs_vhost_guard_add(p, (map->len + align - 1) & ~(align - 1), align, &d->fault);
+	map->guard = vs_map_guard_add(p, (map->len + align - 1) & ~(align - 1), align, &d->fault);
 	if (map->guard < 0) {
 		rc = map->guard;
 		munmap(p, map->len);
@@ -94,7 +94,7 @@ static void unmap(struct vs_vhost_map *m)
 {
 	if (!m->base)
 		return;
-	vs_vhost_guard_remove(m->guard);
+	vs_map_guard_remove(m->guard);
 	munmap(m->base, m->len);
 	*m = (struct vs_vhost_map){.guard = -1};
 }

@@ -100,9 +100,9 @@ void vs_vhost_dev_reset(struct vs_vhost_dev *d);
 /* The current guest memory map (for inspection; stable only on the serving thread). */
 const struct vs_mem *vs_vhost_dev_mem(const struct vs_vhost_dev *d);
 
-/* Guest memory is guarded (guard.c): a frontend that shrinks a memory file under a
- * mapping gets the rest of that mapping replaced by zeros instead of killing us with
- * SIGBUS.  True once that happened to this session's memory, with the reason in why: the
+/* Guest memory is guarded (util: vs_map_guard_add): a frontend that shrinks a memory file
+ * under a mapping gets the rest of that mapping replaced by zeros instead of killing us
+ * with SIGBUS.  True once that happened to this session's memory, with the reason in why: the
  * session must end (vs_vhost_dev_reset).  fd (-1: none) is written when it happens. */
 bool vs_vhost_dev_fault(const struct vs_vhost_dev *d, char *why, size_t whylen);
 void vs_vhost_dev_set_wake_fd(struct vs_vhost_dev *d, int fd);

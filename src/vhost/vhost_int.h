@@ -26,13 +26,7 @@ struct vs_vhost_ring {
 struct vs_vhost_map {
 	void *base;
 	size_t len;
-	int guard; /* its slot in the guest memory guard (guard.c), or -1 */
-};
-
-/* A fault on guest memory, recorded by the SIGBUS handler (async-signal context). */
-struct vs_vhost_fault {
-	uintptr_t addr; /* the first faulting address, 0 while none (atomic) */
-	int wake_fd;	/* written after a fault (the server's wake-up eventfd), or -1 */
+	int guard; /* its slot in the SIGBUS guard (util: vs_map_guard_add), or -1 */
 };
 
 struct vs_vhost_dev {
@@ -48,7 +42,7 @@ struct vs_vhost_dev {
 	struct vs_mem mem;
 	struct vs_vhost_map maps[VS_MEM_MAX_REGIONS];
 	struct vs_vhost_ring *rings; /* max_queues */
-	struct vs_vhost_fault fault;
+	struct vs_map_fault fault; /* on guest memory (wake_fd: the server's wake-up eventfd) */
 	char last_error[VS_VHOST_WHY_LEN]; /* why the last request failed */
 
 	/* A queue_stop() or call_fd_changed() failed: a user thread may still touch guest
@@ -68,10 +62,5 @@ int vs_vhost_add_mem_reg_exec(struct vs_vhost_dev *d, struct vs_vhost_msg *msg, 
 int vs_vhost_rem_mem_reg_exec(struct vs_vhost_dev *d, struct vs_vhost_msg *msg, char *why,
 			      size_t whylen);
 void vs_vhost_mem_unmap_all(struct vs_vhost_dev *d);
-
-/* guard.c: register a mapping of guest memory (page: its page size); the slot, or -errno
- * (then the mapping is not guarded and must not be used). */
-int vs_vhost_guard_add(void *base, size_t len, size_t page, struct vs_vhost_fault *fault);
-void vs_vhost_guard_remove(int slot);
 
 #endif /* VS_VHOST_INT_H */

@@ -204,6 +204,13 @@ bool vs_vq_drv_should_kick(struct vs_vq_drv *vq);
  * >= size or not in flight, len > the chain's writable bytes). */
 int vs_vq_drv_get_used(struct vs_vq_drv *vq, uint16_t *head, uint32_t *len);
 bool vs_vq_drv_has_used(struct vs_vq_drv *vq);
+/* used->idx as the device last published it (acquire), unchecked: a look for "anything
+ * new?" that need not own the queue.  `used` is vq->used, which such a caller keeps a copy
+ * of, fixed once the ring is laid out (vs_vq_drv_init rewrites vq itself). */
+static inline uint16_t vs_vq_drv_used_idx(const struct vs_vring_used *used)
+{
+	return vs_le16(__atomic_load_n(&used->idx, __ATOMIC_ACQUIRE));
+}
 /* Interrupt suppression.  EVENT_IDX: enable writes used_event = last_used_idx, disable stops
  * updating it; else avail->flags NO_INTERRUPT.  Enabling ends with a full barrier: re-check
  * vs_vq_drv_has_used() afterwards. */

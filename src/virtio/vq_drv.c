@@ -184,7 +184,7 @@ bool vs_vq_drv_should_kick(struct vs_vq_drv *vq)
 
 bool vs_vq_drv_has_used(struct vs_vq_drv *vq)
 {
-	return !vq->broken && vs_le16(ring_read_acquire(&vq->used->idx)) != vq->last_used_idx;
+	return !vq->broken && vs_vq_drv_used_idx(vq->used) != vq->last_used_idx;
 }
 
 /* What was wrong with a used entry, reported out of line: with the error sites in
@@ -231,7 +231,7 @@ int vs_vq_drv_get_used(struct vs_vq_drv *vq, uint16_t *head, uint32_t *len)
 	if (vq->broken)
 		return -EIO;
 	/* Acquire: the used entry read below is at least as new as the idx. */
-	idx = vs_le16(ring_read_acquire(&vq->used->idx));
+	idx = vs_vq_drv_used_idx(vq->used);
 	if (idx == vq->last_used_idx)
 		return -EAGAIN;
 	if ((uint16_t)(idx - vq->last_used_idx) > vq->size)

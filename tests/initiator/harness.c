@@ -18,7 +18,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
-#include "trace/tracetools.h"
+#include "tracetools/tracetools.h"
 
 uint64_t now_ms(void)
 {

@@ -628,7 +628,7 @@ static void test_stuck_client(void **state)
 
 /* Run `vioscope target` with these extra arguments and wait (deadline) for it to exit:
  * its exit status, its stderr in err. */
-static int run_target(const char *dir, const char *rpc, char *err, size_t errlen)
+static int run_target(const char *dir, const char *rpc, char *why, size_t whylen)
 {
 	char sock[128], log[128];
 	pid_t p;
@@ -658,7 +658,7 @@ static int run_target(const char *dir, const char *rpc, char *err, size_t errlen
 	}
 	f = fopen(log, "r");
 	assert_non_null(f);
-	err[fread(err, 1, errlen - 1, f)] = 0;
+	why[fread(why, 1, whylen - 1, f)] = 0;
 	fclose(f);
 	unlink(log);
 	assert_int_equal(access(sock, F_OK), -1); /* its vhost-user socket went too */

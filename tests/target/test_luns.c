@@ -132,10 +132,10 @@ static void write_read(struct fx *x, unsigned lun, uint32_t lba, uint8_t seed)
 	assert_memory_equal(in, out, sizeof(out));
 }
 
-static int add(struct fx *x, unsigned id, const char *spec, char *err, size_t errlen)
+static int add(struct fx *x, unsigned id, const char *spec, char *why, size_t whylen)
 {
 	struct vs_target_lun l = {id, spec};
-	return vs_target_lun_add(x->g.t, &l, err, errlen);
+	return vs_target_lun_add(x->g.t, &l, why, whylen);
 }
 
 /* The errors the management calls give, each with its message, and the list. */

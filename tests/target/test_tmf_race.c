@@ -26,7 +26,7 @@
 #include <cmocka.h>
 
 #include "frontend.h"
-#include "trace/tracetools.h" /* vs__print_to */
+#include "trace/trace_shared.h" /* vs__print_to */
 #include "util/util.h"
 
 #define CTLQ	VS_VIRTIO_SCSI_VQ_CTRL

@@ -307,7 +307,7 @@ void forge_shape_threads(struct fbuf *cap, unsigned n, unsigned k)
 	fb_free(&rec);
 }
 
-/* The stage sites of src/trace/latency.c, as our programs record them. */
+/* The stage sites of src/tracetools/latency.c, as our programs record them. */
 enum { SUBMIT, KICK, DONE, POP, PUSH };
 static const struct forge_site stage_sites[] = {
     [SUBMIT] = {.fmt = "q %u tag %#llx lun %u op %#x",

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Hand-made trace files and captures for the hostile-input tests: valid layouts, built
- * byte by byte as docs/CAPTURE-FORMAT.md and src/trace/tracetools.h describe them, that
+ * byte by byte as docs/CAPTURE-FORMAT.md and src/tracetools/tracetools.h describe them, that
  * a test then damages, rewrites or races.  Nothing here goes through the tools, so a
  * test controls every byte the tools are given.
  */
@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "trace/tracetools.h"
+#include "tracetools/tracetools.h"
 
 /* A growing byte buffer (aborts when out of memory: these are tests). */
 struct fbuf {

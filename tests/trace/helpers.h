@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "trace/tracetools.h"
+#include "tracetools/tracetools.h"
 
 /* A fresh directory from mkdtemp, for VIOSCOPE_TRACE_DIR; 0 or -errno. */
 int th_mkdtemp(char *out, size_t len, const char *tag);

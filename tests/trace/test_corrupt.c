@@ -455,7 +455,7 @@ static void test_damaged_capture_is_refused(void **state)
 }
 
 /* Was a bug: the CLOCK section is trusted for the TSC-to-wall-time conversion
- * (src/trace/capture.c to_real): ts1 = ts0 + 1 with a 10^18 ns span makes the rate
+ * (src/tracetools/capture.c to_real): ts1 = ts0 + 1 with a 10^18 ns span makes the rate
  * 10^18 and the result an out-of-range long double cast to uint64_t (undefined
  * behaviour: UBSan stops the sanitizer build; elsewhere the times come out as
  * 1970).  Expected: the capture is refused with the offset, or its times are sane

@@ -29,7 +29,7 @@
 
 #include <vioscope/trace.h>
 
-#include "trace/tracetools.h"
+#include "tracetools/tracetools.h"
 
 /* ---- expected messages --------------------------------------------------------------- */
 #define MAX_EXPECT 512
@@ -612,7 +612,7 @@ static void emit_negative_star_width(void)
 
 /* Was a bug: a negative width taken from a '*' argument means "left-justify" in
  * printf ("[42    ]"); the decoder drops it ("[42]"), because -1 doubles as
- * "no width" (src/trace/format.c: width = -1 sentinel, `if (width >= 0)` when the
+ * "no width" (src/tracetools/format.c: width = -1 sentinel, `if (width >= 0)` when the
  * conversion spec is rebuilt; also `width < -4096` turns into +4096). */
 static void test_negative_star_width_left_justifies(void **state)
 {
@@ -622,7 +622,7 @@ static void test_negative_star_width_left_justifies(void **state)
 
 /* Was a bug: %n takes an argument (an int *) in printf, but the decoder shows it
  * without consuming it, so every later conversion reads the wrong argument: here
- * "%d" meets the pointer and prints "<bad arg>" instead of 7 (src/trace/format.c,
+ * "%d" meets the pointer and prints "<bad arg>" instead of 7 (src/tracetools/format.c,
  * the default case of the conversion switch). */
 static void test_percent_n_consumes_its_argument(void **state)
 {
@@ -643,7 +643,7 @@ static void emit_null_string(void)
 
 /* Was a bug: a NULL char * is recorded as an empty string and decodes as "",
  * where printf (glibc) prints "(null)": NULL and "" can't be told apart in a trace.
- * (include/vioscope/trace.h vs__strlen/vs__put_str; src/trace/format.c). */
+ * (include/vioscope/trace.h vs__strlen/vs__put_str; src/tracetools/format.c). */
 static void test_null_string_decodes_as_null(void **state)
 {
 	(void)state;

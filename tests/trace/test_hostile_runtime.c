@@ -27,7 +27,7 @@
 
 #include <vioscope/trace.h>
 
-#include "trace/tracetools.h"
+#include "tracetools/tracetools.h"
 
 #include "stepper.h"
 

@@ -25,7 +25,7 @@
 
 #include <vioscope/trace.h>
 
-#include "trace/tracetools.h"
+#include "tracetools/tracetools.h"
 
 #include "sequence.h"
 #include "stepper.h"

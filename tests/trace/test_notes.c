@@ -15,7 +15,7 @@
 #include "proto/scsi_proto.h"
 #include "proto/vhost_proto.h"
 #include "proto/virtio_scsi_proto.h"
-#include "trace/tracetools.h"
+#include "tracetools/tracetools.h"
 
 /* ---- our own sites --------------------------------------------------------------------- */
 struct decoded {

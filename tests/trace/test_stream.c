@@ -20,7 +20,7 @@
 #include <cmocka.h>
 
 #include "driver.h"
-#include "trace/tracetools.h"
+#include "tracetools/tracetools.h"
 #include "workload.h"
 
 /* Each test runs in its own VIOSCOPE_TRACE_DIR (helpers.h, struct th_tmpdir). */

@@ -43,7 +43,7 @@
 
 #include "workload.h"
 #if VS_TRACE_TIER > 0
-#include "trace/tracetools.h"
+#include "tracetools/tracetools.h"
 #endif
 
 static unsigned opt_n = 1000, opt_threads = 1;

@@ -21,7 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "trace/tracetools.h"
+#include "tracetools/tracetools.h"
 
 #define CTF_MAGIC      0xC1FC1FC1u
 #define FIELD_NAME_MAX 32

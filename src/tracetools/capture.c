@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "trace/tracetools.h"
+#include "tracetools/tracetools.h"
 #include "util/util.h"
 
 /* ---- writer ------------------------------------------------------------------------------ */

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "trace/tracetools.h"
+#include "tracetools/tracetools.h"
 
 #define POLL_NS 5000000L /* 5 ms between passes */
 

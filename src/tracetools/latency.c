@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trace/tracetools.h"
+#include "tracetools/tracetools.h"
 
 /* ---- the stage events: which site says what -------------------------------------------- */
 enum stage_ev { EV_NONE, D_SUBMIT, D_WITHDRAWN, D_KICK, D_POLL, D_DONE, T_POP, B_SUBMIT, B_DONE, T_DONE };

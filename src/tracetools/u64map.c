@@ -9,7 +9,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "trace/tracetools.h"
+#include "tracetools/tracetools.h"
 
 struct vs_u64map_slot {
 	uint64_t key;

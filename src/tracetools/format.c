@@ -11,9 +11,8 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
-#include "trace/tracetools.h"
+#include "tracetools/tracetools.h"
 
 struct out {
 	char *p;
@@ -128,17 +127,6 @@ static int next_arg(struct args *a, struct val *v)
 	return -1;
 }
 
-/* The length of a note "{name}" at f (name: lower-case letters, digits, '_'), or 0. */
-static size_t note_len(const char *f)
-{
-	size_t n = 1;
-	if (f[0] != '{')
-		return 0;
-	while ((f[n] >= 'a' && f[n] <= 'z') || (f[n] >= '0' && f[n] <= '9') || f[n] == '_')
-		n++;
-	return n > 1 && f[n] == '}' && n <= VS_NOTE_NAME_MAX ? n + 1 : 0;
-}
-
 static const struct vs_note *find_note(const struct vs_note *notes, size_t nnotes, const char *f,
 				       size_t n)
 {
@@ -172,42 +160,6 @@ static void apply_note(struct out *o, size_t mark, const struct vs_note *note,
 	if (o->cap)
 		o->p[o->len] = '\0';
 	emit(o, text, n);
-}
-
-size_t vs_format_drop_notes(char *out, size_t outlen, const char *fmt)
-{
-	size_t n = 0;
-	bool after_conversion = false;
-	if (!outlen)
-		return 0;
-	for (const char *f = fmt; *f && n + 1 < outlen;) {
-		size_t skip = after_conversion ? note_len(f) : 0;
-		if (skip) {
-			f += skip;
-			after_conversion = false;
-			continue;
-		}
-		after_conversion = false;
-		if (f[0] == '%' && f[1] == '%') {
-			out[n++] = *f++;
-			if (n + 1 < outlen)
-				out[n++] = *f++;
-			continue;
-		}
-		if (f[0] == '%') {
-			/* copy the conversion up to its conversion character */
-			out[n++] = *f++;
-			while (*f && n + 1 < outlen && strchr("-+ #0'*.0123456789hljztqL", *f))
-				out[n++] = *f++;
-			if (*f && n + 1 < outlen)
-				out[n++] = *f++;
-			after_conversion = true;
-			continue;
-		}
-		out[n++] = *f++;
-	}
-	out[n] = '\0';
-	return n;
 }
 
 int vs_format_message(char *buf, size_t buflen, const struct vs_meta_site *site,
@@ -422,7 +374,7 @@ int vs_format_message_noted(char *buf, size_t buflen, const struct vs_meta_site 
 			break;
 		}
 		/* "{name}" right after a conversion: a decode-time name for its value. */
-		size_t nl = note_len(f);
+		size_t nl = vs_note_len(f);
 		if (nl) {
 			apply_note(&o, mark, find_note(notes, nnotes, f, nl), &v);
 			f += nl;
@@ -434,47 +386,6 @@ bad:
 		break;
 	}
 	return rc;
-}
-
-void vs_format_walltime(char *out, size_t outlen, uint64_t real_ns)
-{
-	time_t sec = (time_t)(real_ns / 1000000000ull);
-	struct tm tm;
-	char date[32];
-	localtime_r(&sec, &tm);
-	strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S", &tm);
-	snprintf(out, outlen, "%s.%09llu", date, (unsigned long long)(real_ns % 1000000000ull));
-}
-
-int vs_format_prefix(char *out, size_t outlen, uint64_t real_ns, uint32_t tid, unsigned level,
-		     const char *provider, const char *flag, const char *caller, const char *func)
-{
-	char t[64], pf[128];
-	static const char *const tags[] = { "OFF", "CRIT", "ERROR", "WARN", "INFO", "VERB" };
-	vs_format_walltime(t, sizeof t, real_ns);
-	snprintf(pf, sizeof pf, "%s%s%s", provider ? provider : "",
-		 provider && provider[0] ? "." : "", flag ? flag : "?");
-	return snprintf(out, outlen, "%s %-6u %-5s %-14s %s%s%s: ", t, tid,
-			level <= VS_LEVEL_MAX ? tags[level] : "?", pf, caller ? caller : "",
-			caller ? ">" : "", func ? func : "?");
-}
-
-char *vs_format_hex(char *out, size_t outlen, const uint8_t *p, size_t n, bool cut)
-{
-	static const char digits[] = "0123456789abcdef";
-	size_t o = 0;
-	if (!outlen)
-		return out;
-	for (size_t i = 0; i < n && o + 2 < outlen; i++) {
-		out[o++] = digits[p[i] >> 4];
-		out[o++] = digits[p[i] & 15];
-	}
-	if (cut && o + 5 < outlen) {
-		memcpy(out + o, "[...]", 5);
-		o += 5;
-	}
-	out[o] = '\0';
-	return out;
 }
 
 /* ---- escaping for terminals and JSON ------------------------------------------------------

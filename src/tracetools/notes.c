@@ -11,7 +11,7 @@
 #include "proto/scsi_proto.h"
 #include "proto/vhost_proto.h"
 #include "proto/virtio_scsi_proto.h"
-#include "trace/tracetools.h"
+#include "tracetools/tracetools.h"
 
 /* proto's names for values it does not know ("unsupported", "UNKNOWN", "?") mean
  * "no name": the decoder then shows the number. */

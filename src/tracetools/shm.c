@@ -13,7 +13,6 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
@@ -24,34 +23,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "trace/tracetools.h"
-
-const char *vs_shm_dir(void)
-{
-	const char *d = getenv("VIOSCOPE_TRACE_DIR");
-	return d && *d ? d : "/dev/shm";
-}
-
-uint64_t vs_proc_start_time(int pid)
-{
-	char path[64], buf[1024];
-	snprintf(path, sizeof path, "/proc/%d/stat", pid);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return 0;
-	size_t n = fread(buf, 1, sizeof buf - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	/* comm may contain spaces and parentheses: fields restart after the last ')' */
-	char *p = strrchr(buf, ')');
-	if (!p)
-		return 0;
-	p++;
-	for (int field = 3; field < 22 && p; field++) {
-		p = strchr(p + 1, ' ');
-	}
-	return p ? strtoull(p + 1, NULL, 10) : 0;
-}
+#include "tracetools/tracetools.h"
+#include "util/util.h"
 
 bool vs_shm_owner_alive(const struct vs_shm *s)
 {
@@ -62,88 +35,12 @@ bool vs_shm_owner_alive(const struct vs_shm *s)
 	return st == 0 || st == s->snap.start_time;
 }
 
-/* ---- surviving a file that shrinks under its mapping ---------------------------------
- * Touching a shared mapping past the end of its file raises SIGBUS.  The owner of a
- * trace file can truncate it at any time; a tool must not die of it with a capture
- * half written.  Each mapping is registered here; on SIGBUS inside one, the handler
- * puts private zero pages over the whole mapping (so the access, and every later one,
- * completes) and marks it shrunk; the tools check vs_shm_shrunk() and stop with an
- * error.  A SIGBUS anywhere else gets the disposition it had before us. */
-#define GUARD_SLOTS 64
-enum { GUARD_FREE, GUARD_CLAIMED, GUARD_ACTIVE };
-static struct guard {
-	int state;
-	void *base;
-	size_t len;
-	int shrunk;
-} guards[GUARD_SLOTS];
-static struct sigaction guard_prev;
-static pthread_mutex_t guard_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static void guard_on_sigbus(int sig, siginfo_t *si, void *uc)
-{
-	uintptr_t a = (uintptr_t)si->si_addr;
-	for (int i = 0; i < GUARD_SLOTS; i++) {
-		struct guard *g = &guards[i];
-		if (__atomic_load_n(&g->state, __ATOMIC_ACQUIRE) != GUARD_ACTIVE ||
-		    a - (uintptr_t)g->base >= g->len)
-			continue;
-		/* mmap is a plain system call: safe here in practice, if not by POSIX's list */
-		if (mmap(g->base, g->len, PROT_READ | PROT_WRITE,
-			 MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) == MAP_FAILED)
-			break;
-		__atomic_store_n(&g->shrunk, 1, __ATOMIC_RELEASE);
-		return;
-	}
-	if ((guard_prev.sa_flags & SA_SIGINFO) && guard_prev.sa_sigaction) {
-		guard_prev.sa_sigaction(sig, si, uc);
-		return;
-	}
-	if (guard_prev.sa_handler != SIG_DFL && guard_prev.sa_handler != SIG_IGN) {
-		guard_prev.sa_handler(sig);
-		return;
-	}
-	/* Not ours: put the old disposition back; the faulting access repeats under it. */
-	sigaction(SIGBUS, &guard_prev, NULL);
-}
-
-/* Ours must be the handler while a mapping is guarded; whoever set one since (a test
- * framework, the program) is called for the faults that are not ours. */
-static void guard_install(void)
-{
-	struct sigaction cur,
-	    sa = {.sa_sigaction = guard_on_sigbus, .sa_flags = SA_SIGINFO | SA_NODEFER};
-	sigemptyset(&sa.sa_mask);
-	pthread_mutex_lock(&guard_lock);
-	if (sigaction(SIGBUS, NULL, &cur) == 0 && cur.sa_sigaction != guard_on_sigbus) {
-		guard_prev = cur;
-		sigaction(SIGBUS, &sa, NULL);
-	}
-	pthread_mutex_unlock(&guard_lock);
-}
-
-static struct guard *guard_add(void *base, size_t len)
-{
-	guard_install();
-	for (int i = 0; i < GUARD_SLOTS; i++) {
-		int want = GUARD_FREE;
-		struct guard *g = &guards[i];
-		if (!__atomic_compare_exchange_n(&g->state, &want, GUARD_CLAIMED, false,
-						 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
-			continue;
-		g->base = base;
-		g->len = len;
-		g->shrunk = 0;
-		__atomic_store_n(&g->state, GUARD_ACTIVE, __ATOMIC_RELEASE);
-		return g;
-	}
-	return NULL;
-}
-
+/* The file's owner can truncate it at any time: the mapping is guarded against SIGBUS
+ * (util: vs_map_guard_add), reads as zeros from the faulting page on, and the tools check
+ * vs_shm_shrunk() and stop with an error, their capture whole. */
 bool vs_shm_shrunk(const struct vs_shm *s)
 {
-	const struct guard *g = s->guard;
-	return g && __atomic_load_n(&g->shrunk, __ATOMIC_ACQUIRE);
+	return __atomic_load_n(&s->fault.addr, __ATOMIC_ACQUIRE) != 0;
 }
 
 /* ---- open -------------------------------------------------------------------------- */
@@ -241,6 +138,7 @@ int vs_shm_open(struct vs_shm *s, const char *target, char *why, size_t whylen)
 
 	memset(s, 0, sizeof *s);
 	s->fd = -1;
+	s->guard = -1;
 	if (*target && !*end && pid > 0)
 		snprintf(s->path, sizeof s->path, "%s/%s%ld", vs_shm_dir(), VS_SHM_PREFIX, pid);
 	else
@@ -274,11 +172,12 @@ int vs_shm_open(struct vs_shm *s, const char *target, char *why, size_t whylen)
 		snprintf(why, whylen, "%s: mmap: %s", s->path, strerror(-rc));
 		goto fail;
 	}
-	s->guard = guard_add(s->hdr, s->size);
-	if (!s->guard) {
-		rc = -EMFILE;
-		snprintf(why, whylen, "%s: more than %d trace files open at once", s->path,
-			 GUARD_SLOTS);
+	s->fault.wake_fd = -1;
+	s->guard = vs_map_guard_add(s->hdr, s->size, (size_t)sysconf(_SC_PAGESIZE), &s->fault);
+	if (s->guard < 0) {
+		rc = s->guard;
+		snprintf(why, whylen, "%s: cannot guard its mapping against the file shrinking: %s",
+			 s->path, strerror(-rc));
 		goto fail;
 	}
 	/* The one read of the header: everything below uses the copy. */
@@ -304,12 +203,10 @@ fail:
 
 void vs_shm_close(struct vs_shm *s)
 {
-	struct guard *g = s->guard;
+	vs_map_guard_remove(s->guard);
+	s->guard = -1;
 	if (s->hdr)
 		munmap(s->hdr, s->size);
-	if (g)
-		__atomic_store_n(&g->state, GUARD_FREE, __ATOMIC_RELEASE);
-	s->guard = NULL;
 	if (s->fd >= 0)
 		close(s->fd);
 	vs_meta_free(&s->meta);

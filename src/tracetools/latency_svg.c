@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trace/tracetools.h"
+#include "tracetools/tracetools.h"
 
 #define WIDTH  960
 #define LEFT   130 /* stage names */

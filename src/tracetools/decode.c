@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trace/tracetools.h"
+#include "tracetools/tracetools.h"
 
 struct dctx {
 	const struct vs_decode_opts *o;

@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "trace/tracetools.h"
+#include "tracetools/tracetools.h"
 #include "util/util.h"
 
 /* Bytes of one ring's backlog taken per pass over the rings. */

@@ -1,22 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The guest memory guard.  A frontend can shrink the file behind guest memory (ftruncate
- * of a memfd it did not seal with F_SEAL_SHRINK) while we use it: the next access past the
- * file's new end raises SIGBUS, which would kill the target.  Every mapping of guest memory
- * is registered here.  A process-wide SIGBUS handler that finds the faulting address in one
- * of them maps anonymous memory over that mapping from the faulting page to its end (a
- * shrink takes the file's tail), records the fault for the device that owns the mapping,
- * wakes its server and returns: the access completes on zeros, and the server drops that
- * frontend (vs_vhost_dev_fault).  A SIGBUS anywhere else goes to the handler that was there
- * before, or kills the process as it would have without us.
+ * Mappings guarded against SIGBUS.  Whoever can shrink the file behind a shared mapping (a
+ * vhost-user frontend its guest memory, another process of our user a trace file) makes
+ * the next access past the file's new end raise SIGBUS, which would kill the process.
+ * Each such mapping is registered here.  A process-wide SIGBUS handler that finds the
+ * faulting address in one of them maps anonymous memory over that mapping from the
+ * faulting page to its end (a shrink takes the file's tail), records the fault for the
+ * mapping's owner, writes its wake-up eventfd and returns: the access completes on zeros,
+ * and the owner, seeing the fault, stops using the mapping (the vhost server drops that
+ * frontend, the trace tools stop with an error).  A SIGBUS anywhere else goes to the
+ * handler that was there before, or kills the process as it would have without us.
  *
  * The handler jumps nowhere: no thread stops half way through an update of a list, a
- * counter or a lock, so the device's own state stays consistent.  The price is that the
- * accesses made after the fault, until the queues stop, see zeros.  io_uring reaches
- * guest memory through the kernel: a fault there is -EFAULT in a completion, not a signal.
+ * counter or a lock, so the owner's state stays consistent.  The price is that the
+ * accesses made after the fault, until the owner notices, see zeros.
  *
- * The registry is written by the serving threads (under a mutex) and read by the handler
- * on any thread, so each slot is a seqlock: a reader never acts on a half-written slot.
+ * The registry is written under a mutex and read by the handler on any thread, so each
+ * slot is a seqlock: the handler never acts on a half-written slot.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -27,25 +27,21 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <vioscope/trace.h>
+#include "util/util.h"
 
-#include "vhost/vhost_int.h"
-
-#define GUARD_SLOTS 256 /* mappings guarded at once, all devices of the process together */
+#define GUARD_SLOTS 256 /* mappings guarded at once, all owners of the process together */
 
 struct guard_slot {
 	unsigned seq; /* odd while the slot is being written */
 	uintptr_t base;
 	size_t len; /* 0: free */
 	size_t page;
-	struct vs_vhost_fault *fault;
+	struct vs_map_fault *fault;
 };
 
 static struct guard_slot slots[GUARD_SLOTS];
 static pthread_mutex_t slots_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_once_t handler_once = PTHREAD_ONCE_INIT;
 static struct sigaction previous; /* the SIGBUS action before ours */
-static int install_rc;
 
 /* What would have happened without us: the previous handler, or the default action (the
  * faulting instruction runs again and the kernel delivers SIGBUS with SIG_DFL). */
@@ -109,25 +105,32 @@ static void on_sigbus(int sig, siginfo_t *si, void *uctx)
 	pass_on(sig, si, uctx);
 }
 
-static void install(void)
+/* Ours must be the handler while a mapping is guarded.  Whoever set one since (a test
+ * framework sets its own around each test and puts the old one back after it, a
+ * program may too) is taken as the handler before ours, called for the faults that are
+ * not ours.  Under slots_lock. */
+static int install(void)
 {
-	struct sigaction sa = {.sa_sigaction = on_sigbus, .sa_flags = SA_SIGINFO | SA_ONSTACK};
+	struct sigaction cur, sa = {.sa_sigaction = on_sigbus, .sa_flags = SA_SIGINFO | SA_ONSTACK};
 
 	sigemptyset(&sa.sa_mask);
-	if (sigaction(SIGBUS, &sa, &previous) < 0) {
-		install_rc = -errno;
-		VS_ERROR(MEMORY, "guest memory guard: sigaction(SIGBUS): %s", strerror(errno));
-	}
+	if (sigaction(SIGBUS, NULL, &cur) < 0)
+		return -errno;
+	if ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_sigbus)
+		return 0;
+	previous = cur;
+	return sigaction(SIGBUS, &sa, NULL) < 0 ? -errno : 0;
 }
 
-int vs_vhost_guard_add(void *base, size_t len, size_t page, struct vs_vhost_fault *fault)
+int vs_map_guard_add(void *base, size_t len, size_t page, struct vs_map_fault *fault)
 {
-	int slot = -ENOSPC;
+	int rc;
 
-	pthread_once(&handler_once, install);
-	if (install_rc)
-		return install_rc;
 	pthread_mutex_lock(&slots_lock);
+	rc = install();
+	if (rc < 0)
+		goto out;
+	rc = -ENOSPC;
 	for (unsigned i = 0; i < GUARD_SLOTS; i++) {
 		struct guard_slot *s = &slots[i];
 
@@ -140,16 +143,15 @@ int vs_vhost_guard_add(void *base, size_t len, size_t page, struct vs_vhost_faul
 		__atomic_store_n(&s->fault, fault, __ATOMIC_RELAXED);
 		__atomic_store_n(&s->len, len, __ATOMIC_RELAXED);
 		__atomic_store_n(&s->seq, s->seq + 1, __ATOMIC_RELEASE);
-		slot = (int)i;
+		rc = (int)i;
 		break;
 	}
+out:
 	pthread_mutex_unlock(&slots_lock);
-	if (slot < 0)
-		VS_ERROR(MEMORY, "guest memory guard: all %u slots in use", GUARD_SLOTS);
-	return slot;
+	return rc;
 }
 
-void vs_vhost_guard_remove(int slot)
+void vs_map_guard_remove(int slot)
 {
 	struct guard_slot *s;
 
