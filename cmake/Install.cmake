@@ -1,6 +1,7 @@
 # `cmake --install BUILD [--prefix DIR]`: what a program needs to trace itself with
 # vioscope or to embed its target or initiator, the tools, and what runs them.
-#   include/vioscope/trace.h, target.h, initiator.h          the public APIs
+#   include/vioscope/trace.h, target.h, initiator.h          the public APIs (and
+#     trace_impl.h, what trace.h's macros expand to)
 #   lib/libvioscope_trace.so.*, lib/libvioscope_trace.a     the trace runtime
 #   lib/libvioscope_target-<flavour>.a                       the target and its layers
 #   lib/libvioscope_initiator-<flavour>.a                    the initiator and its layers
@@ -14,6 +15,7 @@
 include(CMakePackageConfigHelpers)
 
 install(FILES ${PROJECT_SOURCE_DIR}/include/vioscope/trace.h
+  ${PROJECT_SOURCE_DIR}/include/vioscope/trace_impl.h
   ${PROJECT_SOURCE_DIR}/include/vioscope/target.h
   ${PROJECT_SOURCE_DIR}/include/vioscope/initiator.h
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/vioscope)

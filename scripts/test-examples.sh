@@ -21,7 +21,8 @@ fail() { echo "test-examples: $*" >&2; exit 1; }
 
 prefix=$work/prefix
 cmake --install "$build" --prefix "$prefix" >/dev/null
-for f in include/vioscope/trace.h include/vioscope/target.h include/vioscope/initiator.h \
+for f in include/vioscope/trace.h include/vioscope/trace_impl.h \
+	include/vioscope/target.h include/vioscope/initiator.h \
 	lib/libvioscope_trace.a lib/libvioscope_trace.so lib/libvioscope_target-cold.a \
 	lib/libvioscope_initiator-cold.a lib/cmake/vioscope/vioscopeConfig.cmake \
 	lib/pkgconfig/vioscope-trace-cold.pc lib/pkgconfig/vioscope-target-cold.pc bin/vioscope; do

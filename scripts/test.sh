@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it:
 #   1. gcc build, warnings are errors, all tests (unit, integration, guest, ceph); the
-#      install and examples/ built against it out of tree, run, recorded and decoded
+#      install and examples/ built against it out of tree, run, recorded and decoded;
+#      then the non-guest tests twice more at -j8 beside a CPU hog (scripts/test-loaded.sh):
+#      a test that fails only on a busy machine fails here, before it lands
 #   2. clang build, warnings are errors
 #   3. AddressSanitizer + UndefinedBehaviorSanitizer build (clang), all tests but the guest
 #      tests (the ceph tests included: they start their own single-host cluster)
@@ -34,6 +36,8 @@ if ((quick)); then
 	exit 0
 fi
 (cd build && ctest --output-on-failure -j2)
+step "tests under load (gcc): the non-guest tests at -j8 beside a CPU hog, twice"
+scripts/test-loaded.sh build 2
 
 step "clang build (-Werror)"
 CC=clang scripts/build.sh build-clang -DVIOSCOPE_WERROR=ON

@@ -457,24 +457,6 @@ static __attribute__((noinline)) int bio_check(const struct vs_backend *be,
 	return 0;
 }
 
-/* A bio refused by the checks (why) or by the backend's submit (rc).  Out of line: the
- * warnings' arguments inline made vs_backend_submit save three more registers on every
- * request, in every flavour with sites. */
-static __attribute__((noinline, cold)) void submit_refused_event(const struct vs_backend *be,
-								 const struct vs_bio *bio,
-								 const char *why, int rc)
-{
-	if (why)
-		VS_WARNING(BACKEND, "%s bio %s off %llu len %llu rejected: %s", be->ops->kind,
-			   vs_bio_op_name(bio->op), (unsigned long long)bio->offset,
-			   (unsigned long long)bio->len, why);
-	else
-		VS_WARNING(BACKEND, "%s bio %s off %llu len %llu failed at submit: %s",
-			   be->ops->kind, vs_bio_op_name(bio->op), (unsigned long long)bio->offset,
-			   (unsigned long long)bio->len, strerror(-rc));
-	(void)be, (void)bio, (void)rc; /* the off flavour */
-}
-
 /* A zero-length bio, or a flush (whatever its length): a flush fails at once with the
  * writeback error its backend keeps, else goes to the backend watched for its result. */
 static __attribute__((noinline, cold)) int dispatch_empty(struct vs_backend *be,
@@ -534,7 +516,9 @@ int vs_backend_submit(struct vs_backend *be, struct vs_io_ctx *ctx, struct vs_bi
 
 	rc = bio_check(be, bio, &why);
 	if (__builtin_expect(rc < 0, 0)) {
-		submit_refused_event(be, bio, why, rc);
+		VS_WARNING(BACKEND, "%s bio %s off %llu len %llu rejected: %s", be->ops->kind,
+			   vs_bio_op_name(bio->op), (unsigned long long)bio->offset,
+			   (unsigned long long)bio->len, why);
 		return rc;
 	}
 	if (ctx->inflight >= ctx->depth)
@@ -549,6 +533,8 @@ int vs_backend_submit(struct vs_backend *be, struct vs_io_ctx *ctx, struct vs_bi
 	if (rc == 0)
 		ctx->inflight++;
 	else if (__builtin_expect(rc != -EAGAIN, 0))
-		submit_refused_event(be, bio, NULL, rc);
+		VS_WARNING(BACKEND, "%s bio %s off %llu len %llu failed at submit: %s",
+			   be->ops->kind, vs_bio_op_name(bio->op), (unsigned long long)bio->offset,
+			   (unsigned long long)bio->len, strerror(-rc));
 	return rc;
 }

@@ -119,13 +119,6 @@ static void ctx_signal_deferred(struct vs_io_ctx *ctx)
 		ctx->signalled = true;
 }
 
-/* Out of line (TRACING.md section 8): vs_io_ctx_submit runs on every worker pass. */
-static __attribute__((noinline, cold)) void submit_failed_event(const struct vs_io_ctx *ctx, int rc)
-{
-	VS_ERROR(BACKEND, "io ctx %p: io_uring_submit: %s", ctx, strerror(-rc));
-	(void)ctx, (void)rc; /* the off flavour */
-}
-
 int vs_io_ctx_submit(struct vs_io_ctx *ctx)
 {
 	int rc = 0;
@@ -133,7 +126,7 @@ int vs_io_ctx_submit(struct vs_io_ctx *ctx)
 	if (io_uring_sq_ready(&ctx->ring)) {
 		rc = io_uring_submit(&ctx->ring);
 		if (__builtin_expect(rc < 0, 0))
-			submit_failed_event(ctx, rc);
+			VS_ERROR(BACKEND, "io ctx %p: io_uring_submit: %s", ctx, strerror(-rc));
 	}
 	ctx_signal_deferred(ctx);
 	return rc < 0 ? rc : 0;
@@ -314,16 +307,6 @@ static __attribute__((noinline, cold)) bool hooked_complete(struct vs_io_ctx *ct
 }
 
 /* Run bio's done(): true, or false when a test-only delay holds it back for later. */
-/* Out of line, so that bio_complete stays small enough to be inlined in its callers on
- * every request (with this warning inline it was a call of its own: 26 instructions per
- * request in the flavours with sites). */
-static __attribute__((noinline, cold)) void bio_failed_event(const struct vs_bio *bio, int res)
-{
-	VS_WARNING(BACKEND, "%s off %llu len %llu failed: %s", vs_bio_op_name(bio->op),
-		   (unsigned long long)bio->offset, (unsigned long long)bio->len, strerror(-res));
-	(void)bio, (void)res; /* the off flavour */
-}
-
 static inline __attribute__((always_inline)) bool bio_complete(struct vs_io_ctx *ctx, struct vs_bio *bio,
 								   int res)
 {
@@ -331,7 +314,9 @@ static inline __attribute__((always_inline)) bool bio_complete(struct vs_io_ctx 
 		return false;
 	ctx->inflight--;
 	if (__builtin_expect(res < 0, 0))
-		bio_failed_event(bio, res);
+		VS_WARNING(BACKEND, "%s off %llu len %llu failed: %s", vs_bio_op_name(bio->op),
+			   (unsigned long long)bio->offset, (unsigned long long)bio->len,
+			   strerror(-res));
 	bio->done(bio, res);
 	return true;
 }

@@ -110,25 +110,6 @@ static inline void slot_free(struct vs_ini_queue *q, uint16_t s)
 	q->free_slots[q->nfree++] = s;
 }
 
-/* The driver's completion instant (trace latency), named after reap_one's caller.  In a
- * helper: its record inline cost the reaping loop spilled registers on every completion,
- * tracing off included.  No latency argument: it took a clock read per request (the
- * event's own timestamp is a TSC read), and `trace latency` has it from the submit and
- * done events' timestamps. */
-static __attribute__((noinline)) void done_event(const struct vs_ini_queue *q,
-						 const struct ini_slot *sl,
-						 const struct vs_ini_io *io,
-						 const struct vs_caller *vs__caller_id)
-{
-	VS_VERBOSE_HP_ALSO(IO, STAGE,
-			   "q %u tag %#llx done: response %u status %#x sense %u key %u resid %u "
-			   "result %d",
-			   q->v.idx, (unsigned long long)sl->tag, io->response, io->scsi_status,
-			   io->sense_len, vs_scsi_sense_key(io->sense, io->sense_len), io->resid,
-			   io->result);
-	(void)q, (void)sl, (void)io, (void)vs__caller_id; /* flavours without hot sites */
-}
-
 /* Take one used chain.  1: consumed (*out the io to complete, or NULL when the slot was an
  * orphan or was requeued), 0: none, -EIO: the ring is broken.  Queue lock held. */
 static inline int reap_one(struct vs_ini_queue *q, struct vs_ini_io **out VS_CALLER_PARAM)
@@ -166,8 +147,16 @@ static inline int reap_one(struct vs_ini_queue *q, struct vs_ini_io **out VS_CAL
 				return 1;
 		}
 	}
-	if (VS_HP_ENABLED_ALSO(VERBOSE, IO, STAGE))
-		done_event(q, sl, io, vs__caller_id);
+	/* The driver's completion instant (trace latency), named after reap_one's caller.  No
+	 * latency argument: it took a clock read per request (the event's own timestamp is a
+	 * TSC read), and `trace latency` has it from the submit and done events' timestamps. */
+	VS_STAGE_OOL(IO, done,
+		     "q %u tag %#llx done: response %u status %#x sense %u key %u resid %u "
+		     "result %d",
+		     (q, q->v.idx), (tag, (unsigned long long)sl->tag), (response, io->response),
+		     (status, io->scsi_status), (sense_len, io->sense_len),
+		     (sense_key, vs_scsi_sense_key(io->sense, io->sense_len)), (resid, io->resid),
+		     (result, io->result));
 	slot_free(q, s);
 	*out = io;
 	return 1;
@@ -204,8 +193,8 @@ static __attribute__((noinline)) int poll_reap(struct vs_ini_queue *q, unsigned 
 		q->kicks++;
 	pthread_mutex_unlock(&q->lock);
 	if (kick) {
-		VS_VERBOSE_HP_ALSO(NOTIFY, STAGE, "q %u kick after %u completions", q->v.idx,
-				   total);
+		VS_STAGE(NOTIFY, kick, "q %u kick after %u completions", (q, q->v.idx),
+			 (completions, total));
 		ini_kick(q);
 	}
 	return (int)total;

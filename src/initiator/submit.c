@@ -198,15 +198,15 @@ int ini_submit(struct vs_ini_queue *q, struct vs_ini_io *io, const uint8_t lun[8
 	}
 	/* Recorded before slot_add publishes the request: a polling device may pop it at
 	 * once, and `trace latency` wants the driver's submit before the device's pop. */
-	VS_VERBOSE_HP_ALSO(
-	    IO, STAGE,
-	    "q %u tag %#llx lun %u op %#x{scsi_op} lba %llu blocks %u bytes %llu segs %u", q->v.idx,
-	    (unsigned long long)tag, lun_idx, cdb[0], (unsigned long long)lba, nblocks,
-	    (unsigned long long)total, ndata);
+	VS_STAGE(IO, submit,
+		 "q %u tag %#llx lun %u op %#x{scsi_op} lba %llu blocks %u bytes %llu segs %u",
+		 (q, q->v.idx), (tag, (unsigned long long)tag), (lun, lun_idx), (op, cdb[0]),
+		 (lba, (unsigned long long)lba), (blocks, nblocks),
+		 (bytes, (unsigned long long)total), (segs, ndata));
 	if ((rc = slot_add(q, s, b, n, resp_at))) {
 		q->free_slots[q->nfree++] = s;
-		VS_VERBOSE_HP_ALSO(IO, STAGE, "q %u tag %#llx: withdrawn, not published: %d",
-				   q->v.idx, (unsigned long long)tag, rc);
+		VS_STAGE(IO, withdrawn, "q %u tag %#llx: withdrawn, not published: %d",
+			 (q, q->v.idx), (tag, (unsigned long long)tag), (err, rc));
 		rc = submit_locked_err(q, rc VS_CALLER_ARG);
 		goto unlock;
 	}
@@ -234,7 +234,7 @@ unlock:
 		return rc;
 	}
 	if (kick) {
-		VS_VERBOSE_HP_ALSO(NOTIFY, STAGE, "q %u kick", q->v.idx);
+		VS_STAGE(NOTIFY, kick, "q %u kick", (q, q->v.idx));
 		ini_kick(q);
 	}
 	return 0;

@@ -265,32 +265,6 @@ static bool iov_len_ok(const struct iovec *iov, int cnt, size_t len)
 	return vs_iov_total(iov, (unsigned)cnt, &sum) && sum == len;
 }
 
-/* The events of vs_scsi_exec, out of line (TRACING.md section 8), so that their records
- * add nothing to it but their tests.  (It still saves two registers more than in the off
- * flavour, cold and all alike: from elsewhere, not found; measured, docs/PERFORMANCE.md.) */
-static __attribute__((noinline, cold)) void exec_refused_event(const struct vs_scsi_dev *dev,
-							       const struct vs_scsi_cmd *cmd,
-							       const struct vs_io_ctx *ctx,
-							       bool lengths)
-{
-	if (!lengths)
-		VS_ERROR(SCSI, "exec: malformed command %p (dev %p ctx %p)", cmd, dev, ctx);
-	else
-		VS_ERROR(SCSI,
-			 "exec: tag %#llx: buffer lengths (in %zu, out %zu) differ from iovecs",
-			 (unsigned long long)cmd->tag, cmd->in_len, cmd->out_len);
-	(void)dev, (void)cmd, (void)ctx; /* the off flavour */
-}
-
-static __attribute__((noinline)) void exec_event(const struct vs_scsi_cmd *cmd, unsigned id)
-{
-	/* The CDB as its opcode's group sizes it: the decoder names the command. */
-	VS_VERBOSE_HP(SCSI, "tag %#llx lun %u cdb %s{cdb} in %zu out %zu",
-		      (unsigned long long)cmd->tag, id, VS_BYTES(cmd->cdb, cdb_shown(cmd)),
-		      cmd->in_len, cmd->out_len);
-	(void)cmd, (void)id; /* flavours without hot sites: never called */
-}
-
 int vs_scsi_exec(struct vs_scsi_dev *dev, unsigned id, struct vs_scsi_cmd *cmd,
 		 struct vs_io_ctx *ctx)
 {
@@ -299,12 +273,14 @@ int vs_scsi_exec(struct vs_scsi_dev *dev, unsigned id, struct vs_scsi_cmd *cmd,
 
 	if (!dev || !cmd || !cmd->done || !cmd->cdb || !ctx || !cmd->cdb_len ||
 	    cmd->cdb_len > VS_SCSI_CDB_MAX) {
-		exec_refused_event(dev, cmd, ctx, false);
+		VS_ERROR(SCSI, "exec: malformed command %p (dev %p ctx %p)", cmd, dev, ctx);
 		return -EINVAL;
 	}
 	if (!iov_len_ok(cmd->in_iov, cmd->in_iovcnt, cmd->in_len) ||
 	    !iov_len_ok(cmd->out_iov, cmd->out_iovcnt, cmd->out_len)) {
-		exec_refused_event(dev, cmd, ctx, true);
+		VS_ERROR(SCSI,
+			 "exec: tag %#llx: buffer lengths (in %zu, out %zu) differ from iovecs",
+			 (unsigned long long)cmd->tag, cmd->in_len, cmd->out_len);
 		return -EINVAL;
 	}
 	cmd->status = VS_SCSI_GOOD;
@@ -315,8 +291,10 @@ int vs_scsi_exec(struct vs_scsi_dev *dev, unsigned id, struct vs_scsi_cmd *cmd,
 	lun = id < VS_SCSI_MAX_LUNS ? lun_get(dev, id) : NULL;
 	cmd->st.lun = lun;
 	cmd->st.ctx = ctx;
-	if (VS_HP_ENABLED(VERBOSE, SCSI))
-		exec_event(cmd, id);
+	/* The CDB as its opcode's group sizes it: the decoder names the command. */
+	VS_VERBOSE_HP_OOL(SCSI, "tag %#llx lun %u cdb %s{cdb} in %zu out %zu",
+			  (unsigned long long)cmd->tag, id, VS_BYTES(cmd->cdb, cdb_shown(cmd)),
+			  cmd->in_len, cmd->out_len);
 
 	if (cmd->cdb[0] == VS_SCSI_OP_REPORT_LUNS)
 		rc = cdb_ok(cmd) ? report_luns(dev, cmd) : VS_SCSI_DONE;
@@ -327,19 +305,6 @@ int vs_scsi_exec(struct vs_scsi_dev *dev, unsigned id, struct vs_scsi_cmd *cmd,
 	if (rc == VS_SCSI_DONE)
 		vs_scsi_complete(cmd);
 	return 0;
-}
-
-/* Out of line: its six-argument record inline made vs_scsi_complete save four more
- * registers on every command, GOOD ones and tracing off included. */
-static __attribute__((noinline, cold)) void complete_check_condition_event(const struct vs_scsi_cmd *cmd)
-{
-	VS_VERBOSE_HP(SCSI,
-		      "tag %#llx op %#x{scsi_op} done: status %#x{scsi_status} sense %s{sense} "
-		      "resid in %zu out %zu",
-		      (unsigned long long)cmd->tag, cmd->cdb[0], cmd->status,
-		      VS_BYTES(cmd->sense, cmd->sense_len < 18 ? cmd->sense_len : 18),
-		      cmd->in_residual, cmd->out_residual);
-	(void)cmd; /* flavours without hot sites: never called */
 }
 
 void vs_scsi_complete(struct vs_scsi_cmd *cmd)
@@ -359,7 +324,12 @@ void vs_scsi_complete(struct vs_scsi_cmd *cmd)
 	st->iovs = NULL;
 	/* GOOD needs no event here: the transport's completion event says it (one per
 	 * stage); a CHECK CONDITION's sense is said here, where it is known. */
-	if (__builtin_expect(cmd->status != 0, 0) && VS_HP_ENABLED(VERBOSE, SCSI))
-		complete_check_condition_event(cmd);
+	if (__builtin_expect(cmd->status != 0, 0))
+		VS_VERBOSE_HP_OOL(SCSI,
+				  "tag %#llx op %#x{scsi_op} done: status %#x{scsi_status} sense "
+				  "%s{sense} resid in %zu out %zu",
+				  (unsigned long long)cmd->tag, cmd->cdb[0], cmd->status,
+				  VS_BYTES(cmd->sense, cmd->sense_len < 18 ? cmd->sense_len : 18),
+				  cmd->in_residual, cmd->out_residual);
 	cmd->done(cmd);
 }

@@ -32,8 +32,8 @@ static void io_bio_done(struct vs_bio *bio, int res)
 	 * here: this one says what it would, with the tag.  The bio's operation and range
 	 * are in its submit event (same tag and bio number): not repeated, so the record is
 	 * small and the site, off, costs this function no saved register. */
-	VS_VERBOSE_HP_ALSO(SCSI, STAGE, "tag %#llx: bio done, res %d (bio %u)",
-			   (unsigned long long)cmd->tag, res, (unsigned)(bio - st->bio));
+	VS_STAGE(SCSI, backend_done, "tag %#llx: bio done, res %d (bio %u)",
+		 (tag, (unsigned long long)cmd->tag), (res, res), (bio, (unsigned)(bio - st->bio)));
 	st->inflight--;
 	if (res < 0 && !st->err)
 		st->err = res;
@@ -56,18 +56,6 @@ static void io_bio_done(struct vs_bio *bio, int res)
 	io_finish(cmd);
 }
 
-/* The backend stage's start (trace latency), once per bio; as for its end, the backend
- * layer has no site of its own.  In a helper: a six-argument record inline in io_issue's
- * loop made it save four more registers per command, tracing off included. */
-static __attribute__((noinline)) void bio_submitted_event(const struct vs_scsi_cmd *cmd, unsigned idx)
-{
-	const struct vs_bio *bio = &cmd->st.bio[idx];
-	VS_VERBOSE_HP_ALSO(SCSI, STAGE, "tag %#llx: bio %u submitted: %s off %llu len %llu fua %d",
-			   (unsigned long long)cmd->tag, idx, vs_bio_op_name(bio->op),
-			   (unsigned long long)bio->offset, (unsigned long long)bio->len, bio->fua);
-	(void)bio; /* flavours without hot sites: never called */
-}
-
 static void io_issue(struct vs_scsi_cmd *cmd)
 {
 	struct vs_scsi_cmd_state *st = &cmd->st;
@@ -81,8 +69,15 @@ static void io_issue(struct vs_scsi_cmd *cmd)
 			st->err = rc;
 			break;
 		}
-		if (VS_HP_ENABLED_ALSO(VERBOSE, SCSI, STAGE))
-			bio_submitted_event(cmd, st->next);
+		/* The backend stage's start (trace latency), once per bio; as for its end,
+		 * the backend layer has no site of its own. */
+		VS_STAGE_OOL(SCSI, backend_submit,
+			     "tag %#llx: bio %u submitted: %s off %llu len %llu fua %d",
+			     (tag, (unsigned long long)cmd->tag), (bio, st->next),
+			     (bio_op, vs_bio_op_name(st->bio[st->next].op)),
+			     (off, (unsigned long long)st->bio[st->next].offset),
+			     (len, (unsigned long long)st->bio[st->next].len),
+			     (fua, st->bio[st->next].fua));
 		st->next++;
 		st->inflight++;
 	}

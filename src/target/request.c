@@ -224,12 +224,13 @@ static void req_done(struct vs_scsi_cmd *cmd)
 		r->elem.in[r->in_split] = r->in_saved; /* the response header lives there too */
 	/* Recorded before the push: once the used entry is out, a polling driver may see it
 	 * at once, and `trace latency` wants the device's push before the driver's poll. */
-	VS_VERBOSE_HP_ALSO(IO, STAGE,
-			   "q %u tag %#llx lun %u op %#x done: response %u status %#x sense %u "
-			   "data-in %zu resid %u latency %llu ns",
-			   q->idx, (unsigned long long)r->tag, r->lun, r->hdr.cdb[0], resp.response,
-			   resp.status, vs_le32(resp.sense_len), data, vs_le32(resp.resid),
-			   (unsigned long long)tq_req_age_ns(q, r));
+	VS_STAGE(IO, push,
+		 "q %u tag %#llx lun %u op %#x done: response %u status %#x sense %u data-in %zu "
+		 "resid %u latency %llu ns",
+		 (q, q->idx), (tag, (unsigned long long)r->tag), (lun, r->lun), (op, r->hdr.cdb[0]),
+		 (response, resp.response), (status, resp.status),
+		 (sense_len, vs_le32(resp.sense_len)), (data_in, data), (resid, vs_le32(resp.resid)),
+		 (latency_ns, (unsigned long long)tq_req_age_ns(q, r)));
 	ts_req_end(q, r, resp.response, data, out);
 	req_push(q, &r->elem, &resp, data);
 	tq_inflight_set(q, q->inflight - 1);
@@ -279,10 +280,10 @@ static bool req_prepare(struct tq *q, struct treq *r)
 	}
 	vs_iov_to_buf(e->out, e->out_num, 0, &r->hdr, REQ_HDR);
 	r->tag = vs_le64(r->hdr.tag);
-	VS_VERBOSE_HP_ALSO(
-	    IO, STAGE, "q %u head %u tag %#llx lun %02x%02x op %#x{scsi_op}: out %llu in %llu",
-	    q->idx, e->head, (unsigned long long)r->tag, r->hdr.lun[2], r->hdr.lun[3],
-	    r->hdr.cdb[0], (unsigned long long)e->out_len, (unsigned long long)e->in_len);
+	VS_STAGE(IO, pop, "q %u head %u tag %#llx lun %02x%02x op %#x{scsi_op}: out %llu in %llu",
+		 (q, q->idx), (head, e->head), (tag, (unsigned long long)r->tag),
+		 (lun_hi, r->hdr.lun[2]), (lun_lo, r->hdr.lun[3]), (op, r->hdr.cdb[0]),
+		 (out, (unsigned long long)e->out_len), (in, (unsigned long long)e->in_len));
 	if (vs_vscsi_lun_decode(r->hdr.lun, &target, &r->lun) || target != 0) {
 		/* Linux scans targets 0..max_target: every one but 0 lands here. */
 		VS_VERBOSE_HP(IO, "q %u tag %#llx: no target %02x %02x %02x %02x", q->idx,

@@ -81,15 +81,6 @@ static __attribute__((noinline, cold)) void fe_signal_failed(struct tq *q, int *
 	*fd = -1; /* the vhost layer closes it */
 }
 
-/* In a helper: its record (two strings) inline made tq__notify save two more registers on
- * every notification check, tracing off included. */
-static __attribute__((noinline)) void notify_event(const struct tq *q, bool n, const char *caller)
-{
-	VS_VERBOSE_HP(NOTIFY, "q %u used idx %u: %s (from %s)", q->idx, q->vq.used_idx,
-		      n ? (q->call_fd >= 0 ? "signal" : "signal (no call fd)") : "suppressed", caller);
-	(void)q, (void)n, (void)caller; /* flavours without hot sites: never called */
-}
-
 void tq__notify(struct tq *q, const char *caller)
 {
 	bool n;
@@ -98,8 +89,9 @@ void tq__notify(struct tq *q, const char *caller)
 	q->unsignalled = false;
 	vs_vq_dev_flush(&q->vq);
 	n = vs_vq_dev_should_notify(&q->vq);
-	if (VS_HP_ENABLED(VERBOSE, NOTIFY))
-		notify_event(q, n, caller);
+	VS_VERBOSE_HP_OOL(NOTIFY, "q %u used idx %u: %s (from %s)", q->idx, q->vq.used_idx,
+			  n ? (q->call_fd >= 0 ? "signal" : "signal (no call fd)") : "suppressed",
+			  caller);
 	if (n && q->call_fd >= 0) {
 		if (__builtin_expect((rc = fe_signal(q->call_fd)) != 0, 0))
 			fe_signal_failed(q, &q->call_fd, "call", rc);
@@ -370,14 +362,6 @@ static inline bool q_due(struct tq *q)
 	return q->kind != TQ_EVENT || tq_events_waiting(q->t);
 }
 
-/* Out of line (TRACING.md section 8): worker_pass runs on every pass. */
-static __attribute__((noinline, cold)) void io_failed_event(const struct worker *w,
-							    const char *what, int rc)
-{
-	VS_ERROR(IO, "worker %u: %s failed: %s", w->id, what, strerror(-rc));
-	(void)w, (void)what, (void)rc; /* the off flavour */
-}
-
 void worker_pass(struct worker *w)
 {
 	if (VS_STATS)
@@ -385,7 +369,7 @@ void worker_pass(struct worker *w)
 	if (w->io && vs_io_ctx_pending(w->io)) {
 		int rc = vs_io_ctx_reap(w->io, false);
 		if (__builtin_expect(rc < 0, 0))
-			io_failed_event(w, "reap", rc);
+			VS_ERROR(IO, "worker %u: reap failed: %s", w->id, strerror(-rc));
 	}
 	for (unsigned i = 0; i < w->nq; i++) {
 		struct tq *q = w->queues[i];
@@ -403,7 +387,7 @@ void worker_pass(struct worker *w)
 	if (w->io) {
 		int rc = vs_io_ctx_submit(w->io);
 		if (__builtin_expect(rc < 0, 0))
-			io_failed_event(w, "submit", rc);
+			VS_ERROR(IO, "worker %u: submit failed: %s", w->id, strerror(-rc));
 	}
 	for (unsigned i = 0; i < w->nq; i++)
 		if (w->queues[i]->unsignalled)

@@ -6,12 +6,15 @@
  * little-endian, validated on parse (docs/CAPTURE-FORMAT.md):
  *
  *   record:   u32 kind, u32 size (whole record, multiple of 8)
- *   OBJECT:   u32 index, u32 first_site, u32 nsites, u32 ncallers, u32 nproviders, u32 0,
- *             u64 base, str path, str flavour,
+ *   OBJECT:   u32 index, u32 first_site, u32 nsites, u32 ncallers, u32 nproviders,
+ *             u32 flags (VS_META_OBJECT_STAGES), u64 base, str path, str flavour,
  *             provider x nproviders: u32 slot, u32 nflags, str name, str flag x nflags
  *             site x nsites: u32 line, u8 level, u8 flag, u8 hot, u8 nargs, u8 provider,
- *                            u8 print, u16 0, u8 types[16], str file, str func, str fmt
+ *                            u8 print, u8 also, u8 0, u8 types[16], str file, str func,
+ *                            str fmt
  *             caller x ncallers: u32 line, str func, str file
+ *             with VS_META_OBJECT_STAGES: u32 nstages,
+ *             stage x nstages: u32 site (index in this object), str name, str fields
  *   UNLOAD:   u32 index, u32 0, u64 timestamp
  *   str:      u16 length, bytes (no NUL)
  *
@@ -96,10 +99,20 @@ static void end_record(struct vs_buf *b, size_t at)
 	}
 }
 
+/* The index of a stage entry's site among sites, or -1. */
+static long stage_site(const struct vs_stage *st, const struct vs_site *sites, unsigned nsites)
+{
+	uintptr_t off = (uintptr_t)st->site - (uintptr_t)sites;
+	if (off % sizeof *sites || off / sizeof *sites >= nsites)
+		return -1;
+	return (long)(off / sizeof *sites);
+}
+
 void vs_meta_put_object(struct vs_buf *b, uint32_t index, uint32_t first_site, uint64_t base,
 			const char *path, const char *flavour, const struct vs_meta_out_provider *provs,
 			unsigned nprovs, const struct vs_site *sites, unsigned nsites,
-			const struct vs_caller *callers, unsigned ncallers)
+			const struct vs_caller *callers, unsigned ncallers,
+			const struct vs_stage *stages, unsigned nstages)
 {
 	size_t at = begin_record(b, VS_META_OBJECT);
 	put32(b, index);
@@ -107,7 +120,7 @@ void vs_meta_put_object(struct vs_buf *b, uint32_t index, uint32_t first_site, u
 	put32(b, nsites);
 	put32(b, ncallers);
 	put32(b, nprovs);
-	put32(b, 0);
+	put32(b, VS_META_OBJECT_STAGES);
 	put64(b, base);
 	put_str(b, path);
 	put_str(b, flavour);
@@ -135,6 +148,20 @@ void vs_meta_put_object(struct vs_buf *b, uint32_t index, uint32_t first_site, u
 		put32(b, callers[i].line);
 		put_str(b, callers[i].func);
 		put_str(b, callers[i].file);
+	}
+	/* An entry whose site is not one of this object's (it cannot be one: the linker puts
+	 * an object's entries and sites in the same object) is left out. */
+	unsigned kept = 0;
+	for (unsigned i = 0; i < nstages; i++)
+		kept += stage_site(&stages[i], sites, nsites) >= 0;
+	put32(b, kept);
+	for (unsigned i = 0; i < nstages; i++) {
+		long k = stage_site(&stages[i], sites, nsites);
+		if (k < 0)
+			continue;
+		put32(b, (uint32_t)k);
+		put_str(b, stages[i].name);
+		put_str(b, stages[i].fields);
 	}
 	end_record(b, at);
 }
@@ -323,6 +350,55 @@ struct caps {
 	uint32_t sites, objects, providers;
 };
 
+/* The stage list of an object whose record has one (VS_META_OBJECT_STAGES): each entry
+ * names one of its sites, at most once, and one field per argument of that site.  Every
+ * site of the object then says its stage is known (NULL: not a stage site). */
+static void parse_stages(struct rd *r, size_t end, struct vs_meta_site *sites, uint32_t nsites,
+			 uint32_t first_site)
+{
+	uint32_t n = get32(r, "stage list");
+	if (r->err)
+		return;
+	if ((uint64_t)n * 8 > end - r->off || n > nsites)
+		return fail(r, "%u stage entries for %u sites", n, nsites);
+	for (uint32_t i = 0; i < n && !r->err; i++) {
+		uint32_t k = get32(r, "stage");
+		const char *name = get_str(r, "stage name");
+		const char *fields = get_str(r, "stage fields");
+		if (r->err)
+			return;
+		if (k >= nsites)
+			return fail(r, "stage '%s' of site %u, of %u", name, first_site + k, nsites);
+		struct vs_meta_site *s = &sites[k];
+		if (s->stage)
+			return fail(r, "site %u has two stages ('%s', '%s')", first_site + k,
+				    s->stage, name);
+		if (!name[0])
+			return fail(r, "site %u: a stage without a name", first_site + k);
+		const char **f = arena_alloc(r->m, (s->nargs ? s->nargs : 1) * sizeof *f);
+		char *copy = arena_alloc(r->m, strlen(fields) + 1);
+		if (!f || !copy) {
+			r->err = -ENOMEM;
+			return;
+		}
+		strcpy(copy, fields);
+		unsigned nf = 0;
+		for (char *save, *w = strtok_r(copy, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
+			if (nf == s->nargs)
+				return fail(r, "site %u: stage '%s' names more fields than its %u "
+					    "arguments", first_site + k, name, s->nargs);
+			f[nf++] = w;
+		}
+		if (nf != s->nargs)
+			return fail(r, "site %u: stage '%s' names %u fields for %u arguments",
+				    first_site + k, name, nf, s->nargs);
+		s->stage = name;
+		s->fields = f;
+	}
+	for (uint32_t i = 0; i < nsites; i++)
+		sites[i].stages_known = true;
+}
+
 static void parse_object(struct rd *r, size_t end, struct caps *caps)
 {
 	struct vs_meta *m = r->m;
@@ -331,7 +407,7 @@ static void parse_object(struct rd *r, size_t end, struct caps *caps)
 	uint32_t nsites = get32(r, "object");
 	uint32_t ncallers = get32(r, "object");
 	uint32_t nprovs = get32(r, "object");
-	get32(r, "object");
+	uint32_t flags = get32(r, "object"); /* 0 in captures made before stage sites */
 	uint64_t base = get64(r, "object");
 	if (r->err)
 		return;
@@ -437,6 +513,8 @@ static void parse_object(struct rd *r, size_t end, struct caps *caps)
 		o->callers[i].func = get_str(r, "caller function");
 		o->callers[i].file = get_str(r, "caller file");
 	}
+	if ((flags & VS_META_OBJECT_STAGES) && !r->err)
+		parse_stages(r, end, &m->sites[m->nsites - nsites], nsites, first_site);
 	if (!r->err && r->off > end)
 		return fail(r, "object %u runs past its record", index);
 	if (!r->err)
@@ -595,6 +673,14 @@ void vs_meta_free(struct vs_meta *m)
 		free(c);
 	}
 	memset(m, 0, sizeof *m);
+}
+
+int vs_meta_site_field(const struct vs_meta_site *s, const char *name)
+{
+	for (unsigned i = 0; s->stage && i < s->nargs; i++)
+		if (strcmp(s->fields[i], name) == 0)
+			return (int)i;
+	return -1;
 }
 
 int vs_meta_provider(const struct vs_meta *m, const char *name)

@@ -458,6 +458,7 @@ static void register_object(struct vs_object *obj)
 	}
 	const unsigned nsites = obj->sites ? (unsigned)(obj->sites_end - obj->sites) : 0;
 	const unsigned ncallers = obj->callers ? (unsigned)(obj->callers_end - obj->callers) : 0;
+	const unsigned nstages = obj->stages ? (unsigned)(obj->stages_end - obj->stages) : 0;
 	struct vs_meta_out_provider *mp = calloc(nop ? nop : 1, sizeof *mp);
 	if (!mp)
 		goto out;
@@ -468,7 +469,7 @@ static void register_object(struct vs_object *obj)
 						       op[i].nflags, op[i].flags };
 	object_flavour(obj, ro->flavour, sizeof ro->flavour);
 	vs_meta_put_object(&rec, reg.next_index, reg.next_site, base, path, ro->flavour, mp, nop,
-			   obj->sites, nsites, obj->callers, ncallers);
+			   obj->sites, nsites, obj->callers, ncallers, obj->stages, nstages);
 	free(mp);
 	if (nsites > UINT32_MAX - 2 - reg.next_site || !append_meta(&rec)) {
 		fprintf(stderr, "vioscope trace: %s: no room for its metadata (%zu bytes; raise "

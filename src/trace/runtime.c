@@ -786,99 +786,41 @@ uint8_t *vs__reserve_slow(struct vs_ring_writer *w, uint32_t len)
 	}
 }
 
-/* ---- out-of-line records (error and warning sites: VS__OUT_OF_LINE) ------------------ */
-/* The variable-length form of argument i, and the bytes it takes in the record. */
-static size_t ool_size(const struct vs_site *site, va_list *ap, struct vs__var *var)
+/* ---- records made by a call (VS__OUT_OF_LINE, and the inline record's slow path) ------ */
+/* The record of site with arguments a (site->types says which member of each), laid out
+ * as VS__RECORD lays it out. */
+static void emit(const struct vs_site *site, const struct vs_trace_control *c, uint32_t caller,
+		 const union vs__arg *a)
 {
+	struct vs__var var[VS_TRACE_MAX_ARGS];
+	const unsigned nargs = site->nargs < VS_TRACE_MAX_ARGS ? site->nargs : VS_TRACE_MAX_ARGS;
+	struct vs_ring_writer *w;
+	uint64_t ts = vs__now(c), head;
+	uint32_t id = site->id, size_caller;
 	size_t len = sizeof(struct vs_event_header);
+	uint8_t *rec, *p;
 
-	for (unsigned i = 0; i < site->nargs && i < VS_TRACE_MAX_ARGS; i++) {
+	for (unsigned i = 0; i < nargs; i++) {
 		var[i] = (struct vs__var){0, 0, 1};
 		switch (site->types[i]) {
 		case VS_ARG_I32:
 		case VS_ARG_U32:
-			(void)va_arg(*ap, int);
 			len += 4;
 			break;
-		case VS_ARG_I64:
-		case VS_ARG_U64:
-			(void)va_arg(*ap, long long);
-			len += 8;
-			break;
-		case VS_ARG_F64:
-			(void)va_arg(*ap, double);
-			len += 8;
-			break;
-		case VS_ARG_LDBL:
-			(void)va_arg(*ap, long double);
-			len += 8;
-			break;
 		case VS_ARG_STR:
-			var[i] = vs__var_str(vs__opaque(va_arg(*ap, const char *)));
+			var[i] = vs__var_str(vs__opaque(a[i].p));
 			len += 2 + var[i].keep;
 			break;
 		case VS_ARG_BYTES:
-			var[i] = vs__var_bytes(va_arg(*ap, struct vs_bytes));
+			var[i] = vs__var_bytes(a[i].b);
 			len += 2 + var[i].keep;
 			break;
-		default: /* VS_ARG_PTR */
-			(void)va_arg(*ap, void *);
+		default: /* 64-bit integers, floating point, pointers */
 			len += 8;
 			break;
 		}
 	}
-	return (len + 7) & ~(size_t)7;
-}
-
-/* The arguments as VS__PUT stores them. */
-static void ool_put(const struct vs_site *site, va_list *ap, const struct vs__var *var, uint8_t *p)
-{
-	for (unsigned i = 0; i < site->nargs && i < VS_TRACE_MAX_ARGS; i++) {
-		switch (site->types[i]) {
-		case VS_ARG_I32:
-			vs__put_i32(&p, va_arg(*ap, int), var[i]);
-			break;
-		case VS_ARG_U32:
-			vs__put_u32(&p, va_arg(*ap, unsigned), var[i]);
-			break;
-		case VS_ARG_I64:
-			vs__put_i64(&p, va_arg(*ap, long long), var[i]);
-			break;
-		case VS_ARG_U64:
-			vs__put_u64(&p, va_arg(*ap, unsigned long long), var[i]);
-			break;
-		case VS_ARG_F64:
-			vs__put_f64(&p, va_arg(*ap, double), var[i]);
-			break;
-		case VS_ARG_LDBL:
-			vs__put_f64(&p, (double)va_arg(*ap, long double), var[i]);
-			break;
-		case VS_ARG_STR:
-			vs__put_str(&p, vs__opaque(va_arg(*ap, const char *)), var[i]);
-			break;
-		case VS_ARG_BYTES:
-			vs__put_bytes(&p, va_arg(*ap, struct vs_bytes), var[i]);
-			break;
-		default:
-			vs__put_ptr(&p, va_arg(*ap, void *), var[i]);
-			break;
-		}
-	}
-}
-
-void vs__emit_ool(const struct vs_site *site, const struct vs_trace_control *c, uint32_t caller, ...)
-{
-	struct vs__var var[VS_TRACE_MAX_ARGS];
-	struct vs_ring_writer *w;
-	uint64_t ts = vs__now(c), head;
-	uint32_t id = site->id, size_caller;
-	uint8_t *rec;
-	va_list ap;
-	size_t len;
-
-	va_start(ap, caller);
-	len = ool_size(site, &ap, var);
-	va_end(ap);
+	len = (len + 7) & ~(size_t)7;
 	w = vs__tls_writer;
 	head = w->head;
 	if (head + len <= w->fast_end) {
@@ -892,12 +834,86 @@ void vs__emit_ool(const struct vs_site *site, const struct vs_trace_control *c, 
 	memcpy(rec, &ts, 8);
 	memcpy(rec + 8, &id, 4);
 	memcpy(rec + 12, &size_caller, 4);
-	va_start(ap, caller);
-	ool_put(site, &ap, var, rec + sizeof(struct vs_event_header));
-	va_end(ap);
+	p = rec + sizeof(struct vs_event_header);
+	for (unsigned i = 0; i < nargs; i++) {
+		switch (site->types[i]) {
+		case VS_ARG_I32:
+			vs__put_i32(&p, (int32_t)a[i].i, var[i]);
+			break;
+		case VS_ARG_U32:
+			vs__put_u32(&p, (uint32_t)a[i].u, var[i]);
+			break;
+		case VS_ARG_I64:
+			vs__put_i64(&p, a[i].i, var[i]);
+			break;
+		case VS_ARG_U64:
+			vs__put_u64(&p, a[i].u, var[i]);
+			break;
+		case VS_ARG_F64:
+		case VS_ARG_LDBL:
+			vs__put_f64(&p, a[i].d, var[i]);
+			break;
+		case VS_ARG_STR:
+			vs__put_str(&p, vs__opaque(a[i].p), var[i]);
+			break;
+		case VS_ARG_BYTES:
+			vs__put_bytes(&p, a[i].b, var[i]);
+			break;
+		default:
+			vs__put_ptr(&p, a[i].p, var[i]);
+			break;
+		}
+	}
 	w->head = head + len;
 	w->count++;
 	__atomic_store_n(w->pub, head + len, __ATOMIC_RELEASE);
+}
+
+void vs__emit_args(const struct vs_site *site, uint32_t caller, const union vs__arg *args)
+{
+	emit(site, site->provider->ctl, caller, args);
+}
+
+/* The inline record's slow path: its arguments as varargs, promoted as varargs are. */
+void vs__emit_ool(const struct vs_site *site, const struct vs_trace_control *c, uint32_t caller, ...)
+{
+	union vs__arg a[VS_TRACE_MAX_ARGS];
+	va_list ap;
+
+	va_start(ap, caller);
+	for (unsigned i = 0; i < site->nargs && i < VS_TRACE_MAX_ARGS; i++) {
+		switch (site->types[i]) {
+		case VS_ARG_I32:
+			a[i].i = va_arg(ap, int);
+			break;
+		case VS_ARG_U32:
+			a[i].u = va_arg(ap, unsigned);
+			break;
+		case VS_ARG_I64:
+			a[i].i = va_arg(ap, long long);
+			break;
+		case VS_ARG_U64:
+			a[i].u = va_arg(ap, unsigned long long);
+			break;
+		case VS_ARG_F64:
+			a[i].d = va_arg(ap, double);
+			break;
+		case VS_ARG_LDBL:
+			a[i].d = (double)va_arg(ap, long double);
+			break;
+		case VS_ARG_STR:
+			a[i].p = va_arg(ap, const char *);
+			break;
+		case VS_ARG_BYTES:
+			a[i].b = va_arg(ap, struct vs_bytes);
+			break;
+		default:
+			a[i].p = va_arg(ap, void *);
+			break;
+		}
+	}
+	va_end(ap);
+	emit(site, c, caller, a);
 }
 
 /* ---- control -------------------------------------------------------------------------- */

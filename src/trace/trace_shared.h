@@ -101,6 +101,8 @@ const char *vs_shm_dir(void);
  * first_site .. first_site + nsites - 1, following the previous object's. */
 enum vs_meta_kind { VS_META_OBJECT = 1, VS_META_UNLOAD = 2 };
 #define VS_META_NO_SLOT 0xffffffffu /* a provider refused at registration (a clash) */
+/* OBJECT record flags: its stage sites (VS_STAGE) are listed after its callers. */
+#define VS_META_OBJECT_STAGES 1u
 
 /* A growing byte buffer with sticky errors. */
 struct vs_buf {
@@ -123,7 +125,8 @@ struct vs_meta_out_provider {
 void vs_meta_put_object(struct vs_buf *b, uint32_t index, uint32_t first_site, uint64_t base,
 			const char *path, const char *flavour, const struct vs_meta_out_provider *provs,
 			unsigned nprovs, const struct vs_site *sites, unsigned nsites,
-			const struct vs_caller *callers, unsigned ncallers);
+			const struct vs_caller *callers, unsigned ncallers,
+			const struct vs_stage *stages, unsigned nstages);
 void vs_meta_put_unload(struct vs_buf *b, uint32_t index, uint64_t ts);
 
 struct vs_meta_provider {
@@ -153,6 +156,12 @@ struct vs_meta_site {
 	uint8_t types[VS_TRACE_MAX_ARGS];
 	uint32_t prov;   /* index in vs_meta.providers, or VS_META_NO_SLOT (refused) */
 	uint32_t object; /* index in vs_meta.objects */
+	/* Stage sites (VS_STAGE): when stages_known, stage is the stage this site marks (NULL:
+	 * none) and fields[nargs] its arguments' names.  stages_known is false for sites of
+	 * captures made before stage sites, which tools may still recognise by format. */
+	bool stages_known;
+	const char *stage;
+	const char *const *fields;
 };
 struct vs_meta {
 	uint32_t nsites, nobjects, nproviders;
@@ -181,6 +190,8 @@ static inline int64_t vs_meta_site_index(const struct vs_meta *m, uint32_t site)
 	}
 	return site >= 1 && site - 1 < m->nsites ? (int64_t)site - 1 : -1;
 }
+/* The index of a stage site's argument called name, or -1 (also for other sites). */
+int vs_meta_site_field(const struct vs_meta_site *s, const char *name);
 /* Provider index by name (case-insensitive), or -1. */
 int vs_meta_provider(const struct vs_meta *m, const char *name);
 

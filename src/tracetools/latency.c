@@ -16,21 +16,28 @@
 #include "tracetools/tracetools.h"
 
 /* ---- the stage events: which site says what -------------------------------------------- */
+/* A stage site is known by its provider and the stage it declares (VS_STAGE), and its
+ * fields by name.  Captures made before sites declared stages (their metadata says
+ * which: stages_known) are read by the format's first words and argument positions,
+ * as those sites recorded them then. */
 enum stage_ev { EV_NONE, D_SUBMIT, D_WITHDRAWN, D_KICK, D_POLL, D_DONE, T_POP, B_SUBMIT, B_DONE, T_DONE };
-static const struct {
+enum field { F_Q, F_TAG, F_LUN, F_LUN_HI, F_LUN_LO, F_OP, NFIELDS };
+static const char *const field_name[NFIELDS] = {"q", "tag", "lun", "lun_hi", "lun_lo", "op"};
+static const struct stage_site {
 	enum stage_ev ev;
-	const char *provider, *fmt_prefix;
-	int q, tag, lun, lun_lo, op; /* argument indices, -1: none (lun_lo: lun as 2 bytes) */
+	const char *provider, *stage;
+	const char *old_prefix; /* captures made before VS_STAGE: */
+	int8_t old_arg[NFIELDS]; /* the fields' argument indices then, -1: none */
 } stage_sites[] = {
-    {D_SUBMIT, "initiator", "q %u tag %#llx lun %u op %#x", 0, 1, 2, -1, 3},
-    {D_WITHDRAWN, "initiator", "q %u tag %#llx: withdrawn", 0, 1, -1, -1, -1},
-    {D_KICK, "initiator", "q %u kick", 0, -1, -1, -1, -1},
-    {D_POLL, "virtio", "driver vq %u used head", -1, -1, -1, -1, -1},
-    {D_DONE, "initiator", "q %u tag %#llx done:", 0, 1, -1, -1, -1},
-    {T_POP, "target", "q %u head %u tag %#llx lun %02x%02x op", 0, 2, 3, 4, 5},
-    {B_SUBMIT, "scsi", "tag %#llx: bio %u submitted", -1, 0, -1, -1, -1},
-    {B_DONE, "scsi", "tag %#llx: bio done", -1, 0, -1, -1, -1},
-    {T_DONE, "target", "q %u tag %#llx lun %u op %#x done:", 0, 1, -1, -1, -1},
+    {D_SUBMIT, "initiator", "submit", "q %u tag %#llx lun %u op %#x", {0, 1, 2, -1, -1, 3}},
+    {D_WITHDRAWN, "initiator", "withdrawn", "q %u tag %#llx: withdrawn", {0, 1, -1, -1, -1, -1}},
+    {D_KICK, "initiator", "kick", "q %u kick", {0, -1, -1, -1, -1, -1}},
+    {D_POLL, "virtio", "poll", "driver vq %u used head", {-1, -1, -1, -1, -1, -1}},
+    {D_DONE, "initiator", "done", "q %u tag %#llx done:", {0, 1, -1, -1, -1, -1}},
+    {T_POP, "target", "pop", "q %u head %u tag %#llx lun %02x%02x op", {0, 2, -1, 3, 4, 5}},
+    {B_SUBMIT, "scsi", "backend_submit", "tag %#llx: bio %u submitted", {-1, 0, -1, -1, -1, -1}},
+    {B_DONE, "scsi", "backend_done", "tag %#llx: bio done", {-1, 0, -1, -1, -1, -1}},
+    {T_DONE, "target", "push", "q %u tag %#llx lun %u op %#x done:", {0, 1, -1, -1, -1, -1}},
 };
 #define NSTAGE_SITES (sizeof stage_sites / sizeof stage_sites[0])
 
@@ -160,16 +167,33 @@ static unsigned int_args(const struct vs_cap_event *ev, uint64_t *v, unsigned ma
 	return n;
 }
 
-static enum stage_ev classify(const struct vs_meta_site *s, int *row)
+static const struct stage_site *classify(const struct vs_meta_site *s)
 {
-	for (unsigned i = 0; i < NSTAGE_SITES; i++)
-		if (!strcmp(s->provider, stage_sites[i].provider) &&
-		    !strncmp(s->fmt, stage_sites[i].fmt_prefix,
-			     strlen(stage_sites[i].fmt_prefix))) {
-			*row = (int)i;
-			return stage_sites[i].ev;
-		}
-	return EV_NONE;
+	if (s->stages_known && !s->stage)
+		return NULL;
+	for (unsigned i = 0; i < NSTAGE_SITES; i++) {
+		const struct stage_site *k = &stage_sites[i];
+		if (strcmp(s->provider, k->provider) != 0)
+			continue;
+		if (s->stages_known ? !strcmp(s->stage, k->stage)
+				    : !strncmp(s->fmt, k->old_prefix, strlen(k->old_prefix)))
+			return k;
+	}
+	return NULL;
+}
+
+/* A stage event's fields (0 where the site has none): by name, or where sites of older
+ * captures had them. */
+static void fields_of(const struct vs_cap_event *ev, const struct stage_site *k,
+		      uint64_t v[NFIELDS])
+{
+	uint64_t a[VS_TRACE_MAX_ARGS] = {0};
+	unsigned n = int_args(ev, a, VS_TRACE_MAX_ARGS);
+	for (unsigned f = 0; f < NFIELDS; f++) {
+		int i = ev->site->stages_known ? vs_meta_site_field(ev->site, field_name[f])
+					       : k->old_arg[f];
+		v[f] = i >= 0 && (unsigned)i < n ? a[i] : 0;
+	}
 }
 
 static uint64_t *poll_slot(struct lat *l, uint32_t tid)
@@ -182,28 +206,21 @@ static uint64_t *poll_slot(struct lat *l, uint32_t tid)
 static int on_event(const struct vs_cap_event *ev, void *opaque)
 {
 	struct lat *l = opaque;
-	int row;
-	if (!ev->site)
+	const struct stage_site *k = ev->site ? classify(ev->site) : NULL;
+	if (!k)
 		return 0;
-	enum stage_ev e = classify(ev->site, &row);
-	if (e == EV_NONE)
-		return 0;
-	uint64_t a[VS_TRACE_MAX_ARGS] = {0};
-	unsigned n = int_args(ev, a, VS_TRACE_MAX_ARGS);
-#define ARG(field)                                                                                 \
-	(stage_sites[row].field >= 0 && (unsigned)stage_sites[row].field < n                       \
-	     ? a[stage_sites[row].field]                                                           \
-	     : 0)
-	uint64_t tag = ARG(tag), t = ev->real_ns;
+	uint64_t v[NFIELDS];
+	fields_of(ev, k, v);
+	uint64_t tag = v[F_TAG], t = ev->real_ns;
 	struct vs_lat_req *r;
-	switch (e) {
+	switch (k->ev) {
 	case D_SUBMIT:
 		if (!(r = new_req(&l->drv, tag)))
 			return -ENOMEM;
 		*r = (struct vs_lat_req){.tag = tag,
-					 .q = (uint32_t)ARG(q),
-					 .lun = (uint32_t)ARG(lun),
-					 .op = (uint32_t)ARG(op),
+					 .q = (uint32_t)v[F_Q],
+					 .lun = (uint32_t)v[F_LUN],
+					 .op = (uint32_t)v[F_OP],
 					 .tid_driver = ev->tid,
 					 .pid_driver = l->pid};
 		r->t[VS_LAT_SUBMIT] = t;
@@ -217,13 +234,13 @@ static int on_event(const struct vs_cap_event *ev, void *opaque)
 		break;
 	case D_KICK: {
 		/* Every open request of the queue not kicked yet: this kick is theirs. */
-		size_t i = vs_u64map_get(&l->unkicked, ARG(q));
+		size_t i = vs_u64map_get(&l->unkicked, v[F_Q]);
 		if (i == NONE || !t)
 			break;
 		for (; i != NONE; i = l->drv.link[i].next_unkicked)
 			if (!l->drv.r[i].closed)
 				l->drv.r[i].t[VS_LAT_KICK] = t;
-		vs_u64map_put(&l->unkicked, ARG(q), NONE); /* in the map: cannot fail */
+		vs_u64map_put(&l->unkicked, v[F_Q], NONE); /* in the map: cannot fail */
 		break;
 	}
 	case D_POLL:
@@ -244,9 +261,10 @@ static int on_event(const struct vs_cap_event *ev, void *opaque)
 		if (!(r = new_req(&l->dev, tag)))
 			return -ENOMEM;
 		*r = (struct vs_lat_req){.tag = tag,
-					 .q = (uint32_t)ARG(q),
-					 .lun = (uint32_t)((ARG(lun) & 0x3f) << 8 | ARG(lun_lo)),
-					 .op = (uint32_t)ARG(op),
+					 .q = (uint32_t)v[F_Q],
+					 /* the LUN's two bytes (SAM flat space) */
+					 .lun = (uint32_t)((v[F_LUN_HI] & 0x3f) << 8 | v[F_LUN_LO]),
+					 .op = (uint32_t)v[F_OP],
 					 .tid_device = ev->tid,
 					 .pid_device = l->pid};
 		r->t[VS_LAT_POP] = t;
@@ -266,7 +284,6 @@ static int on_event(const struct vs_cap_event *ev, void *opaque)
 	case EV_NONE:
 		break;
 	}
-#undef ARG
 	return 0;
 }
 

@@ -214,14 +214,6 @@ static __attribute__((noinline, cold)) int used_bad(struct vs_vq_drv *vq, enum u
 	return -EIO;
 }
 
-/* The driver's poll instant (trace latency).  In a helper: its record inline made
- * vs_vq_drv_get_used save two registers on every completion, tracing off included. */
-static __attribute__((noinline)) void used_event(const struct vs_vq_drv *vq, unsigned id, unsigned l)
-{
-	VS_VERBOSE_HP_ALSO(QUEUE, STAGE, "driver vq %u used head %u len %u", vq->qid, id, l);
-	(void)vq, (void)id, (void)l; /* flavours without hot sites: never called */
-}
-
 int vs_vq_drv_get_used(struct vs_vq_drv *vq, uint16_t *head, uint32_t *len)
 {
 	struct vs_vring_used_elem *u;
@@ -260,8 +252,9 @@ int vs_vq_drv_get_used(struct vs_vq_drv *vq, uint16_t *head, uint32_t *len)
 		ring_write(vq_used_event(vq), vs_le16(vq->last_used_idx));
 	*head = id;
 	*len = l;
-	if (VS_HP_ENABLED_ALSO(VERBOSE, QUEUE, STAGE))
-		used_event(vq, id, l);
+	/* The driver's poll instant (trace latency). */
+	VS_STAGE_OOL(QUEUE, poll, "driver vq %u used head %u len %u", (vq, vq->qid), (head, id),
+		     (len, l));
 	return 0;
 }
 

@@ -2,8 +2,8 @@
 /* The file backend through io_uring: buffered and O_DIRECT, on a scratch directory
  * under /var/tmp (a disk file system, unlike /dev/shm). */
 #include "common.h"
+#include "tmpdir.h"
 
-#include <ftw.h>
 #include <sys/stat.h>
 
 #define FSZ (1u << 20)
@@ -16,22 +16,13 @@ static int setup(void **state)
 {
 	const char *base = getenv("VS_BACKEND_TEST_DIR");
 	(void)state;
-	snprintf(tmpdir, sizeof(tmpdir), "%s/vs-backend-file-XXXXXX", base ? base : "/var/tmp");
-	return mkdtemp(tmpdir) ? 0 : -1;
-}
-
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(p);
+	return tmpdir_make(tmpdir, sizeof(tmpdir), base ? base : "/var/tmp", "backend-file");
 }
 
 static int teardown(void **state)
 {
 	(void)state;
-	return nftw(tmpdir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
+	return tmpdir_remove(tmpdir);
 }
 
 /* Fresh pattern-filled file NAME of FSZ bytes, opened with OPTS (e.g. ",direct"). */

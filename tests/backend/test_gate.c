@@ -4,10 +4,10 @@
  * (vs_io_ctx_wait).  One scenario per test, each asserting what was held, let go, failed. */
 #include <poll.h>
 #include <pthread.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 
 #include "common.h"
+#include "gate.h"
+#include "tmpdir.h"
 
 #define WAIT_MS 10000
 
@@ -109,7 +109,7 @@ static void *release_when_held(void *arg)
  * sleeps in vs_io_ctx_reap(wait): the hand-back wakes it, and the flush completes. */
 static void test_gate_released_by_another_thread(void **state)
 {
-	char dir[] = "/tmp/vs-gate-XXXXXX", path[64], spec[128];
+	char dir[64], path[96], spec[160];
 	struct releaser r = {0};
 	struct vs_io_ctx *ctx;
 	struct vs_bio flush;
@@ -117,7 +117,7 @@ static void test_gate_released_by_another_thread(void **state)
 	pthread_t thr;
 
 	(void)state;
-	assert_non_null(mkdtemp(dir));
+	assert_int_equal(tmpdir_make(dir, sizeof(dir), NULL, "gate"), 0);
 	make_file(dir, "img", 1 << 20, path, sizeof(path));
 	snprintf(spec, sizeof(spec), "file=%s,gate=flush", path);
 	open_pair(spec, &r.be, &ctx);
@@ -131,8 +131,7 @@ static void test_gate_released_by_another_thread(void **state)
 	assert_int_equal(w.res, 0);
 	vs_io_ctx_destroy(ctx);
 	vs_backend_close(r.be);
-	unlink(path);
-	rmdir(dir);
+	tmpdir_remove(dir);
 }
 
 /* vs_io_ctx_wait ends at its timeout while the gate holds the only bio, and at once when
@@ -200,13 +199,13 @@ static void test_fail_flush(void **state)
  * (the backend keeps the error); a backend opened again on the file flushes cleanly. */
 static void test_flush_error_is_kept(void **state)
 {
-	char dir[] = "/tmp/vs-gate-XXXXXX", path[64], spec[128];
+	char dir[64], path[96], spec[160];
 	struct vs_backend *be;
 	struct vs_io_ctx *ctx;
 	char buf[512];
 
 	(void)state;
-	assert_non_null(mkdtemp(dir));
+	assert_int_equal(tmpdir_make(dir, sizeof(dir), NULL, "gate"), 0);
 	make_file(dir, "img", 1 << 20, path, sizeof(path));
 	snprintf(spec, sizeof(spec), "file=%s,fail-flush=1", path);
 	open_pair(spec, &be, &ctx);
@@ -224,8 +223,7 @@ static void test_flush_error_is_kept(void **state)
 	assert_int_equal(run_op(be, ctx, VS_BIO_FLUSH, 0, 0), 0);
 	vs_io_ctx_destroy(ctx);
 	vs_backend_close(be);
-	unlink(path);
-	rmdir(dir);
+	tmpdir_remove(dir);
 }
 
 /* Bad gate options are refused naming what is wrong; the options are test-only ones. */
@@ -252,29 +250,11 @@ static void test_gate_bad_options(void **state)
 	assert_false(vs_backend_test_option("log-writes=/x"));
 }
 
-/* One line from fd within the deadline (its newline dropped). */
-static void read_line(int fd, char *line, size_t len)
-{
-	size_t n = 0;
-
-	while (n + 1 < len) {
-		struct pollfd p = {.fd = fd, .events = POLLIN};
-
-		assert_int_equal(poll(&p, 1, WAIT_MS), 1);
-		assert_int_equal(read(fd, line + n, 1), 1);
-		if (line[n] == '\n')
-			break;
-		n++;
-	}
-	line[n] = 0;
-}
-
 /* gate-sock: the backend connects to the test's socket, says "held 1 1" when a write is
  * held, lets it go on "release 1" (the owner, asleep in reap, is woken), says "held 0 1". */
 static void test_gate_socket(void **state)
 {
-	char dir[] = "/tmp/vs-gate-XXXXXX", spec[160], line[64];
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	char dir[64], path[96], spec[160], line[64];
 	int lfd, fd;
 	struct vs_backend *be;
 	struct vs_io_ctx *ctx;
@@ -284,32 +264,29 @@ static void test_gate_socket(void **state)
 	char buf[512];
 
 	(void)state;
-	assert_non_null(mkdtemp(dir));
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/gate", dir);
-	lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_int_equal(tmpdir_make(dir, sizeof(dir), NULL, "gate"), 0);
+	snprintf(path, sizeof(path), "%s/gate", dir);
+	lfd = gate_listen(path);
 	assert_true(lfd >= 0);
-	assert_int_equal(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	assert_int_equal(listen(lfd, 1), 0);
-	snprintf(spec, sizeof(spec), "ram=1M,gate=write,gate-sock=%s", sa.sun_path);
+	snprintf(spec, sizeof(spec), "ram=1M,gate=write,gate-sock=%s", path);
 	open_pair(spec, &be, &ctx);
-	fd = accept(lfd, NULL, NULL);
+	fd = gate_accept(lfd, WAIT_MS);
 	assert_true(fd >= 0);
 	submit_write(be, ctx, &bio, &iov, buf, 0, 512, 's', &w);
-	read_line(fd, line, sizeof(line));
+	assert_int_equal(line_recv(fd, line, sizeof(line), WAIT_MS), 0);
 	assert_string_equal(line, "held 1 1");
 	assert_int_equal(write(fd, "release 1\n", 10), 10);
 	while (!w.calls)
 		assert_true(vs_io_ctx_reap(ctx, true) >= 0);
 	assert_int_equal(w.res, 0);
-	read_line(fd, line, sizeof(line));
+	assert_int_equal(line_recv(fd, line, sizeof(line), WAIT_MS), 0);
 	assert_string_equal(line, "held 0 1");
 	assert_true(holds(be, ctx, 0, 512, 's'));
 	vs_io_ctx_destroy(ctx);
 	vs_backend_close(be);
 	close(fd);
 	close(lfd);
-	unlink(sa.sun_path);
-	rmdir(dir);
+	tmpdir_remove(dir);
 }
 
 int main(void)

@@ -3,6 +3,7 @@
  * and the test-only faults a verifier must catch (a dropped, a misdirected write, a stale
  * read).  One scenario per test, each asserting what the option did to the data. */
 #include "common.h"
+#include "tmpdir.h"
 
 #include "../lwlog.h"
 
@@ -119,13 +120,13 @@ static void test_bad_options(void **state)
  * dcf1c4a both were truncated into a new log.) */
 static void test_log_is_never_overwritten(void **state)
 {
-	char dir[] = "/tmp/vs-hooks-XXXXXX", victim[64], planted[64], spec[160], buf[16] = "";
+	char dir[64], victim[96], planted[96], spec[200], buf[16] = "";
 	struct vs_backend *be;
 	char err[256];
 	int fd;
 
 	(void)state;
-	assert_non_null(mkdtemp(dir));
+	assert_int_equal(tmpdir_make(dir, sizeof(dir), NULL, "hooks"), 0);
 	snprintf(victim, sizeof(victim), "%s/victim", dir);
 	snprintf(planted, sizeof(planted), "%s/planted", dir);
 	fd = open(victim, O_CREAT | O_WRONLY | O_TRUNC, 0600);
@@ -141,9 +142,7 @@ static void test_log_is_never_overwritten(void **state)
 	assert_int_equal(read(fd, buf, sizeof(buf)), 7);
 	close(fd);
 	assert_string_equal(buf, "keep me");
-	unlink(planted);
-	unlink(victim);
-	rmdir(dir);
+	tmpdir_remove(dir);
 }
 
 static unsigned read_log(const char *path, struct lw_test_entry *e, unsigned max)
@@ -160,7 +159,7 @@ static unsigned read_log(const char *path, struct lw_test_entry *e, unsigned max
  * it after the last flush and ends with the end mark). */
 static void test_log_order(void **state)
 {
-	char dir[] = "/tmp/vs-hooks-XXXXXX", log[64], spec[128];
+	char dir[64], log[96], spec[160];
 	struct lw_test_entry e[16];
 	struct vs_backend *be;
 	struct vs_io_ctx *ctx;
@@ -170,7 +169,7 @@ static void test_log_order(void **state)
 	char buf[1024];
 
 	(void)state;
-	assert_non_null(mkdtemp(dir));
+	assert_int_equal(tmpdir_make(dir, sizeof(dir), NULL, "hooks"), 0);
 	snprintf(log, sizeof(log), "%s/log", dir);
 	snprintf(spec, sizeof(spec), "ram=1M,log-writes=%s", log);
 	open_pair(spec, &be, &ctx);
@@ -202,21 +201,20 @@ static void test_log_order(void **state)
 	assert_true(e[4].flags == VS_LW_DISCARD && e[4].sector == 128 && e[4].nr_sectors == 8);
 	assert_true(e[5].flags == VS_LW_MARK);
 	assert_string_equal(e[5].mark, VS_LW_END_MARK);
-	unlink(log);
-	rmdir(dir);
+	tmpdir_remove(dir);
 }
 
 /* A bio the log cannot express (not whole sectors) stops the log: the super block keeps
  * the count of what was logged before, nothing after. */
 static void test_log_stops_on_partial_sector(void **state)
 {
-	char dir[] = "/tmp/vs-hooks-XXXXXX", log[64], spec[128];
+	char dir[64], log[96], spec[160];
 	struct lw_test_entry e[4];
 	struct vs_backend *be;
 	struct vs_io_ctx *ctx;
 
 	(void)state;
-	assert_non_null(mkdtemp(dir));
+	assert_int_equal(tmpdir_make(dir, sizeof(dir), NULL, "hooks"), 0);
 	snprintf(log, sizeof(log), "%s/log", dir);
 	snprintf(spec, sizeof(spec), "ram=1M,log-writes=%s", log);
 	open_pair(spec, &be, &ctx);
@@ -226,8 +224,7 @@ static void test_log_stops_on_partial_sector(void **state)
 	close_pair(be, ctx);
 	assert_int_equal(read_log(log, e, 4), 1);
 	assert_int_equal(e[0].first_byte, 'a');
-	unlink(log);
-	rmdir(dir);
+	tmpdir_remove(dir);
 }
 
 int main(void)

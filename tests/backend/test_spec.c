@@ -2,30 +2,22 @@
 /* Backend specs: each accepted form opens what it says, each bad form is refused
  * with -errno and a message naming the problem. */
 #include "common.h"
+#include "tmpdir.h"
 
-#include <ftw.h>
 #include <sys/stat.h>
 
-static char tmpdir[] = "/var/tmp/vs-backend-spec-XXXXXX";
+static char tmpdir[200];
 
 static int setup(void **state)
 {
 	(void)state;
-	return mkdtemp(tmpdir) ? 0 : -1;
-}
-
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(p);
+	return tmpdir_make(tmpdir, sizeof(tmpdir), "/var/tmp", "backend-spec");
 }
 
 static int teardown(void **state)
 {
 	(void)state;
-	return nftw(tmpdir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
+	return tmpdir_remove(tmpdir);
 }
 
 static void expect_open(const char *spec, const char *kind, uint64_t size, bool ro)

@@ -92,7 +92,7 @@ static void fx_open(struct fx *x, uint64_t size, const char *opts)
 
 	img_create(&x->m, size, opts);
 	tgt_init(&x->t);
-	x->t.luns[0] = x->m.spec;
+	x->t.o.luns[0] = x->m.spec;
 	assert_int_equal(tgt_start(&x->t), 0);
 	o = ini_opts(&x->t, 1);
 	assert_int_equal(vs_ini_open(&x->ini, &o), 0);
@@ -259,7 +259,10 @@ static void test_osd_down_timeout_sense(void **state)
 		assert_int_equal(w.io.scsi_status, 2);
 		assert_int_equal(w.io.sense[2] & 0xf, 4); /* HARDWARE ERROR */
 		assert_int_equal(sense_asc(&w), 0x0801);  /* LOGICAL UNIT COMMUNICATION TIME-OUT */
-		assert_true(took >= 2500 && took < 15000);
+		/* It waited for the 3 s timeout, and the timeout ended it: the OSD comes back
+		 * 12 s on, and a request still waiting then would have succeeded (no upper
+		 * bound on the time: on a loaded machine that is the scheduler's figure). */
+		assert_true(took >= 2500);
 	}
 	wait_script(script); /* the OSD is up again */
 

@@ -24,6 +24,7 @@
 #include <cmocka.h>
 
 #include "../initiator/harness.h"
+#include "tmpdir.h"
 
 #define ROUNDS	100
 #define NBLK	4096 /* 4 KiB blocks: a 16 MiB LUN */
@@ -48,7 +49,7 @@ static void flush_done(struct vs_ini_io *io)
 	struct waiter *w = io->opaque;
 
 	if (io->result == 0) {
-		kill(the_run->t.pid, SIGKILL);
+		kill(the_run->t.tg.pid, SIGKILL);
 		the_run->killed_at_ack = 1;
 	}
 	__atomic_store_n(&w->done, 1, __ATOMIC_RELEASE);
@@ -138,8 +139,7 @@ static void rounds(bool direct)
 
 	assert_non_null(r);
 	the_run = r;
-	snprintf(r->dir, sizeof(r->dir), IMG_DIR "/vs-durability-XXXXXX");
-	assert_non_null(mkdtemp(r->dir));
+	assert_int_equal(tmpdir_make(r->dir, sizeof(r->dir), IMG_DIR, "durability"), 0);
 	assert_int_equal(statfs(r->dir, &sfs), 0);
 	if (sfs.f_type == TMPFS_MAGIC) {
 		print_error("%s is on tmpfs: this test needs a real file system\n", IMG_DIR);
@@ -152,7 +152,7 @@ static void rounds(bool direct)
 	close(fd);
 	snprintf(r->spec, sizeof(r->spec), "0:file=%s%s", r->img, direct ? ",direct" : "");
 	tgt_init(&r->t);
-	r->t.luns[0] = r->spec;
+	r->t.o.luns[0] = r->spec;
 	assert_int_equal(tgt_start(&r->t), 0);
 	o = ini_opts(&r->t, 1);
 	o.reconnect = true;
@@ -167,8 +167,7 @@ static void rounds(bool direct)
 		      ROUNDS, vs_ini_connections(r->ini) - 1, direct ? "O_DIRECT" : "buffered");
 	vs_ini_close(r->ini);
 	tgt_fini(&r->t);
-	unlink(r->img);
-	rmdir(r->dir);
+	tmpdir_remove(r->dir);
 	free(r);
 }
 

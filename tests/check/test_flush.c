@@ -94,10 +94,10 @@ static int journal_then_check(bool drop, char **out)
 	int fd, rc;
 
 	tgt_init(&t);
-	snprintf(log, sizeof(log), "%s/writes.log", t.dir);
-	snprintf(base, sizeof(base), "%s/base.img", t.dir);
+	snprintf(log, sizeof(log), "%s/writes.log", t.tg.dir);
+	snprintf(base, sizeof(base), "%s/base.img", t.tg.dir);
 	snprintf(lun, sizeof(lun), "0:ram=%u,log-writes=%s", LUN_BYTES, log);
-	t.luns[0] = lun;
+	t.o.luns[0] = lun;
 	fd = open(base, O_CREAT | O_RDWR | O_TRUNC, 0600); /* a RAM LUN starts as zeros */
 	assert_true(fd >= 0);
 	assert_int_equal(ftruncate(fd, LUN_BYTES), 0);

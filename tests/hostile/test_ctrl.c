@@ -107,7 +107,7 @@ static void full_control_ring_does_not_starve_a_new_call_fd(void **state)
 	struct sess *s = *state;
 	struct flood f = {.s = s};
 	uint64_t idx = CTRL, before;
-	int64_t deadline;
+	uint64_t deadline;
 	int efd;
 
 	assert_int_equal(sess_start(s, args, &opts), 0);
@@ -162,12 +162,12 @@ static void tmf_during_big_read(struct sess *s, uint32_t tmf, uint8_t expect, un
 	cdb16(rd.cdb, 0x88, 0, 0, BIG_BLOCKS);
 	assert_int_equal(fe_post(&s->fe, REQ0, 1, &rd, &head), 0);
 	/* In flight: the data moved (it reads as zeros), the completion waits. */
-	for (int64_t deadline = now_ms() + FE_WAIT_MS; big[FE_BIG_LEN - 1] != 0;) {
+	for (uint64_t deadline = now_ms() + FE_WAIT_MS; big[FE_BIG_LEN - 1] != 0;) {
 		assert_true(now_ms() < deadline);
 		usleep(1000);
 	}
 	assert_false(vs_vq_drv_has_used(&s->fe.vq[REQ0]));
-	assert_int_equal(fe_tmf(&s->fe, tmf, 0, rd.tag, &r), 0);
+	assert_int_equal(fe_tmf(&s->fe, tmf, 0, 0, rd.tag, &r), 0);
 	assert_int_equal(r, VS_VIRTIO_SCSI_S_FUNCTION_COMPLETE);
 	/* Answered after the READ was: its used entry is there already. */
 	assert_true(vs_vq_drv_has_used(&s->fe.vq[REQ0]));

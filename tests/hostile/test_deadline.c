@@ -4,7 +4,8 @@
  * a queue back within --worker-timeout is given up on, and the target fails cleanly (its
  * backends flushed, exit status 1) instead of hanging, whether a frontend asked for the
  * queue (GET_VRING_BASE) or the operator for the end (SIGTERM).  The stuck worker is made
- * with the backend's test delay: a READ whose completion is held back far longer.
+ * with the backend's test gate: a READ held for good (the test never lets it go; a delay of
+ * 60 s held it before, and the test wanted the target gone within 20 s).
  *
  * Nor is a flush's (issue 22, defects 4 and 7): a LUN whose flushes the test gate holds
  * (gate=flush) keeps neither a removal, nor a disconnect, nor SIGTERM waiting past the
@@ -29,90 +30,8 @@
 
 #define REQ0 VS_VIRTIO_SCSI_VQ_REQ0
 
-/* LUN 0 a file, LUN 1 in RAM whose bios complete 60 s late; workers give up after 2 s. */
-static const char *const args[] = {
-    "--testing",	"--lun", "0:file=%F", "--lun", "1:ram=16M,delay=60000000",
-    "--worker-timeout", "2",	 NULL};
-
-/* Start the target; a WRITE to the file LUN (completed), then a READ of the slow LUN
- * left in flight. */
-static void write_then_stick(struct sess *s, uint8_t *data)
-{
-	struct fe_cmd wr = {.out = data, .out_len = 4096}, rd = {.lun = 1, .in_len = 512};
-	uint16_t head;
-
-	assert_int_equal(sess_start(s, args, &(struct fe_opts){.nq = 3}), 0);
-	for (unsigned i = 0; i < 4096; i++)
-		data[i] = (uint8_t)(i * 13 + 1);
-	cdb10(wr.cdb, 0x2a, 0, 16, 8);
-	assert_int_equal(fe_scsi(&s->fe, REQ0, &wr), 0);
-	assert_int_equal(wr.resp.status, 0);
-	cdb10(rd.cdb, 0x28, 0, 0, 1);
-	memset(fe_slot_in(&s->fe, 1), 0xa5, 512);
-	assert_int_equal(fe_post(&s->fe, REQ0, 1, &rd, &head), 0);
-	/* In flight once the RAM LUN copied its data (zeros); its completion waits 60 s. */
-	for (int64_t deadline = now_ms() + FE_WAIT_MS; *(uint8_t *)fe_slot_in(&s->fe, 1);) {
-		assert_true(now_ms() < deadline);
-		usleep(1000);
-	}
-}
-
-/* The target exited 1 within the deadline, said why, and the WRITE is in the file. */
-static void assert_failed_cleanly(struct sess *s, int status, int64_t took_ms, const uint8_t *data)
-{
-	uint8_t disk[4096];
-	int fd;
-
-	if (status != 1 || !proc_log_wait(&s->p, "given up on", 0))
-		proc_log_dump(&s->p);
-	assert_int_equal(status, 1);
-	assert_true(proc_log_wait(&s->p, "did not finish 'stop' of queue 2 within 2000 ms", 0));
-	assert_true(proc_log_wait(&s->p, "the backends that answered were flushed", 0));
-	assert_true(took_ms < 20000); /* the READ was still 40 s from completing */
-	fd = open(s->p.file, O_RDONLY | O_CLOEXEC);
-	assert_true(fd >= 0);
-	assert_int_equal(pread(fd, disk, sizeof(disk), 16 * 512), sizeof(disk));
-	close(fd);
-	assert_memory_equal(disk, data, sizeof(disk));
-	proc_cleanup(&s->p);
-}
-
-/* GET_VRING_BASE must stop the queue; its worker cannot (the READ is held back): given up. */
-static void queue_stop_past_the_worker_timeout_fails_cleanly(void **state)
-{
-	struct vs_vhost_vring_state st = {.index = REQ0};
-	struct sess *s = *state;
-	uint8_t data[4096];
-	int64_t t0;
-	int status, sig;
-
-	write_then_stick(s, data);
-	t0 = now_ms();
-	assert_int_equal(fe_send(&s->fe, VS_VHOST_GET_VRING_BASE, 0, &st, sizeof(st), NULL, 0), 0);
-	/* It ends by itself: no signal. */
-	status = proc_stop(&s->p, 0, FE_WAIT_MS, &sig);
-	assert_int_equal(sig, 0);
-	assert_failed_cleanly(s, status, now_ms() - t0, data);
-}
-
-/* SIGTERM with the same READ held back: the target still stops, and flushes. */
-static void sigterm_past_the_worker_timeout_still_stops(void **state)
-{
-	struct sess *s = *state;
-	uint8_t data[4096];
-	int64_t t0;
-	int status, sig;
-
-	write_then_stick(s, data);
-	t0 = now_ms();
-	status = proc_stop(&s->p, SIGTERM, FE_WAIT_MS, &sig);
-	assert_int_equal(sig, 0);
-	assert_failed_cleanly(s, status, now_ms() - t0, data);
-}
-
-/* ---- flushes that do not finish ------------------------------------------------------------ */
 static const char *const rpc_args[] = {
-    "--testing", "--rpc", "%D/rpc.sock", "--lun", "0:file=%F", "--worker-timeout", "2", NULL};
+    "--testing", "--rpc", "%R", "--lun", "0:file=%F", "--worker-timeout", "2", NULL};
 
 struct gated {
 	int rpc;  /* the management socket */
@@ -120,26 +39,28 @@ struct gated {
 	char spec[320];
 };
 
-/* Start the target (a frontend with it when fe), and add LUN 1 over the management socket:
- * a 1 MiB file whose flushes the gate holds. */
-static void start_with_a_gated_lun(struct sess *s, struct gated *g, bool fe)
+/* Start the target (a frontend with it when fe), and add LUN 1 over the management socket,
+ * its spec opts with the gate's socket added (e.g. "gate=flush": a 1 MiB file whose flushes
+ * the gate holds; "ram=16M,gate=read": ...whose reads). */
+static void start_with_a_gated_lun(struct sess *s, struct gated *g, bool fe, const char *opts)
 {
-	char path[128], gate[128], img[128], line[768];
+	char img[128], line[768];
 	int lfd, fd;
 
 	assert_int_equal(sess_start(s, rpc_args, fe ? &(struct fe_opts){.nq = 3} : NULL), 0);
-	snprintf(path, sizeof(path), "%s/rpc.sock", s->p.dir);
-	g->rpc = rpc_open(path);
+	g->rpc = unix_connect_wait(s->p.rpc, FE_WAIT_MS);
 	assert_true(g->rpc >= 0);
-	snprintf(gate, sizeof(gate), "%s/gate", s->p.dir);
-	lfd = gate_listen(gate);
+	lfd = gate_listen(s->p.gate);
 	assert_true(lfd >= 0);
 	snprintf(img, sizeof(img), "%s/lun1.img", s->p.dir);
 	fd = open(img, O_CREAT | O_RDWR | O_CLOEXEC, 0600);
 	assert_true(fd >= 0);
 	assert_int_equal(ftruncate(fd, 1 << 20), 0);
 	close(fd);
-	snprintf(g->spec, sizeof(g->spec), "file=%s,gate=flush,gate-sock=%s", img, gate);
+	if (!strncmp(opts, "ram=", 4))
+		snprintf(g->spec, sizeof(g->spec), "%s,gate-sock=%s", opts, s->p.gate);
+	else
+		snprintf(g->spec, sizeof(g->spec), "file=%s,%s,gate-sock=%s", img, opts, s->p.gate);
 	snprintf(line, sizeof(line),
 		 "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"lun_add\",\"params\":{\"id\":1,"
 		 "\"spec\":\"%s\"}}\n",
@@ -159,6 +80,80 @@ static void gated_close(struct gated *g)
 	close(g->gate);
 }
 
+/* The target with LUN 0 a file and LUN 1 in RAM whose reads the gate holds for good (the
+ * test never lets them go; g keeps the gate's socket open until the target has ended);
+ * workers give up after 2 s.  A WRITE to the file LUN (completed), then a READ of LUN 1
+ * left in flight: the gate holds it. */
+static void write_then_stick(struct sess *s, struct gated *g, uint8_t *data)
+{
+	struct fe_cmd wr = {.out = data, .out_len = 4096}, rd = {.lun = 1, .in_len = 512};
+	uint16_t head;
+
+	start_with_a_gated_lun(s, g, true, "ram=16M,gate=read");
+	for (unsigned i = 0; i < 4096; i++)
+		data[i] = (uint8_t)(i * 13 + 1);
+	cdb10(wr.cdb, 0x2a, 0, 16, 8);
+	assert_int_equal(fe_scsi(&s->fe, REQ0, &wr), 0);
+	assert_int_equal(wr.resp.status, 0);
+	cdb10(rd.cdb, 0x28, 0, 0, 1);
+	assert_int_equal(fe_post(&s->fe, REQ0, 1, &rd, &head), 0);
+	assert_int_equal(gate_wait_held(g->gate, 1, FE_WAIT_MS), 0);
+}
+
+/* The target exited 1 (it could only give up: the READ was never going to complete), said
+ * why, and the WRITE is in the file. */
+static void assert_failed_cleanly(struct sess *s, int status, const uint8_t *data)
+{
+	uint8_t disk[4096];
+	int fd;
+
+	if (status != 1 || !target_log_wait(&s->p, "given up on", 0))
+		target_log_dump(&s->p);
+	assert_int_equal(status, 1);
+	assert_true(target_log_wait(&s->p, "did not finish 'stop' of queue 2 within 2000 ms", 0));
+	assert_true(target_log_wait(&s->p, "the backends that answered were flushed", 0));
+	fd = open(s->p.file, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, disk, sizeof(disk), 16 * 512), sizeof(disk));
+	close(fd);
+	assert_memory_equal(disk, data, sizeof(disk));
+	target_fini(&s->p);
+}
+
+/* GET_VRING_BASE must stop the queue; its worker cannot (the READ is held back): given up. */
+static void queue_stop_past_the_worker_timeout_fails_cleanly(void **state)
+{
+	struct vs_vhost_vring_state st = {.index = REQ0};
+	struct sess *s = *state;
+	struct gated g;
+	uint8_t data[4096];
+	int status, sig;
+
+	write_then_stick(s, &g, data);
+	assert_int_equal(fe_send(&s->fe, VS_VHOST_GET_VRING_BASE, 0, &st, sizeof(st), NULL, 0), 0);
+	/* It ends by itself: no signal. */
+	status = target_stop(&s->p, 0, FE_WAIT_MS, &sig);
+	assert_int_equal(sig, 0);
+	gated_close(&g);
+	assert_failed_cleanly(s, status, data);
+}
+
+/* SIGTERM with the same READ held back: the target still stops, and flushes. */
+static void sigterm_past_the_worker_timeout_still_stops(void **state)
+{
+	struct sess *s = *state;
+	struct gated g;
+	uint8_t data[4096];
+	int status, sig;
+
+	write_then_stick(s, &g, data);
+	status = target_stop(&s->p, SIGTERM, FE_WAIT_MS, &sig);
+	assert_int_equal(sig, 0);
+	gated_close(&g);
+	assert_failed_cleanly(s, status, data);
+}
+
+/* ---- flushes that do not finish ------------------------------------------------------------ */
 /* A removal whose final flush the gate holds when SIGTERM comes: the removal gives up at the
  * worker timeout and says so, and the target stops, exit status 0 (LUN 0 was flushed).  On
  * dcf1c4a (with the gate) the removal kept the LUN lock for as long as its flush took, and
@@ -170,15 +165,15 @@ static void sigterm_while_a_removal_flush_is_held(void **state)
 	char line[512];
 	int status, sig;
 
-	start_with_a_gated_lun(s, &g, true);
+	start_with_a_gated_lun(s, &g, true, "gate=flush");
 	assert_int_equal(
 	    line_send(g.rpc, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"lun_remove\",\"params\":"
 			     "{\"id\":1}}\n"),
 	    0);
 	assert_int_equal(gate_wait_held(g.gate, 1, FE_WAIT_MS), 0);
-	status = proc_stop(&s->p, SIGTERM, FE_WAIT_MS, &sig);
+	status = target_stop(&s->p, SIGTERM, FE_WAIT_MS, &sig);
 	if (status != 0)
-		proc_log_dump(&s->p);
+		target_log_dump(&s->p);
 	assert_int_equal(sig, 0);
 	assert_int_equal(status, 0);
 	assert_int_equal(line_recv(g.rpc, line, sizeof(line), FE_WAIT_MS), 0);
@@ -197,23 +192,23 @@ static void disconnect_flush_held(void **state)
 	struct gated g;
 	int status, sig;
 
-	start_with_a_gated_lun(s, &g, true);
+	start_with_a_gated_lun(s, &g, true, "gate=flush");
 	fe_close(&s->fe);
 	assert_int_equal(gate_wait_held(g.gate, 1, FE_WAIT_MS), 0);
-	if (!proc_log_wait(&s->p, "its flush did not finish within 2000 ms", FE_WAIT_MS)) {
-		proc_log_dump(&s->p);
+	if (!target_log_wait(&s->p, "its flush did not finish within 2000 ms", FE_WAIT_MS)) {
+		target_log_dump(&s->p);
 		fail_msg("the disconnect's flush was not given up on");
 	}
 	assert_int_equal(sess_reconnect(s, &(struct fe_opts){.nq = 3}), 0);
 	assert_int_equal(fe_read_ok(&s->fe, VS_VIRTIO_SCSI_VQ_REQ0, 0), 0);
-	status = proc_stop(&s->p, SIGTERM, FE_WAIT_MS, &sig);
+	status = target_stop(&s->p, SIGTERM, FE_WAIT_MS, &sig);
 	if (status != 1)
-		proc_log_dump(&s->p);
+		target_log_dump(&s->p);
 	assert_int_equal(sig, 0);
 	assert_int_equal(status, 1);
-	assert_true(proc_log_wait(&s->p, "LUN 1 (", 0));
-	assert_true(proc_log_wait(&s->p, "not flushed: an earlier flush of it never finished", 0));
-	assert_true(proc_log_wait(&s->p, "a worker or a flush was given up on", 0));
+	assert_true(target_log_wait(&s->p, "LUN 1 (", 0));
+	assert_true(target_log_wait(&s->p, "not flushed: an earlier flush of it never finished", 0));
+	assert_true(target_log_wait(&s->p, "a worker or a flush was given up on", 0));
 	gated_close(&g);
 }
 
@@ -226,14 +221,14 @@ static void shutdown_flush_held(void **state)
 	struct gated g;
 	int status, sig;
 
-	start_with_a_gated_lun(s, &g, false);
-	status = proc_stop(&s->p, SIGTERM, FE_WAIT_MS, &sig);
+	start_with_a_gated_lun(s, &g, false, "gate=flush");
+	status = target_stop(&s->p, SIGTERM, FE_WAIT_MS, &sig);
 	if (status != 1)
-		proc_log_dump(&s->p);
+		target_log_dump(&s->p);
 	assert_int_equal(sig, 0);
 	assert_int_equal(status, 1);
-	assert_true(proc_log_wait(&s->p, "its flush did not finish within 2000 ms", 0));
-	assert_true(proc_log_wait(&s->p, "LUN 1 (file=", 0));
+	assert_true(target_log_wait(&s->p, "its flush did not finish within 2000 ms", 0));
+	assert_true(target_log_wait(&s->p, "LUN 1 (file=", 0));
 	assert_int_equal(gate_wait_held(g.gate, 1, FE_WAIT_MS), 0); /* the gate held it */
 	gated_close(&g);
 }

@@ -93,7 +93,7 @@ static void *flood_main(void *arg)
 /* Wait until the flood saw at least n chains given back, or the deadline. */
 static void wait_returned(struct flood *f, uint64_t n)
 {
-	for (int64_t deadline = now_ms() + FE_WAIT_MS;
+	for (uint64_t deadline = now_ms() + FE_WAIT_MS;
 	     __atomic_load_n(&f->returned, __ATOMIC_RELAXED) < n && now_ms() < deadline;)
 		usleep(1000);
 }
@@ -103,7 +103,7 @@ static bool wait_used_idx(struct fe *fe, uint16_t idx)
 {
 	struct vs_vq_drv *vq = &fe->vq[EVQ];
 
-	for (int64_t deadline = now_ms() + FE_WAIT_MS;; usleep(1000)) {
+	for (uint64_t deadline = now_ms() + FE_WAIT_MS;; usleep(1000)) {
 		if (vs_le16(__atomic_load_n(&vq->used->idx, __ATOMIC_ACQUIRE)) == idx)
 			return true;
 		if (now_ms() >= deadline)
@@ -135,13 +135,13 @@ static void full_event_ring_does_not_starve_the_control_thread(void **state)
 	assert_int_equal(sess_start(s, args, &opts), 0);
 	assert_int_equal(pthread_create(&f.thr, NULL, flood_main, &f), 0);
 	/* The event: LUN 1 added, a rescan for the driver. */
-	rpc = proc_rpc(&s->p,
+	rpc = target_rpc(&s->p,
 		       "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"lun_add\","
 		       "\"params\":{\"id\":1,\"spec\":\"ram=4M\"}}",
 		       reply, sizeof(reply), FE_WAIT_MS);
 	/* Busy: the control thread walks the flood's chains for it. */
 	wait_returned(&f, 1000);
-	tmf = fe_tmf(&s->fe, VS_VIRTIO_SCSI_T_TMF_ABORT_TASK, 0, 0x1234, &tmf_resp);
+	tmf = fe_tmf(&s->fe, VS_VIRTIO_SCSI_T_TMF_ABORT_TASK, 0, 0, 0x1234, &tmf_resp);
 	efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	call = fe_ask(&s->fe, VS_VHOST_SET_VRING_CALL, &idx, sizeof(idx), &efd, 1);
 	unsigned dry = __atomic_load_n(&f.min_outstanding, __ATOMIC_RELAXED);
@@ -155,7 +155,7 @@ static void full_event_ring_does_not_starve_the_control_thread(void **state)
 	print_message("%llu chains given back, never fewer than %u of %u available\n",
 		      (unsigned long long)f.returned, dry, EV_SIZE);
 	if (rpc || tmf || call)
-		proc_log_dump(&s->p);
+		target_log_dump(&s->p);
 	assert_int_equal(f.err, 0);
 	assert_int_equal(rpc, 0);
 	assert_non_null(strstr(reply, "\"result\""));

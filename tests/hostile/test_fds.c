@@ -39,11 +39,11 @@ static void set_ring_fd(struct sess *s, uint32_t which, unsigned q, int fd)
 /* After a drop: the reason is logged, the next frontend is served, SIGTERM still works. */
 static void assert_dropped_then_served(struct sess *s, const char *why)
 {
-	if (!fe_dropped(&s->fe, FE_WAIT_MS) || !proc_log_wait(&s->p, why, FE_WAIT_MS)) {
-		proc_log_dump(&s->p);
+	if (!fe_dropped(&s->fe, FE_WAIT_MS) || !target_log_wait(&s->p, why, FE_WAIT_MS)) {
+		target_log_dump(&s->p);
 		fail_msg("the connection was not dropped with \"%s\"", why);
 	}
-	assert_true(proc_log_wait(&s->p, "dropped", 0));
+	assert_true(target_log_wait(&s->p, "dropped", 0));
 	assert_int_equal(sess_reconnect(s, &four_rings), 0);
 	assert_int_equal(fe_read_ok(&s->fe, REQ0, 1), 0);
 	assert_int_equal(fe_read_ok(&s->fe, REQ0 + 1, 2), 0);
@@ -64,7 +64,7 @@ static void post_read(struct sess *s, unsigned q, unsigned slot)
 /* Wait until the target published a used entry on queue q (by reading the ring). */
 static void wait_used_published(struct sess *s, unsigned q)
 {
-	int64_t deadline = now_ms() + FE_WAIT_MS;
+	uint64_t deadline = now_ms() + FE_WAIT_MS;
 
 	while (!vs_vq_drv_has_used(&s->fe.vq[q])) {
 		assert_true(now_ms() < deadline);
@@ -334,7 +334,7 @@ static void each_fd_message_malformed_200_times_leaks_no_fd(void **state)
 	int base, after;
 
 	assert_int_equal(sess_start(s, two_queues, &mem_only), 0);
-	base = proc_fd_count(&s->p);
+	base = target_fd_count(&s->p);
 	assert_true(base > 0);
 	for (unsigned m = 0; m < sizeof(bad_msgs) / sizeof(bad_msgs[0]); m++) {
 		const struct bad_msg *b = &bad_msgs[m];
@@ -351,7 +351,7 @@ static void each_fd_message_malformed_200_times_leaks_no_fd(void **state)
 			for (unsigned k = 0; k < b->nfds; k++)
 				close(fds[k]);
 			if (st <= 0) {
-				proc_log_dump(&s->p);
+				target_log_dump(&s->p);
 				fail_msg("%s: answered %lld, not a failure", b->what, (long long)st);
 			}
 		}
@@ -372,7 +372,7 @@ static void each_fd_message_malformed_200_times_leaks_no_fd(void **state)
 		assert_true(fe_dropped(&s->fe, FE_WAIT_MS));
 		assert_int_equal(sess_reconnect(s, &mem_only), 0);
 	}
-	after = proc_fd_count(&s->p);
+	after = target_fd_count(&s->p);
 	if (after != base) {
 		char cmd[64];
 		snprintf(cmd, sizeof(cmd), "ls -l /proc/%d/fd >&2", s->p.pid);

@@ -39,7 +39,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	struct sess *s = *state;
-	int rc = proc_alive(&s->p) ? sess_end(s) : -1;
+	int rc = target_alive(&s->p) ? sess_end(s) : -1;
 
 	sess_teardown(state);
 	return rc;

@@ -33,11 +33,11 @@ static const struct fe_opts three_rings = {.nq = 3};
 static void assert_memory_fault_dropped(struct sess *s)
 {
 	if (!fe_dropped(&s->fe, FE_WAIT_MS) ||
-	    !proc_log_wait(&s->p, "guest memory vanished under the device", FE_WAIT_MS)) {
-		proc_log_dump(&s->p);
+	    !target_log_wait(&s->p, "guest memory vanished under the device", FE_WAIT_MS)) {
+		target_log_dump(&s->p);
 		fail_msg("the session was not dropped for the vanished memory");
 	}
-	assert_true(proc_alive(&s->p));
+	assert_true(target_alive(&s->p));
 	assert_int_equal(ftruncate(s->g.fd, (off_t)FE_MEM), 0);
 	assert_int_equal(sess_reconnect(s, &three_rings), 0);
 	assert_int_equal(fe_read_ok(&s->fe, REQ0, 3), 0);
@@ -108,7 +108,7 @@ static void file_io_on_shrunk_memory_is_a_check_condition(void **state)
 	assert_int_equal(sense_ascq(&wr.resp), 0x00);
 	/* The session is fine where the memory is. */
 	assert_int_equal(fe_read_ok(&s->fe, REQ0, 5), 0);
-	assert_true(proc_alive(&s->p));
+	assert_true(target_alive(&s->p));
 	assert_int_equal(sess_end(s), 0);
 }
 
@@ -133,7 +133,7 @@ static void assert_table_refused(struct sess *s, const struct vs_vhost_mem_regio
 	int64_t st = send_table(s, r, n, fd);
 
 	if (st != 1) {
-		proc_log_dump(&s->p);
+		target_log_dump(&s->p);
 		fail_msg("%s: answered %lld, not a refusal", what, (long long)st);
 	}
 	assert_int_equal(fe_read_ok(&s->fe, REQ0, 9), 0);
@@ -283,7 +283,7 @@ static void memory_table_changes_with_1000_requests_in_flight(void **state)
 	run_batch(s, 0x2a, true);
 	run_batch(s, 0x28, false);
 	run_batch(s, 0x28, true);
-	assert_true(proc_alive(&s->p));
+	assert_true(target_alive(&s->p));
 	assert_int_equal(sess_end(s), 0);
 }
 

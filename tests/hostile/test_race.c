@@ -45,50 +45,6 @@
 #define DEPTH	       32
 #define BLOCKS	       64 /* LBAs read, each filled with its own pattern first */
 
-struct inproc {
-	char dir[64], sock[96];
-	struct vs_target *t;
-	pthread_t thr;
-	volatile sig_atomic_t stop;
-};
-
-static void *serve(void *arg)
-{
-	struct inproc *ip = arg;
-
-	vs_target_run(ip->t, &ip->stop);
-	return NULL;
-}
-
-static int inproc_start(struct inproc *ip)
-{
-	struct vs_target_lun lun = {0, "ram=16M"};
-	struct vs_target_config cfg = {.num_queues = 1, .nluns = 1, .luns = &lun};
-	char err[256];
-	int rc;
-
-	memset(ip, 0, sizeof(*ip));
-	strcpy(ip->dir, "/tmp/vs-race-XXXXXX");
-	if (!mkdtemp(ip->dir))
-		return -errno;
-	snprintf(ip->sock, sizeof(ip->sock), "%s/sock", ip->dir);
-	cfg.socket_path = ip->sock;
-	if ((rc = vs_target_create(&ip->t, &cfg, err, sizeof(err)))) {
-		fprintf(stderr, "target: %s\n", err);
-		return rc;
-	}
-	return -pthread_create(&ip->thr, NULL, serve, ip);
-}
-
-static void inproc_stop(struct inproc *ip)
-{
-	__atomic_store_n(&ip->stop, 1, __ATOMIC_RELAXED);
-	vs_target_wake(ip->t);
-	pthread_join(ip->thr, NULL);
-	vs_target_destroy(ip->t);
-	rmdir(ip->dir);
-}
-
 static uint8_t pattern(unsigned lba, unsigned k)
 {
 	return (uint8_t)(lba * 37 + k * 3 + 1);
@@ -182,15 +138,17 @@ static void descriptors_rewritten_while_the_target_pops_them(void **state)
 	struct racer r = {.mu = &mu, .seed = 0x9e3779b9u};
 	uint16_t slot_of[QSIZE];
 	unsigned lba_of[DEPTH], posted = 0, good = 0, refused = 0, inflight = 0;
+	const struct target_opts to = {.in_process = true, .luns = {"0:ram=16M"}};
 	struct vs_target_stats st;
-	struct inproc ip;
+	struct target tg;
 	struct gmem g;
 	struct fe fe;
 
 	(void)state;
-	assert_int_equal(inproc_start(&ip), 0);
+	assert_int_equal(target_init(&tg, "race", NULL), 0);
+	assert_int_equal(target_start(&tg, &to), 0);
 	assert_int_equal(gmem_init(&g), 0);
-	assert_int_equal(fe_open(&fe, ip.sock, &g, &opts), 0);
+	assert_int_equal(fe_open(&fe, tg.sock, &g, &opts), 0);
 	for (unsigned lba = 0; lba < BLOCKS; lba++) {
 		uint8_t b[512];
 		struct fe_cmd c = {.out = b, .out_len = 512};
@@ -226,7 +184,7 @@ static void descriptors_rewritten_while_the_target_pops_them(void **state)
 		assert_int_equal(fe_wait_used(&fe, REQ0, &head, &len, FE_WAIT_MS), 0);
 		s = slot_of[head];
 		inflight--;
-		memcpy(&resp, gmem_host(&g, FE_SLOT(s + 1) + 0x100), sizeof(resp));
+		memcpy(&resp, gmem_host(&g, FE_SLOT(s + 1) + FE_SLOT_RESP), sizeof(resp));
 		if (len >= sizeof(resp) && resp.response == VS_VIRTIO_SCSI_S_OK &&
 		    resp.status == 0 && len == sizeof(resp) + 512) {
 			const uint8_t *data = fe_slot_in(&fe, s + 1);
@@ -251,7 +209,7 @@ static void descriptors_rewritten_while_the_target_pops_them(void **state)
 	assert_true(r.rewrites > 0);
 	/* The racing hit chains in flight (nothing else makes a READ of a written block fail). */
 	assert_true(refused > 0);
-	vs_target_get_stats(ip.t, &st);
+	vs_target_get_stats(tg.t, &st);
 	assert_int_equal(st.requests + st.bad_requests, BLOCKS + posted);
 
 	/* Racing over: the same queue serves as before. */
@@ -270,7 +228,7 @@ static void descriptors_rewritten_while_the_target_pops_them(void **state)
 		posted, good, refused, (unsigned long long)r.rewrites);
 	fe_close(&fe);
 	gmem_fini(&g);
-	inproc_stop(&ip);
+	target_fini(&tg);
 }
 
 int main(void)

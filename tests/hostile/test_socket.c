@@ -30,6 +30,7 @@
 #include <cmocka.h>
 
 #include "hostile.h"
+#include "tmpdir.h"
 
 struct ctx {
 	char dir[64], sock[96], log[96], victim[96];
@@ -42,8 +43,7 @@ static int setup(void **state)
 
 	if (!c)
 		return -1;
-	strcpy(c->dir, "/tmp/vs-sock-XXXXXX");
-	if (!mkdtemp(c->dir))
+	if (tmpdir_make(c->dir, sizeof(c->dir), NULL, "sock"))
 		return -1;
 	snprintf(c->sock, sizeof(c->sock), "%s/sock", c->dir);
 	snprintf(c->log, sizeof(c->log), "%s/stderr", c->dir);
@@ -56,14 +56,12 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	struct ctx *c = *state;
-	char cmd[128];
 
 	if (c->pid > 0) {
 		kill(c->pid, SIGKILL);
 		waitpid(c->pid, NULL, 0);
 	}
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", c->dir);
-	if (system(cmd) != 0)
+	if (tmpdir_remove(c->dir))
 		fprintf(stderr, "cannot remove %s\n", c->dir);
 	free(c);
 	return 0;
@@ -187,7 +185,7 @@ static bool run_traced(struct ctx *c, visit_fn visit, void *arg)
 /* The exit status of the target, waiting at most FE_WAIT_MS. */
 static int wait_exit(struct ctx *c)
 {
-	int64_t deadline = now_ms() + FE_WAIT_MS;
+	uint64_t deadline = now_ms() + FE_WAIT_MS;
 	int st;
 
 	while (waitpid(c->pid, &st, WNOHANG) == 0) {
@@ -332,7 +330,7 @@ static void a_stale_socket_is_replaced(void **state)
 	struct ctx *c = *state;
 	struct fe fe;
 	uint64_t features;
-	int64_t deadline = now_ms() + FE_WAIT_MS;
+	uint64_t deadline = now_ms() + FE_WAIT_MS;
 
 	our_socket(c->sock, false);
 	assert_int_equal(try_connect(c->sock), -ECONNREFUSED);

@@ -1,204 +1,45 @@
 /* SPDX-License-Identifier: MIT */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <fcntl.h>
 #include <setjmp.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "harness.h"
-#include "tracetools/tracetools.h"
-
-uint64_t now_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
-}
-
-/* Targets and directories still around: a failed assertion leaves its test function
- * without cleaning up, so the process does it at exit. */
-static struct {
-	pid_t pid;
-	char dir[64];
-} live[8];
-
-static void cleanup_dir(const char *dir)
-{
-	char p[128];
-
-	snprintf(p, sizeof(p), "%s/target.sock", dir);
-	unlink(p);
-	snprintf(p, sizeof(p), "%s/disk.img", dir);
-	unlink(p);
-	snprintf(p, sizeof(p), "%s/rpc.sock", dir); /* a killed target's management socket */
-	unlink(p);
-	rmdir(dir);
-}
-
-/* A killed process cannot remove its trace file (tracetools.h names it): do it for it. */
-static void forget_trace_file(pid_t pid)
-{
-	char p[512];
-
-	snprintf(p, sizeof(p), "%s/%s%d", vs_shm_dir(), VS_SHM_PREFIX, (int)pid);
-	unlink(p);
-	snprintf(p, sizeof(p), "%s/.vioscope-init-%d", vs_shm_dir(), (int)pid);
-	unlink(p);
-}
-
-static void cleanup_all(void)
-{
-	for (unsigned i = 0; i < 8; i++) {
-		if (!live[i].dir[0])
-			continue;
-		if (live[i].pid > 0) {
-			kill(live[i].pid, SIGKILL);
-			waitpid(live[i].pid, NULL, 0);
-			forget_trace_file(live[i].pid);
-		}
-		cleanup_dir(live[i].dir);
-		live[i].dir[0] = 0;
-	}
-}
-
-static unsigned live_slot(const char *dir)
-{
-	for (unsigned i = 0; i < 8; i++)
-		if (!strcmp(live[i].dir, dir))
-			return i;
-	return 8;
-}
 
 void tgt_init(struct tgt *t)
 {
-	static bool registered;
-	unsigned i = live_slot("");
-
-	if (!registered) {
-		atexit(cleanup_all);
-		registered = true;
-	}
 	memset(t, 0, sizeof(*t));
-	snprintf(t->dir, sizeof(t->dir), "/tmp/vs-ini-test-XXXXXX");
-	assert_non_null(mkdtemp(t->dir));
-	snprintf(t->sock, sizeof(t->sock), "%s/target.sock", t->dir);
-	snprintf(t->file, sizeof(t->file), "%s/disk.img", t->dir);
-	t->queues = 1;
-	t->pid = -1;
-	if (i < 8) {
-		snprintf(live[i].dir, sizeof(live[i].dir), "%s", t->dir);
-		live[i].pid = -1;
-	}
-}
-
-static void live_pid(const struct tgt *t)
-{
-	unsigned i = live_slot(t->dir);
-
-	if (i < 8)
-		live[i].pid = t->pid;
+	assert_int_equal(target_init(&t->tg, "ini", VIOSCOPE_BIN), 0);
+	t->o.queues = 1;
 }
 
 int tgt_start(struct tgt *t)
 {
-	char *argv[32], q[16], bs[16];
-	unsigned n = 0;
-	pid_t p;
-
-	unlink(t->sock); /* a killed target leaves its socket behind */
-	snprintf(q, sizeof(q), "%u", t->queues);
-	snprintf(bs, sizeof(bs), "%u", t->block_size ? t->block_size : 512);
-	argv[n++] = VIOSCOPE_BIN;
-	argv[n++] = "target";
-	argv[n++] = "--socket";
-	argv[n++] = t->sock;
-	argv[n++] = "--queues";
-	argv[n++] = q;
-	argv[n++] = "--block-size";
-	argv[n++] = bs;
-	for (unsigned i = 0; i < 4 && t->luns[i]; i++) {
-		argv[n++] = "--lun";
-		argv[n++] = (char *)t->luns[i];
-	}
-	for (unsigned i = 0; i < 8 && t->args[i]; i++)
-		argv[n++] = (char *)t->args[i];
-	argv[n] = NULL;
-	p = fork();
-	if (p < 0)
-		return -errno;
-	if (p == 0) {
-		int fd = open("/dev/null", O_WRONLY);
-		int log =
-		    t->log ? open(t->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600) : -1;
-
-		prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the test */
-		if (fd >= 0) {
-			dup2(fd, 1);
-			if (log >= 0)
-				dup2(log, 2);
-			else if (!getenv("VIOSCOPE_TEST_TARGET_LOG"))
-				dup2(fd, 2);
-		}
-		execv(VIOSCOPE_BIN, argv);
-		_exit(127);
-	}
-	for (int i = 0; i < 1000; i++) {
-		struct stat st;
-		int status;
-
-		if (stat(t->sock, &st) == 0 && S_ISSOCK(st.st_mode)) {
-			t->pid = p;
-			live_pid(t);
-			return 0;
-		}
-		if (waitpid(p, &status, WNOHANG) == p)
-			return -EIO;
-		usleep(10000);
-	}
-	kill(p, SIGKILL);
-	waitpid(p, NULL, 0);
-	return -ETIMEDOUT;
+	return target_start(&t->tg, &t->o);
 }
 
 void tgt_kill(struct tgt *t, int sig)
 {
-	int status = 0;
-
-	if (t->pid <= 0)
-		return;
-	kill(t->pid, sig);
-	waitpid(t->pid, &status, 0);
-	if (WIFSIGNALED(status))
-		forget_trace_file(t->pid);
-	t->pid = -1;
-	live_pid(t);
+	target_stop(&t->tg, sig, 20000, NULL);
 }
 
 void tgt_fini(struct tgt *t)
 {
-	unsigned i = live_slot(t->dir);
-
-	tgt_kill(t, SIGTERM);
-	cleanup_dir(t->dir);
-	if (i < 8)
-		live[i].dir[0] = 0;
+	/* SIGTERM first: a killed RBD client keeps its image's lock and watch for 30 s */
+	target_stop(&t->tg, SIGTERM, 20000, NULL);
+	target_fini(&t->tg);
 }
 
 struct vs_ini_opts ini_opts(const struct tgt *t, unsigned queues)
 {
-	return (struct vs_ini_opts){.socket = t->sock, .queues = queues, .data_mem = 32u << 20};
+	return (struct vs_ini_opts){.socket = t->tg.sock, .queues = queues, .data_mem = 32u << 20};
 }
 
 static void waiter_done(struct vs_ini_io *io)

@@ -2,7 +2,8 @@
 /*
  * End-to-end harness: a real `vioscope target` child process on a temporary socket
  * (VIOSCOPE_BIN, from CMake), and small synchronous helpers over the initiator API.
- * Set VIOSCOPE_TEST_TARGET_LOG=1 to see the target's stderr.
+ * Set VIOSCOPE_TEST_TARGET_LOG=1 to see the target's stderr (else in its directory's
+ * target.log).
  */
 #ifndef TESTS_INITIATOR_HARNESS_H
 #define TESTS_INITIATOR_HARNESS_H
@@ -13,19 +14,17 @@
 
 #include <vioscope/initiator.h>
 
+#include "deadline.h" /* now_ms */
+#include "target.h"
+
+/* The target as a `vioscope target` process (VIOSCOPE_BIN; tests/common/target.h): tests
+ * fill o (LUNs "0:ram=64M", queues, more options) between tgt_init and tgt_start. */
 struct tgt {
-	pid_t pid;
-	char dir[64];
-	char sock[96];
-	char file[96];       /* a file LUN's image, when the test wants one */
-	const char *luns[4]; /* "0:ram=64M" ... */
-	unsigned queues;
-	unsigned block_size; /* 0: the target's default (512) */
-	const char *args[8]; /* more target options ("--rpc", path), NULL-terminated */
-	const char *log;     /* the target's stderr goes here (NULL: /dev/null) */
+	struct target tg;
+	struct target_opts o;
 };
 
-/* Make the temporary directory (and sock/file paths) once per test. */
+/* Make the temporary directory (and sock/file paths) once per test; one queue. */
 void tgt_init(struct tgt *t);
 /* Start the target (again: same socket) and wait for its socket.  0 or -errno. */
 int tgt_start(struct tgt *t);
@@ -55,6 +54,5 @@ int io_sync(struct vs_ini_queue *q, enum vs_ini_op op, unsigned lun, uint64_t lb
 void pattern_fill(uint8_t *buf, size_t len, uint64_t seed, uint64_t off);
 bool pattern_check(const uint8_t *buf, size_t len, uint64_t seed, uint64_t off);
 
-uint64_t now_ms(void);
 
 #endif

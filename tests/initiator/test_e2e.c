@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
+#include "tmpdir.h"
 #include "../lwlog.h"
 
 struct fx {
@@ -45,21 +46,17 @@ static struct fx *fx_open(const char *lun0, const char *lun1, unsigned queues, u
 			 lun0[0] == 'F' ? lun0 + 4 : "");
 		lun0 = x->spec;
 	} else if (!strncmp(lun0, "FILE", 4)) {
-		int fd = open(x->t.file, O_CREAT | O_RDWR | O_CLOEXEC, 0600);
-
-		assert_true(fd >= 0);
-		assert_int_equal(ftruncate(fd, 8 << 20), 0);
-		close(fd);
-		snprintf(x->spec, sizeof(x->spec), "0:file=%s%s", x->t.file, lun0 + 4);
+		x->t.o.file_size = 8 << 20;
+		snprintf(x->spec, sizeof(x->spec), "0:file=%%F%s", lun0 + 4);
 		lun0 = x->spec;
 	}
-	x->t.luns[0] = lun0;
-	x->t.luns[1] = lun1;
-	x->t.queues = queues;
-	x->t.block_size = block_size;
+	x->t.o.luns[0] = lun0;
+	x->t.o.luns[1] = lun1;
+	x->t.o.queues = queues;
+	x->t.o.block_size = block_size;
 	assert_int_equal(tgt_start(&x->t), 0);
 	o = opts ? *opts : ini_opts(&x->t, queues);
-	o.socket = x->t.sock;
+	o.socket = x->t.tg.sock;
 	assert_int_equal(vs_ini_open(&x->ini, &o), 0);
 	return x;
 }
@@ -218,7 +215,7 @@ static void test_queues_4(void **state)
  * is logged only once a flush made it durable, just before that FLUSH entry. */
 static void test_flush(void **state)
 {
-	char dir[] = "/tmp/vs-e2e-log-XXXXXX", log[64], lun0[96];
+	char dir[64], log[96], lun0[128];
 	struct fx *x;
 	struct vs_ini_queue *q;
 	struct lw_test_entry e[8];
@@ -226,7 +223,8 @@ static void test_flush(void **state)
 	static struct waiter wt;
 
 	(void)state;
-	assert_non_null(mkdtemp(dir)); /* the target creates the log: it never reuses a file */
+	/* the target creates the log: it never reuses a file */
+	assert_int_equal(tmpdir_make(dir, sizeof(dir), NULL, "e2e-log"), 0);
 	snprintf(log, sizeof(log), "%s/log", dir);
 	snprintf(lun0, sizeof(lun0), "FILE,log-writes=%s", log);
 	x = fx_open(lun0, NULL, 1, 512, NULL);
@@ -250,8 +248,7 @@ static void test_flush(void **state)
 		    e[1].first_byte == 'P');
 	assert_true(e[2].flags == VS_LW_FLUSH);
 	fx_close(x);
-	unlink(log);
-	rmdir(dir);
+	tmpdir_remove(dir);
 }
 
 /* UNMAP of written blocks: they read back as zeros, the neighbours keep their data. */

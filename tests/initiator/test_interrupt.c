@@ -99,9 +99,9 @@ static struct vs_ini *open_interrupt(struct tgt *t, const char *lun)
 	struct vs_ini *ini;
 
 	tgt_init(t);
-	t->luns[0] = lun;
-	t->args[0] = "--testing"; /* one test holds requests with delay= */
-	t->queues = 1;
+	t->o.luns[0] = lun;
+	t->o.args[0] = "--testing"; /* one test holds requests with delay= */
+	t->o.queues = 1;
 	assert_int_equal(tgt_start(t), 0);
 	o = ini_opts(t, 1);
 	o.interrupt = true;

@@ -31,23 +31,14 @@
 #define WAIT_MS 20000
 
 struct fx {
-	struct tgt t; /* the harness's temporary directory and socket path (no child) */
-	struct vs_target *tg;
-	pthread_t serve;
-	volatile sig_atomic_t stop;
+	struct tgt t;	     /* the target, in this process (t.tg.t) */
+	struct vs_target *tg; /* = t.tg.t */
 	struct vs_ini *ini;
 	struct vs_ini_queue *q;
 	unsigned changed; /* luns_changed calls (atomic) */
 	uint8_t *buf;	  /* 1 MiB of shared memory */
+	char spec[160];	  /* LUN 1's */
 };
-
-static void *serve_main(void *arg)
-{
-	struct fx *x = arg;
-
-	vs_target_run(x->tg, &x->stop);
-	return NULL;
-}
 
 static void on_luns_changed(void *arg)
 {
@@ -61,26 +52,22 @@ static void on_luns_changed(void *arg)
 static struct fx *fx_open(const char *lun1)
 {
 	struct fx *x = calloc(1, sizeof(*x));
-	struct vs_target_lun luns[2] = {{0, "ram=8M"}, {1, lun1}};
-	char spec[160], err[256];
-	struct vs_target_config cfg = {.num_queues = 1, .nluns = lun1 ? 2 : 1, .luns = luns};
 	struct vs_ini_opts o;
 
 	assert_non_null(x);
 	tgt_init(&x->t);
+	x->t.o.in_process = true;
+	x->t.o.luns[0] = "0:ram=8M";
 	if (lun1 && !strcmp(lun1, "FILE")) {
-		int fd = open(x->t.file, O_CREAT | O_RDWR | O_CLOEXEC, 0600);
-
-		assert_true(fd >= 0);
-		assert_int_equal(ftruncate(fd, 8 << 20), 0);
-		close(fd);
-		snprintf(spec, sizeof(spec), "file=%s", x->t.file);
-		luns[1].spec = spec;
+		x->t.o.file_size = 8 << 20;
+		lun1 = "file=%F";
 	}
-	cfg.socket_path = x->t.sock;
-	if (vs_target_create(&x->tg, &cfg, err, sizeof(err)))
-		fail_msg("target: %s", err);
-	assert_int_equal(pthread_create(&x->serve, NULL, serve_main, x), 0);
+	if (lun1) {
+		snprintf(x->spec, sizeof(x->spec), "1:%s", lun1);
+		x->t.o.luns[1] = x->spec;
+	}
+	assert_int_equal(tgt_start(&x->t), 0);
+	x->tg = x->t.tg.t;
 	o = ini_opts(&x->t, 1);
 	o.luns_changed = on_luns_changed;
 	o.luns_changed_arg = x;
@@ -94,10 +81,7 @@ static struct fx *fx_open(const char *lun1)
 static void fx_close(struct fx *x)
 {
 	vs_ini_close(x->ini);
-	x->stop = 1;
-	vs_target_wake(x->tg);
-	assert_int_equal(pthread_join(x->serve, NULL), 0);
-	assert_int_equal(vs_target_destroy(x->tg), 0);
+	assert_int_equal(target_stop(&x->t.tg, 0, 0, NULL), 0); /* vs_target_destroy's */
 	tgt_fini(&x->t);
 	free(x);
 }
@@ -229,54 +213,26 @@ static void test_removal_seen(void **state)
 	fx_close(x);
 }
 
-struct churn {
-	struct vs_target *tg;
-	int rc;
-	char err[256];
-	unsigned cycles;
-	unsigned io_rounds; /* atomic: the I/O thread's rounds so far */
-	int done;
-};
-
-/* At least 30 adds and removes, and on until the I/O thread has done 30 rounds, so that
- * the two overlap however the threads are scheduled (60 s at most). */
-static void *churn_main(void *arg)
-{
-	struct churn *c = arg;
-	struct vs_target_lun l = {5, "ram=1M"};
-	uint64_t end = now_ms() + 60000;
-
-	while ((c->cycles < 30 || __atomic_load_n(&c->io_rounds, __ATOMIC_ACQUIRE) < 30) &&
-	       !c->rc && now_ms() < end) {
-		if ((c->rc = vs_target_lun_add(c->tg, &l, c->err, sizeof(c->err))))
-			break;
-		c->rc = vs_target_lun_remove(c->tg, 5, c->err, sizeof(c->err));
-		c->cycles++;
-	}
-	__atomic_store_n(&c->done, 1, __ATOMIC_RELEASE);
-	return NULL;
-}
-
 /* Adds and removes of another LUN while this thread writes and verifies LUN 0: no I/O
  * error, every byte as written; the initiator ends with the table the target has. */
 static void test_churn_under_io(void **state)
 {
 	struct fx *x = fx_open(NULL);
-	struct churn c = {.tg = x->tg};
+	/* at least 30 adds and removes, and on until this thread has done 30 rounds */
+	struct lun_churn c = {
+	    .t = x->tg, .lun = {5, "ram=1M"}, .min_cycles = 30, .min_rounds = 30};
 	uint64_t end = now_ms() + 60000;
 	struct vs_ini_lun info;
 	unsigned rounds = 0;
-	pthread_t thr;
 
 	(void)state;
-	assert_int_equal(pthread_create(&thr, NULL, churn_main, &c), 0);
-	while (!__atomic_load_n(&c.done, __ATOMIC_ACQUIRE) && now_ms() < end) {
+	assert_int_equal(lun_churn_start(&c), 0);
+	while (lun_churn_running(&c) && now_ms() < end) {
 		write_read(x, 0, (rounds % 64) * 128, rounds);
 		rounds++;
-		__atomic_store_n(&c.io_rounds, rounds, __ATOMIC_RELEASE);
+		lun_churn_round(&c);
 	}
-	assert_int_equal(pthread_join(thr, NULL), 0);
-	if (c.rc)
+	if (lun_churn_join(&c))
 		fail_msg("add/remove: %d %s", c.rc, c.err);
 	assert_true(rounds >= 30);
 	assert_true(c.cycles >= 30);

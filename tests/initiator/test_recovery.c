@@ -19,7 +19,9 @@
 
 #include <cmocka.h>
 
+#include "gate.h"
 #include "harness.h"
+#include "thread_wait.h"
 
 #define LOAD_DEPTH 48
 
@@ -219,35 +221,68 @@ static void load_pause(struct load *l)
 	}
 }
 
-/* LUN reset while 48 writes are kept in flight (one bio in four held 20 ms at the backend):
- * when the reset returns, every request submitted before it has completed (0, or
- * -ECONNRESET), some were reset, and I/O goes on afterwards. */
+/* The gate socket's end: every held bio goes, and no more are held.  A failure to say so
+ * shows as requests that never complete (the test's deadlines). */
+static void gate_open_all(void *arg)
+{
+	line_send(*(int *)arg, "open\n");
+}
+
+/* Start t, whose LUN spec names the test gate's socket (gate-sock=%G), and take the gate's
+ * connection: its fd. */
+static int start_gated(struct tgt *t)
+{
+	int lfd = gate_listen(t->tg.gate), fd;
+
+	assert_true(lfd >= 0);
+	t->o.args[0] = "--testing";
+	assert_int_equal(tgt_start(t), 0);
+	fd = gate_accept(lfd, 20000);
+	close(lfd);
+	assert_true(fd >= 0);
+	return fd;
+}
+
+/* LUN reset while 48 writes are in flight, held by the test gate until the reset waits for
+ * them (after 200 writes that went through): when the reset returns, every request
+ * submitted before it has completed, each of the 48 with -ECONNRESET, and I/O goes on
+ * afterwards.  (The writes were held 20 ms by a delay before: under load they had all
+ * completed before the reset came, 1 run in 3.) */
 static void test_lun_reset_under_load(void **state)
 {
 	struct tgt t;
 	struct vs_ini *ini;
 	struct vs_ini_opts o;
 	static struct load l;
+	struct when_waiting ctl = {.comm = "vs-ctl", .act = gate_open_all};
 	uint64_t snap;
 	uint8_t *b;
+	int gate;
 
 	(void)state;
 	tgt_init(&t);
-	t.luns[0] = "0:ram=64M,delay=20000,delay-every=4";
-	t.args[0] = "--testing";
-	t.queues = 2;
-	assert_int_equal(tgt_start(&t), 0);
+	t.o.luns[0] = "0:ram=64M,gate=write:201-,gate-sock=%G";
+	t.o.queues = 2;
+	gate = start_gated(&t);
 	o = ini_opts(&t, 2);
 	assert_int_equal(vs_ini_open(&ini, &o), 0);
 	b = vs_ini_alloc(ini, 4096, 4096);
 	load_start(&l, ini, vs_ini_get_queue(ini, 0), 0);
 	load_wait_for(&l, &l.completed, 200);
+	assert_int_equal(gate_wait_held(gate, LOAD_DEPTH, 20000), 0);
 	/* Completions now run on this thread only: when the reset returns, its callbacks have. */
 	load_pause(&l);
 	pthread_mutex_lock(&l.lock);
 	snap = l.seq;
 	pthread_mutex_unlock(&l.lock);
+	assert_int_equal(l.completed, 200); /* the rest are held */
+	/* The held writes go once the target's control thread waits for them: the reset has
+	 * marked them and waits for their completions. */
+	ctl.pid = t.tg.pid;
+	ctl.arg = &gate;
+	assert_int_equal(when_waiting_start(&ctl), 0);
 	assert_int_equal(vs_ini_lun_reset(ini, 0), 0);
+	assert_true(when_waiting_join(&ctl)); /* the reset waited for the held writes */
 	pthread_mutex_lock(&l.lock);
 	for (unsigned i = 0; i < LOAD_DEPTH; i++)
 		assert_false(l.r[i].busy && l.r[i].seq <= snap);
@@ -257,7 +292,7 @@ static void test_lun_reset_under_load(void **state)
 	assert_int_equal(l.other, 0);
 	assert_int_equal(l.notconn, 0);
 	assert_int_equal(l.completed, l.ok + l.reset);
-	assert_true(l.reset > 0); /* requests were in flight, and the reset got them */
+	assert_int_equal(l.reset, LOAD_DEPTH); /* every write in flight, and the reset got them */
 	print_message("  %llu completions, %llu reset by the TMF\n",
 		      (unsigned long long)l.completed, (unsigned long long)l.reset);
 	/* The unit attention the reset left is absorbed by a retry. */
@@ -268,6 +303,7 @@ static void test_lun_reset_under_load(void **state)
 	assert_int_equal(io_sync(vs_ini_get_queue(ini, 0), VS_INI_READ, 0, 4096, 8, b, 4096, 1), 0);
 	assert_true(pattern_check(b, 4096, 3, 0));
 	vs_ini_close(ini);
+	close(gate);
 	tgt_fini(&t);
 }
 
@@ -284,7 +320,7 @@ static void test_unit_attention_retry(void **state)
 
 	(void)state;
 	tgt_init(&t);
-	t.luns[0] = "0:ram=16M";
+	t.o.luns[0] = "0:ram=16M";
 	assert_int_equal(tgt_start(&t), 0);
 	o = ini_opts(&t, 1);
 	assert_int_equal(vs_ini_open(&ini, &o), 0);
@@ -304,9 +340,10 @@ static void test_unit_attention_retry(void **state)
 	tgt_fini(&t);
 }
 
-/* ABORT TASK: an io not in flight is -ENOENT; one in flight at the target (LUN 0 holds
- * every bio 500 ms; a read of LUN 1 behind it on the same queue has completed, so the
- * target took the first one) completes with -ECANCELED. */
+/* ABORT TASK: an io not in flight is -ENOENT; one in flight at the target (LUN 0's reads
+ * held by the test gate until the abort waits for them; a read of LUN 1 behind it on the
+ * same queue has completed) completes with -ECANCELED.  (It was held 500 ms by a delay:
+ * a loaded machine could let it complete before the abort came.) */
 static void test_abort(void **state)
 {
 	struct tgt t;
@@ -314,14 +351,15 @@ static void test_abort(void **state)
 	struct vs_ini_opts o;
 	struct vs_ini_queue *q;
 	static struct waiter w, behind;
+	struct when_waiting ctl = {.comm = "vs-ctl", .act = gate_open_all};
 	uint8_t *b;
+	int gate;
 
 	(void)state;
 	tgt_init(&t);
-	t.luns[0] = "0:ram=16M,delay=500000";
-	t.luns[1] = "1:ram=16M";
-	t.args[0] = "--testing";
-	assert_int_equal(tgt_start(&t), 0);
+	t.o.luns[0] = "0:ram=16M,gate=read,gate-sock=%G";
+	t.o.luns[1] = "1:ram=16M";
+	gate = start_gated(&t);
 	o = ini_opts(&t, 1);
 	assert_int_equal(vs_ini_open(&ini, &o), 0);
 	assert_int_equal(vs_ini_lun_count(ini), 2);
@@ -330,16 +368,22 @@ static void test_abort(void **state)
 	waiter_prep(&w, VS_INI_READ, 0, 0, 2048, b, 1u << 20, 1);
 	assert_int_equal(vs_ini_abort(ini, q, &w.io), -ENOENT);
 	assert_int_equal(waiter_submit(q, &w), 0);
+	assert_int_equal(gate_wait_held(gate, 1, 20000), 0);
 	waiter_prep(&behind, VS_INI_READ, 1, 0, 8, b + (1u << 20), 4096, 1);
 	assert_int_equal(waiter_submit(q, &behind), 0);
 	waiter_wait(q, &behind);
 	assert_int_equal(behind.io.result, 0);
 	assert_false(__atomic_load_n(&w.done, __ATOMIC_ACQUIRE));
+	ctl.pid = t.tg.pid;
+	ctl.arg = &gate;
+	assert_int_equal(when_waiting_start(&ctl), 0);
 	assert_int_equal(vs_ini_abort(ini, q, &w.io), 0);
+	assert_true(when_waiting_join(&ctl)); /* the abort waited for the held read */
 	waiter_wait(q, &w);
 	assert_int_equal(w.io.result, -ECANCELED);
 	assert_int_equal(vs_ini_inflight(q), 0);
 	vs_ini_close(ini);
+	close(gate);
 	tgt_fini(&t);
 }
 
@@ -360,12 +404,12 @@ static void test_reconnect_after_kill(void **state)
 
 	(void)state;
 	tgt_init(&t);
-	fd = open(t.file, O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+	fd = open(t.tg.file, O_CREAT | O_RDWR | O_CLOEXEC, 0600);
 	assert_true(fd >= 0);
 	assert_int_equal(ftruncate(fd, 16 << 20), 0);
 	close(fd);
-	snprintf(spec, sizeof(spec), "0:file=%s", t.file);
-	t.luns[0] = spec;
+	snprintf(spec, sizeof(spec), "0:file=%s", t.tg.file);
+	t.o.luns[0] = spec;
 	assert_int_equal(tgt_start(&t), 0);
 	o = ini_opts(&t, 1);
 	o.reconnect = true;
@@ -425,8 +469,8 @@ static void test_interrupt_mode(void **state)
 
 	(void)state;
 	tgt_init(&t);
-	t.luns[0] = "0:ram=16M";
-	t.queues = 2;
+	t.o.luns[0] = "0:ram=16M";
+	t.o.queues = 2;
 	assert_int_equal(tgt_start(&t), 0);
 	o = ini_opts(&t, 2);
 	o.interrupt = true;

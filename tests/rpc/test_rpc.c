@@ -27,6 +27,9 @@
 #include <jansson.h>
 
 #include "../initiator/harness.h"
+#include "gate.h" /* unix_connect_wait */
+#include "proc.h"
+#include "tmpdir.h"
 
 #define DEADLINE_MS 10000
 
@@ -43,20 +46,10 @@ struct fx {
  * vhost-user socket the harness waits for). */
 static int rpc_connect(const char *path)
 {
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	uint64_t end = now_ms() + DEADLINE_MS;
-	int fd;
+	int fd = unix_connect_wait(path, DEADLINE_MS);
 
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
-	for (;;) {
-		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		assert_true(fd >= 0);
-		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
-			return fd;
-		close(fd);
-		assert_true(now_ms() < end);
-		usleep(5000);
-	}
+	assert_true(fd >= 0);
+	return fd;
 }
 
 /* A target with LUN 0 (and 1), the management socket and more options (NULL-terminated,
@@ -69,16 +62,15 @@ static struct fx *fx_start(const char *lun0, const char *lun1, const char *const
 
 	assert_non_null(x);
 	tgt_init(&x->t);
-	snprintf(x->rpc, sizeof(x->rpc), "%s/rpc.sock", x->t.dir);
-	snprintf(x->log, sizeof(x->log), "%s/target.log", x->t.dir);
-	x->t.luns[0] = lun0;
-	x->t.luns[1] = lun1;
-	x->t.log = x->log;
-	x->t.args[n++] = "--rpc";
-	x->t.args[n++] = x->rpc;
+	snprintf(x->rpc, sizeof(x->rpc), "%s/rpc.sock", x->t.tg.dir);
+	snprintf(x->log, sizeof(x->log), "%s", x->t.tg.log);
+	x->t.o.luns[0] = lun0;
+	x->t.o.luns[1] = lun1;
+	x->t.o.args[n++] = "--rpc";
+	x->t.o.args[n++] = x->rpc;
 	for (; more && *more; more++) {
 		assert_true(n < 8);
-		x->t.args[n++] = *more;
+		x->t.o.args[n++] = *more;
 	}
 	assert_int_equal(tgt_start(&x->t), 0);
 	close(rpc_connect(x->rpc)); /* it listens */
@@ -418,7 +410,7 @@ static void test_fifo_refused(void **state)
 	json_t *resp, *err;
 
 	(void)state;
-	snprintf(fifo, sizeof(fifo), "%s/fifo", x->t.dir);
+	snprintf(fifo, sizeof(fifo), "%s/fifo", x->t.tg.dir);
 	assert_int_equal(mkfifo(fifo, 0600), 0);
 	snprintf(line, sizeof(line),
 		 "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"lun_add\",\"params\":{\"id\":2,"
@@ -626,43 +618,21 @@ static void test_stuck_client(void **state)
 
 /* ---- the socket ------------------------------------------------------------------------ */
 
-/* Run `vioscope target` with these extra arguments and wait (deadline) for it to exit:
+/* Run `vioscope target --rpc RPC` (its socket in dir) and wait (deadline) for it to exit:
  * its exit status, its stderr in err. */
 static int run_target(const char *dir, const char *rpc, char *why, size_t whylen)
 {
-	char sock[128], log[128];
-	pid_t p;
-	int status = -1;
-	uint64_t end = now_ms() + DEADLINE_MS;
-	FILE *f;
+	char sock[128];
+	const char *argv[] = {VIOSCOPE_BIN, "target", "--socket", sock, "--lun",
+			      "0:ram=1M",   "--rpc",  rpc,	  NULL};
+	int status;
 
 	snprintf(sock, sizeof(sock), "%s/t2.sock", dir);
-	snprintf(log, sizeof(log), "%s/t2.log", dir);
-	p = fork();
-	assert_true(p >= 0);
-	if (p == 0) {
-		int fd = open(log, O_CREAT | O_WRONLY | O_TRUNC, 0600);
-
-		dup2(fd, 2);
-		execl(VIOSCOPE_BIN, VIOSCOPE_BIN, "target", "--socket", sock, "--lun", "0:ram=1M",
-		      "--rpc", rpc, (char *)NULL);
-		_exit(127);
-	}
-	while (waitpid(p, &status, WNOHANG) == 0) {
-		if (now_ms() > end) {
-			kill(p, SIGKILL);
-			waitpid(p, NULL, 0);
-			fail_msg("the target did not exit");
-		}
-		usleep(10000);
-	}
-	f = fopen(log, "r");
-	assert_non_null(f);
-	why[fread(why, 1, whylen - 1, f)] = 0;
-	fclose(f);
-	unlink(log);
+	status = proc_run(argv, why, whylen, DEADLINE_MS);
+	if (status == -ETIMEDOUT)
+		fail_msg("the target did not exit");
 	assert_int_equal(access(sock, F_OK), -1); /* its vhost-user socket went too */
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	return status;
 }
 
 /* The socket is 0600; a path that holds something else is refused and left as it was; a
@@ -679,12 +649,12 @@ static void test_socket_path(void **state)
 	assert_true(S_ISSOCK(st.st_mode));
 	assert_int_equal(st.st_mode & 0777, 0600);
 
-	snprintf(path, sizeof(path), "%s/not-a-socket", x->t.dir);
+	snprintf(path, sizeof(path), "%s/not-a-socket", x->t.tg.dir);
 	fd = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0644);
 	assert_true(fd >= 0);
 	assert_int_equal(write(fd, "keep me", 7), 7);
 	close(fd);
-	assert_int_equal(run_target(x->t.dir, path, err, sizeof(err)), 3);
+	assert_int_equal(run_target(x->t.tg.dir, path, err, sizeof(err)), 3);
 	assert_non_null(strstr(err, "exists and is not a socket"));
 	fd = open(path, O_RDONLY);
 	assert_int_equal(read(fd, content, sizeof(content)), 7);
@@ -692,7 +662,7 @@ static void test_socket_path(void **state)
 	assert_string_equal(content, "keep me");
 	unlink(path);
 
-	assert_int_equal(run_target(x->t.dir, x->rpc, err, sizeof(err)), 3);
+	assert_int_equal(run_target(x->t.tg.dir, x->rpc, err, sizeof(err)), 3);
 	assert_non_null(strstr(err, "another process is listening"));
 	fd = rpc_connect(x->rpc); /* the first target's socket is still its own */
 	still_serving(x, fd, 3);
@@ -715,15 +685,15 @@ static void test_shutdown(void **state)
 	assert_true(json_is_true(r));
 	json_decref(r);
 	end = now_ms() + DEADLINE_MS;
-	while (waitpid(x->t.pid, &status, WNOHANG) == 0) {
+	while (waitpid(x->t.tg.pid, &status, WNOHANG) == 0) {
 		assert_true(now_ms() < end);
 		usleep(10000);
 	}
-	x->t.pid = -1;
+	x->t.tg.pid = -1;
 	assert_true(WIFEXITED(status));
 	assert_int_equal(WEXITSTATUS(status), 0);
 	assert_int_equal(access(x->rpc, F_OK), -1);
-	assert_int_equal(access(x->t.sock, F_OK), -1);
+	assert_int_equal(access(x->t.tg.sock, F_OK), -1);
 	close(fd);
 	fx_close(x);
 }
@@ -782,7 +752,7 @@ static void test_client(void **state)
 		FILE *f;
 		size_t n;
 
-		snprintf(cmd, sizeof(cmd), "%s trace show %d 2>&1", VIOSCOPE_BIN, (int)x->t.pid);
+		snprintf(cmd, sizeof(cmd), "%s trace show %d 2>&1", VIOSCOPE_BIN, (int)x->t.tg.pid);
 		f = popen(cmd, "r");
 		assert_non_null(f);
 		n = fread(out, 1, sizeof(out) - 1, f);
@@ -838,7 +808,7 @@ static const char *req(const char *method, const char *params)
 /* Let other users reach the management socket (the test runs as root). */
 static void open_to_others(struct fx *x)
 {
-	assert_int_equal(chmod(x->t.dir, 0711), 0);
+	assert_int_equal(chmod(x->t.tg.dir, 0711), 0);
 	assert_int_equal(chmod(x->rpc, 0666), 0);
 }
 
@@ -1010,8 +980,8 @@ static void test_a_flood_waits_its_turn(void **state)
 		fl[k] = rpc_connect(x->rpc);
 		list_ids(fl[k], ids, sizeof(ids)); /* accepted */
 	}
-	assert_int_equal(kill(x->t.pid, SIGSTOP), 0);
-	assert_int_equal(waitpid(x->t.pid, &status, WUNTRACED), x->t.pid);
+	assert_int_equal(kill(x->t.tg.pid, SIGSTOP), 0);
+	assert_int_equal(waitpid(x->t.tg.pid, &status, WUNTRACED), x->t.tg.pid);
 	assert_true(WIFSTOPPED(status));
 	/* The operator comes last: it is accepted after the flooders' lines are read, as
 	 * dcf1c4a read them and answered them all first. */
@@ -1033,7 +1003,7 @@ static void test_a_flood_waits_its_turn(void **state)
 	}
 	send_all(op, req("lun_list", "{}"), strlen(req("lun_list", "{}")));
 	send_all(op, "\n", 1);
-	assert_int_equal(kill(x->t.pid, SIGCONT), 0);
+	assert_int_equal(kill(x->t.tg.pid, SIGCONT), 0);
 	{
 		char *reply = read_line(op);
 
@@ -1220,18 +1190,18 @@ static void test_lun_root_confines_paths(void **state)
 	char root[128], path[256], spec[512];
 	const char *more[] = {"--lun-root", root, NULL};
 	struct fx *x;
-	struct tgt files;
+	char files[64]; /* a directory for the files only */
 	int fd;
 
 	(void)state;
-	tgt_init(&files); /* a directory for the files only */
-	snprintf(root, sizeof(root), "%s/luns", files.dir);
+	assert_int_equal(tmpdir_make(files, sizeof(files), NULL, "rpc-files"), 0);
+	snprintf(root, sizeof(root), "%s/luns", files);
 	assert_int_equal(mkdir(root, 0700), 0);
 	snprintf(path, sizeof(path), "%s/a.img", root);
 	make_file(path, 1 << 20);
 	snprintf(path, sizeof(path), "%s/b.img", root); /* a.img is LUN 1's, and locked */
 	make_file(path, 1 << 20);
-	snprintf(path, sizeof(path), "%s/outside.img", files.dir);
+	snprintf(path, sizeof(path), "%s/outside.img", files);
 	make_file(path, 1 << 20);
 	snprintf(path, sizeof(path), "%s/escape", root);
 	assert_int_equal(symlink("../outside.img", path), 0);
@@ -1241,19 +1211,19 @@ static void test_lun_root_confines_paths(void **state)
 	lun_add_ok(fd, 1, "file=a.img");
 	snprintf(spec, sizeof(spec), "file=%s/b.img,ro", root);
 	lun_add_ok(fd, 2, spec);
-	snprintf(spec, sizeof(spec), "file=%s/outside.img", files.dir);
+	snprintf(spec, sizeof(spec), "file=%s/outside.img", files);
 	lun_add_refused(fd, 3, spec, "not beneath the LUN root", "EXDEV");
 	lun_add_refused(fd, 3, "file=../outside.img", "resolves outside the LUN root", "EXDEV");
 	lun_add_refused(fd, 3, "file=escape", "resolves outside the LUN root", "EXDEV");
 	lun_add_refused(fd, 3, "ram=1M,log-writes=../stolen.log", "resolves outside", "EXDEV");
-	snprintf(path, sizeof(path), "%s/stolen.log", files.dir);
+	snprintf(path, sizeof(path), "%s/stolen.log", files);
 	assert_int_equal(access(path, F_OK), -1);
 	lun_add_ok(fd, 3, "ram=1M,log-writes=fresh.log");
 	snprintf(path, sizeof(path), "%s/fresh.log", root);
 	assert_int_equal(access(path, F_OK), 0);
 	close(fd);
 	fx_close(x);
-	tgt_fini(&files);
+	tmpdir_remove(files);
 }
 
 static off_t file_size(const char *path)
@@ -1274,10 +1244,10 @@ static void test_spec_checked_before_side_effects(void **state)
 	char odd[128], victim[128], planted[128], log[128], spec[512];
 
 	(void)state;
-	snprintf(odd, sizeof(odd), "%s/odd.img", x->t.dir);
-	snprintf(victim, sizeof(victim), "%s/victim", x->t.dir);
-	snprintf(planted, sizeof(planted), "%s/planted.log", x->t.dir);
-	snprintf(log, sizeof(log), "%s/fresh.log", x->t.dir);
+	snprintf(odd, sizeof(odd), "%s/odd.img", x->t.tg.dir);
+	snprintf(victim, sizeof(victim), "%s/victim", x->t.tg.dir);
+	snprintf(planted, sizeof(planted), "%s/planted.log", x->t.tg.dir);
+	snprintf(log, sizeof(log), "%s/fresh.log", x->t.tg.dir);
 	make_file(odd, 1000);
 	v = open(victim, O_CREAT | O_WRONLY | O_TRUNC, 0600);
 	assert_int_equal(write(v, "keep me", 7), 7);
@@ -1347,7 +1317,7 @@ static void test_trace_set_checks_flags(void **state)
 		     "unknown flag 'nosuchflag' (known: ", NULL);
 	expect_error(fd, req("trace_set", "{\"spec\":\"verbose:target.nosuch\"}"), -32602,
 		     "provider 'target' has no flag 'nosuch'", NULL);
-	snprintf(cmd, sizeof(cmd), "%s trace show %d 2>&1", VIOSCOPE_BIN, (int)x->t.pid);
+	snprintf(cmd, sizeof(cmd), "%s trace show %d 2>&1", VIOSCOPE_BIN, (int)x->t.tg.pid);
 	f = popen(cmd, "r");
 	assert_non_null(f);
 	n = fread(out, 1, sizeof(out) - 1, f);

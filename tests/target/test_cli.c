@@ -11,58 +11,23 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
-#include "frontend.h"
+#include "fixture.h"
+#include "proc.h"
+#include "tmpdir.h"
 
 static const char *vioscope; /* the binary under test (argv[1]) */
 
-struct proc {
-	pid_t pid;
-	int err_fd; /* read end of its stderr */
-};
-
-static struct proc spawn(char *const args[])
+/* Run `vioscope args[1]...` (args[0] becomes the binary's path) to its end: its exit
+ * status, its stderr into buf. */
+static int run(char *args[], char *buf, size_t len)
 {
-	struct proc p;
-	int pfd[2];
-
-	assert_int_equal(pipe2(pfd, O_CLOEXEC), 0);
-	p.pid = fork();
-	assert_true(p.pid >= 0);
-	if (p.pid == 0) {
-		dup2(pfd[1], 2);
-		execv(vioscope, args);
-		_exit(127);
-	}
-	close(pfd[1]);
-	p.err_fd = pfd[0];
-	return p;
-}
-
-/* Exit status of a finished process; its stderr into buf. */
-static int finish(struct proc p, char *buf, size_t len)
-{
-	size_t n = 0;
-	ssize_t r;
-	int st;
-
-	while (n + 1 < len && (r = read(p.err_fd, buf + n, len - 1 - n)) > 0)
-		n += (size_t)r;
-	buf[n] = 0;
-	close(p.err_fd);
-	assert_int_equal(waitpid(p.pid, &st, 0), p.pid);
-	assert_true(WIFEXITED(st));
-	return WEXITSTATUS(st);
-}
-
-static int run(char *const args[], char *buf, size_t len)
-{
-	return finish(spawn(args), buf, len);
+	args[0] = (char *)vioscope;
+	return proc_run((const char *const *)args, buf, len, FE_WAIT_MS);
 }
 
 /* An unknown option: exit status 2, and the message names it. */
@@ -140,14 +105,14 @@ static void test_test_option_needs_testing(void **state)
  * (On dcf1c4a the option did not exist: exit status 2.) */
 static void test_lun_root_refuses_outside(void **state)
 {
-	char dir[] = "/tmp/vs-cli-root-XXXXXX", root[64], img[64], lun[96], err[1024];
+	char dir[64], root[96], img[96], lun[128], err[1024];
 	char *args[] = {"vioscope",   "target", "--socket", "/nonexistent/dir/sock",
 			"--lun-root", root,	"--lun",    lun,
 			NULL};
 	int fd;
 
 	(void)state;
-	assert_non_null(mkdtemp(dir));
+	assert_int_equal(tmpdir_make(dir, sizeof(dir), NULL, "cli-root"), 0);
 	snprintf(root, sizeof(root), "%s/luns", dir);
 	snprintf(img, sizeof(img), "%s/outside.img", dir);
 	assert_int_equal(mkdir(root, 0700), 0);
@@ -159,60 +124,49 @@ static void test_lun_root_refuses_outside(void **state)
 	assert_int_equal(run(args, err, sizeof(err)), 3);
 	if (!strstr(err, "not beneath the LUN root"))
 		fail_msg("%s", err);
-	unlink(img);
-	rmdir(root);
-	rmdir(dir);
+	tmpdir_remove(dir);
 }
 
 /* SIGTERM with a frontend connected: exit status 0, the socket removed, and a write
  * that was never synchronised is in the file. */
 static void test_sigterm_clean_exit(void **state)
 {
-	char dir[] = "/tmp/vs-cli-XXXXXX", sock[64], file[64], lun[96], err[4096];
-	uint8_t data[1024], disk[1024], cdb[10];
-	struct fe fe;
-	struct fe_cmd c = {.cdb = cdb, .cdb_len = 10, .out = data, .out_len = sizeof(data)};
+	const struct target_opts o = {.luns = {"0:file=%F"}, .queues = 2, .file_size = 1 << 20};
+	uint8_t data[1024], disk[1024];
+	struct fe_cmd c = {.out = data, .out_len = sizeof(data)};
+	struct target tg;
+	struct gmem mem;
 	struct stat st;
-	struct proc p;
-	int fd;
+	struct fe fe;
+	int fd, sig, status;
 
 	(void)state;
-	assert_non_null(mkdtemp(dir));
-	snprintf(sock, sizeof(sock), "%s/sock", dir);
-	snprintf(file, sizeof(file), "%s/disk.img", dir);
-	snprintf(lun, sizeof(lun), "0:file=%s", file);
-	fd = open(file, O_CREAT | O_RDWR, 0600);
-	assert_true(fd >= 0);
-	assert_int_equal(ftruncate(fd, 1 << 20), 0);
-	close(fd);
-
-	char *args[] = {"vioscope", "target",	"--socket", sock, "--lun",
-			lun,	    "--queues", "2",	    NULL};
-	p = spawn(args);
-	/* Readiness, not timing: the socket appears once the target listens. */
-	for (int i = 0; i < 200 && stat(sock, &st); i++)
-		nanosleep(&(struct timespec){.tv_nsec = 50 * 1000 * 1000}, NULL);
-	assert_int_equal(stat(sock, &st), 0);
+	assert_int_equal(target_init(&tg, "cli", vioscope), 0);
+	assert_int_equal(target_start(&tg, &o), 0); /* its socket accepts connections */
+	assert_int_equal(stat(tg.sock, &st), 0);
 	assert_int_equal(st.st_mode & 0777, 0600);
 
-	assert_int_equal(fe_init(&fe), 0);
-	assert_int_equal(fe_connect(&fe, sock), 0);
+	assert_int_equal(gmem_init(&mem), 0);
+	assert_int_equal(fe_open(&fe, tg.sock, &mem, &fx_fe_opts), 0);
 	memset(data, 0x77, sizeof(data));
-	cdb_rw10(cdb, 0x2a, 4, 2);
+	cdb10(c.cdb, 0x2a, 0, 4, 2);
 	assert_int_equal(fe_scsi(&fe, VS_VIRTIO_SCSI_VQ_REQ0, &c), 0);
 	assert_int_equal(c.resp.status, 0);
 
-	assert_int_equal(kill(p.pid, SIGTERM), 0);
-	assert_int_equal(finish(p, err, sizeof(err)), 0);
-	fe_fini(&fe);
-	assert_int_not_equal(stat(sock, &st), 0);
-	fd = open(file, O_RDONLY);
+	status = target_stop(&tg, SIGTERM, FE_WAIT_MS, &sig);
+	if (status != 0)
+		target_log_dump(&tg);
+	assert_int_equal(status, 0);
+	assert_int_equal(sig, 0);
+	fe_close(&fe);
+	gmem_fini(&mem);
+	assert_int_not_equal(stat(tg.sock, &st), 0);
+	fd = open(tg.file, O_RDONLY);
 	assert_true(fd >= 0);
 	assert_int_equal(pread(fd, disk, sizeof(disk), 4 * 512), sizeof(disk));
 	close(fd);
 	assert_memory_equal(disk, data, sizeof(data));
-	unlink(file);
-	rmdir(dir);
+	target_fini(&tg);
 }
 
 int main(int argc, char **argv)

@@ -10,14 +10,14 @@
 
 #include <cmocka.h>
 
-#include "frontend.h"
+#include "fixture.h"
 
 #define REQ0 VS_VIRTIO_SCSI_VQ_REQ0
 
 static void inquiry_ok(struct fx *x, unsigned q)
 {
-	uint8_t cdb[6] = {0x12, 0, 0, 0, 36, 0}, data[36];
-	struct fe_cmd c = {.cdb = cdb, .cdb_len = 6, .in = data, .in_len = 36};
+	uint8_t data[36];
+	struct fe_cmd c = {.cdb = {0x12, 0, 0, 0, 36, 0}, .in = data, .in_len = 36};
 
 	assert_int_equal(fe_scsi(&x->fe, q, &c), 0);
 	assert_int_equal(c.resp.response, VS_VIRTIO_SCSI_S_OK);
@@ -30,7 +30,7 @@ static void test_buffer_outside_memory(void **state)
 {
 	struct fx *x = *state;
 	struct vs_virtio_scsi_cmd_req req = {.cdb = {0x12, 0, 0, 0, 36, 0}};
-	const uint64_t h = FE_SLOT + 0x3000, rs = FE_SLOT + 0x3100;
+	const uint64_t h = FE_SLOT(1), rs = h + FE_SLOT_RESP;
 	struct vs_vq_buf bufs[3] = {
 	    {h, sizeof(req), false},
 	    {rs, 108, true},
@@ -51,7 +51,7 @@ static void test_buffer_outside_memory(void **state)
 static void test_buffer_wraps(void **state)
 {
 	struct fx *x = *state;
-	const uint64_t h = FE_SLOT + 0x3000, rs = FE_SLOT + 0x3100;
+	const uint64_t h = FE_SLOT(1), rs = h + FE_SLOT_RESP;
 	struct vs_vq_buf bufs[2] = {{h, 51, false}, {UINT64_MAX - 10, 108, true}};
 	uint32_t len = 1234;
 
@@ -65,7 +65,7 @@ static void test_buffer_wraps(void **state)
 static void test_short_request(void **state)
 {
 	struct fx *x = *state;
-	const uint64_t h = FE_SLOT + 0x3000, rs = FE_SLOT + 0x3100;
+	const uint64_t h = FE_SLOT(1), rs = h + FE_SLOT_RESP;
 	struct vs_vq_buf bufs[2] = {{h, 20, false}, {rs, 108, true}};
 	struct vs_virtio_scsi_cmd_resp resp;
 	uint32_t len;
@@ -83,7 +83,7 @@ static void test_short_response(void **state)
 {
 	struct fx *x = *state;
 	struct vs_virtio_scsi_cmd_req req = {.cdb = {0}};
-	const uint64_t h = FE_SLOT + 0x3000, rs = FE_SLOT + 0x3100;
+	const uint64_t h = FE_SLOT(1), rs = h + FE_SLOT_RESP;
 	struct vs_vq_buf bufs[2] = {{h, sizeof(req), false}, {rs, 50, true}};
 	uint32_t len = 1234;
 
@@ -107,7 +107,7 @@ static void test_broken_ring_isolated(void **state)
 	struct pollfd p = {.fd = x->fe.err[REQ0], .events = POLLIN};
 	uint64_t one = 1, v;
 
-	vq->avail->ring[idx % FE_QSIZE] = vs_le16(500);
+	vq->avail->ring[idx % x->fe.qsize[REQ0]] = vs_le16(500);
 	__atomic_store_n(&vq->avail->idx, vs_le16((uint16_t)(idx + 1)), __ATOMIC_RELEASE);
 	assert_int_equal(write(x->fe.kick[REQ0], &one, sizeof(one)), sizeof(one));
 	assert_int_equal(poll(&p, 1, 20000), 1); /* signalled, within a deadline */

@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "frontend.h"
+#include "fixture.h"
 
 #define REQ0 VS_VIRTIO_SCSI_VQ_REQ0
 
@@ -25,8 +25,9 @@ static void fill(uint8_t *b, size_t n, unsigned seed)
 static void test_inquiry_lun0(void **state)
 {
 	struct fx *x = *state;
-	uint8_t cdb[6] = {0x12, 0, 0, 0, 96, 0}, data[96];
-	struct fe_cmd c = {.cdb = cdb, .cdb_len = 6, .in = data, .in_len = sizeof(data), .tag = 1};
+	uint8_t data[96];
+	struct fe_cmd c = {
+	    .cdb = {0x12, 0, 0, 0, 96, 0}, .in = data, .in_len = sizeof(data), .tag = 1};
 
 	assert_int_equal(fe_scsi(&x->fe, REQ0, &c), 0);
 	assert_int_equal(c.resp.response, VS_VIRTIO_SCSI_S_OK);
@@ -41,17 +42,16 @@ static void test_rw_ram(void **state)
 {
 	struct fx *x = *state;
 	static uint8_t out[4096], in[4096];
-	uint8_t cdb[10];
-	struct fe_cmd w = {.lun = 1, .cdb = cdb, .cdb_len = 10, .out = out, .out_len = 4096};
-	struct fe_cmd r = {.lun = 1, .cdb = cdb, .cdb_len = 10, .in = in, .in_len = 4096};
+	struct fe_cmd w = {.lun = 1, .out = out, .out_len = 4096};
+	struct fe_cmd r = {.lun = 1, .in = in, .in_len = 4096};
 
 	fill(out, sizeof(out), 3);
-	cdb_rw10(cdb, 0x2a, 100, 8);
+	cdb10(w.cdb, 0x2a, 0, 100, 8);
 	assert_int_equal(fe_scsi(&x->fe, REQ0, &w), 0);
 	assert_int_equal(w.resp.response, VS_VIRTIO_SCSI_S_OK);
 	assert_int_equal(w.resp.status, 0);
 	assert_int_equal(w.used_len, sizeof(w.resp));
-	cdb_rw10(cdb, 0x28, 100, 8);
+	cdb10(r.cdb, 0x28, 0, 100, 8);
 	assert_int_equal(fe_scsi(&x->fe, REQ0, &r), 0);
 	assert_int_equal(r.resp.status, 0);
 	assert_int_equal(vs_le32(r.resp.resid), 0);
@@ -65,14 +65,13 @@ static void test_rw_file_sync(void **state)
 {
 	struct fx *x = *state;
 	static uint8_t out[8192], in[8192], disk[8192];
-	uint8_t cdb[10], sync[10] = {0x35};
-	struct fe_cmd w = {.cdb = cdb, .cdb_len = 10, .out = out, .out_len = sizeof(out)};
-	struct fe_cmd s = {.cdb = sync, .cdb_len = 10};
-	struct fe_cmd r = {.cdb = cdb, .cdb_len = 10, .in = in, .in_len = sizeof(in)};
+	struct fe_cmd w = {.out = out, .out_len = sizeof(out)};
+	struct fe_cmd s = {.cdb = {0x35}};
+	struct fe_cmd r = {.in = in, .in_len = sizeof(in)};
 	int fd;
 
 	fill(out, sizeof(out), 11);
-	cdb_rw10(cdb, 0x2a, 16, 16);
+	cdb10(w.cdb, 0x2a, 0, 16, 16);
 	assert_int_equal(fe_scsi(&x->fe, REQ0 + 1, &w), 0);
 	assert_int_equal(w.resp.status, 0);
 	assert_int_equal(fe_scsi(&x->fe, REQ0 + 1, &s), 0);
@@ -83,7 +82,7 @@ static void test_rw_file_sync(void **state)
 	assert_int_equal(pread(fd, disk, sizeof(disk), 16 * 512), sizeof(disk));
 	close(fd);
 	assert_memory_equal(disk, out, sizeof(out));
-	cdb_rw10(cdb, 0x28, 16, 16);
+	cdb10(r.cdb, 0x28, 0, 16, 16);
 	assert_int_equal(fe_scsi(&x->fe, REQ0, &r), 0);
 	assert_int_equal(r.resp.status, 0);
 	assert_memory_equal(in, out, sizeof(out));
@@ -93,8 +92,8 @@ static void test_rw_file_sync(void **state)
 static void test_bad_target(void **state)
 {
 	struct fx *x = *state;
-	uint8_t cdb[6] = {0x12, 0, 0, 0, 36, 0}, data[36];
-	struct fe_cmd c = {.target = 1, .cdb = cdb, .cdb_len = 6, .in = data, .in_len = 36};
+	uint8_t data[36];
+	struct fe_cmd c = {.target = 1, .cdb = {0x12, 0, 0, 0, 36, 0}, .in = data, .in_len = 36};
 
 	assert_int_equal(fe_scsi(&x->fe, REQ0, &c), 0);
 	assert_int_equal(c.resp.response, VS_VIRTIO_SCSI_S_BAD_TARGET);
@@ -106,14 +105,13 @@ static void test_bad_target(void **state)
 static void test_unknown_lun(void **state)
 {
 	struct fx *x = *state;
-	uint8_t cdb[6] = {0};
-	struct fe_cmd c = {.lun = 7, .cdb = cdb, .cdb_len = 6};
+	struct fe_cmd c = {.lun = 7}; /* TEST UNIT READY */
 
 	assert_int_equal(fe_scsi(&x->fe, REQ0, &c), 0);
 	assert_int_equal(c.resp.response, VS_VIRTIO_SCSI_S_OK);
 	assert_int_equal(c.resp.status, 2);
-	assert_int_equal(resp_sense_key(&c.resp), 5);
-	assert_int_equal(resp_asc(&c.resp), 0x25);
+	assert_int_equal(sense_key(&c.resp), 5);
+	assert_int_equal(sense_asc(&c.resp), 0x25);
 }
 
 /* Headers split over several descriptors (request 20+31 bytes, response 8+100) work. */
@@ -122,7 +120,7 @@ static void test_split_headers(void **state)
 	struct fx *x = *state;
 	struct vs_virtio_scsi_cmd_req req = {.cdb = {0x12, 0, 0, 0, 36, 0}};
 	struct vs_virtio_scsi_cmd_resp resp;
-	const uint64_t h = FE_SLOT + 0x3000, rs = FE_SLOT + 0x3100, d = FE_SLOT + 0x3200;
+	const uint64_t h = FE_SLOT(1), rs = h + FE_SLOT_RESP, d = h + FE_SLOT_DATA;
 	struct vs_vq_buf bufs[5] = {
 	    {h, 20, false}, {h + 20, 31, false}, {rs, 8, true}, {rs + 8, 100, true}, {d, 36, true},
 	};
@@ -143,17 +141,16 @@ static void test_indirect(void **state)
 {
 	struct fx *x = *state;
 	static uint8_t out[512], in[512];
-	uint8_t cdb[10];
-	struct fe_cmd w = {.lun = 1, .cdb = cdb, .cdb_len = 10, .out = out, .out_len = 512};
-	struct fe_cmd r = {.lun = 1, .cdb = cdb, .cdb_len = 10, .in = in, .in_len = 512};
+	struct fe_cmd w = {.lun = 1, .out = out, .out_len = 512};
+	struct fe_cmd r = {.lun = 1, .in = in, .in_len = 512};
 
 	assert_true(x->fe.features & VS_VIRTIO_BIT(VS_VIRTIO_F_INDIRECT_DESC));
 	x->fe.indirect = true;
 	fill(out, sizeof(out), 5);
-	cdb_rw10(cdb, 0x2a, 7, 1);
+	cdb10(w.cdb, 0x2a, 0, 7, 1);
 	assert_int_equal(fe_scsi(&x->fe, REQ0 + 1, &w), 0);
 	assert_int_equal(w.resp.status, 0);
-	cdb_rw10(cdb, 0x28, 7, 1);
+	cdb10(r.cdb, 0x28, 0, 7, 1);
 	assert_int_equal(fe_scsi(&x->fe, REQ0 + 1, &r), 0);
 	assert_int_equal(r.resp.status, 0);
 	assert_memory_equal(in, out, sizeof(out));
@@ -163,10 +160,10 @@ static void test_indirect(void **state)
 static void test_overrun(void **state)
 {
 	struct fx *x = *state;
-	uint8_t cdb[10], in[512];
-	struct fe_cmd r = {.lun = 1, .cdb = cdb, .cdb_len = 10, .in = in, .in_len = 512};
+	uint8_t in[512];
+	struct fe_cmd r = {.lun = 1, .in = in, .in_len = 512};
 
-	cdb_rw10(cdb, 0x28, 0, 4);
+	cdb10(r.cdb, 0x28, 0, 0, 4);
 	assert_int_equal(fe_scsi(&x->fe, REQ0, &r), 0);
 	assert_int_equal(r.resp.response, VS_VIRTIO_SCSI_S_OVERRUN);
 }

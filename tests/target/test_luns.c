@@ -20,15 +20,14 @@
 
 #include <cmocka.h>
 
-#include "frontend.h"
+#include "fixture.h"
 #include "target/target_int.h" /* the in-flight count of a queue, to know requests wait */
 #include "util/util.h"
 
 #define REQ0	   VS_VIRTIO_SCSI_VQ_REQ0
 #define EVQ	   VS_VIRTIO_SCSI_VQ_EVENT
-#define EV_BUFS	   0x3f0000ull /* event buffers: 16 bytes each */
-#define PAR_SLOT   0x300000ull /* concurrent commands: PAR_SIZE each */
-#define PAR_SIZE   0x2000ull
+#define EV_BUFS	   FE_SLOT(FE_SLOTS - 3) /* event buffers: 16 bytes each */
+#define PAR_SLOT(s) FE_SLOT(1 + (s)) /* concurrent commands (fe_scsi's is slot 0) */
 #define PAR_N	   8
 #define CAP_REASON (0x2a | 0x09 << 8) /* ASC | ASCQ << 8: CAPACITY DATA HAS CHANGED */
 
@@ -40,7 +39,7 @@ static void post_event_bufs(struct fx *x, unsigned first, unsigned n)
 		uint16_t head;
 
 		memset(fe_host(&x->fe, b.addr), 0xee, 16);
-		assert_int_equal(fe_post(&x->fe, EVQ, &b, 1, &head), 0);
+		assert_int_equal(fe_post_chain(&x->fe, EVQ, &b, 1, &head), 0);
 	}
 }
 
@@ -51,7 +50,7 @@ static struct vs_virtio_scsi_event next_event(struct fx *x)
 	uint32_t len = 0;
 	uint16_t head;
 
-	assert_int_equal(fe_wait_used(&x->fe, EVQ, &head, &len), 0);
+	assert_int_equal(fe_wait_used(&x->fe, EVQ, &head, &len, FE_WAIT_MS), 0);
 	assert_int_equal(len, sizeof(ev));
 	/* Buffers are posted in slot order and used in ring order: head n is slot n. */
 	memcpy(&ev, fe_host(&x->fe, EV_BUFS + 16 * head), sizeof(ev));
@@ -70,23 +69,25 @@ static void assert_event(const struct vs_virtio_scsi_event *ev, uint32_t event, 
 	assert_int_equal(vs_le32(ev->reason), reason);
 }
 
-/* One command; returns the sense key (0: GOOD). */
+/* One command on request queue q; returns the sense key (0: GOOD). */
+static int cmd_on(struct fx *x, unsigned q, unsigned lun, const uint8_t *cdb, unsigned cdb_len,
+		  void *in, uint32_t in_len, const void *out, uint32_t out_len, int *asc)
+{
+	struct fe_cmd c = {.lun = lun, .in = in, .in_len = in_len, .out = out, .out_len = out_len};
+
+	memcpy(c.cdb, cdb, cdb_len);
+	assert_int_equal(fe_scsi(&x->fe, q, &c), 0);
+	assert_int_equal(c.resp.response, VS_VIRTIO_SCSI_S_OK);
+	if (asc)
+		*asc = c.resp.status ? sense_asc(&c.resp) << 8 | c.resp.sense[13] : 0;
+	return c.resp.status ? sense_key(&c.resp) : 0;
+}
+
+/* ... on the first request queue. */
 static int cmd(struct fx *x, unsigned lun, const uint8_t *cdb, unsigned cdb_len, void *in,
 	       uint32_t in_len, const void *out, uint32_t out_len, int *asc)
 {
-	struct fe_cmd c = {.lun = lun,
-			   .cdb = cdb,
-			   .cdb_len = cdb_len,
-			   .in = in,
-			   .in_len = in_len,
-			   .out = out,
-			   .out_len = out_len};
-
-	assert_int_equal(fe_scsi(&x->fe, REQ0, &c), 0);
-	assert_int_equal(c.resp.response, VS_VIRTIO_SCSI_S_OK);
-	if (asc)
-		*asc = c.resp.status ? resp_asc(&c.resp) << 8 | c.resp.sense[13] : 0;
-	return c.resp.status ? resp_sense_key(&c.resp) : 0;
+	return cmd_on(x, REQ0, lun, cdb, cdb_len, in, in_len, out, out_len, asc);
 }
 
 static int tur(struct fx *x, unsigned lun, int *asc)
@@ -125,9 +126,9 @@ static void write_read(struct fx *x, unsigned lun, uint32_t lba, uint8_t seed)
 
 	for (unsigned i = 0; i < sizeof(out); i++)
 		out[i] = (uint8_t)(seed + i * 7);
-	cdb_rw10(cdb, 0x2a, lba, 8);
+	cdb10(cdb, 0x2a, 0, lba, 8);
 	assert_int_equal(cmd(x, lun, cdb, 10, NULL, 0, out, sizeof(out), NULL), 0);
-	cdb_rw10(cdb, 0x28, lba, 8);
+	cdb10(cdb, 0x28, 0, lba, 8);
 	assert_int_equal(cmd(x, lun, cdb, 10, in, sizeof(in), NULL, 0, NULL), 0);
 	assert_memory_equal(in, out, sizeof(out));
 }
@@ -287,27 +288,49 @@ static void test_events_missed(void **state)
 	assert_event(&ev, VS_VIRTIO_SCSI_T_TRANSPORT_RESET, 2, VS_VIRTIO_SCSI_EVT_RESET_REMOVED);
 }
 
+/* ---- changes that wait, outside the lock --------------------------------------------------- */
+struct change {
+	struct vs_target *t;
+	unsigned id;
+	uint64_t bytes; /* a resize to bytes; 0: a removal */
+	int rc;		/* reported to the test thread */
+	char err[256];
+	unsigned inflight_after; /* requests in flight on REQ0 when it returned */
+	int done;		 /* atomic */
+};
+
+static void *change_main(void *arg)
+{
+	struct change *c = arg;
+
+	c->rc = c->bytes ? vs_target_lun_resize(c->t, c->id, c->bytes, c->err, sizeof(c->err))
+			 : vs_target_lun_remove(c->t, c->id, c->err, sizeof(c->err));
+	c->inflight_after = __atomic_load_n(&c->t->q[REQ0].inflight, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
 /* ---- removal with requests in flight ---------------------------------------------------- */
 /* Make a WRITE(10) of 8 blocks at lba (pattern seed) available in slot s, without waiting. */
 static void post_write(struct fx *x, unsigned s, unsigned lun, uint32_t lba, uint8_t seed)
 {
-	uint64_t base = PAR_SLOT + s * PAR_SIZE;
+	uint64_t base = PAR_SLOT(s);
 	struct vs_virtio_scsi_cmd_req req;
 	struct vs_vq_buf b[3] = {{base, sizeof(req), false},
-				 {base + 0x1000, 4096, false},
-				 {base + 0x100, sizeof(struct vs_virtio_scsi_cmd_resp), true}};
-	uint8_t *data = fe_host(&x->fe, base + 0x1000);
+				 {base + FE_SLOT_DATA, 4096, false},
+				 {base + FE_SLOT_RESP, sizeof(struct vs_virtio_scsi_cmd_resp), true}};
+	uint8_t *data = fe_host(&x->fe, base + FE_SLOT_DATA);
 	uint16_t head;
 
 	memset(&req, 0, sizeof(req));
 	assert_int_equal(vs_vscsi_lun_encode(req.lun, 0, lun), 0);
 	req.tag = vs_le64(100 + s);
-	cdb_rw10(req.cdb, 0x2a, lba, 8);
+	cdb10(req.cdb, 0x2a, 0, lba, 8);
 	memcpy(fe_host(&x->fe, base), &req, sizeof(req));
-	memset(fe_host(&x->fe, base + 0x100), 0xee, sizeof(struct vs_virtio_scsi_cmd_resp));
+	memset(fe_host(&x->fe, base + FE_SLOT_RESP), 0xee, sizeof(struct vs_virtio_scsi_cmd_resp));
 	for (unsigned i = 0; i < 4096; i++)
 		data[i] = (uint8_t)(seed + i * 13);
-	assert_int_equal(fe_post(&x->fe, REQ0, b, 3, &head), 0);
+	assert_int_equal(fe_post_chain(&x->fe, REQ0, b, 3, &head), 0);
 }
 
 /* Requests in flight on queue REQ0 as the worker counts them (read relaxed: a test). */
@@ -316,15 +339,19 @@ static unsigned queue_inflight(struct fx *x)
 	return __atomic_load_n(&x->g.t->q[REQ0].inflight, __ATOMIC_RELAXED);
 }
 
-/* Removing a LUN whose backend holds every completion back 200 ms: the remove returns
- * only after the writes in flight completed (GOOD, used entries given back), the file
- * holds every acknowledged write after the backend closed, and commands after it get
- * LOGICAL UNIT NOT SUPPORTED. */
+/* Removing a LUN while the test gate holds its writes in flight: the removal unpublishes
+ * the LUN and waits; let go, the writes complete, and the remove returns only after they
+ * did (none in flight when it returned; GOOD, used entries given back), the file holds
+ * every acknowledged write after the backend closed, and commands after it get LOGICAL
+ * UNIT NOT SUPPORTED.  (A delay of 200 ms held them before, and the test asserted the
+ * removal took 100 ms: a loaded machine could take longer to come to the removal.) */
 static void test_remove_in_flight(void **state)
 {
 	struct fx *x = *state;
+	struct change c = {.t = x->g.t, .id = 3};
+	struct vs_backend *be;
 	char err[256], spec[160], path[128];
-	uint64_t deadline, t0, took;
+	pthread_t thr;
 	uint32_t len;
 	uint16_t head;
 	int fd, asc;
@@ -333,27 +360,32 @@ static void test_remove_in_flight(void **state)
 	fd = open(path, O_CREAT | O_RDWR | O_TRUNC, 0600);
 	assert_true(fd >= 0);
 	assert_int_equal(ftruncate(fd, 1 << 20), 0);
-	snprintf(spec, sizeof(spec), "file=%s,delay=200000", path);
+	snprintf(spec, sizeof(spec), "file=%s,gate=write", path);
 	assert_int_equal(add(x, 3, spec, err, sizeof(err)), 0);
+	be = x->g.t->be[3]; /* white-box: the test's handle on its gate */
 
 	for (unsigned s = 0; s < PAR_N; s++)
 		post_write(x, s, 3, 8 * s, (uint8_t)(s + 1));
-	deadline = vs_mono_ns() + 10000000000ull;
-	while (queue_inflight(x) < PAR_N && vs_mono_ns() < deadline)
-		sched_yield(); /* the worker pops them at once; the backend holds them */
+	assert_int_equal(vs_backend_gate_wait(be, PAR_N, 10000), 0);
 	assert_int_equal(queue_inflight(x), PAR_N);
 
-	t0 = vs_mono_ns();
-	assert_int_equal(vs_target_lun_remove(x->g.t, 3, err, sizeof(err)), 0);
-	took = vs_mono_ns() - t0;
-	assert_int_equal(queue_inflight(x), 0); /* waited for, not abandoned */
-	assert_true(took >= 100000000ull);	/* it did wait for the held-back completions */
+	assert_int_equal(pthread_create(&thr, NULL, change_main, &c), 0);
+	for (uint64_t end = vs_mono_ns() + 10000000000ull; vs_target_lun_list(x->g.t, NULL, 0) != 2;
+	     sched_yield())
+		assert_true(vs_mono_ns() < end); /* unpublished: the removal is under way */
+	assert_false(__atomic_load_n(&c.done, __ATOMIC_ACQUIRE));
+	assert_int_equal(queue_inflight(x), PAR_N);
+	assert_int_equal(vs_backend_gate_open(be), PAR_N);
+	assert_int_equal(pthread_join(thr, NULL), 0);
+	if (c.rc)
+		fail_msg("remove: %s", c.err);
+	assert_int_equal(c.inflight_after, 0); /* waited for, not abandoned */
 
 	for (unsigned i = 0; i < PAR_N; i++) {
 		struct vs_virtio_scsi_cmd_resp resp;
 
-		assert_int_equal(fe_wait_used(&x->fe, REQ0, &head, &len), 0);
-		memcpy(&resp, fe_host(&x->fe, PAR_SLOT + head * PAR_SIZE + 0x100), sizeof(resp));
+		assert_int_equal(fe_wait_used(&x->fe, REQ0, &head, &len, FE_WAIT_MS), 0);
+		memcpy(&resp, fe_host(&x->fe, PAR_SLOT(head) + FE_SLOT_RESP), sizeof(resp));
 		/* heads are slots here: every one was answered GOOD */
 		assert_int_equal(resp.response, VS_VIRTIO_SCSI_S_OK);
 		assert_int_equal(resp.status, 0);
@@ -373,52 +405,24 @@ static void test_remove_in_flight(void **state)
 }
 
 /* ---- add and remove while I/O runs on another LUN ----------------------------------------- */
-struct churn {
-	struct vs_target *t;
-	int rc; /* the first failure, reported to the test thread */
-	char err[256];
-	unsigned cycles;
-	unsigned io_rounds; /* atomic: the I/O thread's rounds so far */
-	int done;
-};
-
-/* At least 100 adds and removes of LUN 2, and on until the I/O thread has done 30
- * rounds, so that the two overlap however the threads are scheduled (60 s at most). */
-static void *churn_main(void *arg)
-{
-	struct churn *c = arg;
-	struct vs_target_lun l = {2, "ram=4M"};
-	uint64_t deadline = vs_mono_ns() + 60000000000ull;
-
-	while ((c->cycles < 100 || __atomic_load_n(&c->io_rounds, __ATOMIC_ACQUIRE) < 30) &&
-	       !c->rc && vs_mono_ns() < deadline) {
-		if ((c->rc = vs_target_lun_add(c->t, &l, c->err, sizeof(c->err))))
-			break;
-		c->rc = vs_target_lun_remove(c->t, 2, c->err, sizeof(c->err));
-		c->cycles++;
-	}
-	__atomic_store_n(&c->done, 1, __ATOMIC_RELEASE);
-	return NULL;
-}
-
 /* Adds and removes of LUN 2 on another thread while this one writes and reads back LUN 1:
  * every command GOOD, every byte as written; every change succeeded. */
 static void test_churn_under_io(void **state)
 {
 	struct fx *x = *state;
-	struct churn c = {.t = x->g.t};
+	/* at least 100 adds and removes of LUN 2, and on until this thread has done 30 rounds */
+	struct lun_churn c = {
+	    .t = x->g.t, .lun = {2, "ram=4M"}, .min_cycles = 100, .min_rounds = 30};
 	uint64_t deadline = vs_mono_ns() + 60000000000ull;
 	unsigned rounds = 0;
-	pthread_t thr;
 
-	assert_int_equal(pthread_create(&thr, NULL, churn_main, &c), 0);
-	while (!__atomic_load_n(&c.done, __ATOMIC_ACQUIRE) && vs_mono_ns() < deadline) {
+	assert_int_equal(lun_churn_start(&c), 0);
+	while (lun_churn_running(&c) && vs_mono_ns() < deadline) {
 		write_read(x, 1, (rounds % 256) * 8, (uint8_t)rounds);
 		rounds++;
-		__atomic_store_n(&c.io_rounds, rounds, __ATOMIC_RELEASE);
+		lun_churn_round(&c);
 	}
-	assert_int_equal(pthread_join(thr, NULL), 0);
-	if (c.rc)
+	if (lun_churn_join(&c))
 		fail_msg("add/remove failed: %d %s", c.rc, c.err);
 	assert_true(c.cycles >= 100);
 	assert_true(rounds >= 30);
@@ -435,7 +439,7 @@ static void test_no_frontend(void **state)
 	char err[256];
 	int asc;
 
-	fe_disconnect(&x->fe);
+	fe_close(&x->fe);
 	/* The target sees the socket close on its own thread: wait for that. */
 	for (uint64_t end = vs_mono_ns() + 10000000000ull;; sched_yield()) {
 		bool live;
@@ -456,31 +460,11 @@ static void test_no_frontend(void **state)
 	pthread_mutex_unlock(&x->g.t->ev_lock);
 	assert_int_equal(after, dropped + 2);
 	assert_int_equal(waiting, 0);
-	assert_int_equal(fe_connect(&x->fe, x->g.sock), 0);
+	assert_int_equal(fx_connect(x), 0);
 	assert_true(reported(x, 4));
 	assert_int_equal(tur(x, 4, &asc), 6);
 	assert_int_equal(asc, VS_ASC_CAPACITY_DATA_CHANGED);
 	assert_int_equal(capacity(x, 4), 4096);
-}
-
-/* ---- changes that wait, outside the lock --------------------------------------------------- */
-struct change {
-	struct vs_target *t;
-	unsigned id;
-	uint64_t bytes; /* a resize to bytes; 0: a removal */
-	int rc;		/* reported to the test thread */
-	char err[256];
-	int done; /* atomic */
-};
-
-static void *change_main(void *arg)
-{
-	struct change *c = arg;
-
-	c->rc = c->bytes ? vs_target_lun_resize(c->t, c->id, c->bytes, c->err, sizeof(c->err))
-			 : vs_target_lun_remove(c->t, c->id, c->err, sizeof(c->err));
-	__atomic_store_n(&c->done, 1, __ATOMIC_RELEASE);
-	return NULL;
 }
 
 /* A file of size bytes in the fixture's directory, added as LUN id with spec options opts;
@@ -502,32 +486,15 @@ static struct vs_backend *add_file(struct fx *x, unsigned id, uint64_t size, con
 	return x->g.t->be[id]; /* white-box: the test's handle on its gate */
 }
 
-/* A command on the second request queue (the first holds the writes in flight). */
-static int cmd_q1(struct fx *x, unsigned lun, const uint8_t *cdb, unsigned cdb_len, void *in,
-		  uint32_t in_len, const void *out, uint32_t out_len, int *asc)
-{
-	struct fe_cmd c = {.lun = lun,
-			   .cdb = cdb,
-			   .cdb_len = cdb_len,
-			   .in = in,
-			   .in_len = in_len,
-			   .out = out,
-			   .out_len = out_len};
-
-	assert_int_equal(fe_scsi(&x->fe, REQ0 + 1, &c), 0);
-	assert_int_equal(c.resp.response, VS_VIRTIO_SCSI_S_OK);
-	if (asc)
-		*asc = c.resp.status ? resp_asc(&c.resp) << 8 | c.resp.sense[13] : 0;
-	return c.resp.status ? resp_sense_key(&c.resp) : 0;
-}
-
-/* READ CAPACITY(10) on the second queue, past the unit attention a resize raises. */
+/* READ CAPACITY(10) on the second queue (the first holds the writes in flight), past the
+ * unit attention a resize raises. */
 static uint64_t capacity_q1(struct fx *x, unsigned lun)
 {
 	uint8_t cdb[10] = {0x25}, buf[8];
 	int key;
 
-	for (int i = 0; (key = cmd_q1(x, lun, cdb, 10, buf, 8, NULL, 0, NULL)) == 6 && i < 4; i++)
+	for (int i = 0; (key = cmd_on(x, REQ0 + 1, lun, cdb, 10, buf, 8, NULL, 0, NULL)) == 6 && i < 4;
+	     i++)
 		; /* UNIT ATTENTION: CAPACITY DATA HAS CHANGED, reported once */
 	assert_int_equal(key, 0);
 	return (uint64_t)vs_be32(buf) + 1;
@@ -563,8 +530,8 @@ static void test_shrink_waits_for_writes_in_flight(void **state)
 	for (uint64_t end = vs_mono_ns() + 10000000000ull; capacity_q1(x, 3) != SHRINK_TO / 512;)
 		assert_true(vs_mono_ns() < end);
 	memset(buf, 0x5a, sizeof(buf));
-	cdb_rw10(cdb, 0x2a, SHRINK_FROM / 512 - 8, 8);
-	assert_int_equal(cmd_q1(x, 3, cdb, 10, NULL, 0, buf, sizeof(buf), &asc), 5);
+	cdb10(cdb, 0x2a, 0, SHRINK_FROM / 512 - 8, 8);
+	assert_int_equal(cmd_on(x, REQ0 + 1, 3, cdb, 10, NULL, 0, buf, sizeof(buf), &asc), 5);
 	assert_int_equal(asc, VS_ASC_LBA_OUT_OF_RANGE);
 
 	assert_int_equal(vs_backend_gate_open(be), SHRINK_N);
@@ -574,8 +541,8 @@ static void test_shrink_waits_for_writes_in_flight(void **state)
 	for (unsigned i = 0; i < SHRINK_N; i++) {
 		struct vs_virtio_scsi_cmd_resp resp;
 
-		assert_int_equal(fe_wait_used(&x->fe, REQ0, &head, &len), 0);
-		memcpy(&resp, fe_host(&x->fe, PAR_SLOT + head * PAR_SIZE + 0x100), sizeof(resp));
+		assert_int_equal(fe_wait_used(&x->fe, REQ0, &head, &len, FE_WAIT_MS), 0);
+		memcpy(&resp, fe_host(&x->fe, PAR_SLOT(head) + FE_SLOT_RESP), sizeof(resp));
 		assert_int_equal(resp.response, VS_VIRTIO_SCSI_S_OK); /* taken before the shrink */
 		assert_int_equal(resp.status, 0);
 	}
@@ -588,8 +555,8 @@ static void test_shrink_waits_for_writes_in_flight(void **state)
 	for (unsigned s = 0; s < SHRINK_N; s++) {
 		uint8_t zero[4096] = {0};
 
-		cdb_rw10(cdb, 0x28, SHRINK_FROM / 512 - 8 * (s + 1), 8);
-		assert_int_equal(cmd_q1(x, 3, cdb, 10, buf, sizeof(buf), NULL, 0, NULL), 0);
+		cdb10(cdb, 0x28, 0, SHRINK_FROM / 512 - 8 * (s + 1), 8);
+		assert_int_equal(cmd_on(x, REQ0 + 1, 3, cdb, 10, buf, sizeof(buf), NULL, 0, NULL), 0);
 		assert_memory_equal(buf, zero, sizeof(buf));
 	}
 	unlink(path);
@@ -614,8 +581,8 @@ static void test_removal_flush_held_across_a_reconnect(void **state)
 	assert_int_equal(pthread_create(&thr, NULL, change_main, &c), 0);
 	assert_int_equal(vs_backend_gate_wait(be, 1, 10000), 0);
 
-	fe_disconnect(&x->fe);
-	if ((rc = fe_connect(&x->fe, x->g.sock))) {
+	fe_close(&x->fe);
+	if ((rc = fx_connect(x))) {
 		vs_backend_gate_open(be); /* let the target unwind before the failure */
 		pthread_join(thr, NULL);
 		fail_msg("a new frontend could not connect while a removal flushed: %s",

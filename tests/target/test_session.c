@@ -11,27 +11,20 @@
 
 #include <cmocka.h>
 
-#include "frontend.h"
+#include "fixture.h"
 
 #define REQ0 VS_VIRTIO_SCSI_VQ_REQ0
 
-static void write_blocks(struct fx *x, unsigned q, unsigned lun, uint32_t lba, const uint8_t *b)
+/* WRITE(10) (op 0x2a) or READ(10) (0x28) of 2 blocks at lba from / into b: GOOD. */
+static void rw_blocks(struct fx *x, unsigned q, unsigned lun, uint8_t op, uint32_t lba, uint8_t *b)
 {
-	uint8_t cdb[10];
-	struct fe_cmd c = {.lun = lun, .cdb = cdb, .cdb_len = 10, .out = b, .out_len = 1024};
+	struct fe_cmd c = {.lun = lun};
 
-	cdb_rw10(cdb, 0x2a, lba, 2);
-	assert_int_equal(fe_scsi(&x->fe, q, &c), 0);
-	assert_int_equal(c.resp.response, VS_VIRTIO_SCSI_S_OK);
-	assert_int_equal(c.resp.status, 0);
-}
-
-static void read_blocks(struct fx *x, unsigned q, unsigned lun, uint32_t lba, uint8_t *b)
-{
-	uint8_t cdb[10];
-	struct fe_cmd c = {.lun = lun, .cdb = cdb, .cdb_len = 10, .in = b, .in_len = 1024};
-
-	cdb_rw10(cdb, 0x28, lba, 2);
+	if (op == 0x2a)
+		c.out = b, c.out_len = 1024;
+	else
+		c.in = b, c.in_len = 1024;
+	cdb10(c.cdb, op, 0, lba, 2);
 	assert_int_equal(fe_scsi(&x->fe, q, &c), 0);
 	assert_int_equal(c.resp.response, VS_VIRTIO_SCSI_S_OK);
 	assert_int_equal(c.resp.status, 0);
@@ -47,13 +40,13 @@ static void test_reconnect_keeps_data(void **state)
 
 	memset(a, 0xa5, sizeof(a));
 	memset(b, 0x5b, sizeof(b));
-	write_blocks(x, REQ0, 0, 40, a);
-	write_blocks(x, REQ0 + 1, 1, 50, b);
-	fe_disconnect(&x->fe);
-	assert_int_equal(fe_connect(&x->fe, x->g.sock), 0);
-	read_blocks(x, REQ0 + 1, 0, 40, in);
+	rw_blocks(x, REQ0, 0, 0x2a, 40, a);
+	rw_blocks(x, REQ0 + 1, 1, 0x2a, 50, b);
+	fe_close(&x->fe);
+	assert_int_equal(fx_connect(x), 0);
+	rw_blocks(x, REQ0 + 1, 0, 0x28, 40, in);
 	assert_memory_equal(in, a, sizeof(a));
-	read_blocks(x, REQ0, 1, 50, in);
+	rw_blocks(x, REQ0, 1, 0x28, 50, in);
 	assert_memory_equal(in, b, sizeof(b));
 	vs_target_get_stats(x->g.t, &st);
 	assert_int_equal(st.connections, 2);
@@ -68,34 +61,33 @@ static void test_ring_stop_restart(void **state)
 	uint16_t base;
 
 	memset(a, 0x3c, sizeof(a));
-	write_blocks(x, REQ0, 1, 8, a);
-	read_blocks(x, REQ0, 1, 8, in);
-	read_blocks(x, REQ0, 1, 8, in);
-	for (unsigned q = 0; q < FE_NQ; q++) {
-		assert_int_equal(vs_vhost_drv_get_vring_base(&x->fe.f, q, &base), 0);
+	rw_blocks(x, REQ0, 1, 0x2a, 8, a);
+	rw_blocks(x, REQ0, 1, 0x28, 8, in);
+	rw_blocks(x, REQ0, 1, 0x28, 8, in);
+	for (unsigned q = 0; q < FX_NQ; q++) {
+		assert_int_equal(vs_vhost_drv_get_vring_base(&x->fe.drv, q, &base), 0);
 		assert_int_equal(base, q == REQ0 ? 3 : 0);
 	}
-	for (unsigned q = 0; q < FE_NQ; q++) {
-		assert_int_equal(vs_vhost_drv_set_vring_base(&x->fe.f, q, q == REQ0 ? 3 : 0), 0);
-		assert_int_equal(vs_vhost_drv_set_vring_kick(&x->fe.f, q, x->fe.kick[q]), 0);
+	for (unsigned q = 0; q < FX_NQ; q++) {
+		assert_int_equal(vs_vhost_drv_set_vring_base(&x->fe.drv, q, q == REQ0 ? 3 : 0), 0);
+		assert_int_equal(vs_vhost_drv_set_vring_kick(&x->fe.drv, q, x->fe.kick[q]), 0);
 	}
 	memset(in, 0, sizeof(in));
-	read_blocks(x, REQ0, 1, 8, in);
+	rw_blocks(x, REQ0, 1, 0x28, 8, in);
 	assert_memory_equal(in, a, sizeof(a));
 }
 
 /* SYNCHRONIZE CACHE(10) of lun: 0 GOOD, else sense key << 16 | ASC << 8 | ASCQ. */
 static int sync_cache(struct fx *x, unsigned lun)
 {
-	uint8_t cdb[10] = {0x35};
-	struct fe_cmd c = {.lun = lun, .cdb = cdb, .cdb_len = 10};
+	struct fe_cmd c = {.lun = lun, .cdb = {0x35}};
 
 	assert_int_equal(fe_scsi(&x->fe, REQ0, &c), 0);
 	assert_int_equal(c.resp.response, VS_VIRTIO_SCSI_S_OK);
 	if (!c.resp.status)
 		return 0;
 	assert_int_equal(c.resp.status, 2);
-	return resp_sense_key(&c.resp) << 16 | resp_asc(&c.resp) << 8 | c.resp.sense[13];
+	return sense_key(&c.resp) << 16 | sense_asc(&c.resp) << 8 | c.resp.sense[13];
 }
 
 static int setup_fail_flush(void **state)
@@ -115,9 +107,9 @@ static void test_flush_error_outlives_the_session(void **state)
 	uint8_t a[1024];
 
 	memset(a, 0x77, sizeof(a));
-	write_blocks(x, REQ0, 0, 40, a);
-	fe_disconnect(&x->fe); /* its flush fails */
-	assert_int_equal(fe_connect(&x->fe, x->g.sock), 0);
+	rw_blocks(x, REQ0, 0, 0x2a, 40, a);
+	fe_close(&x->fe); /* its flush fails */
+	assert_int_equal(fx_connect(x), 0);
 	assert_int_equal(sync_cache(x, 0), 0x030c00);
 	assert_int_equal(sync_cache(x, 0), 0x030c00);
 	assert_int_equal(sync_cache(x, 1), 0);

@@ -8,24 +8,32 @@
 
 #include <cmocka.h>
 
-#include "frontend.h"
+#include "backend/backend.h"
+#include "fixture.h"
+#include "target/target_int.h"
+#include "thread_wait.h"
 #include "util/util.h"
 
 #define REQ0 VS_VIRTIO_SCSI_VQ_REQ0
 
+/* The fixture with LUN 0's writes held by the test gate (the in-process API). */
+static int fx_setup_gated(void **state)
+{
+	return fx_setup_with(state, ",gate=write");
+}
+
 /* TEST UNIT READY on lun; returns the sense key (0 when GOOD). */
 static int tur(struct fx *x, unsigned lun)
 {
-	uint8_t cdb[6] = {0};
-	struct fe_cmd c = {.lun = lun, .cdb = cdb, .cdb_len = 6};
+	struct fe_cmd c = {.lun = lun};
 
 	assert_int_equal(fe_scsi(&x->fe, REQ0, &c), 0);
 	assert_int_equal(c.resp.response, VS_VIRTIO_SCSI_S_OK);
 	if (c.resp.status == 0)
 		return 0;
 	assert_int_equal(c.resp.status, 2);
-	assert_int_equal(resp_asc(&c.resp), 0x29); /* POWER ON, RESET ... OCCURRED */
-	return resp_sense_key(&c.resp);
+	assert_int_equal(sense_asc(&c.resp), 0x29); /* POWER ON, RESET ... OCCURRED */
+	return sense_key(&c.resp);
 }
 
 /* LOGICAL UNIT RESET answers FUNCTION COMPLETE; the LUN's next command gets UNIT
@@ -103,7 +111,7 @@ static void test_tmf_bad_address(void **state)
 static void test_an_query(void **state)
 {
 	struct fx *x = *state;
-	const uint64_t reqa = FE_SLOT + 0x800, respa = FE_SLOT + 0x900;
+	const uint64_t reqa = FE_SLOT(1), respa = reqa + FE_SLOT_RESP;
 	struct vs_virtio_scsi_ctrl_an_req req = {.type = vs_le32(VS_VIRTIO_SCSI_T_AN_QUERY),
 						 .event_requested = vs_le32(0x7e)};
 	struct vs_virtio_scsi_ctrl_an_resp resp;
@@ -119,16 +127,34 @@ static void test_an_query(void **state)
 	assert_int_equal(vs_le32(resp.event_actual), 0);
 }
 
-/* ABORT TASK SET while many large writes are in flight (LUN 0's backend holds every bio
- * 1 s): every request completes, each GOOD or ABORTED, at least one was aborted, and every
- * ABORTED one was already in the used ring when the TMF answered (drivers poll their queues
- * right after a TMF and then forget the commands). */
+/* LUN 0's test gate lets every write go, for good. */
+static void gate_open_all(void *arg)
+{
+	vs_backend_gate_open(arg);
+}
+
+/* A TMF answered while LUN 0's gate holds writes: they go once the target's control thread
+ * waits for them (the TMF has marked them); *resp.  The thread was seen waiting. */
+static void tmf_releasing(struct fx *x, uint32_t subtype, uint64_t tag, uint8_t *resp)
+{
+	struct when_waiting ctl = {.comm = "vs-ctl", .act = gate_open_all, .arg = x->g.t->be[0]};
+
+	assert_int_equal(when_waiting_start(&ctl), 0);
+	assert_int_equal(fe_tmf(&x->fe, subtype, 0, 0, tag, resp), 0);
+	assert_true(when_waiting_join(&ctl));
+}
+
+/* ABORT TASK SET while many large writes are in flight (LUN 0's test gate holds every
+ * write until the TMF waits for them): every request completes, each GOOD or ABORTED, at
+ * least one was aborted, and every ABORTED one was already in the used ring when the TMF
+ * answered (drivers poll their queues right after a TMF and then forget the commands).
+ * (A delay of 1 s held them before: a loaded machine could let them all complete first.) */
 #define NREQ   40  /* 3 descriptors each: fits the 128-entry ring */
 #define BLOCKS 256 /* 128 KiB each */
 static void test_abort_task_set_under_load(void **state)
 {
 	struct fx *x = *state;
-	const uint64_t data = 0x300000, slots = FE_SLOT + 0x10000;
+	const uint64_t data = FE_BIG;
 	struct vs_vq_drv *vq = &x->fe.vq[REQ0];
 	uint16_t used_at_tmf, used_before = vs_le16(vq->used->idx);
 	unsigned aborted = 0;
@@ -136,25 +162,21 @@ static void test_abort_task_set_under_load(void **state)
 
 	for (unsigned i = 0; i < NREQ; i++) {
 		struct vs_virtio_scsi_cmd_req req = {.tag = vs_le64(1000 + i)};
-		uint64_t s = slots + i * 0x200;
+		uint64_t s = FE_SLOT(1 + i);
 		struct vs_vq_buf bufs[3] = {
-		    {s, sizeof(req), false}, {data, BLOCKS * 512, false}, {s + 0x80, 108, true}};
+		    {s, sizeof(req), false}, {data, BLOCKS * 512, false}, {s + FE_SLOT_RESP, 108, true}};
 		uint16_t head;
 
 		vs_vscsi_lun_encode(req.lun, 0, 0);
-		cdb_rw10(req.cdb, 0x2a, i * BLOCKS % 1536, BLOCKS);
+		cdb10(req.cdb, 0x2a, 0, i * BLOCKS % 1536, BLOCKS);
 		memcpy(fe_host(&x->fe, s), &req, sizeof(req));
-		assert_int_equal(fe_post(&x->fe, REQ0, bufs, 3, &head), 0);
+		assert_int_equal(fe_post_chain(&x->fe, REQ0, bufs, 3, &head), 0);
 	}
-	/* Some are in flight at the target once QUERY TASK SET says so (each held 1 s by
-	 * the backend; the target may be slow to pop them on a loaded machine: 10 s). */
-	for (uint64_t deadline = vs_mono_ns() + 10000000000ull;
-	     tmf != VS_VIRTIO_SCSI_S_FUNCTION_SUCCEEDED;) {
-		assert_true(vs_mono_ns() < deadline);
-		assert_int_equal(fe_tmf(&x->fe, VS_VIRTIO_SCSI_T_TMF_QUERY_TASK_SET, 0, 0, 0, &tmf),
-				 0);
-	}
-	assert_int_equal(fe_tmf(&x->fe, VS_VIRTIO_SCSI_T_TMF_ABORT_TASK_SET, 0, 0, 0, &tmf), 0);
+	/* In flight at the target, held, and QUERY TASK SET sees them. */
+	assert_int_equal(vs_backend_gate_wait(x->g.t->be[0], 1, 10000), 0);
+	assert_int_equal(fe_tmf(&x->fe, VS_VIRTIO_SCSI_T_TMF_QUERY_TASK_SET, 0, 0, 0, &tmf), 0);
+	assert_int_equal(tmf, VS_VIRTIO_SCSI_S_FUNCTION_SUCCEEDED);
+	tmf_releasing(x, VS_VIRTIO_SCSI_T_TMF_ABORT_TASK_SET, 0, &tmf);
 	used_at_tmf = vs_le16(__atomic_load_n(&vq->used->idx, __ATOMIC_ACQUIRE));
 	assert_int_equal(tmf, VS_VIRTIO_SCSI_S_FUNCTION_COMPLETE);
 	for (unsigned i = 0; i < NREQ; i++) {
@@ -162,11 +184,11 @@ static void test_abort_task_set_under_load(void **state)
 		uint16_t head;
 		uint32_t len;
 
-		assert_int_equal(fe_wait_used(&x->fe, REQ0, &head, &len), 0);
+		assert_int_equal(fe_wait_used(&x->fe, REQ0, &head, &len, FE_WAIT_MS), 0);
 		assert_int_equal(len, sizeof(resp));
 		/* head's slot: the chain's first descriptor address tells which request */
 		uint64_t s = vs_le64(vq->desc[head].addr);
-		memcpy(&resp, fe_host(&x->fe, s + 0x80), sizeof(resp));
+		memcpy(&resp, fe_host(&x->fe, s + FE_SLOT_RESP), sizeof(resp));
 		if (resp.response == VS_VIRTIO_SCSI_S_ABORTED) {
 			aborted++;
 			assert_true(i < (uint16_t)(used_at_tmf - used_before));
@@ -179,39 +201,37 @@ static void test_abort_task_set_under_load(void **state)
 	assert_true(aborted > 0);
 }
 
-/* ABORT TASK of one write in flight: QUERY TASK finds it (FUNCTION SUCCEEDED), the abort
- * answers FUNCTION COMPLETE, and the write comes back ABORTED, already in the used ring. */
+/* ABORT TASK of one write in flight (held by the test gate until the abort waits for it):
+ * QUERY TASK finds it (FUNCTION SUCCEEDED), the abort answers FUNCTION COMPLETE, and the
+ * write comes back ABORTED, already in the used ring. */
 static void test_abort_task_in_flight(void **state)
 {
 	struct fx *x = *state;
-	const uint64_t data = 0x300000, s = FE_SLOT + 0x10000, tag = 4242;
+	const uint64_t data = FE_BIG, s = FE_SLOT(1), tag = 4242;
 	struct vs_vq_drv *vq = &x->fe.vq[REQ0];
 	struct vs_virtio_scsi_cmd_req req = {.tag = vs_le64(tag)};
 	struct vs_vq_buf bufs[3] = {
-	    {s, sizeof(req), false}, {data, 4096, false}, {s + 0x80, 108, true}};
+	    {s, sizeof(req), false}, {data, 4096, false}, {s + FE_SLOT_RESP, 108, true}};
 	struct vs_virtio_scsi_cmd_resp resp;
 	uint16_t head, used_head, used_at_tmf, used_before = vs_le16(vq->used->idx);
 	uint8_t r = 0xee;
 	uint32_t len;
 
 	vs_vscsi_lun_encode(req.lun, 0, 0);
-	cdb_rw10(req.cdb, 0x2a, 8, 8);
+	cdb10(req.cdb, 0x2a, 0, 8, 8);
 	memcpy(fe_host(&x->fe, s), &req, sizeof(req));
-	assert_int_equal(fe_post(&x->fe, REQ0, bufs, 3, &head), 0);
-	/* In flight at the target once QUERY TASK says so: held 1 s by the backend once
-	 * popped; popping may take a while on a loaded machine (10 s deadline). */
-	uint64_t deadline = vs_mono_ns() + 10000000000ull;
-	do {
-		assert_int_equal(fe_tmf(&x->fe, VS_VIRTIO_SCSI_T_TMF_QUERY_TASK, 0, 0, tag, &r), 0);
-		assert_true(vs_mono_ns() < deadline);
-	} while (r != VS_VIRTIO_SCSI_S_FUNCTION_SUCCEEDED);
-	assert_int_equal(fe_tmf(&x->fe, VS_VIRTIO_SCSI_T_TMF_ABORT_TASK, 0, 0, tag, &r), 0);
+	assert_int_equal(fe_post_chain(&x->fe, REQ0, bufs, 3, &head), 0);
+	/* In flight at the target, held, and QUERY TASK finds it. */
+	assert_int_equal(vs_backend_gate_wait(x->g.t->be[0], 1, 10000), 0);
+	assert_int_equal(fe_tmf(&x->fe, VS_VIRTIO_SCSI_T_TMF_QUERY_TASK, 0, 0, tag, &r), 0);
+	assert_int_equal(r, VS_VIRTIO_SCSI_S_FUNCTION_SUCCEEDED);
+	tmf_releasing(x, VS_VIRTIO_SCSI_T_TMF_ABORT_TASK, tag, &r);
 	used_at_tmf = vs_le16(__atomic_load_n(&vq->used->idx, __ATOMIC_ACQUIRE));
 	assert_int_equal(r, VS_VIRTIO_SCSI_S_FUNCTION_COMPLETE);
 	assert_int_equal((uint16_t)(used_at_tmf - used_before), 1);
-	assert_int_equal(fe_wait_used(&x->fe, REQ0, &used_head, &len), 0);
+	assert_int_equal(fe_wait_used(&x->fe, REQ0, &used_head, &len, FE_WAIT_MS), 0);
 	assert_int_equal(used_head, head);
-	memcpy(&resp, fe_host(&x->fe, s + 0x80), sizeof(resp));
+	memcpy(&resp, fe_host(&x->fe, s + FE_SLOT_RESP), sizeof(resp));
 	assert_int_equal(resp.response, VS_VIRTIO_SCSI_S_ABORTED);
 }
 
@@ -225,9 +245,9 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_clear_aca_rejected, fx_setup, fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_tmf_bad_address, fx_setup, fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_an_query, fx_setup, fx_teardown),
-	    cmocka_unit_test_setup_teardown(test_abort_task_set_under_load, fx_setup_slow,
+	    cmocka_unit_test_setup_teardown(test_abort_task_set_under_load, fx_setup_gated,
 					    fx_teardown),
-	    cmocka_unit_test_setup_teardown(test_abort_task_in_flight, fx_setup_slow, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_abort_task_in_flight, fx_setup_gated, fx_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -25,58 +25,14 @@
 
 #include <cmocka.h>
 
-#include "frontend.h"
+#include "fixture.h"
+#include "thread_wait.h"
 #include "trace/trace_shared.h" /* vs__print_to */
 #include "util/util.h"
 
 #define CTLQ	VS_VIRTIO_SCSI_VQ_CTRL
 #define WAIT_NS 10000000000ull
 #define QUIET	"error" /* what the print flavour prints outside the held sections */
-
-/* The first line of /proc/self/task/TID/NAME (its newline dropped); false when gone. */
-static bool task_read(const char *tid, const char *name, char *out, size_t len)
-{
-	char path[96];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/self/task/%s/%s", tid, name);
-	if (!(f = fopen(path, "r")))
-		return false;
-	if (!fgets(out, (int)len, f))
-		out[0] = 0;
-	fclose(f);
-	out[strcspn(out, "\n")] = 0;
-	return true;
-}
-
-/* The wait channel of the thread named comm (first found), "" when none. */
-static void thread_wchan(const char *comm, char *wchan, size_t len)
-{
-	DIR *d = opendir("/proc/self/task");
-	struct dirent *e;
-	char name[32];
-
-	wchan[0] = 0;
-	while (d && (e = readdir(d)))
-		if (e->d_name[0] != '.' && task_read(e->d_name, "comm", name, sizeof(name)) &&
-		    !strcmp(name, comm)) {
-			task_read(e->d_name, "wchan", wchan, len);
-			break;
-		}
-	if (d)
-		closedir(d);
-}
-
-/* The scheduler state letter of thread tid (/proc/self/task/TID/stat), '?' when gone. */
-static char thread_state(pid_t tid)
-{
-	char id[16], stat[256], *paren;
-
-	snprintf(id, sizeof(id), "%d", (int)tid);
-	if (!task_read(id, "stat", stat, sizeof(stat)) || !(paren = strrchr(stat, ')')))
-		return '?';
-	return paren[1] == ' ' ? paren[2] : '?';
-}
 
 struct removal {
 	struct vs_target *t;
@@ -136,7 +92,7 @@ static void stderr_release(struct stuck_stderr *s)
 	do { /* room for the print in progress, until it is out of the pipe */
 		while (read(s->rd, buf, sizeof(buf)) > 0)
 			;
-		thread_wchan("vs-ctl", wchan, sizeof(wchan));
+		thread_wchan(0, "vs-ctl", wchan, sizeof(wchan));
 	} while (strstr(wchan, "pipe_write") && vs_mono_ns() < end && !poll(NULL, 0, 1));
 	close(s->rd);
 	close(s->wr);
@@ -178,7 +134,7 @@ static void reset_held_while_removed(struct fx *x, uint32_t subtype, unsigned lu
 				     size_t room)
 {
 	struct removal r = {.t = x->g.t, .id = victim};
-	const uint64_t reqa = FE_SLOT + 0x800, respa = FE_SLOT + 0x900;
+	const uint64_t reqa = FE_SLOT(1), respa = reqa + FE_SLOT_RESP;
 	struct vs_virtio_scsi_ctrl_tmf_req req = {.type = vs_le32(VS_VIRTIO_SCSI_T_TMF),
 						  .subtype = vs_le32(subtype)};
 	struct vs_vq_buf bufs[2] = {{reqa, sizeof(req), false}, {respa, 1, true}};
@@ -195,9 +151,9 @@ static void reset_held_while_removed(struct fx *x, uint32_t subtype, unsigned lu
 	*(uint8_t *)fe_host(&x->fe, respa) = 0xee;
 
 	stderr_block(&se, room);
-	assert_int_equal(fe_post(&x->fe, CTLQ, bufs, 2, &head), 0);
+	assert_int_equal(fe_post_chain(&x->fe, CTLQ, bufs, 2, &head), 0);
 	for (uint64_t end = vs_mono_ns() + WAIT_NS; !held && vs_mono_ns() < end;) {
-		thread_wchan("vs-ctl", wchan, sizeof(wchan));
+		thread_wchan(0, "vs-ctl", wchan, sizeof(wchan));
 		if (!(held = strstr(wchan, "pipe_write") != NULL))
 			poll(NULL, 0, 1); /* polling a condition, with the deadline above */
 	}
@@ -208,7 +164,7 @@ static void reset_held_while_removed(struct fx *x, uint32_t subtype, unsigned lu
 			pid_t tid = __atomic_load_n(&r.tid, __ATOMIC_ACQUIRE);
 
 			if (__atomic_load_n(&r.done, __ATOMIC_ACQUIRE) ||
-			    (tid && (state_at = thread_state(tid)) == 'S'))
+			    (tid && (state_at = thread_state(0, tid)) == 'S'))
 				break;
 			poll(NULL, 0, 1);
 		}
@@ -224,7 +180,7 @@ static void reset_held_while_removed(struct fx *x, uint32_t subtype, unsigned lu
 	assert_int_equal(state_at, 'S');
 	if (r.rc)
 		fail_msg("remove: %s", r.err);
-	assert_int_equal(fe_wait_used(&x->fe, CTLQ, &head, &len), 0);
+	assert_int_equal(fe_wait_used(&x->fe, CTLQ, &head, &len, FE_WAIT_MS), 0);
 	assert_int_equal(len, 1);
 	assert_int_equal(*(uint8_t *)fe_host(&x->fe, respa), VS_VIRTIO_SCSI_S_FUNCTION_COMPLETE);
 	assert_int_equal(vs_target_lun_list(x->g.t, NULL, 0), 1);

@@ -148,7 +148,7 @@ pid_t th_start_recording(const struct th_tmpdir *td, pid_t pid, const char *out,
 	th_shm_path(path, sizeof path, td->dir, pid);
 	if (vs_shm_open(shm, path, why, sizeof why) < 0)
 		fail_msg("%s", why);
-	assert_true(th_wait_until(recorder_attached, &a, 60000));
+	assert_true(wait_until(recorder_attached, &a, 60000));
 	return a.recorder;
 }
 

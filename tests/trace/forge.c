@@ -85,8 +85,8 @@ static unsigned provider_slot(const char **names, unsigned *n, const struct forg
 	return i;
 }
 
-/* One OBJECT record (docs/CAPTURE-FORMAT.md). */
-void forge_meta(struct fbuf *b, const struct forge_site *sites, unsigned n)
+/* One OBJECT record (docs/CAPTURE-FORMAT.md), with its stage list or without. */
+static void forge_object(struct fbuf *b, const struct forge_site *sites, unsigned n, bool staged)
 {
 	const char *provs[FORGE_MAX_PROVIDERS] = {"forged"};
 	unsigned nprovs = 0;
@@ -101,7 +101,7 @@ void forge_meta(struct fbuf *b, const struct forge_site *sites, unsigned n)
 	fb_put32(b, n);
 	fb_put32(b, 0); /* no callers */
 	fb_put32(b, nprovs);
-	fb_put32(b, 0);
+	fb_put32(b, staged ? VS_META_OBJECT_STAGES : 0);
 	fb_put64(b, 0x400000);
 	put_meta_str(b, "/forged/exe");
 	put_meta_str(b, "cold");
@@ -123,10 +123,33 @@ void forge_meta(struct fbuf *b, const struct forge_site *sites, unsigned n)
 		put_meta_str(b, s->func ? s->func : "forged");
 		put_meta_str(b, s->fmt);
 	}
+	if (staged) {
+		uint32_t nstages = 0;
+		for (unsigned i = 0; i < n; i++)
+			nstages += sites[i].stage != NULL;
+		fb_put32(b, nstages);
+		for (unsigned i = 0; i < n; i++) {
+			if (!sites[i].stage)
+				continue;
+			fb_put32(b, i);
+			put_meta_str(b, sites[i].stage);
+			put_meta_str(b, sites[i].fields ? sites[i].fields : "");
+		}
+	}
 	static const uint8_t zeros[8];
 	fb_put(b, zeros, (8 - (b->len - at) % 8) % 8);
 	uint32_t size = (uint32_t)(b->len - at);
 	memcpy(b->p + at + 4, &size, 4);
+}
+
+void forge_meta(struct fbuf *b, const struct forge_site *sites, unsigned n)
+{
+	forge_object(b, sites, n, false);
+}
+
+void forge_meta_staged(struct fbuf *b, const struct forge_site *sites, unsigned n)
+{
+	forge_object(b, sites, n, true);
 }
 
 void forge_meta_v1(struct fbuf *b, const struct forge_site *sites, unsigned n)

@@ -36,6 +36,8 @@ struct forge_site {
 	uint8_t level;
 	uint8_t nargs;
 	uint8_t types[VS_TRACE_MAX_ARGS];
+	const char *stage;  /* forge_meta_staged: the stage it declares (VS_STAGE), or NULL */
+	const char *fields; /* ... and its arguments' names, each followed by a space */
 };
 /* The id events carry for site i. */
 static inline uint32_t forge_site_id(unsigned i)
@@ -43,6 +45,9 @@ static inline uint32_t forge_site_id(unsigned i)
 	return 1 + i;
 }
 void forge_meta(struct fbuf *b, const struct forge_site *sites, unsigned n);
+/* The same record as the runtime writes it since stage sites: it lists the sites that
+ * declare a stage (none, when no site has .stage). */
+void forge_meta_staged(struct fbuf *b, const struct forge_site *sites, unsigned n);
 /* The same sites as the metadata blob of version 1 captures, where an event names its
  * site by address: FORGE_V1_SITE_BASE + 64 i. */
 #define FORGE_V1_SITE_BASE 0x10000000u

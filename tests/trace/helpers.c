@@ -9,43 +9,16 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "deadline.h"
 #include "helpers.h"
 
 extern char **environ;
 
-int th_mkdtemp(char *out, size_t len, const char *tag)
-{
-	const char *base = getenv("TMPDIR");
-	if (!base || !*base)
-		base = "/tmp";
-	if ((size_t)snprintf(out, len, "%s/vioscope-%s-XXXXXX", base, tag) >= len)
-		return -ENAMETOOLONG;
-	return mkdtemp(out) ? 0 : -errno;
-}
-
-void th_rmtree(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *e;
-	if (d) {
-		while ((e = readdir(d))) {
-			char p[1024];
-			if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-				continue;
-			snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-			unlink(p);
-		}
-		closedir(d);
-	}
-	rmdir(dir);
-}
-
 int th_tmpdir_init(struct th_tmpdir *t, const char *tag)
 {
-	int rc = th_mkdtemp(t->dir, sizeof t->dir, tag);
+	int rc = tmpdir_make(t->dir, sizeof t->dir, NULL, tag);
 	if (rc < 0)
 		return rc;
 	snprintf(t->env_dir, sizeof t->env_dir, "VIOSCOPE_TRACE_DIR=%s", t->dir);
@@ -57,7 +30,7 @@ int th_tmpdir_init(struct th_tmpdir *t, const char *tag)
 
 void th_tmpdir_fini(struct th_tmpdir *t)
 {
-	th_rmtree(t->dir);
+	tmpdir_remove(t->dir);
 	/* a test that stopped early (a failed assert) may have left any of these */
 	unlink(t->out);
 	unlink(t->err);
@@ -167,16 +140,9 @@ int th_wait(pid_t pid)
 	return 128 + WTERMSIG(st);
 }
 
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 int th_wait_within(pid_t pid, unsigned timeout_ms)
 {
-	uint64_t end = mono_ms() + timeout_ms;
+	uint64_t end = now_ms() + timeout_ms;
 	int st;
 
 	for (;;) {
@@ -185,7 +151,7 @@ int th_wait_within(pid_t pid, unsigned timeout_ms)
 			return -1;
 		if (r == pid)
 			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-		if (mono_ms() >= end) {
+		if (now_ms() >= end) {
 			kill(pid, SIGKILL);
 			th_wait(pid);
 			return -2;
@@ -296,14 +262,4 @@ int th_walk(const char *capture, th_event_fn fn, void *opaque, char *why, size_t
 	rc = vs_capture_walk(c, walk_one, &w, why, whylen);
 	vs_capture_close(c);
 	return rc;
-}
-
-bool th_wait_until(bool (*cond)(void *), void *opaque, unsigned timeout_ms)
-{
-	for (unsigned i = 0; i <= timeout_ms; i++) {
-		if (cond(opaque))
-			return true;
-		usleep(1000);
-	}
-	return cond(opaque);
 }

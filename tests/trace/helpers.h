@@ -13,23 +13,21 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "deadline.h" /* wait_until: every wait has a deadline */
+#include "tmpdir.h"   /* scratch directories */
 #include "tracetools/tracetools.h"
 
-/* A fresh directory from mkdtemp, for VIOSCOPE_TRACE_DIR; 0 or -errno. */
-int th_mkdtemp(char *out, size_t len, const char *tag);
-/* Remove DIR and the files in it (one level, as trace directories are). */
-void th_rmtree(const char *dir);
 /* A test's own trace directory, the cmocka fixture of the driver tests: every
  * program a test starts gets VIOSCOPE_TRACE_DIR=DIR, so no test sees another's
  * trace files. */
 struct th_tmpdir {
-	char dir[512];     /* from th_mkdtemp; removed with the files in it */
+	char dir[512];     /* from tmpdir_make; removed with everything in it */
 	char env_dir[600]; /* "VIOSCOPE_TRACE_DIR=DIR", for th_spawn's ENV */
 	/* Next to DIR, not in it, since tests count the files in DIR; also removed. */
 	char out[600], err[600]; /* where a test sends the CLI's stdout and stderr */
 	char cap[600];           /* a scratch capture file */
 };
-/* Make T's directory (mkdtemp, named after TAG) and paths; 0 or -errno. */
+/* Make T's directory (tmpdir_make, named after TAG) and paths; 0 or -errno. */
 int th_tmpdir_init(struct th_tmpdir *t, const char *tag);
 /* Remove the directory, the files in it and the files next to it. */
 void th_tmpdir_fini(struct th_tmpdir *t);
@@ -79,9 +77,5 @@ struct th_event {
 typedef int (*th_event_fn)(const struct th_event *e, void *opaque);
 /* 0, the callback's non-zero value, or a negative error with `why`. */
 int th_walk(const char *capture, th_event_fn fn, void *opaque, char *why, size_t whylen);
-
-/* Poll COND every millisecond for up to TIMEOUT_MS: a wait for something that
- * must happen, never a measurement.  Returns whether it happened. */
-bool th_wait_until(bool (*cond)(void *), void *opaque, unsigned timeout_ms);
 
 #endif

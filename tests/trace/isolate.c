@@ -12,6 +12,7 @@
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "helpers.h"
@@ -19,13 +20,14 @@
 int main(int argc, char **argv)
 {
 	char dir[512], env[600];
+	int made;
 
 	if (argc < 2) {
 		fprintf(stderr, "usage: trace_isolate PROGRAM [ARGS...]\n");
 		return 2;
 	}
-	if (th_mkdtemp(dir, sizeof dir, "isolate") < 0) {
-		perror("trace_isolate: mkdtemp");
+	if ((made = tmpdir_make(dir, sizeof dir, NULL, "isolate")) < 0) {
+		fprintf(stderr, "trace_isolate: scratch directory: %s\n", strerror(-made));
 		return 1;
 	}
 	snprintf(env, sizeof env, "VIOSCOPE_TRACE_DIR=%s", dir);
@@ -36,6 +38,6 @@ int main(int argc, char **argv)
 		fprintf(stderr, "trace_isolate: %s left %d file(s) in %s\n", argv[1], left, dir);
 		rc = 1;
 	}
-	th_rmtree(dir);
+	tmpdir_remove(dir);
 	return rc < 0 ? 1 : rc;
 }

@@ -415,7 +415,7 @@ static void test_geometry_rewritten_while_dumping(void **state)
 	f.h = map_other(path, g.size);
 	memcpy(&f.good, f.h, sizeof f.good);
 	assert_int_equal(pthread_create(&f.th, NULL, flip_main, &f), 0);
-	assert_true(th_wait_until(flipping, &f, 60000));
+	assert_true(wait_until(flipping, &f, 60000));
 	for (int i = 0; i < 200; i++) {
 		int rc = vs_trace_dump(path, td->cap, &st, why, sizeof why);
 		if (rc == 0) {
@@ -571,10 +571,10 @@ static void test_ring_copy_against_a_lapping_writer(void **state)
 	__atomic_store_n(&l.r->head, 0, __ATOMIC_RELEASE);
 	__atomic_store_n(&l.r->tail, 0, __ATOMIC_RELEASE);
 	assert_int_equal(pthread_create(&l.th, NULL, lap_main, &l), 0);
-	assert_true(th_wait_until(lapped_8_times, &l, 60000));
+	assert_true(wait_until(lapped_8_times, &l, 60000));
 	uint64_t head_before = __atomic_load_n(&l.r->head, __ATOMIC_ACQUIRE);
 	assert_int_equal(pthread_create(&c.th, NULL, copy_main, &c), 0);
-	bool finished = th_wait_until(copier_done, &c, 60000);
+	bool finished = wait_until(copier_done, &c, 60000);
 	uint64_t head_after = __atomic_load_n(&l.r->head, __ATOMIC_ACQUIRE);
 	__atomic_store_n(&l.stop, 1, __ATOMIC_RELEASE);
 	pthread_join(l.th, NULL);
@@ -618,15 +618,23 @@ static void test_file_truncated_under_the_mapping(void **state)
 struct drained {
 	const struct vs_shm *s;
 };
-static bool ring0_drained(void *opaque)
+/* The recorder has taken every ring's records: each tail is at its head. */
+static bool rings_drained(void *opaque)
 {
-	const struct vs_shm_ring *r = vs_shm_ring(((struct drained *)opaque)->s, 0);
-	return __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE) ==
-	       __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
+	const struct vs_shm *s = ((struct drained *)opaque)->s;
+	for (unsigned i = 0; i < s->snap.ring_count; i++) {
+		const struct vs_shm_ring *r = vs_shm_ring(s, i);
+		if (__atomic_load_n(&r->tail, __ATOMIC_ACQUIRE) !=
+		    __atomic_load_n(&r->head, __ATOMIC_ACQUIRE))
+			return false;
+	}
+	return true;
 }
 
 /* Truncated while `trace record` streams it: the recorder stops with an error that
- * says so, and the capture it leaves is whole and holds what it had read. */
+ * says so, and the capture it leaves is whole and holds what it had read: both rings'
+ * records, read before the truncation (the test waits until every ring is drained; it
+ * waited for ring 0 alone, and a slow recorder had not read ring 1 yet). */
 static void test_file_truncated_while_recording(void **state)
 {
 	struct th_tmpdir *td = *state;
@@ -637,7 +645,7 @@ static void test_file_truncated_while_recording(void **state)
 	write_forged(td, &g, path, sizeof path);
 	pid_t rec = th_start_recording(td, getpid(), td->cap, NULL, &s);
 	struct drained d = {&s};
-	assert_true(th_wait_until(ring0_drained, &d, 60000));
+	assert_true(wait_until(rings_drained, &d, 60000));
 	vs_shm_close(&s);
 	assert_int_equal(truncate(path, 0), 0);
 	assert_int_equal(th_wait(rec), 1);

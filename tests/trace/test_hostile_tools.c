@@ -155,8 +155,7 @@ static void test_ctf_export_finds_a_stream_without_a_search(void **state)
 	snprintf(last_cap, sizeof last_cap, "%s/last.vst", td->dir);
 	forge_busy_thread(first_cap, false);
 	forge_busy_thread(last_cap, true);
-	snprintf(ctf_dir, sizeof ctf_dir, "/dev/shm/vs-ctf-XXXXXX");
-	assert_non_null(mkdtemp(ctf_dir));
+	assert_int_equal(tmpdir_make(ctf_dir, sizeof ctf_dir, "/dev/shm", "ctf"), 0);
 	/* One export of each untimed (the allocator and the caches warm up), then the two in
 	 * turn: whatever else the machine does falls on both alike. */
 	export_ctf(first_cap);
@@ -177,12 +176,7 @@ static void remove_ctf_dir(void)
 {
 	if (!ctf_dir[0])
 		return;
-	for (unsigned i = 0; i < ctf_runs; i++) {
-		char dir[700];
-		snprintf(dir, sizeof dir, "%s/%u", ctf_dir, i);
-		th_rmtree(dir);
-	}
-	rmdir(ctf_dir);
+	tmpdir_remove(ctf_dir);
 	ctf_dir[0] = '\0';
 	ctf_runs = 0;
 }

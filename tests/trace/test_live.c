@@ -74,7 +74,7 @@ static bool reached(void *opaque)
 static void wait_ticks(struct ticker *t, uint32_t from, uint32_t n)
 {
 	t->target = from + n;
-	assert_true(th_wait_until(reached, t, 60000));
+	assert_true(wait_until(reached, t, 60000));
 }
 
 static void ticker_start(struct th_tmpdir *td, struct ticker *t, const char *spec)
@@ -393,11 +393,11 @@ static void test_live_view_follows_until_the_process_exits(void **state)
 	struct live_view v;
 	ticker_start(td, &t, "verbose:test");
 	live_start(td, &v, t.pid);
-	assert_true(th_wait_until(live_shows_ticks, &v, 30000));
+	assert_true(wait_until(live_shows_ticks, &v, 30000));
 	uint32_t now = tick_count(&t);
 	wait_ticks(&t, now, 300);
 	ticker_quit(&t);
-	assert_true(th_wait_until(live_exited, &v, 30000));
+	assert_true(wait_until(live_exited, &v, 30000));
 	assert_int_equal(v.pid, -1); /* exit status 0 */
 	uint32_t first, last;
 	bool contiguous;
@@ -416,9 +416,9 @@ static void test_live_view_stops_on_sigint(void **state)
 	struct live_view v;
 	ticker_start(td, &t, "verbose:test");
 	live_start(td, &v, t.pid);
-	assert_true(th_wait_until(live_shows_ticks, &v, 30000));
+	assert_true(wait_until(live_shows_ticks, &v, 30000));
 	assert_int_equal(kill(v.pid, SIGINT), 0);
-	assert_true(th_wait_until(live_exited, &v, 30000));
+	assert_true(wait_until(live_exited, &v, 30000));
 	assert_int_equal(v.pid, -1);
 	uint32_t before = tick_count(&t);
 	wait_ticks(&t, before, 10); /* the process did not notice */

@@ -99,7 +99,7 @@ static void test_working_command_file_is_private_and_removed(void **state)
 	pid_t pid = started = th_spawn(argv, env, NULL, NULL, td->err);
 	assert_true(pid > 0);
 	th_shm_path(f.path, sizeof f.path, td->dir, pid);
-	assert_true(th_wait_until(file_exists, &f, 30000));
+	assert_true(wait_until(file_exists, &f, 30000));
 	assert_int_equal(stat(f.path, &st), 0);
 	assert_int_equal(st.st_mode & 0777, 0600);
 	assert_int_equal(st.st_uid, geteuid());

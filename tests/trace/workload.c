@@ -12,7 +12,8 @@
  *   kinds     one event of each kind, a string event first (corruption test, fuzz seeds)
  *   fork      sets verbose:test, emits from another thread (-M: from the forking
  *             thread), forks; the child emits N events (may be 0) and exits; the
- *             parent reaps it, prints its pid on stdout, emits again
+ *             parent reaps it, prints its pid on stdout, emits again; with -M the
+ *             child exits 1 when it has its parent's ring besides its own in use
  *
  *   -r FD  write 'r' when set up (the trace file exists), 'd' when done emitting
  *   -g FD  wait for one byte on FD before emitting
@@ -27,6 +28,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <malloc.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -225,6 +227,18 @@ static void wl_kinds(void)
 }
 
 /* ---- fork ---------------------------------------------------------------------------- */
+/* Bytes glibc's allocator has handed out and not had back, in every arena.  A sanitizer's
+ * allocator replaces it (this then stays near 0): its leak checker watches instead. */
+static size_t heap_in_use(void)
+{
+	struct mallinfo2 mi = mallinfo2();
+	return mi.uordblks + mi.hblkhd;
+}
+
+/* A ring's scratch buffer is 64 KiB (src/trace/runtime.c SCRATCH_SIZE): a child that kept
+ * its parent's ring besides its own has at least that much more in use. */
+#define FORK_LEAK_BYTES (32u << 10)
+
 static void *fork_before(void *arg)
 {
 	(void)arg;
@@ -244,6 +258,7 @@ static void run_fork(void)
 		pthread_join(th, NULL);
 	}
 	fflush(stdout);
+	size_t parent_heap = heap_in_use();
 	pid_t child = fork();
 	if (child < 0)
 		die("fork failed");
@@ -251,6 +266,16 @@ static void run_fork(void)
 		for (unsigned i = 0; i < opt_n; i++) {
 			VS_VERBOSE(TEST, "fork child %u", i); /* the inherited settings allow it */
 			VS_INFO(INIT, "fork child init %u", i); /* ... and mask this one */
+		}
+		/* The forking thread had a ring (-M): the child's own ring now (when it
+		 * emitted) in its place, not beside it. */
+		size_t heap = heap_in_use();
+		if (opt_fork_main && heap > parent_heap + FORK_LEAK_BYTES) {
+			fprintf(stderr,
+				"trace_workload: the fork child has %zu bytes more heap in use than "
+				"its parent had: the parent's ring was not freed\n",
+				heap - parent_heap);
+			exit(1);
 		}
 		exit(0);
 	}

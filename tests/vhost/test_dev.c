@@ -24,6 +24,8 @@
 
 #include <cmocka.h>
 
+#include "tmpdir.h"
+
 #include "vhost/vhost_dev.h"
 #include "vhost/vhost_drv.h"
 
@@ -181,8 +183,7 @@ static int setup(void **state)
 
 	pthread_mutex_init(&fx->rec.lock, NULL);
 	pthread_cond_init(&fx->rec.cond, NULL);
-	strcpy(fx->dir, "/tmp/vs-vhost-XXXXXX");
-	assert_non_null(mkdtemp(fx->dir));
+	assert_int_equal(tmpdir_make(fx->dir, sizeof(fx->dir), NULL, "vhost"), 0);
 	snprintf(fx->path, sizeof(fx->path), "%s/sock", fx->dir);
 
 	fx->memfd = memfd_create("guest", MFD_CLOEXEC);
@@ -215,7 +216,7 @@ static int teardown(void **state)
 	vs_vhost_server_destroy(fx->srv);
 	munmap(fx->mem, MEM_SIZE);
 	close(fx->memfd);
-	rmdir(fx->dir);
+	tmpdir_remove(fx->dir);
 	free(fx);
 	return 0;
 }
@@ -630,13 +631,13 @@ static void test_handle_without_socket(void **state)
  * socket is; a live one is not. */
 static void test_socket_path_rules(void **state)
 {
-	char dir[] = "/tmp/vs-vhost-XXXXXX", path[64];
+	char dir[64], path[96];
 	struct vs_vhost_server *srv, *srv2;
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	struct stat st;
 	(void)state;
 
-	assert_non_null(mkdtemp(dir));
+	assert_int_equal(tmpdir_make(dir, sizeof(dir), NULL, "vhost"), 0);
 	snprintf(path, sizeof(path), "%s/sock", dir);
 
 	int fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
@@ -660,7 +661,7 @@ static void test_socket_path_rules(void **state)
 
 	vs_vhost_server_destroy(srv);
 	assert_int_equal(stat(path, &st), -1); /* removed on destroy */
-	rmdir(dir);
+	tmpdir_remove(dir);
 }
 
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
