@@ -59,7 +59,7 @@ struct worker {
 	uint64_t bytes, ios, errors;
 	atomic_uint inflight;
 	struct run_stop *stop;
-	uint64_t t_end;		    /* completions after this don't count */
+	uint64_t t_end; /* completions after this don't count */
 	/* Completions of a shared queue run on whichever thread polls it (or on the
 	 * initiator's completion thread): the worker's state is locked. */
 	pthread_mutex_t lock;
@@ -252,7 +252,8 @@ int bench_run_initiator(const struct bench_opts *o, const struct bench_profile *
 		vs_ini_close(ini);
 		return -EINVAL;
 	}
-	struct run_stop stop = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+	struct run_stop stop = {.lock = PTHREAD_MUTEX_INITIALIZER,
+				.cond = PTHREAD_COND_INITIALIZER};
 	struct worker *ws = calloc(p->threads, sizeof *ws);
 	unsigned nq = vs_ini_queue_count(ini);
 	uint64_t per_thread = lun.num_blocks / p->threads;

@@ -39,8 +39,8 @@ int bench_target_start(const char *exe, const char *spec, unsigned queues,
 		argv[n++] = ap;
 	}
 	argv[n] = NULL;
-	return vs_spawn_server(argv, sock, 10000, getenv("VIOSCOPE_BENCH_TARGET_LOG") != NULL,
-			       pid, why, whylen);
+	return vs_spawn_server(argv, sock, 10000, getenv("VIOSCOPE_BENCH_TARGET_LOG") != NULL, pid,
+			       why, whylen);
 }
 
 int bench_proc_cpu_ns(int pid, uint64_t *ns)

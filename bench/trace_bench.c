@@ -115,10 +115,11 @@ static void (*peer_lttng_loop(bool quiet))(uint64_t)
 		}
 		if (fn && (!enabled || !enabled())) {
 			if (!quiet)
-				fprintf(stderr, "bench trace: the LTTng-UST tracepoint "
-						"vioscope_bench:two_ints is not enabled in this process "
-						"(no registration with the session daemon?): LTTng-UST "
-						"peer left out\n");
+				fprintf(stderr,
+					"bench trace: the LTTng-UST tracepoint "
+					"vioscope_bench:two_ints is not enabled in this process "
+					"(no registration with the session daemon?): LTTng-UST "
+					"peer left out\n");
 			fn = NULL;
 		}
 		tried = true;
@@ -128,19 +129,19 @@ static void (*peer_lttng_loop(bool quiet))(uint64_t)
 
 /* The shared-library and LTTng cases are filled in when they are there. */
 static struct bcase cases[] = {
-	{ "loop-overhead", loop_empty, false, false },
-	{ "disabled", loop_disabled, true, false },
-	{ "floor-tsc+store24", loop_floor, true, false },
-	{ "binary-0-args", loop_args0, true, false },
-	{ "binary-2-ints", loop_args2, true, false },
-	{ "binary-4-ints", loop_args4, true, false },
-	{ "binary-string16", loop_string, true, false },
-	{ "so-disabled", NULL, false, false },
-	{ "so-binary-2-ints", NULL, false, false },
-	{ "so-binary-string16", NULL, false, false },
-	{ "print-backend", vs_bench_loop_print, false, false },
-	{ "fprintf-file", loop_fprintf, false, true },
-	{ "lttng-ust-2-ints", NULL, false, true },
+    {"loop-overhead", loop_empty, false, false},
+    {"disabled", loop_disabled, true, false},
+    {"floor-tsc+store24", loop_floor, true, false},
+    {"binary-0-args", loop_args0, true, false},
+    {"binary-2-ints", loop_args2, true, false},
+    {"binary-4-ints", loop_args4, true, false},
+    {"binary-string16", loop_string, true, false},
+    {"so-disabled", NULL, false, false},
+    {"so-binary-2-ints", NULL, false, false},
+    {"so-binary-string16", NULL, false, false},
+    {"print-backend", vs_bench_loop_print, false, false},
+    {"fprintf-file", loop_fprintf, false, true},
+    {"lttng-ust-2-ints", NULL, false, true},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
@@ -172,7 +173,8 @@ static void load_so_loops(bool quiet)
 	set_case("so-binary-string16", l->string);
 }
 
-/* ---- timing ----------------------------------------------------------------------------------- */
+/* ---- timing -----------------------------------------------------------------------------------
+ */
 static double now_s(void)
 {
 	return (double)vs_mono_ns() / 1e9;
@@ -216,7 +218,7 @@ static void *run_thread(void *p)
 /* One measurement: ns per event on 1 thread, or the mean per thread on 2. */
 static double measure(const struct bcase *c, uint64_t n, int threads)
 {
-	struct run_arg a[2] = { { c, n, 0, 0, NULL }, { c, n, 1, 0, NULL } };
+	struct run_arg a[2] = {{c, n, 0, 0, NULL}, {c, n, 1, 0, NULL}};
 	pthread_t t[2];
 	pthread_barrier_t b;
 	if (threads == 1) {
@@ -333,8 +335,8 @@ static int sustained(const char *exe, uint64_t n, double rate, struct result *r,
 		waitpid(rec, NULL, 0);
 		return -1;
 	}
-	for (int i = 0; i < 5000 && __atomic_load_n(&s.hdr->mode, __ATOMIC_ACQUIRE) != VS_MODE_STREAM;
-	     i++)
+	for (int i = 0;
+	     i < 5000 && __atomic_load_n(&s.hdr->mode, __ATOMIC_ACQUIRE) != VS_MODE_STREAM; i++)
 		usleep(1000);
 	pin(0);
 	loop_args2(1000);
@@ -400,11 +402,12 @@ static const struct result *result(const struct result *res, size_t n, const cha
 
 static void print_so_and_peers(const struct result *res, size_t n, bool peers)
 {
-	static const char *const pairs[][2] = { { "disabled", "so-disabled" },
-						{ "binary-2-ints", "so-binary-2-ints" },
-						{ "binary-string16", "so-binary-string16" } };
+	static const char *const pairs[][2] = {{"disabled", "so-disabled"},
+					       {"binary-2-ints", "so-binary-2-ints"},
+					       {"binary-string16", "so-binary-string16"}};
 	for (size_t i = 0; i < 3; i++) {
-		const struct result *a = result(res, n, pairs[i][0]), *b = result(res, n, pairs[i][1]);
+		const struct result *a = result(res, n, pairs[i][0]),
+				    *b = result(res, n, pairs[i][1]);
 		if (!a || !b)
 			continue;
 		char ins[32] = "n/a";
@@ -417,8 +420,8 @@ static void print_so_and_peers(const struct result *res, size_t n, bool peers)
 	if (!peers || !ours)
 		return;
 	/* ns: median and spread (min-max) over the interleaved rounds, pinned to one CPU */
-	printf("\n%-24s %9s %17s %8s %9s %8s\n", "two integers: peers", "ns median",
-	       "ns min-max", "x ours", "instr", "x ours");
+	printf("\n%-24s %9s %17s %8s %9s %8s\n", "two integers: peers", "ns median", "ns min-max",
+	       "x ours", "instr", "x ours");
 	for (size_t i = 0; i < NCASES; i++) {
 		const struct result *p = result(res, n, cases[i].name);
 		if ((!cases[i].peer && p != ours) || !p)
@@ -433,8 +436,9 @@ static void print_so_and_peers(const struct result *res, size_t n, bool peers)
 		       p->med / ours->med, ins, ratio);
 	}
 	if (result(res, n, "lttng-ust-2-ints"))
-		printf("lttng-ust-2-ints: tracepoint vioscope_bench:two_ints, enabled in this process "
-		       "(checked), discard channel of 8 x 4 MiB, a session daemon of its own\n");
+		printf(
+		    "lttng-ust-2-ints: tracepoint vioscope_bench:two_ints, enabled in this process "
+		    "(checked), discard channel of 8 x 4 MiB, a session daemon of its own\n");
 	else
 		printf("(no LTTng-UST case: see the message above)\n");
 }
@@ -449,8 +453,10 @@ static int run_with_peers(void)
 	bool have = access(mod, R_OK) == 0;
 	bool lttng = have && vs_bench_lttng_start(why, sizeof why) == 0;
 	if (!have)
-		fprintf(stderr, "bench trace: no %s (built without liblttng-ust-dev?): LTTng-UST "
-				"peer left out\n", mod);
+		fprintf(stderr,
+			"bench trace: no %s (built without liblttng-ust-dev?): LTTng-UST "
+			"peer left out\n",
+			mod);
 	else if (!lttng)
 		fprintf(stderr, "bench trace: LTTng-UST peer left out: %s\n", why);
 	setenv("VIOSCOPE_BENCH_PEERS", lttng ? "lttng" : "fprintf", 1);
@@ -469,11 +475,13 @@ static int run_with_peers(void)
 	return rc;
 }
 
-/* ---- command ----------------------------------------------------------------------------------- */
+/* ---- command -----------------------------------------------------------------------------------
+ */
 static void usage(FILE *f)
 {
 	fputs("usage: vioscope bench trace [--json] [--rounds N] [--events N] [--quick]\n"
-	      "                            [--no-callgrind] [--no-sustained] [--rate MEPS] [--peers]\n"
+	      "                            [--no-callgrind] [--no-sustained] [--rate MEPS] "
+	      "[--peers]\n"
 	      "ns per event (min/median/max over interleaved rounds, pinned) and instructions\n"
 	      "per event (callgrind) for each case, on one thread and on two; the so-* cases\n"
 	      "are the same sites in a shared library; then the sustained rate while\n"
@@ -488,15 +496,12 @@ static void usage(FILE *f)
 int cmd_bench_trace(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "json", no_argument, 0, 'j' },        { "rounds", required_argument, 0, 'r' },
-		{ "events", required_argument, 0, 'n' }, { "quick", no_argument, 0, 'q' },
-		{ "no-callgrind", no_argument, 0, 'C' }, { "no-sustained", no_argument, 0, 'S' },
-		{ "inner", required_argument, 0, 'I' },  { "help", no_argument, 0, 'h' },
-		{ "rate", required_argument, 0, 'R' },
-		{ "inner-sustained", required_argument, 0, 'U' },
-		{ "peers", no_argument, 0, 'P' },
-		{ 0, 0, 0, 0 }
-	};
+	    {"json", no_argument, 0, 'j'},	   {"rounds", required_argument, 0, 'r'},
+	    {"events", required_argument, 0, 'n'}, {"quick", no_argument, 0, 'q'},
+	    {"no-callgrind", no_argument, 0, 'C'}, {"no-sustained", no_argument, 0, 'S'},
+	    {"inner", required_argument, 0, 'I'},  {"help", no_argument, 0, 'h'},
+	    {"rate", required_argument, 0, 'R'},   {"inner-sustained", required_argument, 0, 'U'},
+	    {"peers", no_argument, 0, 'P'},	   {0, 0, 0, 0}};
 	bool json = false, callgrind = true, sust = true, peers = false;
 	int rounds = 11;
 	uint64_t events = 2000000;
@@ -620,11 +625,12 @@ int cmd_bench_trace(int argc, char **argv)
 				continue;
 			/* Slow cases run fewer events: same statistics, less waiting. */
 			uint64_t n = cases[i].peer || cases[i].fn == vs_bench_loop_print
-					     ? events / 10 : events;
+					 ? events / 10
+					 : events;
 			samples[(i * 2) * (size_t)rounds + (size_t)r] = measure(&cases[i], n, 1);
 			if (cases[i].two_threads)
 				samples[(i * 2 + 1) * (size_t)rounds + (size_t)r] =
-					measure(&cases[i], n, 2);
+				    measure(&cases[i], n, 2);
 		}
 		if (!json && isatty(STDERR_FILENO))
 			fprintf(stderr, "\r  round %d/%d", r + 1, rounds);
@@ -667,7 +673,7 @@ int cmd_bench_trace(int argc, char **argv)
 		/* At the goal's rate (must not drop), then unpaced (shows where it drops);
 		 * each in a fresh process, so no other thread's flight record is queued
 		 * ahead of the measured one. */
-		double rates[2] = { sustain_rate, 0 };
+		double rates[2] = {sustain_rate, 0};
 		for (int j = 0; j < 2; j++) {
 			if (sustained_child(exe, events * 10, rates[j], &res[nres]) == 0)
 				nres++;
@@ -702,8 +708,8 @@ int cmd_bench_trace(int argc, char **argv)
 			if (res[i].instr >= 0)
 				snprintf(ins, sizeof ins, "%.1f", res[i].instr);
 			printf("%-24s %7d %9.2f %9.2f %9.2f %9.2f %8s", res[i].name, res[i].threads,
-			       res[i].min, res[i].med, res[i].max, floor1 > 0 ? res[i].med / floor1 : 0,
-			       ins);
+			       res[i].min, res[i].med, res[i].max,
+			       floor1 > 0 ? res[i].med / floor1 : 0, ins);
 			if (res[i].rate > 0)
 				printf("   %.1f M events/s, %llu dropped", res[i].rate / 1e6,
 				       (unsigned long long)res[i].dropped);

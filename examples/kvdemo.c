@@ -36,7 +36,8 @@ int main(void)
 			printf("%s\n", kv_put(kv, key, val, strlen(val)) == 0 ? "ok" : "refused");
 		} else if (!strcmp(cmd, "get") && key) {
 			if (kv_get(kv, key, value, sizeof value - 1, &len) == 0)
-				printf("%.*s\n", (int)(len < sizeof value ? len : sizeof value), value);
+				printf("%.*s\n", (int)(len < sizeof value ? len : sizeof value),
+				       value);
 			else
 				printf("(none)\n");
 		} else if (!strcmp(cmd, "del") && key) {

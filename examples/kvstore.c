@@ -78,8 +78,10 @@ static struct entry **find(struct kv *kv, const char *key)
 int kv_put(struct kv *kv, const char *key, const void *val, size_t len)
 {
 	if (!*key || len > MAX_VALUE) {
-		VS_WARNING(PUT, "put '%s': refused (%zu bytes; keys are not empty, values at most "
-				"%d bytes)", key, len, MAX_VALUE);
+		VS_WARNING(PUT,
+			   "put '%s': refused (%zu bytes; keys are not empty, values at most "
+			   "%d bytes)",
+			   key, len, MAX_VALUE);
 		return -EINVAL;
 	}
 	struct entry **p = find(kv, key), *e = malloc(sizeof *e + len);

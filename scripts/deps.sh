@@ -6,7 +6,7 @@
 set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config clang libclang-rt-dev libcmocka-dev liburing-dev
-      valgrind binutils fio liblttng-ust-dev lttng-tools procps librbd-dev libxml2-utils
+      valgrind binutils fio clang-format liblttng-ust-dev lttng-tools procps librbd-dev libxml2-utils
       babeltrace2 python3 libjansson-dev man-db systemd)
 for arg in "$@"; do
 	case "$arg" in

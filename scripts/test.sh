@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite, as CI runs it:
+# The whole test suite, as CI runs it (first the layering rules and clang-format on the
+# C lines changed since the tree was formatted):
 #   1. gcc build, warnings are errors, all tests (unit, integration, guest, ceph); the
 #      install and examples/ built against it out of tree, run, recorded and decoded;
 #      then the non-guest tests twice more at -j8 beside a CPU hog (scripts/test-loaded.sh):
@@ -25,6 +26,9 @@ step() { printf '\n==== %s\n' "$*"; }
 
 step "layering rules (docs/ARCHITECTURE.md)"
 scripts/check-layers.sh
+
+step "formatting: clang-format on every C line changed since the tree was formatted"
+scripts/check-format.sh
 
 step "gcc build (-Werror)"
 CC=gcc scripts/build.sh build -DVIOSCOPE_WERROR=ON

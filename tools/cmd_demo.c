@@ -24,7 +24,7 @@
 #include "tracetools/tracetools.h"
 #include "util/util.h"
 
-#define WORKERS  2
+#define WORKERS	 2
 #define REQUESTS 20000
 
 /* ---- the workload: a checksum "device" with a request loop ---------------------------------- */
@@ -85,7 +85,8 @@ static int run_workload(int go_fd)
 	return 0;
 }
 
-/* ---- the driver: start a flavour's workload, record it, decode it ----------------------------- */
+/* ---- the driver: start a flavour's workload, record it, decode it -----------------------------
+ */
 struct go {
 	int fd;
 };
@@ -155,9 +156,9 @@ static int demo_flavour(const char *exe, const char *flavour, const char *dir)
 		}
 		usleep(1000);
 	}
-	struct go g = { go[1] };
-	struct vs_record_opts ro = { .enable_spec = "verbose:all", .started = release_child,
-				     .opaque = &g };
+	struct go g = {go[1]};
+	struct vs_record_opts ro = {
+	    .enable_spec = "verbose:all", .started = release_child, .opaque = &g};
 	struct vs_dump_stats st;
 	int rc = vs_trace_record(pid, capture, &ro, &st, why, sizeof why);
 	close(go[1]);
@@ -168,7 +169,7 @@ static int demo_flavour(const char *exe, const char *flavour, const char *dir)
 		return rc;
 	}
 	FILE *out = fopen(text, "w");
-	struct vs_decode_opts dopt = { .to_s = -1 };
+	struct vs_decode_opts dopt = {.to_s = -1};
 	rc = out ? vs_trace_decode(capture, &dopt, out, why, sizeof why) : -errno;
 	if (out)
 		fclose(out);
@@ -180,9 +181,9 @@ static int demo_flavour(const char *exe, const char *flavour, const char *dir)
 	count_lines(text, &lines);
 	struct stat sb;
 	stat(capture, &sb);
-	printf("\n== %s flavour (%s): %lu events from %u threads, %lld-byte capture, %llu dropped\n",
-	       flavour, exe, lines, st.threads, (long long)sb.st_size,
-	       (unsigned long long)st.dropped);
+	printf(
+	    "\n== %s flavour (%s): %lu events from %u threads, %lld-byte capture, %llu dropped\n",
+	    flavour, exe, lines, st.threads, (long long)sb.st_size, (unsigned long long)st.dropped);
 	show_excerpt(text, 8, 4, lines);
 	return 0;
 }
@@ -203,9 +204,12 @@ static void demo_usage(FILE *f)
 static int cmd_demo(int argc, char **argv)
 {
 	static const struct option opts[] = {
-	    {"rounds", required_argument, NULL, 'r'}, {"time", required_argument, NULL, 'T'},
-	    {"svg", required_argument, NULL, 'S'},    {"keep-image", no_argument, NULL, 'k'},
-	    {"trace", no_argument, NULL, 't'},	      {"help", no_argument, NULL, 'h'},
+	    {"rounds", required_argument, NULL, 'r'},
+	    {"time", required_argument, NULL, 'T'},
+	    {"svg", required_argument, NULL, 'S'},
+	    {"keep-image", no_argument, NULL, 'k'},
+	    {"trace", no_argument, NULL, 't'},
+	    {"help", no_argument, NULL, 'h'},
 	    {0},
 	};
 	struct demo_opts o = {.rounds = 5, .seconds = 0.5};
@@ -270,7 +274,7 @@ static int cmd_demo(int argc, char **argv)
 	       "path (VS_VERBOSE_HP)\nand the cold path (VS_INFO, VS_WARNING). "
 	       "Recorded with `vioscope trace record`, decoded with `vioscope trace decode`.\n",
 	       WORKERS, REQUESTS);
-	static const char *const flavours[][2] = { { "cold", "vioscope" }, { "all", "vioscope-all" } };
+	static const char *const flavours[][2] = {{"cold", "vioscope"}, {"all", "vioscope-all"}};
 	int rc = 0;
 	for (int i = 0; i < 2; i++) {
 		snprintf(exe, sizeof exe, "%s/%s", dir, flavours[i][1]);
@@ -281,9 +285,10 @@ static int cmd_demo(int argc, char **argv)
 		if (demo_flavour(exe, flavours[i][0], out) < 0)
 			rc = 1;
 	}
-	printf("\nCaptures and decoded text are in %s.\nTry: %s/vioscope trace decode %s/demo-all.vst "
-	       "--flag io --level warning\n",
-	       out, dir, out);
+	printf(
+	    "\nCaptures and decoded text are in %s.\nTry: %s/vioscope trace decode %s/demo-all.vst "
+	    "--flag io --level warning\n",
+	    out, dir, out);
 	return rc;
 }
 

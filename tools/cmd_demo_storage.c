@@ -152,9 +152,10 @@ static int demo_run(const char *bindir, const char *out, const struct demo_opts 
 	}
 	/* Where the recorded run's requests spent their time, both sides joined. */
 	printf("\n-- where the requests spent their time: `vioscope trace latency`\n");
-	snprintf(cmd, sizeof cmd,
-		 "'%s/vioscope' trace latency '%s'/initiator-*.vst '%s'/target-*.vst | sed 's/^/   /'",
-		 bindir, out, out);
+	snprintf(
+	    cmd, sizeof cmd,
+	    "'%s/vioscope' trace latency '%s'/initiator-*.vst '%s'/target-*.vst | sed 's/^/   /'",
+	    bindir, out, out);
 	if (run(cmd) < 0)
 		printf("   (trace latency failed)\n");
 	printf("\nCaptures are in %s.  Try:\n  %s/vioscope trace decode %s/target-*.vst --flag tmf,"

@@ -25,7 +25,7 @@ static void on_signal(int sig)
 /* Ctrl-C and SIGTERM end a command that follows a process (record, live) cleanly. */
 static void stop_on_signals(void)
 {
-	struct sigaction sa = { .sa_handler = on_signal };
+	struct sigaction sa = {.sa_handler = on_signal};
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 }
@@ -47,7 +47,8 @@ static void trace_usage(FILE *f)
 	      "                               providers: flags, level, what is on\n"
 	      "  enable PID SPEC              set level and flags live, SPEC = LEVEL[:FLAG,...]\n"
 	      "                               FLAG = provider.flag, provider.all, a flag of every\n"
-	      "                               provider, or all; e.g. verbose:scsi.io,queue  info:all\n"
+	      "                               provider, or all; e.g. verbose:scsi.io,queue  "
+	      "info:all\n"
 	      "  record PID -o FILE [--duration S] [--enable SPEC]\n"
 	      "                               stream events to FILE until PID exits, S seconds\n"
 	      "                               pass, or Ctrl-C\n"
@@ -308,11 +309,11 @@ static int trace_enable(int argc, char **argv)
 
 static int trace_record_or_dump(int argc, char **argv, bool record)
 {
-	static const struct option opts[] = { { "output", required_argument, 0, 'o' },
-					      { "duration", required_argument, 0, 'd' },
-					      { "enable", required_argument, 0, 'e' },
-					      { "help", no_argument, 0, 'h' },
-					      { 0, 0, 0, 0 } };
+	static const struct option opts[] = {{"output", required_argument, 0, 'o'},
+					     {"duration", required_argument, 0, 'd'},
+					     {"enable", required_argument, 0, 'e'},
+					     {"help", no_argument, 0, 'h'},
+					     {0, 0, 0, 0}};
 	const char *out = NULL, *spec = NULL;
 	const char *name = record ? "record" : "dump";
 	double duration = 0;
@@ -350,8 +351,8 @@ static int trace_record_or_dump(int argc, char **argv, bool record)
 	int rc;
 	if (record) {
 		stop_on_signals();
-		struct vs_record_opts ro = { .duration_s = duration, .stop = &stop_requested,
-					     .enable_spec = spec };
+		struct vs_record_opts ro = {
+		    .duration_s = duration, .stop = &stop_requested, .enable_spec = spec};
 		rc = vs_trace_record(argv[optind], out, &ro, &st, why, sizeof why);
 	} else {
 		rc = vs_trace_dump(argv[optind], out, &st, why, sizeof why);
@@ -360,25 +361,22 @@ static int trace_record_or_dump(int argc, char **argv, bool record)
 		trace_error(name, why);
 		return 1;
 	}
-	fprintf(stderr, "%s: %u thread(s), %llu bytes of events, %llu dropped, %llu overwritten%s\n",
-		out, st.threads, (unsigned long long)st.bytes, (unsigned long long)st.dropped,
+	fprintf(stderr,
+		"%s: %u thread(s), %llu bytes of events, %llu dropped, %llu overwritten%s\n", out,
+		st.threads, (unsigned long long)st.bytes, (unsigned long long)st.dropped,
 		(unsigned long long)st.overwritten, st.alive ? "" : " (process not running)");
 	return 0;
 }
 
 static int trace_decode(int argc, char **argv)
 {
-	static const struct option opts[] = { { "json", no_argument, 0, 'j' },
-					      { "chrome", no_argument, 0, 'c' },
-					      { "ctf", required_argument, 0, 'C' },
-					      { "level", required_argument, 0, 'l' },
-					      { "flag", required_argument, 0, 'f' },
-					      { "thread", required_argument, 0, 't' },
-					      { "from", required_argument, 0, 'F' },
-					      { "to", required_argument, 0, 'T' },
-					      { "help", no_argument, 0, 'h' },
-					      { 0, 0, 0, 0 } };
-	struct vs_decode_opts o = { .to_s = -1 };
+	static const struct option opts[] = {
+	    {"json", no_argument, 0, 'j'},	 {"chrome", no_argument, 0, 'c'},
+	    {"ctf", required_argument, 0, 'C'},	 {"level", required_argument, 0, 'l'},
+	    {"flag", required_argument, 0, 'f'}, {"thread", required_argument, 0, 't'},
+	    {"from", required_argument, 0, 'F'}, {"to", required_argument, 0, 'T'},
+	    {"help", no_argument, 0, 'h'},	 {0, 0, 0, 0}};
+	struct vs_decode_opts o = {.to_s = -1};
 	const char *ctf_dir = NULL;
 	int c;
 	optind = 1;
@@ -396,7 +394,8 @@ static int trace_decode(int argc, char **argv)
 			ctf_dir = optarg;
 			break;
 		case 'l':
-			if (vs_spec_eval(optarg, NULL, 0, true, &o.max_level, NULL, why, sizeof why) < 0 ||
+			if (vs_spec_eval(optarg, NULL, 0, true, &o.max_level, NULL, why,
+					 sizeof why) < 0 ||
 			    o.max_level == 0) {
 				fprintf(stderr, "vioscope trace decode: --level %s: %s\n", optarg,
 					o.max_level == 0 ? "level must not be off" : why);
@@ -407,7 +406,8 @@ static int trace_decode(int argc, char **argv)
 			o.flag_spec = optarg;
 			break;
 		case 't':
-			if (vs_cli_uint("vioscope trace decode", "thread", optarg, 1, UINT32_MAX, &v))
+			if (vs_cli_uint("vioscope trace decode", "thread", optarg, 1, UINT32_MAX,
+					&v))
 				return 2;
 			o.tid = (uint32_t)v;
 			break;
@@ -438,8 +438,9 @@ static int trace_decode(int argc, char **argv)
 	if (ctf_dir) {
 		if (o.json || o.chrome || o.max_level || o.flag_spec || o.tid || o.from_s > 0 ||
 		    o.to_s >= 0) {
-			fprintf(stderr, "vioscope trace decode: --ctf exports every event; it takes "
-					"no other option\n");
+			fprintf(stderr,
+				"vioscope trace decode: --ctf exports every event; it takes "
+				"no other option\n");
 			return 2;
 		}
 		if (vs_trace_export_ctf(argv[optind], ctf_dir, why, sizeof why) < 0) {
@@ -460,10 +461,10 @@ static int trace_decode(int argc, char **argv)
  * process (as `trace enable` would) and the level also filters what is shown. */
 static int trace_live(int argc, char **argv)
 {
-	static const struct option opts[] = { { "level", required_argument, 0, 'l' },
-					      { "flag", required_argument, 0, 'f' },
-					      { "help", no_argument, 0, 'h' },
-					      { 0, 0, 0, 0 } };
+	static const struct option opts[] = {{"level", required_argument, 0, 'l'},
+					     {"flag", required_argument, 0, 'f'},
+					     {"help", no_argument, 0, 'h'},
+					     {0, 0, 0, 0}};
 	const char *level = NULL, *flags = NULL;
 	int c;
 	optind = 1;
@@ -483,11 +484,12 @@ static int trace_live(int argc, char **argv)
 		}
 	}
 	if (optind != argc - 1) {
-		fprintf(stderr, "vioscope trace live: usage: live PID [--level L] [--flag F,...]\n");
+		fprintf(stderr,
+			"vioscope trace live: usage: live PID [--level L] [--flag F,...]\n");
 		return 2;
 	}
 	char spec[512], why[512];
-	struct vs_live_opts o = { .stop = &stop_requested };
+	struct vs_live_opts o = {.stop = &stop_requested};
 	if (level || flags) {
 		snprintf(spec, sizeof spec, "%s%s%s", level ? level : "verbose", flags ? ":" : "",
 			 flags ? flags : "");

@@ -53,7 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	vs_capture_walk(c, on_event, &events, why, sizeof why);
 	vs_capture_close(c);
 
-	struct vs_decode_opts o = { .to_s = -1 };
+	struct vs_decode_opts o = {.to_s = -1};
 	vs_trace_decode(path, &o, devnull, why, sizeof why);
 	o.json = true;
 	vs_trace_decode(path, &o, devnull, why, sizeof why);

@@ -56,7 +56,7 @@ static void init(void)
 static void decode_capture(void)
 {
 	char why[512];
-	struct vs_decode_opts o = { .to_s = -1 };
+	struct vs_decode_opts o = {.to_s = -1};
 	vs_trace_decode(cap_path, &o, devnull, why, sizeof why);
 }
 
@@ -85,8 +85,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (vs_shm_open(&s, shm_path, why, sizeof why) < 0)
 		return 0;
 	if (size >= sizeof(struct vs_shm_header) + FLIP_BYTES)
-		memcpy((uint8_t *)s.hdr + FLIP_FIRST,
-		       data + size - FLIP_BYTES, FLIP_BYTES);
+		memcpy((uint8_t *)s.hdr + FLIP_FIRST, data + size - FLIP_BYTES, FLIP_BYTES);
 	struct vs_capw w;
 	uint8_t *buf = malloc(s.snap.ring_size);
 	if (buf && vs_capw_open(&w, cap_path, &s) == 0) {

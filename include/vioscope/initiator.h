@@ -21,20 +21,20 @@ struct vs_ini;
 struct vs_ini_queue;
 
 #define VS_INI_MAX_QUEUES 64  /* request queues */
-#define VS_INI_MAX_LUNS   256 /* entries in the LUN table */
+#define VS_INI_MAX_LUNS	  256 /* entries in the LUN table */
 
 struct vs_ini_opts {
-	const char *socket;    /* vhost-user-scsi socket of the target */
-	unsigned queues;       /* request queues wanted (capped by the target's) */
-	unsigned queue_size;   /* descriptors per queue, power of two (default 256) */
-	unsigned seg_max;      /* max data segments per request (default 128) */
-	unsigned max_sectors;  /* max 512-byte sectors per request (default 2048: 1 MiB) */
-	unsigned cmd_per_lun;  /* max requests in flight per LUN per queue (default queue_size) */
-	size_t data_mem;       /* bytes of shared memory for vs_ini_alloc (default 64 MiB) */
-	bool interrupt;        /* completion threads on call eventfds (else the caller polls) */
-	bool reconnect;        /* reconnect and rescan when the target comes back (a zeroed
-				  struct leaves it off: set it to get reconnection) */
-	unsigned timeout_ms;   /* TMF, scan command and reset drain timeout (default 10000) */
+	const char *socket;   /* vhost-user-scsi socket of the target */
+	unsigned queues;      /* request queues wanted (capped by the target's) */
+	unsigned queue_size;  /* descriptors per queue, power of two (default 256) */
+	unsigned seg_max;     /* max data segments per request (default 128) */
+	unsigned max_sectors; /* max 512-byte sectors per request (default 2048: 1 MiB) */
+	unsigned cmd_per_lun; /* max requests in flight per LUN per queue (default queue_size) */
+	size_t data_mem;      /* bytes of shared memory for vs_ini_alloc (default 64 MiB) */
+	bool interrupt;	      /* completion threads on call eventfds (else the caller polls) */
+	bool reconnect;	      /* reconnect and rescan when the target comes back (a zeroed
+				 struct leaves it off: set it to get reconnection) */
+	unsigned timeout_ms;  /* TMF, scan command and reset drain timeout (default 10000) */
 	/* Called after a scan changed the LUN table (a LUN appeared or went away, a capacity
 	 * changed): scans follow the target's events (hot-plug, parameter change, events
 	 * missed) on the initiator's control thread, or run in vs_ini_rescan on the caller's.
@@ -48,11 +48,11 @@ struct vs_ini_opts {
 };
 
 struct vs_ini_lun {
-	unsigned target, lun;  /* virtio-scsi addressing */
+	unsigned target, lun; /* virtio-scsi addressing */
 	uint32_t block_size;
 	uint64_t num_blocks;
 	bool read_only;
-	bool thin;             /* UNMAP supported (LBPME) */
+	bool thin; /* UNMAP supported (LBPME) */
 	char vendor[9], product[17], revision[5];
 };
 
@@ -64,8 +64,8 @@ typedef void (*vs_ini_done_fn)(struct vs_ini_io *io);
 /* One request.  Caller-owned and untouched by the caller until done() runs. */
 struct vs_ini_io {
 	enum vs_ini_op op;
-	unsigned lun;            /* index into the LUN table (vs_ini_lun_info) */
-	uint64_t lba;            /* in the LUN's blocks */
+	unsigned lun; /* index into the LUN table (vs_ini_lun_info) */
+	uint64_t lba; /* in the LUN's blocks */
 	uint32_t nblocks;
 	const struct iovec *iov; /* buffers from vs_ini_alloc; total = nblocks * block_size */
 	int iovcnt;
@@ -73,21 +73,21 @@ struct vs_ini_io {
 	vs_ini_done_fn done;
 	void *opaque;
 	/* results, valid in done() */
-	int result;              /* 0; -EIO with scsi_status/sense (also a short transfer);
-				    -ENOTCONN target gone; -ECONNRESET reset by a TMF;
-				    -ECANCELED aborted by a TMF; -ETIMEDOUT never given back
-				    after a reset; -ENODEV bad target; -ENXIO incorrect LUN;
-				    -EBUSY, -EAGAIN device or LUN busy; -EOVERFLOW overrun;
-				    -ENOLINK, -EREMOTEIO, -EBADE transport, target, nexus
-				    failure; -EPROTO malformed (see vs_ini_result_errno) */
-	uint8_t response;        /* virtio-scsi response code */
+	int result;	  /* 0; -EIO with scsi_status/sense (also a short transfer);
+			     -ENOTCONN target gone; -ECONNRESET reset by a TMF;
+			     -ECANCELED aborted by a TMF; -ETIMEDOUT never given back
+			     after a reset; -ENODEV bad target; -ENXIO incorrect LUN;
+			     -EBUSY, -EAGAIN device or LUN busy; -EOVERFLOW overrun;
+			     -ENOLINK, -EREMOTEIO, -EBADE transport, target, nexus
+			     failure; -EPROTO malformed (see vs_ini_result_errno) */
+	uint8_t response; /* virtio-scsi response code */
 	uint8_t scsi_status;
 	uint8_t sense_len;
 	uint8_t sense[96];
 	uint32_t resid;
-	uint64_t submit_ns;      /* CLOCK_MONOTONIC when submitted (for latency); submit
-				    sets it only when 0: a caller that stamps it pays once */
-	void *priv[4];           /* initiator-private */
+	uint64_t submit_ns; /* CLOCK_MONOTONIC when submitted (for latency); submit
+			       sets it only when 0: a caller that stamps it pays once */
+	void *priv[4];	    /* initiator-private */
 };
 
 int vs_ini_open(struct vs_ini **ini, const struct vs_ini_opts *opts);
@@ -109,8 +109,8 @@ int vs_ini_submit(struct vs_ini_queue *q, struct vs_ini_io *io);
 /* SCSI pass-through (the SPTI analog): any CDB (<= 32 bytes) to any target/LUN address,
  * data in one direction (data_in: device to us) through io->iov; io->op, lun, lba,
  * nblocks, fua are ignored.  Limits as for vs_ini_submit; not retried on UNIT ATTENTION. */
-int vs_ini_submit_cdb(struct vs_ini_queue *q, struct vs_ini_io *io, unsigned target,
-		      unsigned lun, const uint8_t *cdb, unsigned cdb_len, bool data_in);
+int vs_ini_submit_cdb(struct vs_ini_queue *q, struct vs_ini_io *io, unsigned target, unsigned lun,
+		      const uint8_t *cdb, unsigned cdb_len, bool data_in);
 /* Reap up to max completions, calling done(); returns how many. */
 int vs_ini_poll(struct vs_ini_queue *q, unsigned max);
 unsigned vs_ini_inflight(const struct vs_ini_queue *q);

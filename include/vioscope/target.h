@@ -27,7 +27,7 @@
 #define VS_TARGET_ADAPTIVE_POLL_MAX 1000000 /* microseconds */
 
 struct vs_target_lun {
-	unsigned id;	  /* 0..VS_TARGET_MAX_LUNS-1 */
+	unsigned id; /* 0..VS_TARGET_MAX_LUNS-1 */
 	/* backend spec: "file=PATH[,ro][,direct]", "ram=SIZE", "null=SIZE",
 	 * "rbd=POOL/IMAGE[,conf=PATH][,id=USER][,ro][,timeout=SECONDS]" */
 	const char *spec;

@@ -50,19 +50,21 @@
 
 /* ---- levels (WPP's TRACE_LEVEL_* numbering) -------------------------------------------- */
 #define VS_LEVEL_CRITICAL 1
-#define VS_LEVEL_ERROR    2
+#define VS_LEVEL_ERROR	  2
 #define VS_LEVEL_WARNING  3
-#define VS_LEVEL_INFO     4
+#define VS_LEVEL_INFO	  4
 #define VS_LEVEL_VERBOSE  5
-#define VS_LEVEL_MAX      5
+#define VS_LEVEL_MAX	  5
 
 /* ---- flags of this translation unit's provider: VS_FLAG_NAME is the bit ------------------ */
+/* clang-format off */
 #ifndef VS_TRACE_FLAGS
 /* vioscope's own areas; a provider may declare its own list instead (at most 32). */
 #define VS_TRACE_FLAGS(X)                                                                          \
 	X(GENERAL) X(INIT) X(FEATURES) X(CONFIG) X(QUEUE) X(IO) X(TMF) X(EVENT) X(MEMORY)          \
 	X(NOTIFY) X(VHOST) X(SCSI) X(BACKEND) X(ENTRY) X(BENCH) X(TEST) X(STAGE)
 #endif
+/* clang-format on */
 #define VS__FLAG_ENUM(name) VS_FLAG_##name,
 enum vs_trace_flag { VS_TRACE_FLAGS(VS__FLAG_ENUM) VS__FLAG_COUNT };
 #undef VS__FLAG_ENUM
@@ -80,7 +82,7 @@ struct vs_bytes {
 	const void *ptr;
 	size_t len;
 };
-#define VS_BYTES(ptr, len) ((struct vs_bytes){ (ptr), (len) })
+#define VS_BYTES(ptr, len) ((struct vs_bytes){(ptr), (len)})
 
 #include <vioscope/trace_impl.h>
 
@@ -93,9 +95,9 @@ struct vs_bytes {
 
 /* Hot-path sites: compiled in the all flavours only. */
 #define VS_CRITICAL_HP(flag, ...) VS__HOT(VS_LEVEL_CRITICAL, flag, 0, 0, __VA_ARGS__)
-#define VS_ERROR_HP(flag, ...)    VS__HOT(VS_LEVEL_ERROR, flag, 0, 0, __VA_ARGS__)
+#define VS_ERROR_HP(flag, ...)	  VS__HOT(VS_LEVEL_ERROR, flag, 0, 0, __VA_ARGS__)
 #define VS_WARNING_HP(flag, ...)  VS__HOT(VS_LEVEL_WARNING, flag, 0, 0, __VA_ARGS__)
-#define VS_INFO_HP(flag, ...)     VS__HOT(VS_LEVEL_INFO, flag, 0, 0, __VA_ARGS__)
+#define VS_INFO_HP(flag, ...)	  VS__HOT(VS_LEVEL_INFO, flag, 0, 0, __VA_ARGS__)
 #define VS_VERBOSE_HP(flag, ...)  VS__HOT(VS_LEVEL_VERBOSE, flag, 0, 0, __VA_ARGS__)
 
 /* A verbose hot-path site under two flags, on when either is enabled: for an event of one
@@ -119,13 +121,13 @@ struct vs_bytes {
  * where the inline record made the compiler save registers on every call, the site on
  * or off (VS__OUT_OF_LINE says why; measure first: in a large function the call costs
  * more).  Errors and warnings always record this way. */
-#define VS_INFO_HP_OOL(flag, ...)    VS__HOT(VS_LEVEL_INFO, flag, 0, 1, __VA_ARGS__)
-#define VS_VERBOSE_HP_OOL(flag, ...) VS__HOT(VS_LEVEL_VERBOSE, flag, 0, 1, __VA_ARGS__)
+#define VS_INFO_HP_OOL(flag, ...)      VS__HOT(VS_LEVEL_INFO, flag, 0, 1, __VA_ARGS__)
+#define VS_VERBOSE_HP_OOL(flag, ...)   VS__HOT(VS_LEVEL_VERBOSE, flag, 0, 1, __VA_ARGS__)
 #define VS_STAGE_OOL(flag, stage, ...) VS__STAGE(1, flag, stage, __VA_ARGS__)
 
 /* Whether a hot-path site of this level and flag would record now (0 in flavours without
  * hot sites): for work done only to feed a site. */
-#define VS_HP_ENABLED(level, flag)            VS__HP_ENABLED(VS_LEVEL_##level, VS_FLAG_##flag, 0)
+#define VS_HP_ENABLED(level, flag) VS__HP_ENABLED(VS_LEVEL_##level, VS_FLAG_##flag, 0)
 #define VS_HP_ENABLED_ALSO(level, flag, also)                                                      \
 	VS__HP_ENABLED(VS_LEVEL_##level, VS_FLAG_##flag, VS_FLAG_##also + 1)
 
@@ -138,7 +140,7 @@ struct vs_bytes {
  * Both expand to nothing unless hot-path sites are compiled in: for static functions
  * only (on an extern function they would make its signature depend on the flavour). */
 #define VS_CALLER_PARAM VS__CALLER_PARAM
-#define VS_CALLER_ARG   VS__CALLER_ARG
+#define VS_CALLER_ARG	VS__CALLER_ARG
 
 /* ---- process-level API ------------------------------------------------------------------- */
 #ifdef __cplusplus
@@ -172,7 +174,7 @@ static inline __attribute__((unused)) int vs_trace_set(int level, uint32_t flag_
  * "cold-print" or "all-print". */
 static inline __attribute__((unused)) const char *vs_trace_flavour(void)
 {
-	return VS_TRACE_TIER == 0 ? "off"
+	return VS_TRACE_TIER == 0   ? "off"
 	       : VS_TRACE_TIER >= 2 ? (VS_TRACE_PRINT ? "all-print" : "all")
 				    : (VS_TRACE_PRINT ? "cold-print" : "cold");
 }

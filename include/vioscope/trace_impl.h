@@ -10,6 +10,9 @@
  * (VS__RECORD), or laid out by a call (vs__emit_args) where the site asks for that
  * (VS__OUT_OF_LINE explains when and why).
  */
+/* Laid out by hand: clang-format (14) does not know _Generic and would scatter the
+ * macros below. */
+/* clang-format off */
 #ifndef VIOSCOPE_TRACE_IMPL_H
 #define VIOSCOPE_TRACE_IMPL_H
 #ifndef VIOSCOPE_TRACE_H
@@ -779,3 +782,4 @@ __attribute__((destructor(101), used)) static void vs__unit_unregister(void)
 }
 #endif
 #endif /* VIOSCOPE_TRACE_IMPL_H */
+/* clang-format on */

@@ -21,8 +21,8 @@
 enum vs_bio_op {
 	VS_BIO_READ,
 	VS_BIO_WRITE,
-	VS_BIO_FLUSH,        /* make every completed write durable (fdatasync) */
-	VS_BIO_DISCARD,      /* deallocate; reads of the range then return zeros */
+	VS_BIO_FLUSH,	     /* make every completed write durable (fdatasync) */
+	VS_BIO_DISCARD,	     /* deallocate; reads of the range then return zeros */
 	VS_BIO_WRITE_ZEROES, /* like DISCARD but the range must read as zeros */
 };
 /* "read", "write", ...: for messages and trace events.  Inline: hot trace sites take it as
@@ -50,16 +50,16 @@ typedef void (*vs_bio_done_fn)(struct vs_bio *bio, int res); /* res: 0 or -errno
 
 struct vs_bio {
 	enum vs_bio_op op;
-	uint64_t offset;         /* bytes from the start of the backend */
-	uint64_t len;            /* bytes; must equal the iovec total for READ/WRITE */
+	uint64_t offset;	 /* bytes from the start of the backend */
+	uint64_t len;		 /* bytes; must equal the iovec total for READ/WRITE */
 	const struct iovec *iov; /* caller-owned, valid until done() */
 	int iovcnt;
-	bool fua;                /* WRITE: durable before completion (RWF_DSYNC) */
+	bool fua; /* WRITE: durable before completion (RWF_DSYNC) */
 	vs_bio_done_fn done;
-	void *priv;              /* caller's */
-	struct vs_bio *next;     /* backend-private: completion list link */
-	int res;                 /* backend-private */
-	uint32_t delay_us;       /* backend-private: test-only completion delay (see below) */
+	void *priv;		   /* caller's */
+	struct vs_bio *next;	   /* backend-private: completion list link */
+	int res;		   /* backend-private */
+	uint32_t delay_us;	   /* backend-private: test-only completion delay (see below) */
 	struct vs_backend *hooked; /* backend-private: test options or the write log watch it */
 };
 

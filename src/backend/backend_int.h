@@ -68,7 +68,7 @@ struct vs_backend {
 		} file;
 		struct {
 			void *mem;
-			size_t map_len; /* the reservation: the most the LUN may grow to */
+			size_t map_len;	  /* the reservation: the most the LUN may grow to */
 			uint64_t claimed; /* of the machine's memory (ram.c: ram_claim) */
 		} ram;
 		struct vs_be_rbd *rbd;
@@ -165,7 +165,6 @@ int vs_be_open(const struct vs_backend_opts *o, const char *path, int flags, mod
 	       size_t whylen);
 /* The size changed (a backend's own thread): store it, tell the watcher. */
 void vs_backend_size_changed(struct vs_backend *be, uint64_t new_size);
-
 
 /* A spec's options one by one: *cursor is at the comma before the next one (NULL: none
  * left).  Sets *opt and *olen (not NUL-terminated) and moves *cursor on. */

@@ -207,8 +207,8 @@ static int file_resize(struct vs_backend *be, uint64_t old, uint64_t new_size, c
 	if (ftruncate(be->file.fd, (off_t)new_size) < 0) {
 		int rc = -errno;
 
-		vs_fail(why, whylen, rc, "ftruncate to %llu bytes: %s", (unsigned long long)new_size,
-			strerror(-rc));
+		vs_fail(why, whylen, rc, "ftruncate to %llu bytes: %s",
+			(unsigned long long)new_size, strerror(-rc));
 		return rc;
 	}
 	return 0;
@@ -345,10 +345,11 @@ static int open_storage(const char *args, const struct vs_backend_opts *o, const
 	if (fd < 0) {
 		rc = fd;
 		if ((flags & O_DIRECT) && rc == -EINVAL)
-			snprintf(why, whylen,
-				 "file=%s: O_DIRECT not supported by the file system of %s, or %s is "
-				 "neither a regular file nor a block device",
-				 args, path, path);
+			snprintf(
+			    why, whylen,
+			    "file=%s: O_DIRECT not supported by the file system of %s, or %s is "
+			    "neither a regular file nor a block device",
+			    args, path, path);
 		else
 			snprintf(why, whylen, "file=%s: cannot open %s: %s", args, path, cause);
 		return rc;
@@ -395,8 +396,8 @@ int vs_be_file_open(struct vs_backend *be, const char *args, const struct vs_bac
 	be->ro = ro;
 	be->file.direct = direct;
 	flags = (ro ? O_RDONLY : O_RDWR) | O_CLOEXEC;
-	if ((fd = rc =
-		 open_storage(args, o, path, flags | (direct ? O_DIRECT : 0), &st, why, whylen)) < 0)
+	if ((fd = rc = open_storage(args, o, path, flags | (direct ? O_DIRECT : 0), &st, why,
+				    whylen)) < 0)
 		goto out_err;
 	be->file.fd = fd;
 	if ((rc = file_lock(fd, ro, args, path, why, whylen)) < 0)

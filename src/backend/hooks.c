@@ -90,9 +90,10 @@ int vs_be_hooks_parse(struct vs_backend *be, const char *field, bool testing, ch
 
 	/* Faults, delays and held bios in a production target are an attack, not a test. */
 	if (!testing && vs_backend_test_option(field))
-		return vs_fail(why, whylen, -EPERM,
-			       "'%s' is a test-only option (the target must be started with --testing)",
-			       field);
+		return vs_fail(
+		    why, whylen, -EPERM,
+		    "'%s' is a test-only option (the target must be started with --testing)",
+		    field);
 	for (size_t i = 0; i < sizeof(numbers) / sizeof(numbers[0]); i++) {
 		size_t n = strlen(numbers[i].name);
 

@@ -307,8 +307,8 @@ static __attribute__((noinline, cold)) bool hooked_complete(struct vs_io_ctx *ct
 }
 
 /* Run bio's done(): true, or false when a test-only delay holds it back for later. */
-static inline __attribute__((always_inline)) bool bio_complete(struct vs_io_ctx *ctx, struct vs_bio *bio,
-								   int res)
+static inline __attribute__((always_inline)) bool bio_complete(struct vs_io_ctx *ctx,
+							       struct vs_bio *bio, int res)
 {
 	if (__builtin_expect(bio->hooked != NULL, 0) && hooked_complete(ctx, bio, res))
 		return false;

@@ -192,7 +192,8 @@ int vs_wlog_open(struct vs_wlog **out, const char *path, const struct vs_backend
 				"it or name a new file)",
 				path);
 		else
-			vs_fail(why, whylen, rc, "log-writes=%s: cannot create it: %s", path, cause);
+			vs_fail(why, whylen, rc, "log-writes=%s: cannot create it: %s", path,
+				cause);
 		goto fail;
 	}
 	if ((rc = super_write(log)) < 0) {

@@ -13,7 +13,7 @@
 
 #include "initiator/initiator_int.h"
 
-#define RESP_FIXED_LEN       offsetof(struct vs_virtio_scsi_cmd_resp, sense)
+#define RESP_FIXED_LEN offsetof(struct vs_virtio_scsi_cmd_resp, sense)
 
 int vs_ini_result_errno(uint8_t response, uint8_t status)
 {

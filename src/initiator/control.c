@@ -80,8 +80,7 @@ static int tmf_exec(struct vs_ini *ini, uint32_t subtype, const uint8_t lun[8], 
 		}
 		if (vs_mono_ns() > deadline) {
 			/* The response buffer is still the device's: reset it to take it back. */
-			VS_ERROR(TMF, "%u{tmf}: no answer in %u ms", subtype,
-				 ini->opts.timeout_ms);
+			VS_ERROR(TMF, "%u{tmf}: no answer in %u ms", subtype, ini->opts.timeout_ms);
 			ini_schedule_reset(ini, "task management timed out");
 			return -ETIMEDOUT;
 		}

@@ -27,16 +27,16 @@
 #include "vhost/vhost_drv.h"
 #include "virtio/virtio.h"
 
-#define INI_AUX_QSIZE   16   /* control and event rings */
-#define INI_EVENTS      8    /* event buffers kept posted */
-#define INI_DIRECT_MAX  4    /* chains up to this long go direct, longer ones indirect */
-#define INI_POLL_BATCH  32   /* completions reaped per lock hold */
-#define INI_KICK_BATCH  4    /* resubmissions from callbacks before an early kick */
-#define INI_UA_RETRIES  2    /* UNIT ATTENTION retries of block commands */
-#define INI_SCAN_BUF    4096 /* data buffer of scan commands */
+#define INI_AUX_QSIZE	16   /* control and event rings */
+#define INI_EVENTS	8    /* event buffers kept posted */
+#define INI_DIRECT_MAX	4    /* chains up to this long go direct, longer ones indirect */
+#define INI_POLL_BATCH	32   /* completions reaped per lock hold */
+#define INI_KICK_BATCH	4    /* resubmissions from callbacks before an early kick */
+#define INI_UA_RETRIES	2    /* UNIT ATTENTION retries of block commands */
+#define INI_SCAN_BUF	4096 /* data buffer of scan commands */
 #define INI_SEG_MAX_CAP 256  /* data segments: the target's per-direction cap */
 #define INI_SECTORS_CAP 0xffff
-#define INI_LUN_NONE    0xffff
+#define INI_LUN_NONE	0xffff
 
 /* Slot layout in shared memory: request header, response header, UNMAP parameters,
  * indirect table; each part on its own cache lines. */
@@ -47,7 +47,7 @@
 
 enum {
 	SLOT_PASSTHRU = 1, /* vs_ini_submit_cdb: no UA retry, no cmd_per_lun accounting */
-	SLOT_RESET = 2,    /* pending when a LUN reset started: UA means reset, not retry */
+	SLOT_RESET = 2,	   /* pending when a LUN reset started: UA means reset, not retry */
 	SLOT_ORPHAN = 4,   /* completed to the caller (timeout); waits for the device */
 	SLOT_DATA_IN = 8,
 	SLOT_UNMAP = 16,  /* the data-out is the slot's UNMAP parameter list */
@@ -60,11 +60,11 @@ struct ini_slot {
 	struct vs_virtio_scsi_cmd_req *req;
 	struct vs_virtio_scsi_cmd_resp *resp;
 	uint8_t *param; /* UNMAP parameter list */
-	void *table;    /* indirect descriptors, seg_max + 2 */
-	uint64_t gpa;   /* of the slot's shared part (req at +0 ...) */
+	void *table;	/* indirect descriptors, seg_max + 2 */
+	uint64_t gpa;	/* of the slot's shared part (req at +0 ...) */
 	uint64_t tag;
 	uint64_t lun_key;  /* the 8 LUN bytes, for TMF matching */
-	uint32_t gen;      /* bumped on every use: part of the tag */
+	uint32_t gen;	   /* bumped on every use: part of the tag */
 	uint32_t data_len; /* bytes of data the command moves */
 	uint16_t lun_idx;  /* cmd_per_lun accounting, INI_LUN_NONE for pass-through */
 	uint8_t flags;
@@ -85,17 +85,17 @@ struct vs_ini_queue {
 	pthread_mutex_t lock;
 	struct ini_vq v;
 	struct vs_vring_used *used; /* the ring's, for vs_ini_poll's look without the lock */
-	uint16_t seen_used;        /* used idx reaped up to (atomic: the lock-free empty check) */
-	bool ready;                /* connected: submit and poll allowed (atomic writes) */
-	unsigned in_poll;          /* pollers running callbacks: the last one kicks */
-	uint64_t submitted, kicks; /* statistics, traced at close */
-	unsigned inflight;         /* slots held by requests (orphans included) */
+	uint16_t seen_used;	    /* used idx reaped up to (atomic: the lock-free empty check) */
+	bool ready;		    /* connected: submit and poll allowed (atomic writes) */
+	unsigned in_poll;	    /* pollers running callbacks: the last one kicks */
+	uint64_t submitted, kicks;  /* statistics, traced at close */
+	unsigned inflight;	    /* slots held by requests (orphans included) */
 	unsigned nfree;
-	uint16_t *free_slots;   /* stack of free slot indexes */
-	uint16_t *head_slot;    /* chain head -> slot */
+	uint16_t *free_slots;	/* stack of free slot indexes */
+	uint16_t *head_slot;	/* chain head -> slot */
 	struct ini_slot *slots; /* ini->nslots */
 	struct vs_ini *ini;
-	unsigned num;     /* request queue number (0..) */
+	unsigned num;	  /* request queue number (0..) */
 	pthread_t thread; /* interrupt mode: the DPC analog */
 	bool thread_started;
 	atomic_bool thread_stop;
@@ -131,11 +131,11 @@ struct vs_ini {
 	/* queues */
 	struct ini_vq ctl, evt;
 	pthread_mutex_t ctl_lock, evt_lock;
-	struct vs_ini_queue *q;             /* nqueues */
-	uint64_t tmf_gpa;                   /* TMF request + response */
-	uint64_t evt_gpa;                   /* INI_EVENTS event buffers */
+	struct vs_ini_queue *q;		    /* nqueues */
+	uint64_t tmf_gpa;		    /* TMF request + response */
+	uint64_t evt_gpa;		    /* INI_EVENTS event buffers */
 	uint8_t evt_of_head[INI_AUX_QSIZE]; /* event ring head -> event buffer */
-	uint8_t *scan_buf;                  /* INI_SCAN_BUF, in the data area */
+	uint8_t *scan_buf;		    /* INI_SCAN_BUF, in the data area */
 
 	/* LUN table */
 	pthread_mutex_t lun_lock;

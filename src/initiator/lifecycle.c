@@ -24,8 +24,8 @@
 #include "initiator/initiator_int.h"
 
 #define WANT_FEATURES                                                                              \
-	(VS_VIRTIO_BIT(VS_VIRTIO_F_VERSION_1) | VS_VIRTIO_BIT(VS_VIRTIO_F_EVENT_IDX) |                   \
-	 VS_VIRTIO_BIT(VS_VIRTIO_F_INDIRECT_DESC) | VS_VIRTIO_BIT(VS_VIRTIO_SCSI_F_HOTPLUG) |            \
+	(VS_VIRTIO_BIT(VS_VIRTIO_F_VERSION_1) | VS_VIRTIO_BIT(VS_VIRTIO_F_EVENT_IDX) |             \
+	 VS_VIRTIO_BIT(VS_VIRTIO_F_INDIRECT_DESC) | VS_VIRTIO_BIT(VS_VIRTIO_SCSI_F_HOTPLUG) |      \
 	 VS_VIRTIO_BIT(VS_VIRTIO_SCSI_F_CHANGE) | VS_VIRTIO_BIT(VS_VHOST_F_PROTOCOL_FEATURES))
 #define WANT_PROTOCOL                                                                              \
 	((1ull << VS_VHOST_PROTOCOL_F_MQ) | (1ull << VS_VHOST_PROTOCOL_F_REPLY_ACK) |              \
@@ -209,8 +209,8 @@ static int ring_setup(struct vs_ini *ini, struct ini_vq *v, bool want_call, bool
 	}
 	if ((rc = vs_vhost_drv_set_vring_num(f, v->idx, v->size)) ||
 	    (rc = vs_vhost_drv_set_vring_addr(f, v->idx, (uint64_t)(uintptr_t)v->vq.desc,
-						(uint64_t)(uintptr_t)v->vq.avail,
-						(uint64_t)(uintptr_t)v->vq.used)) ||
+					      (uint64_t)(uintptr_t)v->vq.avail,
+					      (uint64_t)(uintptr_t)v->vq.used)) ||
 	    (rc = vs_vhost_drv_set_vring_base(f, v->idx, 0)) ||
 	    (rc = vs_vhost_drv_set_vring_call(f, v->idx, v->call_fd)) ||
 	    (rc = vs_vhost_drv_set_vring_kick(f, v->idx, v->kick_fd))) {

@@ -74,8 +74,8 @@ static int probe_lun(struct vs_ini *ini, unsigned id, struct vs_ini_lun *l, bool
 	uint8_t inq[6] = {VS_SCSI_OP_INQUIRY, 0, 0, 0, 96, 0};
 	uint8_t rc16[16] = {VS_SCSI_OP_SERVICE_ACTION_IN_16, VS_SCSI_SAI_READ_CAPACITY_16};
 	uint8_t rc10[10] = {VS_SCSI_OP_READ_CAPACITY_10};
-	uint8_t ms[6] = {VS_SCSI_OP_MODE_SENSE_6, VS_SCSI_MODE_DBD, VS_SCSI_MODE_ALL_PAGES, 0, 192,
-			 0};
+	uint8_t ms[6] = {
+	    VS_SCSI_OP_MODE_SENSE_6, VS_SCSI_MODE_DBD, VS_SCSI_MODE_ALL_PAGES, 0, 192, 0};
 	uint8_t *b = ini->scan_buf;
 	struct vs_ini_io r;
 	int rc;

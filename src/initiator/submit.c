@@ -14,7 +14,7 @@
 
 #include "initiator/initiator_int.h"
 
-#define CHAIN_MAX       (INI_SEG_MAX_CAP + 3)
+#define CHAIN_MAX (INI_SEG_MAX_CAP + 3)
 
 /* Translate the caller's iovecs into ring buffers: each must lie in the data area. */
 static inline int iov_to_bufs(const struct vs_ini *ini, const struct vs_ini_io *io,
@@ -97,12 +97,12 @@ static inline int slot_add(struct vs_ini_queue *q, uint16_t s, struct vs_vq_buf 
 	uint16_t head;
 	int rc;
 
-	b[0] =
-	    (struct vs_vq_buf){sl->gpa + SLOT_REQ_OFF, sizeof(struct vs_virtio_scsi_cmd_req), false};
+	b[0] = (struct vs_vq_buf){sl->gpa + SLOT_REQ_OFF, sizeof(struct vs_virtio_scsi_cmd_req),
+				  false};
 	if (sl->flags & SLOT_UNMAP)
 		b[1] = (struct vs_vq_buf){sl->gpa + SLOT_PARAM_OFF, VS_SCSI_UNMAP_PARAM_LEN, false};
-	b[resp_at] =
-	    (struct vs_vq_buf){sl->gpa + SLOT_RESP_OFF, sizeof(struct vs_virtio_scsi_cmd_resp), true};
+	b[resp_at] = (struct vs_vq_buf){sl->gpa + SLOT_RESP_OFF,
+					sizeof(struct vs_virtio_scsi_cmd_resp), true};
 	/* Short chains go direct while half the ring is free; past that, indirect (one
 	 * descriptor each), so the ring holds as many requests as it has descriptors:
 	 * direct only, 3-descriptor requests filled a 256-entry ring at 85, and a deeper
@@ -303,9 +303,9 @@ static __attribute__((noinline, cold)) int refuse(const struct vs_ini_queue *q,
 			 io->iovcnt);
 		break;
 	case REF_MAX_SECTORS:
-		VS_ERROR(IO, "q %u lun %u: %u blocks of %llu bytes exceed max_sectors %llu: refused",
-			 q->v.idx, io->lun, io->nblocks, (unsigned long long)a,
-			 (unsigned long long)b);
+		VS_ERROR(
+		    IO, "q %u lun %u: %u blocks of %llu bytes exceed max_sectors %llu: refused",
+		    q->v.idx, io->lun, io->nblocks, (unsigned long long)a, (unsigned long long)b);
 		break;
 	case REF_EMPTY_UNMAP:
 		VS_ERROR(IO, "q %u lun %u: unmap of 0 blocks: refused", q->v.idx, io->lun);
@@ -361,8 +361,7 @@ int vs_ini_submit(struct vs_ini_queue *q, struct vs_ini_io *io)
 			return refuse(q, io, REF_EMPTY_UNMAP, 0, 0);
 		cdb[0] = VS_SCSI_OP_UNMAP;
 		vs_put_be16(cdb + 7, VS_SCSI_UNMAP_PARAM_LEN);
-		return ini_submit(q, io, lun, (uint16_t)io->lun, cdb, SLOT_UNMAP | SLOT_NODATA,
-				  0);
+		return ini_submit(q, io, lun, (uint16_t)io->lun, cdb, SLOT_UNMAP | SLOT_NODATA, 0);
 	default:
 		return refuse(q, io, REF_OP, 0, 0);
 	}
@@ -381,6 +380,6 @@ int vs_ini_submit_cdb(struct vs_ini_queue *q, struct vs_ini_io *io, unsigned tar
 		return -EINVAL;
 	}
 	memcpy(c, cdb, cdb_len);
-	return ini_submit(q, io, l, INI_LUN_NONE, c,
-			  SLOT_PASSTHRU | (data_in ? SLOT_DATA_IN : 0), INI_ANY_LEN);
+	return ini_submit(q, io, l, INI_LUN_NONE, c, SLOT_PASSTHRU | (data_in ? SLOT_DATA_IN : 0),
+			  INI_ANY_LEN);
 }

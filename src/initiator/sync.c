@@ -87,9 +87,8 @@ static int exec_once(struct vs_ini *ini, unsigned target, unsigned lun, const ui
 			continue;
 		/* Give up, unless a poller already took it: then its callback is imminent. */
 		if (ini_detach(q, &s.io)) {
-			VS_ERROR(SCSI, "command %s{cdb} to %u:%u: %s",
-				 VS_BYTES(cdb, cdb_len), target, lun,
-				 rc < 0 ? "the target went away" : "timed out");
+			VS_ERROR(SCSI, "command %s{cdb} to %u:%u: %s", VS_BYTES(cdb, cdb_len),
+				 target, lun, rc < 0 ? "the target went away" : "timed out");
 			return rc < 0 ? rc : -ETIMEDOUT;
 		}
 		deadline = UINT64_MAX;
@@ -115,8 +114,8 @@ int ini_exec_sync(struct vs_ini *ini, unsigned target, unsigned lun, const uint8
 		if (res->result != -EIO ||
 		    vs_scsi_sense_key(res->sense, res->sense_len) != VS_SENSE_UNIT_ATTENTION)
 			return 0;
-		VS_INFO(SCSI, "command %#x{scsi_op} to %u:%u: %s{sense}, retrying", cdb[0], target, lun,
-			VS_BYTES(res->sense, res->sense_len));
+		VS_INFO(SCSI, "command %#x{scsi_op} to %u:%u: %s{sense}, retrying", cdb[0], target,
+			lun, VS_BYTES(res->sense, res->sense_len));
 	}
 	return 0;
 }

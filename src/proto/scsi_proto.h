@@ -101,24 +101,24 @@ enum {
 #define VS_SCSI_SAI_READ_CAPACITY_16 0x10 /* SERVICE ACTION IN(16) */
 
 /* ---- CDB and data fields both sides build or read ---- */
-#define VS_SCSI_RW16_FUA	     0x08 /* READ/WRITE(16) byte 1 */
-#define VS_SCSI_INQUIRY_EVPD	     0x01 /* INQUIRY byte 1 */
-#define VS_SCSI_PERIPHERAL_TYPE	     0x1f /* standard INQUIRY byte 0: device type ... */
-#define VS_SCSI_TYPE_DISK	     0x00 /* ... a direct-access block device */
-#define VS_SCSI_VPD_SUPPORTED	     0x00 /* VPD page codes */
-#define VS_SCSI_VPD_SERIAL	     0x80
-#define VS_SCSI_VPD_DEVICE_ID	     0x83
-#define VS_SCSI_VPD_BLOCK_LIMITS     0xb0
-#define VS_SCSI_VPD_CHARACTERISTICS  0xb1
-#define VS_SCSI_VPD_LBP		     0xb2 /* Logical Block Provisioning */
-#define VS_SCSI_LBP_LBPU	     0x80 /* VPD B2h byte 5: UNMAP supported */
-#define VS_SCSI_RC16_LBPME	     0x80 /* READ CAPACITY(16) byte 14: thin provisioned */
-#define VS_SCSI_RC16_LBPRZ	     0x40 /* ... and unmapped blocks read as zeros */
-#define VS_SCSI_MODE_ALL_PAGES	     0x3f
-#define VS_SCSI_MODE_DBD	     0x08 /* MODE SENSE byte 1: no block descriptors */
-#define VS_SCSI_MODE_WP		     0x80 /* device-specific parameter: write protected */
-#define VS_SCSI_UNMAP_PARAM_LEN	     24	  /* an UNMAP parameter list with one descriptor */
-#define VS_SCSI_FIXED_SENSE_LEN	     18
+#define VS_SCSI_RW16_FUA	    0x08 /* READ/WRITE(16) byte 1 */
+#define VS_SCSI_INQUIRY_EVPD	    0x01 /* INQUIRY byte 1 */
+#define VS_SCSI_PERIPHERAL_TYPE	    0x1f /* standard INQUIRY byte 0: device type ... */
+#define VS_SCSI_TYPE_DISK	    0x00 /* ... a direct-access block device */
+#define VS_SCSI_VPD_SUPPORTED	    0x00 /* VPD page codes */
+#define VS_SCSI_VPD_SERIAL	    0x80
+#define VS_SCSI_VPD_DEVICE_ID	    0x83
+#define VS_SCSI_VPD_BLOCK_LIMITS    0xb0
+#define VS_SCSI_VPD_CHARACTERISTICS 0xb1
+#define VS_SCSI_VPD_LBP		    0xb2 /* Logical Block Provisioning */
+#define VS_SCSI_LBP_LBPU	    0x80 /* VPD B2h byte 5: UNMAP supported */
+#define VS_SCSI_RC16_LBPME	    0x80 /* READ CAPACITY(16) byte 14: thin provisioned */
+#define VS_SCSI_RC16_LBPRZ	    0x40 /* ... and unmapped blocks read as zeros */
+#define VS_SCSI_MODE_ALL_PAGES	    0x3f
+#define VS_SCSI_MODE_DBD	    0x08 /* MODE SENSE byte 1: no block descriptors */
+#define VS_SCSI_MODE_WP		    0x80 /* device-specific parameter: write protected */
+#define VS_SCSI_UNMAP_PARAM_LEN	    24	 /* an UNMAP parameter list with one descriptor */
+#define VS_SCSI_FIXED_SENSE_LEN	    18
 
 /* ---- big-endian field accessors (every SCSI field is big-endian) ----
  * Unaligned loads and stores with one byte swap each: they sit in the per-command paths
@@ -141,7 +141,7 @@ static inline void vs_put_be24(uint8_t *p, uint32_t v)
  * 0 for the groups whose length is not given by the code (variable, vendor). */
 static inline size_t vs_scsi_cdb_len(uint8_t op)
 {
-	static const uint8_t by_group[8] = { 6, 10, 10, 0, 16, 12, 0, 0 };
+	static const uint8_t by_group[8] = {6, 10, 10, 0, 16, 12, 0, 0};
 	return by_group[op >> 5];
 }
 
@@ -175,9 +175,9 @@ bool vs_scsi_sense_parse(const uint8_t *sense, size_t len, uint8_t *key, uint8_t
 			 uint8_t *ascq);
 
 /* ---- names for traces and tools ---- */
-const char *vs_scsi_op_name(uint8_t op);	  /* "READ(10)", or "unsupported" */
-const char *vs_scsi_status_name(uint8_t status);  /* "CHECK CONDITION" */
-const char *vs_scsi_sense_key_name(uint8_t key);  /* "ILLEGAL REQUEST" */
+const char *vs_scsi_op_name(uint8_t op);	 /* "READ(10)", or "unsupported" */
+const char *vs_scsi_status_name(uint8_t status); /* "CHECK CONDITION" */
+const char *vs_scsi_sense_key_name(uint8_t key); /* "ILLEGAL REQUEST" */
 /* "LOGICAL BLOCK ADDRESS OUT OF RANGE", or NULL for a code not in our table. */
 const char *vs_scsi_asc_name(uint8_t asc, uint8_t ascq);
 

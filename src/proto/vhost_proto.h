@@ -13,11 +13,11 @@
 #include <stdint.h>
 
 /* ---- protocol constants -------------------------------------------------------------- */
-#define VS_VHOST_HDR_SIZE      12u    /* request, flags, size */
-#define VS_VHOST_MAX_FDS       8u     /* fds per message (SCM_RIGHTS) */
-#define VS_VHOST_MAX_REGIONS   8u     /* regions in one SET_MEM_TABLE */
-#define VS_VHOST_MAX_QUEUES    256u   /* KICK/CALL/ERR carry the ring index in 8 bits */
-#define VS_VHOST_CONFIG_MAX    256u   /* device config space bytes (QEMU's limit) */
+#define VS_VHOST_HDR_SIZE    12u  /* request, flags, size */
+#define VS_VHOST_MAX_FDS     8u	  /* fds per message (SCM_RIGHTS) */
+#define VS_VHOST_MAX_REGIONS 8u	  /* regions in one SET_MEM_TABLE */
+#define VS_VHOST_MAX_QUEUES  256u /* KICK/CALL/ERR carry the ring index in 8 bits */
+#define VS_VHOST_CONFIG_MAX  256u /* device config space bytes (QEMU's limit) */
 
 enum vs_vhost_request {
 	VS_VHOST_GET_FEATURES = 1,

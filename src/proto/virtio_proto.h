@@ -31,35 +31,35 @@ static inline void vs_st_le64(void *p, uint64_t v) { v = htole64(v); memcpy(p, &
 
 /* ---- feature bits (bit numbers) and device status -------------------------------------- */
 #define VS_VIRTIO_F_NOTIFY_ON_EMPTY   24 /* legacy */
-#define VS_VIRTIO_F_ANY_LAYOUT	   27 /* legacy */
-#define VS_VIRTIO_F_INDIRECT_DESC	   28
-#define VS_VIRTIO_F_EVENT_IDX	   29
-#define VS_VIRTIO_F_VERSION_1	   32
+#define VS_VIRTIO_F_ANY_LAYOUT	      27 /* legacy */
+#define VS_VIRTIO_F_INDIRECT_DESC     28
+#define VS_VIRTIO_F_EVENT_IDX	      29
+#define VS_VIRTIO_F_VERSION_1	      32
 #define VS_VIRTIO_F_ACCESS_PLATFORM   33
-#define VS_VIRTIO_F_RING_PACKED	   34
-#define VS_VIRTIO_F_IN_ORDER	   35
-#define VS_VIRTIO_F_ORDER_PLATFORM	   36
-#define VS_VIRTIO_F_SR_IOV		   37
+#define VS_VIRTIO_F_RING_PACKED	      34
+#define VS_VIRTIO_F_IN_ORDER	      35
+#define VS_VIRTIO_F_ORDER_PLATFORM    36
+#define VS_VIRTIO_F_SR_IOV	      37
 #define VS_VIRTIO_F_NOTIFICATION_DATA 38
 #define VS_VIRTIO_F_NOTIF_CONFIG_DATA 39
-#define VS_VIRTIO_F_RING_RESET	   40
-#define VS_VIRTIO_BIT(f)	   (1ull << (f))
+#define VS_VIRTIO_F_RING_RESET	      40
+#define VS_VIRTIO_BIT(f)	      (1ull << (f))
 
 #define VS_VIRTIO_CONFIG_S_ACKNOWLEDGE 1
-#define VS_VIRTIO_CONFIG_S_DRIVER	    2
+#define VS_VIRTIO_CONFIG_S_DRIVER      2
 #define VS_VIRTIO_CONFIG_S_DRIVER_OK   4
 #define VS_VIRTIO_CONFIG_S_FEATURES_OK 8
 #define VS_VIRTIO_CONFIG_S_NEEDS_RESET 0x40
-#define VS_VIRTIO_CONFIG_S_FAILED	    0x80
-#define VS_VIRTIO_ID_SCSI		    8
+#define VS_VIRTIO_CONFIG_S_FAILED      0x80
+#define VS_VIRTIO_ID_SCSI	       8
 
 /* ---- split ring layout (all fields little-endian) --------------------------------------- */
-#define VS_VRING_DESC_F_NEXT	   1
-#define VS_VRING_DESC_F_WRITE	   2 /* device-writable (else device-readable) */
-#define VS_VRING_DESC_F_INDIRECT	   4
+#define VS_VRING_DESC_F_NEXT	      1
+#define VS_VRING_DESC_F_WRITE	      2 /* device-writable (else device-readable) */
+#define VS_VRING_DESC_F_INDIRECT      4
 #define VS_VRING_AVAIL_F_NO_INTERRUPT 1
-#define VS_VRING_USED_F_NO_NOTIFY	   1
-#define VS_VRING_MAX_SIZE		   32768
+#define VS_VRING_USED_F_NO_NOTIFY     1
+#define VS_VRING_MAX_SIZE	      32768
 
 struct vs_vring_desc {
 	uint64_t addr; /* guest-physical */

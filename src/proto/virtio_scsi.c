@@ -50,9 +50,18 @@ int vs_vscsi_event_lun_encode(uint8_t lun[8], unsigned target, unsigned lun_in)
 const char *vs_virtio_scsi_response_name(uint8_t response)
 {
 	static const char *const names[] = {
-	    "OK",		 "OVERRUN",	    "ABORTED",	       "BAD_TARGET",
-	    "RESET",		 "BUSY",	    "TRANSPORT_FAILURE", "TARGET_FAILURE",
-	    "NEXUS_FAILURE",	 "FAILURE",	    "FUNCTION_SUCCEEDED", "FUNCTION_REJECTED",
+	    "OK",
+	    "OVERRUN",
+	    "ABORTED",
+	    "BAD_TARGET",
+	    "RESET",
+	    "BUSY",
+	    "TRANSPORT_FAILURE",
+	    "TARGET_FAILURE",
+	    "NEXUS_FAILURE",
+	    "FAILURE",
+	    "FUNCTION_SUCCEEDED",
+	    "FUNCTION_REJECTED",
 	    "INCORRECT_LUN",
 	};
 

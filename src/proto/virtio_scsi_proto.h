@@ -13,19 +13,19 @@
 
 #include "proto/virtio_proto.h"
 
-#define VS_VIRTIO_SCSI_CDB_SIZE   32
+#define VS_VIRTIO_SCSI_CDB_SIZE	  32
 #define VS_VIRTIO_SCSI_SENSE_SIZE 96
 
 /* Feature bits */
-#define VS_VIRTIO_SCSI_F_INOUT   0 /* a request may have both data-out and data-in */
+#define VS_VIRTIO_SCSI_F_INOUT	 0 /* a request may have both data-out and data-in */
 #define VS_VIRTIO_SCSI_F_HOTPLUG 1 /* events for added/removed LUNs */
-#define VS_VIRTIO_SCSI_F_CHANGE  2 /* events for parameter changes */
-#define VS_VIRTIO_SCSI_F_T10_PI  3 /* requests use virtio_scsi_cmd_req_pi */
+#define VS_VIRTIO_SCSI_F_CHANGE	 2 /* events for parameter changes */
+#define VS_VIRTIO_SCSI_F_T10_PI	 3 /* requests use virtio_scsi_cmd_req_pi */
 
 /* Queues: 0 control, 1 event, 2.. request */
-#define VS_VIRTIO_SCSI_VQ_CTRL  0
+#define VS_VIRTIO_SCSI_VQ_CTRL	0
 #define VS_VIRTIO_SCSI_VQ_EVENT 1
-#define VS_VIRTIO_SCSI_VQ_REQ0  2
+#define VS_VIRTIO_SCSI_VQ_REQ0	2
 
 /* Command request (device-readable), followed by data-out */
 struct vs_virtio_scsi_cmd_req {
@@ -61,18 +61,18 @@ struct vs_virtio_scsi_cmd_resp {
 } __attribute__((packed));
 
 /* Control queue: every request starts with a le32 type */
-#define VS_VIRTIO_SCSI_T_TMF	   0
-#define VS_VIRTIO_SCSI_T_AN_QUERY	   1
+#define VS_VIRTIO_SCSI_T_TMF	      0
+#define VS_VIRTIO_SCSI_T_AN_QUERY     1
 #define VS_VIRTIO_SCSI_T_AN_SUBSCRIBE 2
 
-#define VS_VIRTIO_SCSI_T_TMF_ABORT_TASK	     0
-#define VS_VIRTIO_SCSI_T_TMF_ABORT_TASK_SET     1
-#define VS_VIRTIO_SCSI_T_TMF_CLEAR_ACA	     2
-#define VS_VIRTIO_SCSI_T_TMF_CLEAR_TASK_SET     3
-#define VS_VIRTIO_SCSI_T_TMF_I_T_NEXUS_RESET    4
+#define VS_VIRTIO_SCSI_T_TMF_ABORT_TASK		0
+#define VS_VIRTIO_SCSI_T_TMF_ABORT_TASK_SET	1
+#define VS_VIRTIO_SCSI_T_TMF_CLEAR_ACA		2
+#define VS_VIRTIO_SCSI_T_TMF_CLEAR_TASK_SET	3
+#define VS_VIRTIO_SCSI_T_TMF_I_T_NEXUS_RESET	4
 #define VS_VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET 5
-#define VS_VIRTIO_SCSI_T_TMF_QUERY_TASK	     6
-#define VS_VIRTIO_SCSI_T_TMF_QUERY_TASK_SET     7
+#define VS_VIRTIO_SCSI_T_TMF_QUERY_TASK		6
+#define VS_VIRTIO_SCSI_T_TMF_QUERY_TASK_SET	7
 
 struct vs_virtio_scsi_ctrl_tmf_req {
 	uint32_t type;	  /* le: VS_VIRTIO_SCSI_T_TMF */
@@ -87,11 +87,11 @@ struct vs_virtio_scsi_ctrl_tmf_resp {
 
 /* Asynchronous notification query / subscription */
 #define VS_VIRTIO_SCSI_EVT_ASYNC_OPERATIONAL_CHANGE 2
-#define VS_VIRTIO_SCSI_EVT_ASYNC_POWER_MGMT	 4
-#define VS_VIRTIO_SCSI_EVT_ASYNC_EXTERNAL_REQUEST	 8
-#define VS_VIRTIO_SCSI_EVT_ASYNC_MEDIA_CHANGE	 16
-#define VS_VIRTIO_SCSI_EVT_ASYNC_MULTI_HOST	 32
-#define VS_VIRTIO_SCSI_EVT_ASYNC_DEVICE_BUSY	 64
+#define VS_VIRTIO_SCSI_EVT_ASYNC_POWER_MGMT	    4
+#define VS_VIRTIO_SCSI_EVT_ASYNC_EXTERNAL_REQUEST   8
+#define VS_VIRTIO_SCSI_EVT_ASYNC_MEDIA_CHANGE	    16
+#define VS_VIRTIO_SCSI_EVT_ASYNC_MULTI_HOST	    32
+#define VS_VIRTIO_SCSI_EVT_ASYNC_DEVICE_BUSY	    64
 
 struct vs_virtio_scsi_ctrl_an_req {
 	uint32_t type; /* le: VS_VIRTIO_SCSI_T_AN_QUERY or _SUBSCRIBE */
@@ -105,14 +105,14 @@ struct vs_virtio_scsi_ctrl_an_resp {
 } __attribute__((packed));
 
 /* Event queue */
-#define VS_VIRTIO_SCSI_T_EVENTS_MISSED   0x80000000u /* or-ed into event */
-#define VS_VIRTIO_SCSI_T_NO_EVENT	      0
+#define VS_VIRTIO_SCSI_T_EVENTS_MISSED	 0x80000000u /* or-ed into event */
+#define VS_VIRTIO_SCSI_T_NO_EVENT	 0
 #define VS_VIRTIO_SCSI_T_TRANSPORT_RESET 1
-#define VS_VIRTIO_SCSI_T_ASYNC_NOTIFY    2
-#define VS_VIRTIO_SCSI_T_PARAM_CHANGE    3
+#define VS_VIRTIO_SCSI_T_ASYNC_NOTIFY	 2
+#define VS_VIRTIO_SCSI_T_PARAM_CHANGE	 3
 
-#define VS_VIRTIO_SCSI_EVT_RESET_HARD    0 /* reasons of TRANSPORT_RESET */
-#define VS_VIRTIO_SCSI_EVT_RESET_RESCAN  1
+#define VS_VIRTIO_SCSI_EVT_RESET_HARD	 0 /* reasons of TRANSPORT_RESET */
+#define VS_VIRTIO_SCSI_EVT_RESET_RESCAN	 1
 #define VS_VIRTIO_SCSI_EVT_RESET_REMOVED 2
 
 struct vs_virtio_scsi_event {
@@ -136,26 +136,26 @@ struct vs_virtio_scsi_config {
 } __attribute__((packed));
 
 /* Response codes (virtio_scsi_cmd_resp.response, TMF and AN responses) */
-#define VS_VIRTIO_SCSI_S_OK		 0
-#define VS_VIRTIO_SCSI_S_OVERRUN		 1
-#define VS_VIRTIO_SCSI_S_ABORTED		 2
-#define VS_VIRTIO_SCSI_S_BAD_TARGET	 3
-#define VS_VIRTIO_SCSI_S_RESET		 4
-#define VS_VIRTIO_SCSI_S_BUSY		 5
-#define VS_VIRTIO_SCSI_S_TRANSPORT_FAILURE	 6
-#define VS_VIRTIO_SCSI_S_TARGET_FAILURE	 7
-#define VS_VIRTIO_SCSI_S_NEXUS_FAILURE	 8
-#define VS_VIRTIO_SCSI_S_FAILURE		 9
+#define VS_VIRTIO_SCSI_S_OK		    0
+#define VS_VIRTIO_SCSI_S_OVERRUN	    1
+#define VS_VIRTIO_SCSI_S_ABORTED	    2
+#define VS_VIRTIO_SCSI_S_BAD_TARGET	    3
+#define VS_VIRTIO_SCSI_S_RESET		    4
+#define VS_VIRTIO_SCSI_S_BUSY		    5
+#define VS_VIRTIO_SCSI_S_TRANSPORT_FAILURE  6
+#define VS_VIRTIO_SCSI_S_TARGET_FAILURE	    7
+#define VS_VIRTIO_SCSI_S_NEXUS_FAILURE	    8
+#define VS_VIRTIO_SCSI_S_FAILURE	    9
 #define VS_VIRTIO_SCSI_S_FUNCTION_SUCCEEDED 10
-#define VS_VIRTIO_SCSI_S_FUNCTION_REJECTED	 11
-#define VS_VIRTIO_SCSI_S_INCORRECT_LUN	 12
-#define VS_VIRTIO_SCSI_S_FUNCTION_COMPLETE	 0 /* TMF: same value as OK */
+#define VS_VIRTIO_SCSI_S_FUNCTION_REJECTED  11
+#define VS_VIRTIO_SCSI_S_INCORRECT_LUN	    12
+#define VS_VIRTIO_SCSI_S_FUNCTION_COMPLETE  0 /* TMF: same value as OK */
 
 /* Task attributes */
-#define VS_VIRTIO_SCSI_S_SIMPLE  0
+#define VS_VIRTIO_SCSI_S_SIMPLE	 0
 #define VS_VIRTIO_SCSI_S_ORDERED 1
-#define VS_VIRTIO_SCSI_S_HEAD    2
-#define VS_VIRTIO_SCSI_S_ACA     3
+#define VS_VIRTIO_SCSI_S_HEAD	 2
+#define VS_VIRTIO_SCSI_S_ACA	 3
 
 _Static_assert(sizeof(struct vs_virtio_scsi_cmd_req) == 51, "cmd_req size");
 _Static_assert(sizeof(struct vs_virtio_scsi_cmd_req_pi) == 59, "cmd_req_pi size");

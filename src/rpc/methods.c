@@ -569,10 +569,10 @@ static char *refuse_line(const char *fmt, ...)
 
 struct rpc_line {
 	struct rpc_session *session; /* of the connection that sent it */
-	json_t *req;   /* one request, or a batch: an array of them */
-	size_t next;   /* a batch: the request to answer next */
-	json_t *out;   /* a batch: the responses so far */
-	size_t budget; /* a batch: reply bytes left (VS_RPC_MAX_REPLY at the start) */
+	json_t *req;		     /* one request, or a batch: an array of them */
+	size_t next;		     /* a batch: the request to answer next */
+	json_t *out;		     /* a batch: the responses so far */
+	size_t budget;		     /* a batch: reply bytes left (VS_RPC_MAX_REPLY at the start) */
 };
 
 struct rpc_line *rpc_line_start(struct vs_rpc *rpc, struct rpc_session *session, const char *text,

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define VS_RPC_MAX_LINE	   65536 /* a longer request line is refused, and its client closed */
+#define VS_RPC_MAX_LINE 65536 /* a longer request line is refused, and its client closed */
 /* Connections at once.  A newcomer to a full table closes the client idle longest among
  * those of the uid that holds the most connections (told why). */
 #define VS_RPC_MAX_CLIENTS 64

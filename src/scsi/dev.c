@@ -215,9 +215,10 @@ static int lun_exec(struct vs_scsi_lun *lun, struct vs_scsi_cmd *cmd)
 	uint16_t asc;
 
 	/* SAM-5 5.14: a pending unit attention goes to the first other command. */
-	if (op != VS_SCSI_OP_INQUIRY && op != VS_SCSI_OP_REQUEST_SENSE && vs_scsi_ua_take(lun, &asc)) {
-		VS_INFO(SCSI, "lun %u: reporting unit attention %#x{asc} to op %#x{scsi_op}", lun->id, asc,
-			op);
+	if (op != VS_SCSI_OP_INQUIRY && op != VS_SCSI_OP_REQUEST_SENSE &&
+	    vs_scsi_ua_take(lun, &asc)) {
+		VS_INFO(SCSI, "lun %u: reporting unit attention %#x{asc} to op %#x{scsi_op}",
+			lun->id, asc, op);
 		vs_scsi_sense(cmd, VS_SENSE_UNIT_ATTENTION, asc);
 		return VS_SCSI_DONE;
 	}
@@ -240,7 +241,7 @@ static int no_lun_exec(unsigned id, struct vs_scsi_cmd *cmd)
 
 	if ((op == VS_SCSI_OP_INQUIRY || op == VS_SCSI_OP_REQUEST_SENSE) && cdb_ok(cmd))
 		return op == VS_SCSI_OP_INQUIRY ? vs_scsi_inquiry_no_lun(cmd)
-					   : vs_scsi_request_sense(NULL, cmd);
+						: vs_scsi_request_sense(NULL, cmd);
 	if (cmd->status != VS_SCSI_GOOD)
 		return VS_SCSI_DONE;
 	VS_WARNING(SCSI, "tag %#llx op %#x{scsi_op} to lun %u: no such lun",

@@ -34,9 +34,9 @@ static size_t std_inquiry(uint8_t *b, uint8_t peripheral)
 	return STD_INQUIRY_LEN;
 }
 
-static const uint8_t supported_pages[] = {
-    VS_SCSI_VPD_SUPPORTED,	  VS_SCSI_VPD_SERIAL,		 VS_SCSI_VPD_DEVICE_ID,
-    VS_SCSI_VPD_BLOCK_LIMITS, VS_SCSI_VPD_CHARACTERISTICS, VS_SCSI_VPD_LBP};
+static const uint8_t supported_pages[] = {VS_SCSI_VPD_SUPPORTED,       VS_SCSI_VPD_SERIAL,
+					  VS_SCSI_VPD_DEVICE_ID,       VS_SCSI_VPD_BLOCK_LIMITS,
+					  VS_SCSI_VPD_CHARACTERISTICS, VS_SCSI_VPD_LBP};
 
 static size_t vpd_supported(uint8_t *b)
 {

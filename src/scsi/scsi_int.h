@@ -36,7 +36,7 @@ struct vs_scsi_lun {
 	uint64_t blocks; /* atomic: the backend may be resized (lun_blocks()) */
 	uint32_t block_size;
 	unsigned block_shift;
-	unsigned id; /* LUN number while attached (traces) */
+	unsigned id;   /* LUN number while attached (traces) */
 	bool attached; /* atomic: in a device's table (the resize hook names the LUN by id) */
 	void (*resized)(void *arg, unsigned id, uint64_t blocks); /* vs_scsi_lun_params */
 	void *resized_arg;

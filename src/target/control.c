@@ -92,8 +92,8 @@ static uint8_t tmf_exec(struct vs_target *t, const struct vs_virtio_scsi_ctrl_tm
 	bool present;
 
 	if (vs_vscsi_lun_decode(req->lun, &target, &m.lun) || target != 0) {
-		VS_WARNING(TMF, "%u{tmf}: no such target (lun field %02x %02x %02x %02x)",
-			   subtype, req->lun[0], req->lun[1], req->lun[2], req->lun[3]);
+		VS_WARNING(TMF, "%u{tmf}: no such target (lun field %02x %02x %02x %02x)", subtype,
+			   req->lun[0], req->lun[1], req->lun[2], req->lun[3]);
 		return VS_VIRTIO_SCSI_S_BAD_TARGET;
 	}
 	/* The LUNs it looks up are used under tmf_lun_lock: a removal waits for it before it
@@ -147,7 +147,8 @@ static uint8_t tmf_exec(struct vs_target *t, const struct vs_virtio_scsi_ctrl_tm
 		found = tmf_scan(t, &m);
 		VS_INFO(TMF, "%u{tmf} lun %u tag %#llx: %u in flight", subtype, m.lun,
 			(unsigned long long)m.tag, found);
-		return found ? VS_VIRTIO_SCSI_S_FUNCTION_SUCCEEDED : VS_VIRTIO_SCSI_S_FUNCTION_COMPLETE;
+		return found ? VS_VIRTIO_SCSI_S_FUNCTION_SUCCEEDED
+			     : VS_VIRTIO_SCSI_S_FUNCTION_COMPLETE;
 	case VS_VIRTIO_SCSI_T_TMF_CLEAR_ACA: /* no ACA is ever established (NACA is refused) */
 	default:
 		VS_WARNING(TMF, "%u{tmf} lun %u: rejected", subtype, m.lun);
@@ -183,9 +184,9 @@ static uint32_t ctl_one(struct tq *q, struct vs_vq_elem *e)
 				 (unsigned long long)e->in_len);
 			goto fail;
 		}
-		VS_INFO(TMF, "TMF %u{tmf} lun %02x %02x %02x %02x tag %#llx", vs_le32(req.tmf.subtype),
-			req.tmf.lun[0], req.tmf.lun[1], req.tmf.lun[2], req.tmf.lun[3],
-			(unsigned long long)vs_le64(req.tmf.tag));
+		VS_INFO(TMF, "TMF %u{tmf} lun %02x %02x %02x %02x tag %#llx",
+			vs_le32(req.tmf.subtype), req.tmf.lun[0], req.tmf.lun[1], req.tmf.lun[2],
+			req.tmf.lun[3], (unsigned long long)vs_le64(req.tmf.tag));
 		resp = tmf_exec(q->t, &req.tmf);
 		wstat_inc(&q->w->st.tmfs);
 		VS_INFO(TMF, "TMF %u{tmf}: response %u{vscsi_response}", vs_le32(req.tmf.subtype),
@@ -194,7 +195,7 @@ static uint32_t ctl_one(struct tq *q, struct vs_vq_elem *e)
 	case VS_VIRTIO_SCSI_T_AN_QUERY:
 	case VS_VIRTIO_SCSI_T_AN_SUBSCRIBE: {
 		struct vs_virtio_scsi_ctrl_an_resp an = {.event_actual = 0,
-						      .response = VS_VIRTIO_SCSI_S_OK};
+							 .response = VS_VIRTIO_SCSI_S_OK};
 
 		if (e->out_len < sizeof(req.an) || e->in_len < sizeof(an)) {
 			VS_ERROR(EVENT, "control head %u: AN chain too short (out %llu in %llu)",

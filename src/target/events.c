@@ -117,7 +117,7 @@ static int event_deliver_one(void *opaque)
 	if (rc == -EAGAIN)
 		return 0; /* nothing in the ring */
 	if (rc == -EIO)
-		return -EIO; /* broken: tq_pop killed it */
+		return -EIO;   /* broken: tq_pop killed it */
 	q->unsignalled = true; /* the pass signals the driver once, after every ring */
 	if (rc || e->in_len < sizeof(ev)) {
 		/* The event stays pending for the next buffer. */

@@ -84,19 +84,19 @@ static uint8_t req_untrack(struct tq *q, struct treq *r, bool *wake)
 /* Opcode -> enum ts_kind (TS_OTHER is 0 in the table: every opcode not listed). */
 #define TS_WRITE_SAME (TS_KINDS + 1) /* a write, or an unmap with the UNMAP bit */
 static const uint8_t ts_kind_tab[256] = {
-	[VS_SCSI_OP_READ_6] = TS_READ + 1,
-	[VS_SCSI_OP_READ_10] = TS_READ + 1,
-	[VS_SCSI_OP_READ_12] = TS_READ + 1,
-	[VS_SCSI_OP_READ_16] = TS_READ + 1,
-	[VS_SCSI_OP_WRITE_6] = TS_WRITE + 1,
-	[VS_SCSI_OP_WRITE_10] = TS_WRITE + 1,
-	[VS_SCSI_OP_WRITE_12] = TS_WRITE + 1,
-	[VS_SCSI_OP_WRITE_16] = TS_WRITE + 1,
-	[VS_SCSI_OP_WRITE_SAME_10] = TS_WRITE_SAME + 1,
-	[VS_SCSI_OP_WRITE_SAME_16] = TS_WRITE_SAME + 1,
-	[VS_SCSI_OP_SYNCHRONIZE_CACHE_10] = TS_FLUSH + 1,
-	[VS_SCSI_OP_SYNCHRONIZE_CACHE_16] = TS_FLUSH + 1,
-	[VS_SCSI_OP_UNMAP] = TS_UNMAP + 1,
+    [VS_SCSI_OP_READ_6] = TS_READ + 1,
+    [VS_SCSI_OP_READ_10] = TS_READ + 1,
+    [VS_SCSI_OP_READ_12] = TS_READ + 1,
+    [VS_SCSI_OP_READ_16] = TS_READ + 1,
+    [VS_SCSI_OP_WRITE_6] = TS_WRITE + 1,
+    [VS_SCSI_OP_WRITE_10] = TS_WRITE + 1,
+    [VS_SCSI_OP_WRITE_12] = TS_WRITE + 1,
+    [VS_SCSI_OP_WRITE_16] = TS_WRITE + 1,
+    [VS_SCSI_OP_WRITE_SAME_10] = TS_WRITE_SAME + 1,
+    [VS_SCSI_OP_WRITE_SAME_16] = TS_WRITE_SAME + 1,
+    [VS_SCSI_OP_SYNCHRONIZE_CACHE_10] = TS_FLUSH + 1,
+    [VS_SCSI_OP_SYNCHRONIZE_CACHE_16] = TS_FLUSH + 1,
+    [VS_SCSI_OP_UNMAP] = TS_UNMAP + 1,
 };
 
 static inline enum ts_kind ts_kind_of(const uint8_t *cdb)
@@ -131,8 +131,8 @@ static inline __attribute__((always_inline)) void ts_req_start(struct tq *q, str
 }
 
 /* The request's response is about to be pushed. */
-static inline __attribute__((always_inline)) void ts_req_end(struct tq *q, struct treq *r,
-							     uint8_t response, size_t in, size_t out)
+static inline __attribute__((always_inline)) void
+ts_req_end(struct tq *q, struct treq *r, uint8_t response, size_t in, size_t out)
 {
 	struct ts_lun *ls = r->ls;
 	unsigned k = r->ts_kind;
@@ -180,8 +180,8 @@ static void req_reject(struct tq *q, struct vs_vq_elem *e, uint8_t response, con
 
 	wstat_inc(&q->w->st.bad_requests);
 	if (e->in_len >= RESP_HDR) {
-		VS_WARNING(QUEUE, "queue %u head %u: %s: response %u{vscsi_response}", q->idx, e->head, why,
-			   response);
+		VS_WARNING(QUEUE, "queue %u head %u: %s: response %u{vscsi_response}", q->idx,
+			   e->head, why, response);
 		req_push(q, e, &resp, 0);
 	} else {
 		VS_ERROR(QUEUE,
@@ -206,8 +206,9 @@ static void req_done(struct vs_scsi_cmd *cmd)
 		/* Aborted or reset by a TMF: the data may or may not have moved. */
 		resp.response = forced;
 	} else {
-		uint32_t sl = cmd->sense_len < VS_VIRTIO_SCSI_SENSE_SIZE ? cmd->sense_len
-								      : VS_VIRTIO_SCSI_SENSE_SIZE;
+		uint32_t sl = cmd->sense_len < VS_VIRTIO_SCSI_SENSE_SIZE
+				  ? cmd->sense_len
+				  : VS_VIRTIO_SCSI_SENSE_SIZE;
 		size_t resid = r->data_in_len ? cmd->in_residual : cmd->out_residual;
 
 		resp.status = cmd->status;
@@ -218,7 +219,8 @@ static void req_done(struct vs_scsi_cmd *cmd)
 		resp.response = cmd->overrun ? VS_VIRTIO_SCSI_S_OVERRUN : VS_VIRTIO_SCSI_S_OK;
 		data = r->data_in_len -
 		       (cmd->in_residual < r->data_in_len ? cmd->in_residual : r->data_in_len);
-		out = cmd->out_len - (cmd->out_residual < cmd->out_len ? cmd->out_residual : cmd->out_len);
+		out = cmd->out_len -
+		      (cmd->out_residual < cmd->out_len ? cmd->out_residual : cmd->out_len);
 	}
 	if (r->in_split >= 0)
 		r->elem.in[r->in_split] = r->in_saved; /* the response header lives there too */
@@ -229,7 +231,8 @@ static void req_done(struct vs_scsi_cmd *cmd)
 		 "resid %u latency %llu ns",
 		 (q, q->idx), (tag, (unsigned long long)r->tag), (lun, r->lun), (op, r->hdr.cdb[0]),
 		 (response, resp.response), (status, resp.status),
-		 (sense_len, vs_le32(resp.sense_len)), (data_in, data), (resid, vs_le32(resp.resid)),
+		 (sense_len, vs_le32(resp.sense_len)), (data_in, data),
+		 (resid, vs_le32(resp.resid)),
 		 (latency_ns, (unsigned long long)tq_req_age_ns(q, r)));
 	ts_req_end(q, r, resp.response, data, out);
 	req_push(q, &r->elem, &resp, data);

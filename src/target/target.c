@@ -393,9 +393,9 @@ static void queues_init(struct vs_target *t)
 
 		q->t = t;
 		q->idx = i;
-		q->kind = i == VS_VIRTIO_SCSI_VQ_CTRL    ? TQ_CTRL
+		q->kind = i == VS_VIRTIO_SCSI_VQ_CTRL	 ? TQ_CTRL
 			  : i == VS_VIRTIO_SCSI_VQ_EVENT ? TQ_EVENT
-						      : TQ_REQ;
+							 : TQ_REQ;
 		q->kick_fd = q->call_fd = q->err_fd = -1;
 		q->active.next = q->active.prev = &q->active;
 		pthread_mutex_init(&q->lock, NULL);
@@ -462,7 +462,8 @@ static int target_create(struct vs_target **out, const struct vs_target_config *
 	ap_ns *= 1000;
 	if (cfg->adaptive_poll_us == VS_TARGET_ADAPTIVE_POLL_OFF)
 		ap_ns = 0;
-	t->worker_timeout_ms = cfg->worker_timeout_ms ? cfg->worker_timeout_ms : TQ_WORKER_TIMEOUT_MS;
+	t->worker_timeout_ms =
+	    cfg->worker_timeout_ms ? cfg->worker_timeout_ms : TQ_WORKER_TIMEOUT_MS;
 	t->log = (struct vs_log_sink){cfg->log, cfg->log_arg};
 	t->testing = cfg->testing;
 	for (unsigned i = 0; i < cfg->nmanager_uids; i++)
@@ -540,7 +541,7 @@ int vs_target_create(struct vs_target **out, const struct vs_target_config *cfg,
 		if ((rc = worker_start(&t->workers[i])))
 			goto fail;
 	t->vs = vs_vhost_server_create(cfg->socket_path, VS_VIRTIO_SCSI_VQ_REQ0 + t->num_queues,
-					vs_target_device_features(), &vs_target__ops, t);
+				       vs_target_device_features(), &vs_target__ops, t);
 	if (!t->vs) {
 		rc = -errno;
 		tq_err(why, whylen, rc, "cannot listen on %s: %s", cfg->socket_path,

@@ -19,12 +19,12 @@
 #include "vhost/vhost_dev.h"
 #include "virtio/virtio.h"
 
-#define TQ_MAX	      (2 + VS_TARGET_MAX_QUEUES) /* control + event + request queues */
+#define TQ_MAX (2 + VS_TARGET_MAX_QUEUES) /* control + event + request queues */
 /* Chains popped per queue per pass, on every queue: completions and the vhost thread's
  * commands (a new call fd, a stop) run between passes, however busy the guest keeps a ring. */
-#define TQ_POP_BUDGET 64
-#define TQ_IO_DEPTH   1024 /* io_uring entries per worker (a command uses at most 2 bios) */
-#define TQ_IO_DEPTH_MANUAL 64 /* ... in manual mode (the fuzzer: set-up cost per input) */
+#define TQ_POP_BUDGET	     64
+#define TQ_IO_DEPTH	     1024  /* io_uring entries per worker (a command uses at most 2 bios) */
+#define TQ_IO_DEPTH_MANUAL   64	   /* ... in manual mode (the fuzzer: set-up cost per input) */
 #define TQ_WORKER_TIMEOUT_MS 30000 /* default: longest a worker may take over a command */
 
 enum tq_kind { TQ_CTRL, TQ_EVENT, TQ_REQ };
@@ -142,15 +142,15 @@ struct treq {
 	uint64_t tag;		  /* le-decoded virtio tag: what TMFs match */
 	uint64_t seq;		  /* the queue's track_seq when tracked (under q->lock) */
 	unsigned lun;
-	uint8_t abort_resp;		/* 0, or VS_VIRTIO_SCSI_S_ABORTED/RESET (under q->lock) */
-	bool tmf_wait;			/* a TMF waits for this one (under q->lock) */
-	uint64_t t_start;		/* arrival time, ns (all flavour, no statistics) */
-	uint64_t t_pop;			/* arrival time, stats clock ticks */
-	struct ts_lun *ls;		/* the worker's stats of this LUN, or NULL */
-	uint8_t ts_kind;		/* enum ts_kind */
-	size_t data_in_len;		/* writable bytes after the response header */
-	int in_split;			/* elem.in index cut for data-in, or -1 */
-	struct iovec in_saved;		/* that iovec before the cut: restored for the response */
+	uint8_t abort_resp;    /* 0, or VS_VIRTIO_SCSI_S_ABORTED/RESET (under q->lock) */
+	bool tmf_wait;	       /* a TMF waits for this one (under q->lock) */
+	uint64_t t_start;      /* arrival time, ns (all flavour, no statistics) */
+	uint64_t t_pop;	       /* arrival time, stats clock ticks */
+	struct ts_lun *ls;     /* the worker's stats of this LUN, or NULL */
+	uint8_t ts_kind;       /* enum ts_kind */
+	size_t data_in_len;    /* writable bytes after the response header */
+	int in_split;	       /* elem.in index cut for data-in, or -1 */
+	struct iovec in_saved; /* that iovec before the cut: restored for the response */
 	struct vs_virtio_scsi_cmd_req hdr; /* private copy of the request header */
 	struct vs_scsi_cmd cmd;
 	struct vs_vq_elem elem; /* large: last */
@@ -195,9 +195,9 @@ struct wstats {
 };
 
 /* Adaptive polling (adaptive.c): the look-before-sleeping window of an event-mode worker. */
-#define AP_START_NS	  2000ull	/* the first window, once one is worth having */
-#define AP_PREEMPT_NS	  20000ull	/* a gap this long between two looks: preempted */
-#define AP_HOLDOFF_NS	  20000000ull	/* then no polling for this long */
+#define AP_START_NS   2000ull	  /* the first window, once one is worth having */
+#define AP_PREEMPT_NS 20000ull	  /* a gap this long between two looks: preempted */
+#define AP_HOLDOFF_NS 20000000ull /* then no polling for this long */
 
 struct adaptive_poll {
 	uint64_t max_ns;	/* the bound; 0: never poll */
@@ -239,7 +239,7 @@ struct worker {
 	enum wcmd cmd;
 	struct tq *cmd_q;
 	int cmd_arg;
-	int cmd_rc;	 /* the command's result */
+	int cmd_rc; /* the command's result */
 	bool cmd_done;
 	int cmd_pending; /* atomic: a command waits (checked each pass) */
 	bool lost;	 /* a command timed out: never waited for again (vhost thread) */
@@ -256,8 +256,8 @@ struct vs_target {
 	uint32_t block_size;
 	unsigned worker_timeout_ms;
 	struct vs_log_sink log; /* the config's log and log_arg */
-	bool testing;	/* LUN specs may use the test-only options */
-	char *lun_root; /* NULL, or where file LUNs and write logs must live */
+	bool testing;		/* LUN specs may use the test-only options */
+	char *lun_root;		/* NULL, or where file LUNs and write logs must live */
 	uint32_t manager_uids[VS_TARGET_MAX_MANAGERS]; /* a frontend under one is warned about */
 	unsigned nmanager_uids;
 	int failed; /* atomic: the session must end (manual mode reads it) */
@@ -289,8 +289,8 @@ struct vs_target {
 	bool ev_live;			   /* a frontend is connected: events are kept */
 	int ev_fd;			   /* eventfd: wakes the control thread */
 	uint64_t ev_sent, ev_dropped;	   /* under ev_lock */
-	struct vs_vhost_server *vs; /* the vhost-user socket and device state */
-	struct worker *workers; /* nworkers */
+	struct vs_vhost_server *vs;	   /* the vhost-user socket and device state */
+	struct worker *workers;		   /* nworkers */
 	struct worker ctl;
 	struct tq q[TQ_MAX];
 	uint64_t connections;
@@ -308,7 +308,6 @@ struct vs_target {
 	pthread_cond_t tmf_cond;
 	unsigned tmf_pending;
 };
-
 
 /* The owner changes q->inflight; statistics read it from any thread. */
 static inline void tq_inflight_set(struct tq *q, unsigned n)

@@ -73,11 +73,12 @@ static inline int fe_signal(int fd)
 static __attribute__((noinline, cold)) void fe_signal_failed(struct tq *q, int *fd,
 							     const char *name, int rc)
 {
-	tq_fail(q->t, "queue %u: writing its %s fd failed: %s", q->idx, name,
-		rc == -EAGAIN ? "the eventfd's counter is full (the frontend never reads it)"
-		: rc == -EINTR
-		    ? "the write blocked (the frontend made the eventfd blocking and never reads it)"
-		    : strerror(-rc));
+	tq_fail(
+	    q->t, "queue %u: writing its %s fd failed: %s", q->idx, name,
+	    rc == -EAGAIN ? "the eventfd's counter is full (the frontend never reads it)"
+	    : rc == -EINTR
+		? "the write blocked (the frontend made the eventfd blocking and never reads it)"
+		: strerror(-rc));
 	*fd = -1; /* the vhost layer closes it */
 }
 
@@ -133,11 +134,12 @@ static int q_start(struct worker *w, struct tq *q)
 	q->polled = w->poll || q->kick_fd < 0;
 	if (!q->polled) {
 		/* Edge-triggered, never read: see the top of the file. */
-		struct epoll_event ev = {.events = EPOLLIN | EPOLLET, .data.u64 = EV_QUEUE + q->idx};
+		struct epoll_event ev = {.events = EPOLLIN | EPOLLET,
+					 .data.u64 = EV_QUEUE + q->idx};
 		if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, q->kick_fd, &ev) < 0) {
 			int rc = -errno;
-			VS_ERROR(QUEUE, "queue %u: cannot watch kick fd %d: %s", q->idx,
-				 q->kick_fd, strerror(errno));
+			VS_ERROR(QUEUE, "queue %u: cannot watch kick fd %d: %s", q->idx, q->kick_fd,
+				 strerror(errno));
 			return rc;
 		}
 	}
@@ -276,7 +278,7 @@ static int manual_cmd(struct worker *w)
 }
 
 static __attribute__((noinline, cold)) void worker_lost(struct worker *w, enum wcmd cmd,
-							 const struct tq *q)
+							const struct tq *q)
 {
 	static const char *const names[] = {"none", "start", "stop", "call fd", "exit"};
 	char what[32] = "";
@@ -319,7 +321,7 @@ int worker_cmd(struct worker *w, enum wcmd cmd, struct tq *q, int arg)
 		if (waited >= limit)
 			break;
 		ns = limit - waited < INTERRUPT_MS * 1000000ull ? limit - waited
-							       : INTERRUPT_MS * 1000000ull;
+								: INTERRUPT_MS * 1000000ull;
 		clock_gettime(CLOCK_MONOTONIC, &until);
 		ns += (uint64_t)until.tv_nsec;
 		until.tv_sec += (time_t)(ns / 1000000000);

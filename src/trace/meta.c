@@ -109,8 +109,9 @@ static long stage_site(const struct vs_stage *st, const struct vs_site *sites, u
 }
 
 void vs_meta_put_object(struct vs_buf *b, uint32_t index, uint32_t first_site, uint64_t base,
-			const char *path, const char *flavour, const struct vs_meta_out_provider *provs,
-			unsigned nprovs, const struct vs_site *sites, unsigned nsites,
+			const char *path, const char *flavour,
+			const struct vs_meta_out_provider *provs, unsigned nprovs,
+			const struct vs_site *sites, unsigned nsites,
 			const struct vs_caller *callers, unsigned ncallers,
 			const struct vs_stage *stages, unsigned nstages)
 {
@@ -137,7 +138,8 @@ void vs_meta_put_object(struct vs_buf *b, uint32_t index, uint32_t first_site, u
 		while (p < nprovs && provs[p].p != s->provider)
 			p++;
 		put32(b, s->line);
-		uint8_t small[8] = { s->level, s->flag, s->hot, s->nargs, (uint8_t)p, s->print, s->also, 0 };
+		uint8_t small[8] = {s->level,	s->flag,  s->hot,  s->nargs,
+				    (uint8_t)p, s->print, s->also, 0};
 		vs_buf_put(b, small, sizeof small);
 		vs_buf_put(b, s->types, VS_TRACE_MAX_ARGS);
 		put_str(b, s->file);
@@ -323,8 +325,10 @@ static uint32_t provider_for(struct rd *r, uint32_t *cap, const struct local_pro
 		struct vs_meta_provider *g = &m->providers[i];
 		bool same_name = strcasecmp(g->name, l->name) == 0;
 		if (g->slot == slot && (!same_name || !same_flags(g, l))) {
-			fail(r, "provider slot %u is '%s' in one object and '%s' (or other flags) in "
-				"another", slot, g->name, l->name);
+			fail(r,
+			     "provider slot %u is '%s' in one object and '%s' (or other flags) in "
+			     "another",
+			     slot, g->name, l->name);
 			return VS_META_NO_SLOT;
 		}
 		if (g->slot == slot)
@@ -368,7 +372,8 @@ static void parse_stages(struct rd *r, size_t end, struct vs_meta_site *sites, u
 		if (r->err)
 			return;
 		if (k >= nsites)
-			return fail(r, "stage '%s' of site %u, of %u", name, first_site + k, nsites);
+			return fail(r, "stage '%s' of site %u, of %u", name, first_site + k,
+				    nsites);
 		struct vs_meta_site *s = &sites[k];
 		if (s->stage)
 			return fail(r, "site %u has two stages ('%s', '%s')", first_site + k,
@@ -383,10 +388,13 @@ static void parse_stages(struct rd *r, size_t end, struct vs_meta_site *sites, u
 		}
 		strcpy(copy, fields);
 		unsigned nf = 0;
-		for (char *save, *w = strtok_r(copy, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
+		for (char *save, *w = strtok_r(copy, " ", &save); w;
+		     w = strtok_r(NULL, " ", &save)) {
 			if (nf == s->nargs)
-				return fail(r, "site %u: stage '%s' names more fields than its %u "
-					    "arguments", first_site + k, name, s->nargs);
+				return fail(r,
+					    "site %u: stage '%s' names more fields than its %u "
+					    "arguments",
+					    first_site + k, name, s->nargs);
 			f[nf++] = w;
 		}
 		if (nf != s->nargs)
@@ -415,13 +423,17 @@ static void parse_object(struct rd *r, size_t end, struct caps *caps)
 	if (index != m->nobjects)
 		return fail(r, "object %u where object %u was expected", index, m->nobjects);
 	if (first_site != m->nsites + 1)
-		return fail(r, "object %u: first site %u where %u was expected (site ids are "
-			    "dense)", index, first_site, m->nsites + 1);
+		return fail(r,
+			    "object %u: first site %u where %u was expected (site ids are "
+			    "dense)",
+			    index, first_site, m->nsites + 1);
 	/* Each entry takes at least a few bytes: bounds the allocations by the input. */
 	if ((uint64_t)nsites * 34 > room || (uint64_t)ncallers * 8 > room ||
 	    (uint64_t)nprovs * 10 > room || nprovs > 255)
-		return fail(r, "object %u: counts (sites %u, callers %u, providers %u) exceed its "
-			    "record", index, nsites, ncallers, nprovs);
+		return fail(r,
+			    "object %u: counts (sites %u, callers %u, providers %u) exceed its "
+			    "record",
+			    index, nsites, ncallers, nprovs);
 	if (nsites > UINT32_MAX - 1 - m->nsites)
 		return fail(r, "object %u: too many sites", index);
 	if (!grow(r, (void **)&m->objects, m->nobjects, &caps->objects, sizeof *m->objects))
@@ -447,7 +459,8 @@ static void parse_object(struct rd *r, size_t end, struct caps *caps)
 		if (r->err)
 			return; /* nflags unchecked: never size an allocation with it */
 		if (lp[i].nflags < 1 || lp[i].nflags > 32)
-			return fail(r, "provider '%s': %u flags (1 to 32)", lp[i].name, lp[i].nflags);
+			return fail(r, "provider '%s': %u flags (1 to 32)", lp[i].name,
+				    lp[i].nflags);
 		lp[i].flags = arena_alloc(m, lp[i].nflags * sizeof *lp[i].flags);
 		if (!lp[i].flags) {
 			r->err = -ENOMEM;
@@ -523,8 +536,8 @@ static void parse_object(struct rd *r, size_t end, struct caps *caps)
 
 int vs_meta_parse(struct vs_meta *m, const void *blob, size_t len, char *why, size_t whylen)
 {
-	struct rd r = { .m = m, .p = blob, .len = len, .why = why, .whylen = whylen };
-	struct caps caps = { 0 };
+	struct rd r = {.m = m, .p = blob, .len = len, .why = why, .whylen = whylen};
+	struct caps caps = {0};
 	memset(m, 0, sizeof *m);
 	if (whylen)
 		why[0] = '\0';
@@ -536,8 +549,8 @@ int vs_meta_parse(struct vs_meta *m, const void *blob, size_t len, char *why, si
 			break;
 		if (size < 8 || size % 8 || size > len - at) {
 			r.off = at;
-			fail(&r, "record of size %u (a multiple of 8, within the %zu bytes left)", size,
-			     len - at);
+			fail(&r, "record of size %u (a multiple of 8, within the %zu bytes left)",
+			     size, len - at);
 			break;
 		}
 		size_t end = at + size;
@@ -571,7 +584,7 @@ int vs_meta_parse(struct vs_meta *m, const void *blob, size_t len, char *why, si
  *   caller: u32 line, str func, str file */
 int vs_meta_parse_v1(struct vs_meta *m, const void *blob, size_t len, char *why, size_t whylen)
 {
-	struct rd r = { .m = m, .p = blob, .len = len, .why = why, .whylen = whylen };
+	struct rd r = {.m = m, .p = blob, .len = len, .why = why, .whylen = whylen};
 	memset(m, 0, sizeof *m);
 	if (whylen)
 		why[0] = '\0';

@@ -60,7 +60,7 @@ static struct {
 	bool forked;	    /* no file of its own yet: a child of fork(), or on demand */
 	struct vs_trace_control fork_ctl[VS_RT_PROVIDER_SLOTS];
 	uint32_t fork_level[VS_RT_PROVIDER_SLOTS], fork_mask[VS_RT_PROVIDER_SLOTS];
-} reg = { .lock = PTHREAD_MUTEX_INITIALIZER, .next_site = 1 };
+} reg = {.lock = PTHREAD_MUTEX_INITIALIZER, .next_site = 1};
 
 static void reg_prepare(void)
 {
@@ -87,7 +87,8 @@ static void read_spec(void)
 	reg.spec_read = true;
 	pthread_atfork(reg_prepare, reg_parent, reg_child);
 	if (env && *env && vs_spec_eval(env, NULL, 0, false, &level, NULL, why, sizeof why) < 0) {
-		fprintf(stderr, "vioscope trace: VIOSCOPE_TRACE=%s: %s; using info:all\n", env, why);
+		fprintf(stderr, "vioscope trace: VIOSCOPE_TRACE=%s: %s; using info:all\n", env,
+			why);
 		env = NULL;
 	}
 	reg.spec = strdup(env && *env ? env : "info:all");
@@ -95,7 +96,7 @@ static void read_spec(void)
 
 static struct vs_spec_provider spec_provider(const struct rt_provider *p)
 {
-	return (struct vs_spec_provider){ p->name, p->nflags, p->flags };
+	return (struct vs_spec_provider){p->name, p->nflags, p->flags};
 }
 
 /* Slot i's words: the file's, or a forked child's private copy before it has a file. */
@@ -140,8 +141,9 @@ static void check_spec(void)
 	char why[512];
 	if (sp && masks &&
 	    vs_spec_eval(reg.spec, sp, reg.nprovs, true, &level, masks, why, sizeof why) < 0)
-		fprintf(stderr, "vioscope trace: VIOSCOPE_TRACE=%s: %s; it applies to what "
-				"matches, and to providers loaded later\n",
+		fprintf(stderr,
+			"vioscope trace: VIOSCOPE_TRACE=%s: %s; it applies to what "
+			"matches, and to providers loaded later\n",
 			reg.spec, why);
 	free(sp);
 	free(masks);
@@ -284,10 +286,9 @@ static char *object_path(const void *addr, uint64_t *base, bool *is_main)
 
 static void object_flavour(const struct vs_object *obj, char *out, size_t len)
 {
-	static const char *const names[3][2] = { { "off", "off" },
-						 { "cold", "cold-print" },
-						 { "all", "all-print" } };
-	bool seen[3][2] = { { false } };
+	static const char *const names[3][2] = {
+	    {"off", "off"}, {"cold", "cold-print"}, {"all", "all-print"}};
+	bool seen[3][2] = {{false}};
 	size_t used = 0;
 	out[0] = '\0';
 	for (const struct vs_unit *u = obj->units; u && u < obj->units_end; u++)
@@ -399,8 +400,9 @@ static int plan_providers(const struct vs_object *obj, const char *path, struct 
 			o->slot = (int)next_slot++;
 			o->is_new = true;
 		} else {
-			fprintf(stderr, "vioscope trace: %s: more than %u providers in one process: "
-					"the sites of '%s' stay disabled\n",
+			fprintf(stderr,
+				"vioscope trace: %s: more than %u providers in one process: "
+				"the sites of '%s' stay disabled\n",
 				path, vs_rt.provider_slots, u->provider->name);
 			o->slot = -1;
 		}
@@ -421,7 +423,7 @@ static void register_object(struct vs_object *obj)
 	bool is_main;
 	struct obj_prov *op = NULL;
 	unsigned nop = 0;
-	struct vs_buf rec = { 0 };
+	struct vs_buf rec = {0};
 	struct rt_object *ro = calloc(1, sizeof *ro);
 	char *path = object_path(obj, &base, &is_main);
 
@@ -463,17 +465,17 @@ static void register_object(struct vs_object *obj)
 	if (!mp)
 		goto out;
 	for (unsigned i = 0; i < nop; i++)
-		mp[i] = (struct vs_meta_out_provider){ op[i].p, op[i].p->name,
-						       op[i].slot < 0 ? VS_META_NO_SLOT
-								      : (uint32_t)op[i].slot,
-						       op[i].nflags, op[i].flags };
+		mp[i] = (struct vs_meta_out_provider){
+		    op[i].p, op[i].p->name, op[i].slot < 0 ? VS_META_NO_SLOT : (uint32_t)op[i].slot,
+		    op[i].nflags, op[i].flags};
 	object_flavour(obj, ro->flavour, sizeof ro->flavour);
 	vs_meta_put_object(&rec, reg.next_index, reg.next_site, base, path, ro->flavour, mp, nop,
 			   obj->sites, nsites, obj->callers, ncallers, obj->stages, nstages);
 	free(mp);
 	if (nsites > UINT32_MAX - 2 - reg.next_site || !append_meta(&rec)) {
-		fprintf(stderr, "vioscope trace: %s: no room for its metadata (%zu bytes; raise "
-				"VIOSCOPE_TRACE_META): its sites stay disabled\n",
+		fprintf(stderr,
+			"vioscope trace: %s: no room for its metadata (%zu bytes; raise "
+			"VIOSCOPE_TRACE_META): its sites stay disabled\n",
 			path, rec.len);
 		goto out;
 	}
@@ -490,19 +492,21 @@ static void register_object(struct vs_object *obj)
 		if (op[i].slot < 0)
 			continue;
 		if (op[i].is_new) {
-			if ((uint32_t)op[i].slot != reg.nprovs || new_provider(op[i].unit, ro->path) < 0)
+			if ((uint32_t)op[i].slot != reg.nprovs ||
+			    new_provider(op[i].unit, ro->path) < 0)
 				continue;
 			if (vs_rt.hdr)
 				vs_rt.provs[op[i].slot].ctl.clock = vs_rt.clock_mono;
 			reg.fork_ctl[op[i].slot].clock = vs_rt.clock_mono;
 			apply_spec_to((uint32_t)op[i].slot);
 			if (vs_rt.hdr && !reg.forked)
-				__atomic_store_n(&vs_rt.hdr->nproviders, reg.nprovs, __ATOMIC_RELEASE);
+				__atomic_store_n(&vs_rt.hdr->nproviders, reg.nprovs,
+						 __ATOMIC_RELEASE);
 		}
 		op[i].p->slot = (uint32_t)op[i].slot;
 		const struct vs_trace_control *ctl = reg.forked || !vs_rt.hdr
-							     ? &reg.fork_ctl[op[i].slot]
-							     : &vs_rt.provs[op[i].slot].ctl;
+							 ? &reg.fork_ctl[op[i].slot]
+							 : &vs_rt.provs[op[i].slot].ctl;
 		__atomic_store_n(&op[i].p->ctl, ctl, __ATOMIC_RELEASE);
 		ro->prov[ro->nprov++] = op[i].p;
 	}
@@ -548,7 +552,7 @@ void vs__object_unregister(struct vs_object *obj)
 		 * metadata stays, so its events already in the rings still decode. */
 		reg.objs[i] = reg.objs[--reg.nobjs];
 		if (!vs_rt_exiting()) {
-			struct vs_buf rec = { 0 };
+			struct vs_buf rec = {0};
 			vs_meta_put_unload(&rec, ro->index,
 					   vs_rt.clock_mono ? vs__clock_ns() : vs__rdtsc());
 			append_meta(&rec);

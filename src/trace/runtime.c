@@ -26,10 +26,10 @@
 #include "trace/runtime_int.h"
 #include "util/util.h"
 
-#define DEFAULT_RINGS     64
+#define DEFAULT_RINGS	  64
 #define DEFAULT_RING_SIZE (1u << 20)
-#define DEFAULT_META      (4u << 20)
-#define NCHUNK            16
+#define DEFAULT_META	  (4u << 20)
+#define NCHUNK		  16
 /* Tries to reserve room before an event is dropped instead (see vs__reserve_slow). */
 #define MAX_RESERVE_ATTEMPTS 64
 
@@ -42,8 +42,8 @@ struct vs_rt_file vs_rt;
 #define SCRATCH_SIZE 0x10000
 static uint8_t global_scratch[SCRATCH_SIZE];
 static uint64_t nowhere;
-static struct vs_ring_writer attach_writer = { .data = global_scratch, .pub = &nowhere };
-static struct vs_ring_writer dead_writer = { .data = global_scratch, .pub = &nowhere };
+static struct vs_ring_writer attach_writer = {.data = global_scratch, .pub = &nowhere};
+static struct vs_ring_writer dead_writer = {.data = global_scratch, .pub = &nowhere};
 __thread struct vs_ring_writer *vs__tls_writer = &attach_writer;
 
 struct thread_ring {
@@ -58,7 +58,7 @@ struct thread_ring {
 	 * first record at or after it and the event count there.  Overwriting then moves
 	 * the tail a chunk at a time and counts the events it passes over without
 	 * reading them. */
-	uint64_t chunk;   /* ring size / NCHUNK */
+	uint64_t chunk;	  /* ring size / NCHUNK */
 	uint64_t cp_next; /* next boundary to checkpoint */
 	struct {
 		uint64_t boundary, pos, count;
@@ -75,11 +75,11 @@ static struct {
 	bool key_ok;
 	bool atexit_done;
 	bool exiting;
-	bool forked;			 /* a fork()ed child: its file is made at its first event */
-	void *fork_leftover;		 /* the forking thread's ring state, in the child */
+	bool forked;	     /* a fork()ed child: its file is made at its first event */
+	void *fork_leftover; /* the forking thread's ring state, in the child */
 	FILE *print_file;
 	pthread_mutex_t print_lock;
-} rt = { .print_lock = PTHREAD_MUTEX_INITIALIZER };
+} rt = {.print_lock = PTHREAD_MUTEX_INITIALIZER};
 
 static __thread struct thread_ring *my_ring;
 
@@ -110,9 +110,21 @@ static uint64_t parse_size(const char *s)
 	if (errno || end == s)
 		return 0;
 	switch (*end) {
-	case 'k': case 'K': v <<= 10; end++; break;
-	case 'm': case 'M': v <<= 20; end++; break;
-	case 'g': case 'G': v <<= 30; end++; break;
+	case 'k':
+	case 'K':
+		v <<= 10;
+		end++;
+		break;
+	case 'm':
+	case 'M':
+		v <<= 20;
+		end++;
+		break;
+	case 'g':
+	case 'G':
+		v <<= 30;
+		end++;
+		break;
 	}
 	return *end ? 0 : v;
 }
@@ -124,8 +136,10 @@ static uint64_t ring_size_from_env(void)
 		return DEFAULT_RING_SIZE;
 	uint64_t v = parse_size(s);
 	if (v < 4096 || v > (1ull << 30) || (v & (v - 1))) {
-		fprintf(stderr, "vioscope trace: VIOSCOPE_TRACE_RING=%s: need a power of two "
-				"between 4K and 1G; using %u\n", s, DEFAULT_RING_SIZE);
+		fprintf(stderr,
+			"vioscope trace: VIOSCOPE_TRACE_RING=%s: need a power of two "
+			"between 4K and 1G; using %u\n",
+			s, DEFAULT_RING_SIZE);
 		return DEFAULT_RING_SIZE;
 	}
 	return v;
@@ -138,8 +152,10 @@ static unsigned rings_from_env(void)
 		return DEFAULT_RINGS;
 	uint64_t v = parse_size(s);
 	if (v < 1 || v > 4096) {
-		fprintf(stderr, "vioscope trace: VIOSCOPE_TRACE_THREADS=%s: need 1..4096; "
-				"using %u\n", s, DEFAULT_RINGS);
+		fprintf(stderr,
+			"vioscope trace: VIOSCOPE_TRACE_THREADS=%s: need 1..4096; "
+			"using %u\n",
+			s, DEFAULT_RINGS);
 		return DEFAULT_RINGS;
 	}
 	return (unsigned)v;
@@ -171,8 +187,8 @@ const char *vs_shm_dir(void)
  * with O_EXCL, mode 0600; fstat makes sure it is what we made. */
 static int create_exclusive(void)
 {
-	snprintf(vs_rt.tmp_path, sizeof vs_rt.tmp_path, "%s/.vioscope-init-%d-XXXXXX",
-		 vs_shm_dir(), (int)getpid());
+	snprintf(vs_rt.tmp_path, sizeof vs_rt.tmp_path, "%s/.vioscope-init-%d-XXXXXX", vs_shm_dir(),
+		 (int)getpid());
 	int fd = mkostemp(vs_rt.tmp_path, O_CLOEXEC);
 	struct stat st;
 	if (fd < 0)
@@ -210,8 +226,10 @@ static int map_shm(size_t size)
 		errno = -fd;
 	}
 	if (p == MAP_FAILED) {
-		fprintf(stderr, "vioscope trace: cannot create %s (%s); tracing in private "
-				"memory\n", vs_rt.path, strerror(errno));
+		fprintf(stderr,
+			"vioscope trace: cannot create %s (%s); tracing in private "
+			"memory\n",
+			vs_rt.path, strerror(errno));
 		vs_rt.path[0] = '\0';
 		p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (p == MAP_FAILED)
@@ -274,8 +292,10 @@ static void open_print_file(void)
 		if (f)
 			rt.print_file = f;
 		else
-			fprintf(stderr, "vioscope trace: VIOSCOPE_TRACE_FILE=%s: %s; printing to "
-					"stderr\n", path, strerror(errno));
+			fprintf(stderr,
+				"vioscope trace: VIOSCOPE_TRACE_FILE=%s: %s; printing to "
+				"stderr\n",
+				path, strerror(errno));
 	}
 }
 
@@ -305,11 +325,11 @@ static bool other_runtime_here(void)
 		return false;
 	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
 	    st.st_nlink == 1 && pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h &&
-	    memcmp(h.magic, VS_SHM_MAGIC, 8) == 0 && h.pid == (int32_t)getpid() &&
-	    h.owner_token && h.owner_addr != (uintptr_t)&instance_token) {
+	    memcmp(h.magic, VS_SHM_MAGIC, 8) == 0 && h.pid == (int32_t)getpid() && h.owner_token &&
+	    h.owner_addr != (uintptr_t)&instance_token) {
 		uint64_t v = 0;
-		struct iovec local = { &v, sizeof v };
-		struct iovec remote = { (void *)(uintptr_t)h.owner_addr, sizeof v };
+		struct iovec local = {&v, sizeof v};
+		struct iovec remote = {(void *)(uintptr_t)h.owner_addr, sizeof v};
 		here = process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)sizeof v &&
 		       v == h.owner_token;
 	}
@@ -486,7 +506,8 @@ static struct thread_ring *attach_ring(void)
 				continue;
 			/* Own cache lines: the head is written per event, and a neighbour
 			 * thread's ring state must not share its line. */
-			struct thread_ring *tr = aligned_alloc(128, (sizeof *tr + 127) & ~(size_t)127);
+			struct thread_ring *tr =
+			    aligned_alloc(128, (sizeof *tr + 127) & ~(size_t)127);
 			if (tr) {
 				memset(tr, 0, sizeof *tr);
 				tr->scratch = malloc(SCRATCH_SIZE);
@@ -691,9 +712,9 @@ static bool recorder_gone(struct thread_ring *tr)
 static void put_record(struct thread_ring *tr, uint32_t site, uint32_t size, const void *payload,
 		       size_t plen)
 {
-	struct vs_event_header e = {
-		.ts = vs_rt.clock_mono ? vs__clock_ns() : vs__rdtsc(), .site = site, .size = (uint16_t)size
-	};
+	struct vs_event_header e = {.ts = vs_rt.clock_mono ? vs__clock_ns() : vs__rdtsc(),
+				    .site = site,
+				    .size = (uint16_t)size};
 	uint8_t *p = tr->w.data + (tr->w.head & tr->w.mask);
 	memcpy(p, &e, sizeof e);
 	if (plen)
@@ -875,7 +896,8 @@ void vs__emit_args(const struct vs_site *site, uint32_t caller, const union vs__
 }
 
 /* The inline record's slow path: its arguments as varargs, promoted as varargs are. */
-void vs__emit_ool(const struct vs_site *site, const struct vs_trace_control *c, uint32_t caller, ...)
+void vs__emit_ool(const struct vs_site *site, const struct vs_trace_control *c, uint32_t caller,
+		  ...)
 {
 	union vs__arg a[VS_TRACE_MAX_ARGS];
 	va_list ap;

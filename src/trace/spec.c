@@ -15,8 +15,7 @@
 
 #include "trace/trace_shared.h"
 
-static const char *const level_names[] = { "off", "critical", "error", "warning", "info",
-					   "verbose" };
+static const char *const level_names[] = {"off", "critical", "error", "warning", "info", "verbose"};
 
 const char *vs_level_name(unsigned level)
 {
@@ -72,8 +71,8 @@ static int flag_bit(const struct vs_spec_provider *p, const char *name)
 }
 
 /* "a, b, c" into buf, lower case, cut to fit. */
-static void list_names(char *buf, size_t len, const struct vs_spec_provider *provs,
-		       unsigned nprovs, int only, bool qualified)
+static void list_names(char *buf, size_t len, const struct vs_spec_provider *provs, unsigned nprovs,
+		       int only, bool qualified)
 {
 	size_t used = 0;
 	buf[0] = '\0';
@@ -90,7 +89,8 @@ static void list_names(char *buf, size_t len, const struct vs_spec_provider *pro
 					continue;
 				used += (size_t)snprintf(buf + used, len - used, "%s%s%s%s",
 							 used ? ", " : "", qualified ? p->name : "",
-							 qualified && p->name[0] ? "." : "", p->flags[f]);
+							 qualified && p->name[0] ? "." : "",
+							 p->flags[f]);
 			}
 		}
 		if (used >= len)
@@ -100,7 +100,8 @@ static void list_names(char *buf, size_t len, const struct vs_spec_provider *pro
 		*c = (char)tolower((unsigned char)*c);
 }
 
-static int spec_fail(char *why, size_t whylen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int spec_fail(char *why, size_t whylen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static int spec_fail(char *why, size_t whylen, const char *fmt, ...)
 {
 	va_list ap;
@@ -163,7 +164,8 @@ static int apply_term(const char *term, const struct vs_spec_provider *provs, un
 			if (!strict)
 				return 0;
 			list_names(list, sizeof list, provs, nprovs, p, false);
-			return spec_fail(why, whylen, "provider '%s' has no flag '%s' (its flags: %s)",
+			return spec_fail(why, whylen,
+					 "provider '%s' has no flag '%s' (its flags: %s)",
 					 provs[p].name, flag, list);
 		}
 		masks[p] |= 1u << bit;
@@ -197,11 +199,14 @@ int vs_spec_eval(const char *spec, const struct vs_spec_provider *provs, unsigne
 	int lv = n ? vs_level_parse(spec, n) : -1;
 
 	if (n == 0)
-		return spec_fail(why, whylen, "expected LEVEL[:FLAG,...], LEVEL one of off, critical, "
+		return spec_fail(why, whylen,
+				 "expected LEVEL[:FLAG,...], LEVEL one of off, critical, "
 				 "error, warning, info, verbose (or 0-5)");
 	if (lv < 0)
-		return spec_fail(why, whylen, "unknown level '%.*s' (off, critical, error, warning, "
-				 "info, verbose, or 0-5)", (int)(n > 64 ? 64 : n), spec);
+		return spec_fail(why, whylen,
+				 "unknown level '%.*s' (off, critical, error, warning, "
+				 "info, verbose, or 0-5)",
+				 (int)(n > 64 ? 64 : n), spec);
 	*level = (uint32_t)lv;
 	for (unsigned i = 0; i < nprovs; i++)
 		masks[i] = colon ? 0 : 0xffffffffu;

@@ -73,7 +73,7 @@ int vs_format_prefix(char *out, size_t outlen, uint64_t real_ns, uint32_t tid, u
 		     const char *provider, const char *flag, const char *caller, const char *func)
 {
 	char t[64], pf[128];
-	static const char *const tags[] = { "OFF", "CRIT", "ERROR", "WARN", "INFO", "VERB" };
+	static const char *const tags[] = {"OFF", "CRIT", "ERROR", "WARN", "INFO", "VERB"};
 	vs_format_walltime(t, sizeof t, real_ns);
 	snprintf(pf, sizeof pf, "%s%s%s", provider ? provider : "",
 		 provider && provider[0] ? "." : "", flag ? flag : "?");

@@ -33,16 +33,16 @@ enum vs_trace_mode { VS_MODE_FLIGHT = 0, VS_MODE_STREAM = 1 };
 /* One per thread slot.  Owner-written and reader-written fields sit on different
  * cache lines so a streaming recorder doesn't slow the producer. */
 struct vs_shm_ring {
-	uint64_t head;        /* published write position, bytes, monotonic */
+	uint64_t head;	      /* published write position, bytes, monotonic */
 	uint64_t dropped;     /* events dropped: stream mode and ring full */
 	uint64_t overwritten; /* events overwritten: flight mode */
-	uint32_t state;       /* enum vs_ring_state */
+	uint32_t state;	      /* enum vs_ring_state */
 	uint32_t tid;
-	uint32_t generation;  /* bumped each time a thread takes the slot */
+	uint32_t generation; /* bumped each time a thread takes the slot */
 	uint32_t pad0;
 	char thread_name[16];
 	uint8_t pad1[64 - 56];
-	uint64_t tail;        /* oldest valid position: the recorder's (stream) or owner's (flight) */
+	uint64_t tail; /* oldest valid position: the recorder's (stream) or owner's (flight) */
 	uint8_t pad2[56];
 };
 _Static_assert(sizeof(struct vs_shm_ring) == 128, "ring header is two cache lines");
@@ -62,33 +62,33 @@ struct vs_shm_header {
 	uint32_t version;
 	uint32_t header_size;
 	uint64_t total_size;
-	uint32_t mode;               /* enum vs_trace_mode */
-	int32_t recorder_pid;        /* 0 when nobody streams */
+	uint32_t mode;	      /* enum vs_trace_mode */
+	int32_t recorder_pid; /* 0 when nobody streams */
 	int32_t pid;
-	uint32_t exited;             /* set by a normal exit */
-	uint64_t start_time;         /* /proc/PID/stat starttime: tells a reused pid apart */
+	uint32_t exited;     /* set by a normal exit */
+	uint64_t start_time; /* /proc/PID/stat starttime: tells a reused pid apart */
 	char exe[256];
-	char flavour[16];            /* the objects' flavour, or "mixed" (informative) */
-	uint32_t clock_is_tsc;       /* else timestamps are CLOCK_MONOTONIC ns */
-	uint32_t keep;               /* keep the file at exit */
-	uint64_t clk_ts0;            /* reference point taken at start: timestamp, */
-	uint64_t clk_mono0;          /* CLOCK_MONOTONIC ns */
-	uint64_t clk_real0;          /* CLOCK_REALTIME ns */
-	uint64_t providers_offset;   /* struct vs_shm_provider[provider_slots] */
+	char flavour[16];	   /* the objects' flavour, or "mixed" (informative) */
+	uint32_t clock_is_tsc;	   /* else timestamps are CLOCK_MONOTONIC ns */
+	uint32_t keep;		   /* keep the file at exit */
+	uint64_t clk_ts0;	   /* reference point taken at start: timestamp, */
+	uint64_t clk_mono0;	   /* CLOCK_MONOTONIC ns */
+	uint64_t clk_real0;	   /* CLOCK_REALTIME ns */
+	uint64_t providers_offset; /* struct vs_shm_provider[provider_slots] */
 	uint32_t provider_slots;
-	uint32_t nproviders;         /* slots in use (live) */
-	uint64_t meta_offset;        /* metadata records (vs_meta_*), meta_capacity bytes */
+	uint32_t nproviders;  /* slots in use (live) */
+	uint64_t meta_offset; /* metadata records (vs_meta_*), meta_capacity bytes */
 	uint64_t meta_capacity;
-	uint64_t meta_used;          /* bytes of whole records (live: grows as objects load) */
-	uint64_t rings_offset;       /* struct vs_shm_ring[ring_count] */
+	uint64_t meta_used;    /* bytes of whole records (live: grows as objects load) */
+	uint64_t rings_offset; /* struct vs_shm_ring[ring_count] */
 	uint32_t ring_count;
 	uint32_t pad0;
-	uint64_t ring_size;          /* data bytes per ring, power of two */
-	uint64_t data_offset;        /* ring i's data at data_offset + i * ring_size */
-	uint64_t no_ring_drops;      /* events lost because every slot was taken */
-	uint64_t owner_token;        /* a random value the runtime that made the file keeps */
-	uint64_t owner_addr;         /* ... at this address: another copy of the runtime in the
-					same process image finds it there (registry.c) */
+	uint64_t ring_size;	/* data bytes per ring, power of two */
+	uint64_t data_offset;	/* ring i's data at data_offset + i * ring_size */
+	uint64_t no_ring_drops; /* events lost because every slot was taken */
+	uint64_t owner_token;	/* a random value the runtime that made the file keeps */
+	uint64_t owner_addr;	/* ... at this address: another copy of the runtime in the
+				   same process image finds it there (registry.c) */
 };
 
 /* Where the files are: $VIOSCOPE_TRACE_DIR, else /dev/shm (runtime.c). */
@@ -123,8 +123,9 @@ struct vs_meta_out_provider {
 };
 /* Append an OBJECT record; sites[i] gets id first_site + i. */
 void vs_meta_put_object(struct vs_buf *b, uint32_t index, uint32_t first_site, uint64_t base,
-			const char *path, const char *flavour, const struct vs_meta_out_provider *provs,
-			unsigned nprovs, const struct vs_site *sites, unsigned nsites,
+			const char *path, const char *flavour,
+			const struct vs_meta_out_provider *provs, unsigned nprovs,
+			const struct vs_site *sites, unsigned nsites,
 			const struct vs_caller *callers, unsigned ncallers,
 			const struct vs_stage *stages, unsigned nstages);
 void vs_meta_put_unload(struct vs_buf *b, uint32_t index, uint64_t ts);
@@ -148,13 +149,13 @@ struct vs_meta_object {
 };
 struct vs_meta_site {
 	const char *file, *func, *fmt;
-	const char *provider;  /* its provider's name ("" in version 1 captures) */
+	const char *provider; /* its provider's name ("" in version 1 captures) */
 	const char *flag_name;
 	uint32_t line;
 	uint8_t level, flag, hot, nargs, print;
 	uint8_t also; /* a second flag's bit + 1, 0: none */
 	uint8_t types[VS_TRACE_MAX_ARGS];
-	uint32_t prov;   /* index in vs_meta.providers, or VS_META_NO_SLOT (refused) */
+	uint32_t prov;	 /* index in vs_meta.providers, or VS_META_NO_SLOT (refused) */
 	uint32_t object; /* index in vs_meta.objects */
 	/* Stage sites (VS_STAGE): when stages_known, stage is the stage this site marks (NULL:
 	 * none) and fields[nargs] its arguments' names.  stages_known is false for sites of
@@ -168,7 +169,7 @@ struct vs_meta {
 	struct vs_meta_site *sites; /* by id: sites[id - 1] */
 	struct vs_meta_object *objects;
 	struct vs_meta_provider *providers; /* one per slot in use */
-	bool v1;		   /* a version 1 blob: one object, sites named by address */
+	bool v1; /* a version 1 blob: one object, sites named by address */
 	uint32_t v1_site_base;
 	void *arena; /* owns every string and array above */
 };
@@ -235,7 +236,7 @@ char *vs_format_hex(char *out, size_t outlen, const uint8_t *p, size_t n, bool c
  * value.  A decoder that knows the note shows the value's name instead of the
  * conversion; one that does not (or a value the note has no name for) shows the
  * conversion and drops the note. */
-#define VS_NOTE_NAME_MAX 32  /* "{" name "}" */
+#define VS_NOTE_NAME_MAX 32 /* "{" name "}" */
 /* The format without its notes, for printf (the print backend); returns the length. */
 size_t vs_format_drop_notes(char *out, size_t outlen, const char *fmt);
 /* The length of a note "{name}" at f, or 0 when f does not start one. */

@@ -30,7 +30,7 @@ static void w_section(struct vs_capw *w, uint32_t type, const void *a, size_t al
 		      size_t blen)
 {
 	static const uint8_t zeros[8];
-	struct vs_cap_section_header sh = { .type = type, .size = alen + blen };
+	struct vs_cap_section_header sh = {.type = type, .size = alen + blen};
 	w_put(w, &sh, sizeof sh);
 	w_put(w, a, alen);
 	w_put(w, b, blen);
@@ -52,7 +52,7 @@ int vs_capw_open(struct vs_capw *w, const char *path, const struct vs_shm *s)
 	w->f = fopen(path, "we");
 	if (!w->f)
 		return -errno;
-	struct vs_cap_file_header fh = { .version = VS_CAP_VERSION, .header_size = sizeof fh };
+	struct vs_cap_file_header fh = {.version = VS_CAP_VERSION, .header_size = sizeof fh};
 	memcpy(fh.magic, VS_CAP_MAGIC, 8);
 	w_put(w, &fh, sizeof fh);
 	struct {
@@ -61,7 +61,7 @@ int vs_capw_open(struct vs_capw *w, const char *path, const struct vs_shm *s)
 		uint64_t start_time;
 		char flavour[16];
 		char exe[256];
-	} proc = { .pid = h->pid, .start_time = h->start_time };
+	} proc = {.pid = h->pid, .start_time = h->start_time};
 	memcpy(proc.flavour, h->flavour, sizeof proc.flavour);
 	memcpy(proc.exe, h->exe, sizeof proc.exe);
 	proc.flavour[15] = proc.exe[255] = '\0';
@@ -129,17 +129,17 @@ int vs_capw_close(struct vs_capw *w, const struct vs_shm *s)
 	void *meta = NULL;
 	size_t meta_len = 0;
 	char why[256];
-	if (s->hdr && !vs_shm_shrunk(s) && vs_shm_meta_now(s, &meta, &meta_len, why, sizeof why) == 0 &&
-	    meta_len >= s->meta_len) {
+	if (s->hdr && !vs_shm_shrunk(s) &&
+	    vs_shm_meta_now(s, &meta, &meta_len, why, sizeof why) == 0 && meta_len >= s->meta_len) {
 		w_section(w, VS_SEC_META, meta, meta_len, NULL, 0);
 	} else {
 		w_section(w, VS_SEC_META, s->meta_blob, s->meta_len, NULL, 0);
 	}
 	free(meta);
-	struct vs_cap_clock c = { .is_tsc = h->clock_is_tsc,
-				  .ts0 = h->clk_ts0,
-				  .mono0 = h->clk_mono0,
-				  .real0 = h->clk_real0 };
+	struct vs_cap_clock c = {.is_tsc = h->clock_is_tsc,
+				 .ts0 = h->clk_ts0,
+				 .mono0 = h->clk_mono0,
+				 .real0 = h->clk_real0};
 	vs_clock_now(h, &c.ts1, &c.mono1, &c.real1);
 	w_section(w, VS_SEC_CLOCK, &c, sizeof c, NULL, 0);
 	uint64_t end[2] = {w->events,
@@ -215,7 +215,7 @@ static int grow_array(struct vs_capture *c, void **arr, size_t *cap, size_t n, s
 }
 
 static int bad(char *why, size_t whylen, const char *path, uint64_t off, const char *fmt, ...)
-	__attribute__((format(printf, 5, 6)));
+    __attribute__((format(printf, 5, 6)));
 static int bad(char *why, size_t whylen, const char *path, uint64_t off, const char *fmt, ...)
 {
 	va_list ap;
@@ -340,40 +340,49 @@ static const char *check_args(const struct vs_meta_site *site, const uint8_t *p,
 
 /* Validate every record of an EVENTS section up front, so the walk can't fail
  * half-way through its output. */
-static int check_records(struct vs_capture *c, uint64_t off, uint64_t len, char *why,
-			 size_t whylen)
+static int check_records(struct vs_capture *c, uint64_t off, uint64_t len, char *why, size_t whylen)
 {
 	uint64_t end = off + len;
 	while (off < end) {
 		struct vs_event_header e;
-		static const uint8_t filler[8] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
+		static const uint8_t filler[8] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
 		if (end - off == 8 && !memcmp(c->data + off, filler, 8))
 			break; /* the 8 bytes a ring could not fit a record into */
 		if (end - off < sizeof e)
-			return bad(why, whylen, c->path, off, "event record header cut short "
-				   "(%llu bytes left in the section)", (unsigned long long)(end - off));
+			return bad(why, whylen, c->path, off,
+				   "event record header cut short "
+				   "(%llu bytes left in the section)",
+				   (unsigned long long)(end - off));
 		memcpy(&e, c->data + off, sizeof e);
 		if (e.size < sizeof e || (e.size & 7) || e.size > end - off)
-			return bad(why, whylen, c->path, off, "event record size %u is invalid "
-				   "(must be a multiple of 8, at least 16, within the section)", e.size);
+			return bad(why, whylen, c->path, off,
+				   "event record size %u is invalid "
+				   "(must be a multiple of 8, at least 16, within the section)",
+				   e.size);
 		if (e.site == VS_EVENT_PAD) {
 			/* ring padding, copied as is by a streaming recorder */
 		} else if (e.site == VS_EVENT_DROPS) {
 			if (e.size != 24)
-				return bad(why, whylen, c->path, off, "drop marker of size %u", e.size);
+				return bad(why, whylen, c->path, off, "drop marker of size %u",
+					   e.size);
 		} else if (vs_meta_site_index(&c->meta, e.site) < 0) {
-			return bad(why, whylen, c->path, off, "event names site %#x, which is none of "
-				   "the capture's %u sites", e.site, c->meta.nsites);
+			return bad(why, whylen, c->path, off,
+				   "event names site %#x, which is none of "
+				   "the capture's %u sites",
+				   e.site, c->meta.nsites);
 		} else {
 			int64_t idx = vs_meta_site_index(&c->meta, e.site);
 			const struct vs_meta_site *site = &c->meta.sites[idx];
 			const struct vs_meta_object *obj = &c->meta.objects[site->object];
-			const char *err = check_args(site, c->data + off + sizeof e, e.size - sizeof e);
+			const char *err =
+			    check_args(site, c->data + off + sizeof e, e.size - sizeof e);
 			if (err)
 				return bad(why, whylen, c->path, off, "site %u: %s", e.site, err);
 			if (e.caller > obj->ncallers)
-				return bad(why, whylen, c->path, off, "caller %u but the site's object "
-					   "has %u callers", e.caller, obj->ncallers);
+				return bad(why, whylen, c->path, off,
+					   "caller %u but the site's object "
+					   "has %u callers",
+					   e.caller, obj->ncallers);
 		}
 		off += e.size;
 	}
@@ -385,7 +394,7 @@ static int check_records(struct vs_capture *c, uint64_t off, uint64_t len, char 
 static int scan(struct vs_capture *c, uint64_t off, int pass, char *why, size_t whylen)
 {
 	const char *path = c->path;
-	struct vs_buf meta = { 0 };
+	struct vs_buf meta = {0};
 	uint64_t meta_at = 0;
 	unsigned nmeta = 0;
 	int rc = 0;
@@ -400,8 +409,10 @@ static int scan(struct vs_capture *c, uint64_t off, int pass, char *why, size_t 
 		uint64_t body = off + sizeof sh;
 		uint64_t padded = (sh.size + 7) & ~7ull;
 		if (sh.size > c->size - body || padded > c->size - body) {
-			rc = bad(why, whylen, path, off, "section of type %u claims %llu bytes but only "
-				 "%llu remain (truncated file?)", sh.type, (unsigned long long)sh.size,
+			rc = bad(why, whylen, path, off,
+				 "section of type %u claims %llu bytes but only "
+				 "%llu remain (truncated file?)",
+				 sh.type, (unsigned long long)sh.size,
 				 (unsigned long long)(c->size - body));
 			goto out;
 		}
@@ -429,7 +440,8 @@ static int scan(struct vs_capture *c, uint64_t off, int pass, char *why, size_t 
 			memcpy(&c->clock, p, sizeof c->clock);
 			if (c->clock.is_tsc > 1 || c->clock.ts1 < c->clock.ts0 ||
 			    c->clock.mono1 < c->clock.mono0 || c->clock.real0 == 0) {
-				rc = bad(why, whylen, path, off, "clock section is inconsistent (second "
+				rc = bad(why, whylen, path, off,
+					 "clock section is inconsistent (second "
 					 "reference point before the first)");
 				goto out;
 			}
@@ -503,8 +515,10 @@ static int scan(struct vs_capture *c, uint64_t off, int pass, char *why, size_t 
 		goto out;
 	}
 	if (!c->have_end || !c->have_clock) {
-		rc = bad(why, whylen, path, off, "truncated: the capture has no %s section (was the "
-			 "recorder killed?)", c->have_clock ? "END" : "CLOCK");
+		rc = bad(why, whylen, path, off,
+			 "truncated: the capture has no %s section (was the "
+			 "recorder killed?)",
+			 c->have_clock ? "END" : "CLOCK");
 		goto out;
 	}
 	char mwhy[256];
@@ -619,8 +633,10 @@ int vs_capture_open(struct vs_capture **out, const char *path, char *why, size_t
 		goto fail;
 	}
 	if (fh.version != VS_CAP_VERSION && fh.version != 1) {
-		rc = bad(why, whylen, path, 8, "unsupported capture version %u (this decoder reads "
-			 "1 and %u)", fh.version, VS_CAP_VERSION);
+		rc = bad(why, whylen, path, 8,
+			 "unsupported capture version %u (this decoder reads "
+			 "1 and %u)",
+			 fh.version, VS_CAP_VERSION);
 		goto fail;
 	}
 	if (fh.header_size < sizeof fh || fh.header_size > c->size || (fh.header_size & 7)) {
@@ -768,12 +784,12 @@ int vs_capture_walk(struct vs_capture *c, vs_event_fn fn, void *opaque, char *wh
 		const uint8_t *rec = peek(c, best);
 		memcpy(&e, rec, sizeof e);
 		const uint8_t *payload = rec + sizeof e;
-		struct vs_cap_event ev = { .real_ns = to_real(c, e.ts),
-					   .tid = best->tid,
-					   .thread_name = best->name };
+		struct vs_cap_event ev = {
+		    .real_ns = to_real(c, e.ts), .tid = best->tid, .thread_name = best->name};
 		if (!best->loss_shown && best->overwritten) {
 			ev.lost = best->overwritten;
-			ev.lost_what = "overwritten (oldest events of this thread, flight recorder)";
+			ev.lost_what =
+			    "overwritten (oldest events of this thread, flight recorder)";
 			rc = fn(&ev, opaque);
 			if (rc)
 				return rc;
@@ -784,12 +800,14 @@ int vs_capture_walk(struct vs_capture *c, vs_event_fn fn, void *opaque, char *wh
 		if (e.site == VS_EVENT_DROPS) {
 			memcpy(&ev.lost, payload, 8);
 			best->marked += ev.lost;
-			ev.lost_what = "dropped (ring full while streaming, or an event larger than a "
-				       "quarter of the ring)";
+			ev.lost_what =
+			    "dropped (ring full while streaming, or an event larger than a "
+			    "quarter of the ring)";
 		} else {
 			ev.site = &c->meta.sites[vs_meta_site_index(&c->meta, e.site)];
-			ev.caller = e.caller ? &c->meta.objects[ev.site->object].callers[e.caller - 1]
-					     : NULL;
+			ev.caller = e.caller
+					? &c->meta.objects[ev.site->object].callers[e.caller - 1]
+					: NULL;
 			ev.args = payload;
 			ev.args_len = e.size - sizeof e;
 		}
@@ -808,19 +826,20 @@ int vs_capture_walk(struct vs_capture *c, vs_event_fn fn, void *opaque, char *wh
 	for (size_t i = 0; i < c->nstreams; i++) {
 		struct stream *s = &c->streams[i];
 		if (s->dropped > s->marked) {
-			struct vs_cap_event ev = { .tid = s->tid,
-						   .thread_name = s->name,
-						   .lost = s->dropped - s->marked,
-						   .lost_what = "dropped at the end of this thread's stream" };
+			struct vs_cap_event ev = {.tid = s->tid,
+						  .thread_name = s->name,
+						  .lost = s->dropped - s->marked,
+						  .lost_what =
+						      "dropped at the end of this thread's stream"};
 			rc = fn(&ev, opaque);
 			if (rc)
 				return rc;
 		}
 	}
 	if (c->no_ring_drops) {
-		struct vs_cap_event ev = { .lost = c->no_ring_drops,
-					   .lost_what = "dropped (no free thread ring: raise "
-							"VIOSCOPE_TRACE_THREADS)" };
+		struct vs_cap_event ev = {.lost = c->no_ring_drops,
+					  .lost_what = "dropped (no free thread ring: raise "
+						       "VIOSCOPE_TRACE_THREADS)"};
 		return fn(&ev, opaque);
 	}
 	return 0;

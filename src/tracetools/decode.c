@@ -40,16 +40,19 @@ static int on_event(const struct vs_cap_event *ev, void *opaque)
 		d->lost += ev->lost;
 		if (o->chrome) {
 			d->shown++;
-			fprintf(d->out, "%s{\"ph\":\"i\",\"s\":\"t\",\"ts\":%.3f,\"pid\":%u,"
-					"\"tid\":%u,\"name\":\"events lost\",\"cat\":\"loss\","
-					"\"args\":{\"count\":%llu}}",
+			fprintf(d->out,
+				"%s{\"ph\":\"i\",\"s\":\"t\",\"ts\":%.3f,\"pid\":%u,"
+				"\"tid\":%u,\"name\":\"events lost\",\"cat\":\"loss\","
+				"\"args\":{\"count\":%llu}}",
 				d->shown > 1 ? ",\n" : "",
 				ev->real_ns ? (double)(ev->real_ns - d->first_ns) / 1000.0 : 0,
 				d->pid, ev->tid, (unsigned long long)ev->lost);
 		} else if (o->json) {
-			fprintf(d->out, "{\"type\":\"loss\",\"time_ns\":%llu,\"tid\":%u,\"count\":%llu,"
-					"\"what\":",
-				(unsigned long long)ev->real_ns, ev->tid, (unsigned long long)ev->lost);
+			fprintf(d->out,
+				"{\"type\":\"loss\",\"time_ns\":%llu,\"tid\":%u,\"count\":%llu,"
+				"\"what\":",
+				(unsigned long long)ev->real_ns, ev->tid,
+				(unsigned long long)ev->lost);
 			vs_fputs_json(ev->lost_what, d->out);
 			fputs("}\n", d->out);
 		} else {
@@ -72,8 +75,9 @@ static int on_event(const struct vs_cap_event *ev, void *opaque)
 	d->shown++;
 	if (o->chrome) {
 		/* Chrome/Perfetto trace-event JSON: one instant event per event. */
-		fprintf(d->out, "%s{\"ph\":\"i\",\"s\":\"t\",\"ts\":%.3f,\"pid\":%u,\"tid\":%u,"
-				"\"name\":",
+		fprintf(d->out,
+			"%s{\"ph\":\"i\",\"s\":\"t\",\"ts\":%.3f,\"pid\":%u,\"tid\":%u,"
+			"\"name\":",
 			d->shown > 1 ? ",\n" : "", (double)(ev->real_ns - d->first_ns) / 1000.0,
 			d->pid, ev->tid);
 		if (ev->caller) {
@@ -88,8 +92,8 @@ static int on_event(const struct vs_cap_event *ev, void *opaque)
 			 ev->site->provider[0] ? "." : "", ev->site->flag_name);
 		fprintf(d->out, ",\"cat\":");
 		vs_fputs_json(cat, d->out);
-		fprintf(d->out, ",\"args\":{\"level\":\"%s\",\"message\":",
-			vs_level_name(ev->site->level));
+		fprintf(d->out,
+			",\"args\":{\"level\":\"%s\",\"message\":", vs_level_name(ev->site->level));
 		vs_fputs_json(msg, d->out);
 		fputs("}}", d->out);
 		return 0;

@@ -67,7 +67,7 @@ static int next_arg(struct args *a, struct val *v)
 	if (a->idx >= a->site->nargs)
 		return -1;
 	uint8_t t = a->site->types[a->idx++];
-	size_t size = t == VS_ARG_I32 || t == VS_ARG_U32		? 4
+	size_t size = t == VS_ARG_I32 || t == VS_ARG_U32     ? 4
 		      : t == VS_ARG_STR || t == VS_ARG_BYTES ? 2
 							     : 8;
 	if (size > a->len - a->off)
@@ -138,8 +138,7 @@ static const struct vs_note *find_note(const struct vs_note *notes, size_t nnote
 
 /* The conversion just emitted (from `mark` on) named by its note, when the note is
  * known and says something about this value; otherwise the conversion stays. */
-static void apply_note(struct out *o, size_t mark, const struct vs_note *note,
-		       const struct val *v)
+static void apply_note(struct out *o, size_t mark, const struct vs_note *note, const struct val *v)
 {
 	char text[VS_NOTE_TEXT_MAX];
 	size_t n = 0;
@@ -172,8 +171,8 @@ int vs_format_message_noted(char *buf, size_t buflen, const struct vs_meta_site 
 			    const uint8_t *args, size_t len, const struct vs_note *notes,
 			    size_t nnotes)
 {
-	struct out o = { buf, 0, buflen };
-	struct args a = { site, args, len, 0, 0 };
+	struct out o = {buf, 0, buflen};
+	struct args a = {site, args, len, 0, 0};
 	const char *f = site->fmt;
 	int rc = 0;
 
@@ -198,7 +197,7 @@ int vs_format_message_noted(char *buf, size_t buflen, const struct vs_meta_site 
 		size_t sl = 1;
 		while (*f && strchr("-+ #0'", *f) && sl < 16)
 			spec[sl++] = *f++;
-		struct val v = { .kind = -1 }; /* the conversion's value, for its note */
+		struct val v = {.kind = -1}; /* the conversion's value, for its note */
 		int width = -1, prec = -1;
 		if (*f == '*') {
 			f++;
@@ -380,7 +379,7 @@ int vs_format_message_noted(char *buf, size_t buflen, const struct vs_meta_site 
 			f += nl;
 		}
 		continue;
-bad:
+	bad:
 		emit(&o, "<bad arg>", 9);
 		rc = -EINVAL;
 		break;

@@ -20,13 +20,24 @@
  * fields by name.  Captures made before sites declared stages (their metadata says
  * which: stages_known) are read by the format's first words and argument positions,
  * as those sites recorded them then. */
-enum stage_ev { EV_NONE, D_SUBMIT, D_WITHDRAWN, D_KICK, D_POLL, D_DONE, T_POP, B_SUBMIT, B_DONE, T_DONE };
+enum stage_ev {
+	EV_NONE,
+	D_SUBMIT,
+	D_WITHDRAWN,
+	D_KICK,
+	D_POLL,
+	D_DONE,
+	T_POP,
+	B_SUBMIT,
+	B_DONE,
+	T_DONE
+};
 enum field { F_Q, F_TAG, F_LUN, F_LUN_HI, F_LUN_LO, F_OP, NFIELDS };
 static const char *const field_name[NFIELDS] = {"q", "tag", "lun", "lun_hi", "lun_lo", "op"};
 static const struct stage_site {
 	enum stage_ev ev;
 	const char *provider, *stage;
-	const char *old_prefix; /* captures made before VS_STAGE: */
+	const char *old_prefix;	 /* captures made before VS_STAGE: */
 	int8_t old_arg[NFIELDS]; /* the fields' argument indices then, -1: none */
 } stage_sites[] = {
     {D_SUBMIT, "initiator", "submit", "q %u tag %#llx lun %u op %#x", {0, 1, 2, -1, -1, 3}},

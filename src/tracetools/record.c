@@ -197,8 +197,9 @@ int vs_trace_record(const char *target, const char *out, const struct vs_record_
 				 * written may have been overwritten under us, so undo it and take
 				 * the careful path next time. */
 				uint64_t new_from = mark >= 0 ? head : from[i];
-				if (__atomic_compare_exchange_n(&r->tail, &old_tail, new_from, false,
-								__ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
+				if (__atomic_compare_exchange_n(&r->tail, &old_tail, new_from,
+								false, __ATOMIC_RELEASE,
+								__ATOMIC_RELAXED)) {
 					from[i] = new_from;
 					got += k;
 					st->bytes += k;

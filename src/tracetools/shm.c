@@ -102,13 +102,14 @@ static const char *check_layout(const struct vs_shm_header *h, size_t size)
 	const uint64_t prov_bytes = (uint64_t)h->provider_slots * sizeof(struct vs_shm_provider);
 	if (memcmp(h->magic, VS_SHM_MAGIC, 8) != 0)
 		return memcmp(h->magic, "VSTRSHM1", 8) == 0
-			       ? "version 1 (made by an older vioscope; use that version's tools)"
-			       : "bad magic (not initialised yet, or not ours)";
+			   ? "version 1 (made by an older vioscope; use that version's tools)"
+			   : "bad magic (not initialised yet, or not ours)";
 	if (h->version != VS_SHM_VERSION)
 		return "unsupported version";
 	if (h->total_size != size || h->header_size != sizeof *h)
 		return "size mismatch";
-	if (h->provider_slots == 0 || h->provider_slots > 65536 || h->providers_offset < sizeof *h ||
+	if (h->provider_slots == 0 || h->provider_slots > 65536 ||
+	    h->providers_offset < sizeof *h ||
 	    h->providers_offset % sizeof(struct vs_shm_provider) || h->providers_offset > size ||
 	    prov_bytes > size - h->providers_offset)
 		return "provider slots outside the file";
@@ -149,7 +150,8 @@ int vs_shm_open(struct vs_shm *s, const char *target, char *why, size_t whylen)
 		int e = errno;
 		snprintf(why, whylen, "%s: %s%s", s->path, strerror(e),
 			 e == ENOENT ? " (no traced process with that pid: see `vioscope trace "
-				       "list`)" : "");
+				       "list`)"
+				     : "");
 		return -e;
 	}
 	if (fstat(s->fd, &st) < 0) {
@@ -222,8 +224,10 @@ int vs_shm_meta_now(const struct vs_shm *s, void **blob, size_t *len, char *why,
 {
 	uint64_t used = __atomic_load_n(&s->hdr->meta_used, __ATOMIC_ACQUIRE);
 	if (used > s->snap.meta_capacity) {
-		snprintf(why, whylen, "%s: not a valid vioscope trace file: metadata length %llu "
-			 "beyond its area (%llu)", s->path, (unsigned long long)used,
+		snprintf(why, whylen,
+			 "%s: not a valid vioscope trace file: metadata length %llu "
+			 "beyond its area (%llu)",
+			 s->path, (unsigned long long)used,
 			 (unsigned long long)s->snap.meta_capacity);
 		return -EINVAL;
 	}

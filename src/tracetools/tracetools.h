@@ -53,7 +53,7 @@ struct vs_shm {
 				      flavour NUL-terminated */
 	void *meta_blob;	   /* private copy of the metadata records ... */
 	size_t meta_len;
-	struct vs_meta meta; /* ... and what they say */
+	struct vs_meta meta;	   /* ... and what they say */
 	int guard;		   /* the mapping's SIGBUS guard (util: vs_map_guard_add) ... */
 	struct vs_map_fault fault; /* ... which records here that the file shrank: the struct
 				      must not move while open */
@@ -97,7 +97,7 @@ enum vs_cap_section {
 	VS_SEC_META = 3,    /* metadata records (version 1: the one metadata blob) */
 	VS_SEC_EVENTS = 4,  /* u32 tid, u32 slot, u32 generation, u32 0, char name[16], records */
 	VS_SEC_LOSS = 5,    /* u32 tid, u32 slot, u64 dropped, u64 overwritten */
-	VS_SEC_END = 6,     /* u64 events, u64 no_ring_drops */
+	VS_SEC_END = 6,	    /* u64 events, u64 no_ring_drops */
 };
 struct vs_cap_file_header {
 	char magic[8];
@@ -130,7 +130,6 @@ int64_t vs_capw_tell(struct vs_capw *w);
 int vs_capw_rewind(struct vs_capw *w, int64_t pos);
 void vs_clock_now(const struct vs_shm_header *h, uint64_t *ts, uint64_t *mono, uint64_t *real);
 
-
 /* ---- decoding ---------------------------------------------------------------------- */
 struct vs_cap_event {
 	uint64_t real_ns; /* wall clock */
@@ -138,8 +137,8 @@ struct vs_cap_event {
 	const char *thread_name;
 	const struct vs_meta_site *site; /* NULL for a drop/loss marker */
 	const struct vs_meta_caller *caller;
-	uint64_t lost;                   /* for markers: events lost here */
-	const char *lost_what;           /* "dropped" or "overwritten" */
+	uint64_t lost;	       /* for markers: events lost here */
+	const char *lost_what; /* "dropped" or "overwritten" */
 	const uint8_t *args;
 	size_t args_len;
 };
@@ -167,8 +166,8 @@ uint64_t vs_capture_work(const struct vs_capture *c);
 
 /* Format a site's message from recorded argument bytes.  Returns 0, or -EINVAL when
  * the bytes don't match the site's argument types (text then shows where). */
-int vs_format_message(char *out, size_t outlen, const struct vs_meta_site *site, const uint8_t *args,
-		      size_t len);
+int vs_format_message(char *out, size_t outlen, const struct vs_meta_site *site,
+		      const uint8_t *args, size_t len);
 /* A decoder's notes (their syntax: trace/trace_shared.h). */
 #define VS_NOTE_TEXT_MAX 640 /* a note's text, at most */
 struct vs_note {
@@ -213,10 +212,10 @@ int vs_trace_dump(const char *target, const char *out, struct vs_dump_stats *st,
 		  size_t whylen);
 
 struct vs_record_opts {
-	double duration_s;                 /* 0: until the process exits or *stop */
-	volatile sig_atomic_t *stop;       /* may be NULL */
-	const char *enable_spec;           /* set level/flags when recording starts */
-	void (*started)(void *opaque);     /* called once streaming has begun */
+	double duration_s;	       /* 0: until the process exits or *stop */
+	volatile sig_atomic_t *stop;   /* may be NULL */
+	const char *enable_spec;       /* set level/flags when recording starts */
+	void (*started)(void *opaque); /* called once streaming has begun */
 	void *opaque;
 };
 int vs_trace_record(const char *target, const char *out, const struct vs_record_opts *o,
@@ -228,12 +227,12 @@ int vs_shm_apply_spec(struct vs_shm *s, const char *spec, char *why, size_t whyl
 
 struct vs_decode_opts {
 	bool json;
-	bool chrome;            /* Chrome/Perfetto trace-event JSON (chrome://tracing, ui.perfetto.dev) */
-	unsigned max_level;     /* 0: all */
-	uint32_t tid;           /* 0: all */
-	double from_s, to_s;    /* window relative to the first event; to_s < 0: open */
-	const char *flag_spec;  /* FLAG,... as in a spec, resolved against the capture's
-				   providers (NULL: all) */
+	bool chrome; /* Chrome/Perfetto trace-event JSON (chrome://tracing, ui.perfetto.dev) */
+	unsigned max_level;    /* 0: all */
+	uint32_t tid;	       /* 0: all */
+	double from_s, to_s;   /* window relative to the first event; to_s < 0: open */
+	const char *flag_spec; /* FLAG,... as in a spec, resolved against the capture's
+				  providers (NULL: all) */
 };
 /* Decode a capture to `out`.  Returns 0, or -errno with `why` (bad file, bad filter). */
 int vs_trace_decode(const char *path, const struct vs_decode_opts *o, FILE *out, char *why,
@@ -253,8 +252,15 @@ int vs_trace_export_ctf(const char *path, const char *dir, char *why, size_t why
 /* One request's instants (wall-clock ns, 0: not seen), as `trace latency` joins them
  * from the driver's and the device's captures by tag (latency.c). */
 enum vs_lat_when {
-	VS_LAT_SUBMIT, VS_LAT_KICK, VS_LAT_POP, VS_LAT_BSUB, VS_LAT_BDONE, VS_LAT_PUSH,
-	VS_LAT_POLL, VS_LAT_DONE, VS_LAT_COUNT
+	VS_LAT_SUBMIT,
+	VS_LAT_KICK,
+	VS_LAT_POP,
+	VS_LAT_BSUB,
+	VS_LAT_BDONE,
+	VS_LAT_PUSH,
+	VS_LAT_POLL,
+	VS_LAT_DONE,
+	VS_LAT_COUNT
 };
 struct vs_lat_req {
 	uint64_t tag;
@@ -269,15 +275,15 @@ struct vs_lat_set {
 	size_t n;
 	bool driver, device; /* which sides the captures held */
 };
-int vs_latency_collect(const char *const *paths, unsigned npaths, struct vs_lat_set *set,
-		       char *why, size_t whylen);
+int vs_latency_collect(const char *const *paths, unsigned npaths, struct vs_lat_set *set, char *why,
+		       size_t whylen);
 
 /* `trace latency`: join driver and device captures by request tag into per-request
  * timelines and print per-stage count/p50/p90/p99/p99.9/max (latency.c). */
 struct vs_latency_opts {
 	bool json;
-	int by;        /* -1: all together, 0: per LUN, 1: per queue, 2: per opcode */
-	unsigned slow; /* show the N slowest requests and their threads' events */
+	int by;		 /* -1: all together, 0: per LUN, 1: per queue, 2: per opcode */
+	unsigned slow;	 /* show the N slowest requests and their threads' events */
 	const char *svg; /* also draw the stage distributions into this SVG file */
 };
 /* Stage s's name ("backend"), NULL past the last; a stage's values (ns) of the
@@ -293,7 +299,7 @@ int vs_trace_latency(const char *const *paths, unsigned npaths, const struct vs_
 /* `trace live`: a process's events printed as they happen (live.c). */
 struct vs_live_opts {
 	const char *enable_spec;     /* set on the process first (LEVEL:FLAG,...), or NULL */
-	unsigned max_level;          /* 0: all */
+	unsigned max_level;	     /* 0: all */
 	volatile sig_atomic_t *stop; /* set (Ctrl-C) to end; it also ends when the process does */
 };
 int vs_trace_live(const char *target, const struct vs_live_opts *o, FILE *out, char *why,

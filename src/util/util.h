@@ -235,14 +235,16 @@ struct vs_cli_command {
 	const char *name;
 	int (*fn)(int argc, char **argv); /* exit status: enum vs_exit */
 	const char *help;
-	int order; /* position in the usage text */
+	int order;     /* position in the usage text */
 	bool inspects; /* only looks at other processes' traces: gets no trace file itself */
 };
 #define VS_CLI_COMMAND_(id, order_, name_, fn_, help_, inspects_)                                  \
-	static const struct vs_cli_command vs_cli_command_##id                                     \
-	    __attribute__((used, section("vs_cli_command_table"), aligned(8))) = {                 \
-		.name = (name_), .fn = (fn_), .help = (help_), .order = (order_),                  \
-		.inspects = (inspects_)}
+	static const struct vs_cli_command vs_cli_command_##id __attribute__((                     \
+	    used, section("vs_cli_command_table"), aligned(8))) = {.name = (name_),                \
+								   .fn = (fn_),                    \
+								   .help = (help_),                \
+								   .order = (order_),              \
+								   .inspects = (inspects_)}
 #define VS_CLI_COMMAND(id, order_, name_, fn_, help_)                                              \
 	VS_CLI_COMMAND_(id, order_, name_, fn_, help_, false)
 /* A command that only reads traces (`vioscope trace`): the tool then makes no trace

@@ -139,8 +139,9 @@ static int ring_stop(struct vs_vhost_dev *d, unsigned idx)
 		return 0;
 	if (d->ops.queue_stop && (rc = d->ops.queue_stop(d->opaque, idx, &last))) {
 		d->wedged = true;
-		VS_CRITICAL(VHOST, "queue %u cannot be stopped (%s): guest memory and the ring's "
-				   "fds stay as they are",
+		VS_CRITICAL(VHOST,
+			    "queue %u cannot be stopped (%s): guest memory and the ring's "
+			    "fds stay as they are",
 			    idx, strerror(-rc));
 		return rc;
 	}
@@ -218,7 +219,7 @@ void vs_vhost_dev_reset(struct vs_vhost_dev *d)
 }
 
 struct vs_vhost_dev *vs_vhost_dev_new(unsigned max_queues, uint64_t device_features,
-					      const struct vs_vhost_dev_ops *ops, void *opaque)
+				      const struct vs_vhost_dev_ops *ops, void *opaque)
 {
 	struct vs_vhost_dev *d;
 
@@ -275,7 +276,8 @@ bool vs_vhost_dev_fault(const struct vs_vhost_dev *d, char *why, size_t whylen)
 		if (addr >= host && addr - host < r->size) {
 			snprintf(why, whylen,
 				 "guest memory vanished under the device: a fault at guest address "
-				 "%#llx (region %u, %#llx bytes in): the frontend shrank its memory file",
+				 "%#llx (region %u, %#llx bytes in): the frontend shrank its "
+				 "memory file",
 				 (unsigned long long)(r->gpa + (addr - host)), i,
 				 (unsigned long long)(addr - host));
 			return true;
@@ -310,8 +312,7 @@ static int set_features_exec(struct vs_vhost_dev *d, uint64_t f, char *why, size
 	return vs_vhost_rings_update(d, why, whylen);
 }
 
-static int set_protocol_features_exec(struct vs_vhost_dev *d, uint64_t f, char *why,
-				      size_t whylen)
+static int set_protocol_features_exec(struct vs_vhost_dev *d, uint64_t f, char *why, size_t whylen)
 {
 	if (f & ~VS_VHOST_DEV_PROTOCOL_FEATURES)
 		return FAIL(-EINVAL, "protocol features %#llx were not offered",
@@ -445,8 +446,8 @@ static int ring_fd_check(int fd, unsigned idx, const char *name, char *why, size
 	return 0;
 }
 
-static int set_vring_fd_exec(struct vs_vhost_dev *d, struct vs_vhost_msg *msg,
-			     enum vring_fd which, char *why, size_t whylen)
+static int set_vring_fd_exec(struct vs_vhost_dev *d, struct vs_vhost_msg *msg, enum vring_fd which,
+			     char *why, size_t whylen)
 {
 	static const char *const names[] = {"kick", "call", "err"};
 	unsigned idx = (unsigned)(msg->payload.u64 & VS_VHOST_VRING_IDX_MASK);
@@ -528,8 +529,8 @@ static bool has_reply(uint32_t request)
 	}
 }
 
-static int dispatch(struct vs_vhost_dev *d, struct vs_vhost_msg *msg,
-		    struct vs_vhost_msg *reply, char *why, size_t whylen)
+static int dispatch(struct vs_vhost_dev *d, struct vs_vhost_msg *msg, struct vs_vhost_msg *reply,
+		    char *why, size_t whylen)
 {
 	switch (msg->request) {
 	case VS_VHOST_GET_FEATURES:
@@ -593,7 +594,7 @@ static int dispatch(struct vs_vhost_dev *d, struct vs_vhost_msg *msg,
 }
 
 int vs_vhost_dev_handle(struct vs_vhost_dev *d, struct vs_vhost_msg *msg,
-			    struct vs_vhost_msg *reply)
+			struct vs_vhost_msg *reply)
 {
 	char why[VS_VHOST_WHY_LEN] = "";
 	bool need_reply = msg->flags & VS_VHOST_FLAG_NEED_REPLY;
@@ -605,7 +606,8 @@ int vs_vhost_dev_handle(struct vs_vhost_dev *d, struct vs_vhost_msg *msg,
 	reply->flags = VS_VHOST_VERSION | VS_VHOST_FLAG_REPLY;
 
 	if (d->wedged) {
-		VS_ERROR(VHOST, "%s refused: the device is wedged", vs_vhost_request_name(msg->request));
+		VS_ERROR(VHOST, "%s refused: the device is wedged",
+			 vs_vhost_request_name(msg->request));
 		snprintf(d->last_error, sizeof(d->last_error), "the device is wedged");
 		vs_vhost_msg_close_fds(msg);
 		return -EIO;
@@ -643,7 +645,7 @@ ok:
 }
 
 int vs_vhost_dev_reject(struct vs_vhost_dev *d, const struct vs_vhost_msg *msg,
-			    struct vs_vhost_msg *reply)
+			struct vs_vhost_msg *reply)
 {
 	(void)d;
 	if (!(msg->flags & VS_VHOST_FLAG_NEED_REPLY) ||

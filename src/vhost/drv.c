@@ -41,7 +41,8 @@ static int recv_reply(struct vs_vhost_drv *f, uint32_t request, uint32_t size,
 		return rc;
 	}
 	if (reply->request != request || reply->size != size) {
-		VS_ERROR(VHOST, "driver: reply %u{vhost_msg} size %u to %u{vhost_msg}, expected size %u",
+		VS_ERROR(VHOST,
+			 "driver: reply %u{vhost_msg} size %u to %u{vhost_msg}, expected size %u",
 			 reply->request, reply->size, request, size);
 		return -EPROTO;
 	}
@@ -54,7 +55,8 @@ static int send_msg(struct vs_vhost_drv *f, const struct vs_vhost_msg *m)
 
 	VS_VERBOSE(VHOST, "driver: msg %u{vhost_msg} size %u", m->request, m->size);
 	if ((rc = vs_vhost_msg_send(f->sock, m)))
-		VS_ERROR(VHOST, "driver: sending %u{vhost_msg} failed: %s", m->request, strerror(-rc));
+		VS_ERROR(VHOST, "driver: sending %u{vhost_msg} failed: %s", m->request,
+			 strerror(-rc));
 	return rc;
 }
 

@@ -29,7 +29,9 @@ static bool memory_fs(int fd, const char **name)
 
 	if (fstatfs(fd, &sf) < 0)
 		return false;
-	*name = sf.f_type == TMPFS_MAGIC ? "tmpfs" : sf.f_type == HUGETLBFS_MAGIC ? "hugetlbfs" : NULL;
+	*name = sf.f_type == TMPFS_MAGIC       ? "tmpfs"
+		: sf.f_type == HUGETLBFS_MAGIC ? "hugetlbfs"
+					       : NULL;
 	return *name != NULL;
 }
 

@@ -205,10 +205,11 @@ int vs_vhost_msg_validate(const struct vs_vhost_msg *msg, char *why, size_t whyl
 		want = 12 + msg->payload.config.size;
 	}
 	if (msg->size != want)
-		return bad("payload is %u bytes, %s needs %u", msg->size, vs_vhost_request_name(msg->request), want);
+		return bad("payload is %u bytes, %s needs %u", msg->size,
+			   vs_vhost_request_name(msg->request), want);
 	if (msg->nfds < ri->min_fds || msg->nfds > ri->max_fds)
-		return bad("%u fd(s) attached, %s takes %u..%u", msg->nfds, vs_vhost_request_name(msg->request), ri->min_fds,
-			   ri->max_fds);
+		return bad("%u fd(s) attached, %s takes %u..%u", msg->nfds,
+			   vs_vhost_request_name(msg->request), ri->min_fds, ri->max_fds);
 	return check_payload(msg, ri, why, whylen);
 }
 
@@ -229,10 +230,10 @@ static int decode(const void *buf, size_t len, const int *fds, unsigned nfds,
 		return vs_fail(why, whylen, -EPROTO, "payload of %u bytes is too large", msg->size);
 	if (len - VS_VHOST_HDR_SIZE < msg->size)
 		return vs_fail(why, whylen, -EPROTO, "truncated payload (%zu of %u bytes)",
-			    len - VS_VHOST_HDR_SIZE, msg->size);
+			       len - VS_VHOST_HDR_SIZE, msg->size);
 	if (len - VS_VHOST_HDR_SIZE > msg->size)
 		return vs_fail(why, whylen, -EPROTO, "%zu bytes after the payload",
-			    len - VS_VHOST_HDR_SIZE - msg->size);
+			       len - VS_VHOST_HDR_SIZE - msg->size);
 	if (nfds > VS_VHOST_MAX_FDS)
 		return vs_fail(why, whylen, -EPROTO, "%u fds attached", nfds);
 	/* Zero the rest so a short payload never exposes stale bytes to a handler. */
@@ -329,7 +330,7 @@ static int recv_frame(int sock, uint8_t *buf, size_t *len, int *fds, unsigned *n
 	}
 	if (mh.msg_flags & MSG_CTRUNC) {
 		rc = vs_fail(why, whylen, -EPROTO, "more than %u fds (control data truncated)",
-			  VS_VHOST_MAX_FDS);
+			     VS_VHOST_MAX_FDS);
 		goto out;
 	}
 	if ((size_t)n < VS_VHOST_HDR_SIZE &&

@@ -239,8 +239,8 @@ static int serve_one(struct vs_vhost_server *srv, char *why, size_t whylen)
 	rc = vs_vhost_msg_send(srv->conn_fd, &reply);
 	if (rc) {
 		VS_ERROR(VHOST, "reply to %u{vhost_msg} failed: %s", reply.request, strerror(-rc));
-		snprintf(why, whylen, "reply to %s failed: %s", vs_vhost_request_name(reply.request),
-			 strerror(-rc));
+		snprintf(why, whylen, "reply to %s failed: %s",
+			 vs_vhost_request_name(reply.request), strerror(-rc));
 	}
 	return rc;
 }

@@ -20,11 +20,10 @@
 #include "virtio/virtio.h" /* struct vs_mem */
 
 /* What the device side offers: MQ, REPLY_ACK, RESET_DEVICE, CONFIGURE_MEM_SLOTS. */
-#define VS_VHOST_DEV_PROTOCOL_FEATURES                                                         \
+#define VS_VHOST_DEV_PROTOCOL_FEATURES                                                             \
 	((1ull << VS_VHOST_PROTOCOL_F_MQ) | (1ull << VS_VHOST_PROTOCOL_F_REPLY_ACK) |              \
 	 (1ull << VS_VHOST_PROTOCOL_F_RESET_DEVICE) |                                              \
 	 (1ull << VS_VHOST_PROTOCOL_F_CONFIGURE_MEM_SLOTS))
-
 
 /* What a queue_start() gets: everything a worker needs to run one split ring. */
 struct vs_vhost_vring {

@@ -30,12 +30,11 @@ int vs_vhost_drv_set_protocol_features(struct vs_vhost_drv *f, uint64_t features
 int vs_vhost_drv_set_owner(struct vs_vhost_drv *f);
 int vs_vhost_drv_get_queue_num(struct vs_vhost_drv *f, uint64_t *num);
 /* fds[i] backs regions[i] (the same fd may repeat). */
-int vs_vhost_drv_set_mem_table(struct vs_vhost_drv *f,
-				 const struct vs_vhost_mem_region *regions, unsigned nregions,
-				 const int *fds);
+int vs_vhost_drv_set_mem_table(struct vs_vhost_drv *f, const struct vs_vhost_mem_region *regions,
+			       unsigned nregions, const int *fds);
 int vs_vhost_drv_set_vring_num(struct vs_vhost_drv *f, unsigned idx, unsigned num);
-int vs_vhost_drv_set_vring_addr(struct vs_vhost_drv *f, unsigned idx, uint64_t desc,
-				  uint64_t avail, uint64_t used);
+int vs_vhost_drv_set_vring_addr(struct vs_vhost_drv *f, unsigned idx, uint64_t desc, uint64_t avail,
+				uint64_t used);
 int vs_vhost_drv_set_vring_base(struct vs_vhost_drv *f, unsigned idx, uint16_t base);
 int vs_vhost_drv_get_vring_base(struct vs_vhost_drv *f, unsigned idx, uint16_t *base);
 /* fd < 0 sends the NOFD flag. */

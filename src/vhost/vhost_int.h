@@ -42,7 +42,7 @@ struct vs_vhost_dev {
 	struct vs_mem mem;
 	struct vs_vhost_map maps[VS_MEM_MAX_REGIONS];
 	struct vs_vhost_ring *rings; /* max_queues */
-	struct vs_map_fault fault; /* on guest memory (wake_fd: the server's wake-up eventfd) */
+	struct vs_map_fault fault;   /* on guest memory (wake_fd: the server's wake-up eventfd) */
 	char last_error[VS_VHOST_WHY_LEN]; /* why the last request failed */
 
 	/* A queue_stop() or call_fd_changed() failed: a user thread may still touch guest

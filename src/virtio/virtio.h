@@ -134,9 +134,10 @@ static inline bool vs_vq_dev_has_work(struct vs_vq_dev *vq) { return vs_vq_dev_a
  * Returns 0 when the ring is empty (kicks re-armed unless polled), 1 when the budget ran
  * out with work left (call again after other work), or handle()'s negative code.
  * Inline, so that handle() is inlined into the loop. */
-static inline __attribute__((always_inline)) int
-vs_vq_dev_drain(struct vs_vq_dev *vq, unsigned budget, bool polled, int (*handle)(void *opaque),
-		void *opaque)
+static inline __attribute__((always_inline)) int vs_vq_dev_drain(struct vs_vq_dev *vq,
+								 unsigned budget, bool polled,
+								 int (*handle)(void *opaque),
+								 void *opaque)
 {
 	if (!polled)
 		vs_vq_dev_set_notification(vq, false);

@@ -140,8 +140,7 @@ static void test_delay_options_refused(void **state)
 	(void)state;
 	assert_int_equal(vs_backend_open(&be, "ram=64K,delay=0", err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "delay=0"));
-	assert_int_equal(vs_backend_open(&be, "ram=64K,delay-every=x", err, sizeof(err)),
-			 -EINVAL);
+	assert_int_equal(vs_backend_open(&be, "ram=64K,delay-every=x", err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "delay-every=x"));
 	assert_int_equal(vs_backend_open(&be, "ram=64K,slow", err, sizeof(err)), -EINVAL);
 }

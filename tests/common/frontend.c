@@ -45,7 +45,8 @@ void gmem_regions(struct gmem *g, struct vs_vhost_mem_region r[2])
 					    .mmap_offset = 0};
 	r[1] = (struct vs_vhost_mem_region){.guest_phys_addr = FE_GAP_END,
 					    .memory_size = FE_MEM - FE_GAP_END,
-					    .userspace_addr = (uint64_t)(uintptr_t)(g->mem + FE_GAP_END),
+					    .userspace_addr =
+						(uint64_t)(uintptr_t)(g->mem + FE_GAP_END),
 					    .mmap_offset = FE_GAP_END};
 }
 
@@ -111,7 +112,8 @@ static int ring_setup(struct fe *fe, unsigned q, unsigned size, bool err_fd)
 
 int fe_setup(struct fe *fe, const struct fe_opts *o)
 {
-	uint64_t want = VS_VIRTIO_BIT(VS_VIRTIO_F_VERSION_1) | VS_VIRTIO_BIT(VS_VIRTIO_F_EVENT_IDX) |
+	uint64_t want = VS_VIRTIO_BIT(VS_VIRTIO_F_VERSION_1) |
+			VS_VIRTIO_BIT(VS_VIRTIO_F_EVENT_IDX) |
 			(1ull << VS_VHOST_F_PROTOCOL_FEATURES);
 	struct vs_vhost_mem_region r[2];
 	int fds[2] = {fe->g->fd, fe->g->fd};
@@ -351,8 +353,8 @@ int fe_post(struct fe *fe, unsigned q, unsigned s, const struct fe_cmd *c, uint1
 	if (c->in_len) {
 		if (!c->in_gpa && c->in)
 			memset(gmem_host(fe->g, base + FE_SLOT_DATA), 0, c->in_len);
-		bufs[n++] =
-		    (struct vs_vq_buf){c->in_gpa ? c->in_gpa : base + FE_SLOT_DATA, c->in_len, true};
+		bufs[n++] = (struct vs_vq_buf){c->in_gpa ? c->in_gpa : base + FE_SLOT_DATA,
+					       c->in_len, true};
 	}
 	return add_chain(fe, q, bufs, n, fe->indirect, base + FE_SLOT_TABLE, head);
 }

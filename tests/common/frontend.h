@@ -28,8 +28,8 @@
 #define FE_MEM	      (64ull << 20)
 #define FE_GAP_START  0xa0000ull
 #define FE_GAP_END    0xc0000ull
-#define FE_RING(q)    (0x100000ull + (uint64_t)(q) * 0x100000)
-#define FE_SLOT(s)    (0x800000ull + (uint64_t)(s) * 0x4000)
+#define FE_RING(q)    (0x100000ull + (uint64_t)(q)*0x100000)
+#define FE_SLOT(s)    (0x800000ull + (uint64_t)(s)*0x4000)
 #define FE_SLOTS      1024
 #define FE_SLOT_RESP  0x100
 #define FE_SLOT_TABLE 0x200
@@ -124,12 +124,12 @@ struct fe_cmd {
 	unsigned target, lun; /* encoded in the virtio-scsi LUN field */
 	uint64_t tag;
 	uint8_t cdb[32];
-	const void *out;   /* data-out, copied into the slot (<= FE_DATA_MAX) ... */
+	const void *out; /* data-out, copied into the slot (<= FE_DATA_MAX) ... */
 	uint32_t out_len;
-	uint64_t out_gpa;  /* ... or read from here, when set (e.g. FE_BIG) */
-	void *in;	   /* data-in, copied here from the slot by fe_result (may be NULL) ... */
+	uint64_t out_gpa; /* ... or read from here, when set (e.g. FE_BIG) */
+	void *in;	  /* data-in, copied here from the slot by fe_result (may be NULL) ... */
 	uint32_t in_len;
-	uint64_t in_gpa;   /* ... or written here, when set */
+	uint64_t in_gpa; /* ... or written here, when set */
 	/* results */
 	struct vs_virtio_scsi_cmd_resp resp;
 	uint32_t used_len;

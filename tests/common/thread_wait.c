@@ -89,7 +89,8 @@ static bool all_asleep(void *opaque)
 	char name[32], wchan[64];
 
 	while (d && !awake && (e = readdir(d))) {
-		if (e->d_name[0] == '.' || !task_read(a->pid, e->d_name, "comm", name, sizeof(name)) ||
+		if (e->d_name[0] == '.' ||
+		    !task_read(a->pid, e->d_name, "comm", name, sizeof(name)) ||
 		    strncmp(name, a->prefix, strlen(a->prefix)))
 			continue;
 		if (!task_read(a->pid, e->d_name, "wchan", wchan, sizeof(wchan)))

@@ -66,9 +66,10 @@ static void *flood_main(void *arg)
 					      .len = vs_le32(1),
 					      .flags = vs_le16(VS_VRING_DESC_F_NEXT),
 					      .next = vs_le16((uint16_t)(i + 1))};
-	t[CHAIN_OUT] = (struct vs_vring_desc){.addr = vs_le64(resp),
-					      .len = vs_le32(sizeof(struct vs_virtio_scsi_ctrl_an_resp)),
-					      .flags = vs_le16(VS_VRING_DESC_F_WRITE)};
+	t[CHAIN_OUT] =
+	    (struct vs_vring_desc){.addr = vs_le64(resp),
+				   .len = vs_le32(sizeof(struct vs_virtio_scsi_ctrl_an_resp)),
+				   .flags = vs_le16(VS_VRING_DESC_F_WRITE)};
 	vq->desc[0] = (struct vs_vring_desc){.addr = vs_le64(table),
 					     .len = vs_le32(16 * (CHAIN_OUT + 1)),
 					     .flags = vs_le16(VS_VRING_DESC_F_INDIRECT)};

@@ -30,8 +30,8 @@
 
 #define REQ0 VS_VIRTIO_SCSI_VQ_REQ0
 
-static const char *const rpc_args[] = {
-    "--testing", "--rpc", "%R", "--lun", "0:file=%F", "--worker-timeout", "2", NULL};
+static const char *const rpc_args[] = {"--testing",	   "--rpc", "%R", "--lun", "0:file=%F",
+				       "--worker-timeout", "2",	    NULL};
 
 struct gated {
 	int rpc;  /* the management socket */
@@ -207,7 +207,8 @@ static void disconnect_flush_held(void **state)
 	assert_int_equal(sig, 0);
 	assert_int_equal(status, 1);
 	assert_true(target_log_wait(&s->p, "LUN 1 (", 0));
-	assert_true(target_log_wait(&s->p, "not flushed: an earlier flush of it never finished", 0));
+	assert_true(
+	    target_log_wait(&s->p, "not flushed: an earlier flush of it never finished", 0));
 	assert_true(target_log_wait(&s->p, "a worker or a flush was given up on", 0));
 	gated_close(&g);
 }

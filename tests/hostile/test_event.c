@@ -136,9 +136,9 @@ static void full_event_ring_does_not_starve_the_control_thread(void **state)
 	assert_int_equal(pthread_create(&f.thr, NULL, flood_main, &f), 0);
 	/* The event: LUN 1 added, a rescan for the driver. */
 	rpc = target_rpc(&s->p,
-		       "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"lun_add\","
-		       "\"params\":{\"id\":1,\"spec\":\"ram=4M\"}}",
-		       reply, sizeof(reply), FE_WAIT_MS);
+			 "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"lun_add\","
+			 "\"params\":{\"id\":1,\"spec\":\"ram=4M\"}}",
+			 reply, sizeof(reply), FE_WAIT_MS);
 	/* Busy: the control thread walks the flood's chains for it. */
 	wait_returned(&f, 1000);
 	tmf = fe_tmf(&s->fe, VS_VIRTIO_SCSI_T_TMF_ABORT_TASK, 0, 0, 0x1234, &tmf_resp);

@@ -352,7 +352,8 @@ static void each_fd_message_malformed_200_times_leaks_no_fd(void **state)
 				close(fds[k]);
 			if (st <= 0) {
 				target_log_dump(&s->p);
-				fail_msg("%s: answered %lld, not a failure", b->what, (long long)st);
+				fail_msg("%s: answered %lld, not a failure", b->what,
+					 (long long)st);
 			}
 		}
 	}
@@ -364,8 +365,8 @@ static void each_fd_message_malformed_200_times_leaks_no_fd(void **state)
 
 		mem_one_region(s, buf, &size);
 		open_fds(s, FD_MEMFD, fds, 9);
-		assert_int_equal(fe_send(&s->fe, VS_VHOST_SET_MEM_TABLE, VS_VHOST_FLAG_NEED_REPLY, buf,
-					 size, fds, 9),
+		assert_int_equal(fe_send(&s->fe, VS_VHOST_SET_MEM_TABLE, VS_VHOST_FLAG_NEED_REPLY,
+					 buf, size, fds, 9),
 				 0);
 		for (unsigned k = 0; k < 9; k++)
 			close(fds[k]);
@@ -386,7 +387,8 @@ static void each_fd_message_malformed_200_times_leaks_no_fd(void **state)
 /* SET_VRING_NUM, _ADDR and _BASE on a started ring are refused; the ring keeps working. */
 static void ring_set_up_on_a_started_ring_is_refused(void **state)
 {
-	struct vs_vhost_vring_state num = {.index = REQ0, .num = 64}, base = {.index = REQ0, .num = 5};
+	struct vs_vhost_vring_state num = {.index = REQ0, .num = 64},
+				    base = {.index = REQ0, .num = 5};
 	struct vs_vhost_vring_addr addr;
 	struct sess *s = *state;
 
@@ -407,14 +409,20 @@ static void ring_set_up_on_a_started_ring_is_refused(void **state)
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_setup_teardown(call_fd_at_its_counter_limit_ends_the_session, sess_setup, sess_teardown),
-	    cmocka_unit_test_setup_teardown(call_fd_made_blocking_again_is_interrupted, sess_setup, sess_teardown),
-	    cmocka_unit_test_setup_teardown(one_blocking_kick_for_two_queues_of_one_worker, sess_setup, sess_teardown),
-	    cmocka_unit_test_setup_teardown(socket_at_eof_as_kick_is_refused, sess_setup, sess_teardown),
+	    cmocka_unit_test_setup_teardown(call_fd_at_its_counter_limit_ends_the_session,
+					    sess_setup, sess_teardown),
+	    cmocka_unit_test_setup_teardown(call_fd_made_blocking_again_is_interrupted, sess_setup,
+					    sess_teardown),
+	    cmocka_unit_test_setup_teardown(one_blocking_kick_for_two_queues_of_one_worker,
+					    sess_setup, sess_teardown),
+	    cmocka_unit_test_setup_teardown(socket_at_eof_as_kick_is_refused, sess_setup,
+					    sess_teardown),
 	    cmocka_unit_test_setup_teardown(pipe_as_call_is_refused, sess_setup, sess_teardown),
 	    cmocka_unit_test_setup_teardown(device_as_err_is_refused, sess_setup, sess_teardown),
-	    cmocka_unit_test_setup_teardown(each_fd_message_malformed_200_times_leaks_no_fd, sess_setup, sess_teardown),
-	    cmocka_unit_test_setup_teardown(ring_set_up_on_a_started_ring_is_refused, sess_setup, sess_teardown),
+	    cmocka_unit_test_setup_teardown(each_fd_message_malformed_200_times_leaks_no_fd,
+					    sess_setup, sess_teardown),
+	    cmocka_unit_test_setup_teardown(ring_set_up_on_a_started_ring_is_refused, sess_setup,
+					    sess_teardown),
 	};
 
 	return hostile_init(argc, argv) ?: cmocka_run_group_tests(tests, NULL, NULL);

@@ -113,8 +113,7 @@ static void file_io_on_shrunk_memory_is_a_check_condition(void **state)
 }
 
 /* ---- memory tables the target must refuse (and keep the one in force) -------------------- */
-static int64_t send_table(struct sess *s, const struct vs_vhost_mem_region *r, unsigned n,
-			  int fd)
+static int64_t send_table(struct sess *s, const struct vs_vhost_mem_region *r, unsigned n, int fd)
 {
 	struct vs_vhost_memory m = {.nregions = n};
 	int fds[8];

@@ -172,10 +172,10 @@ static bool run_traced(struct ctx *c, visit_fn visit, void *arg)
 		}
 		if (ptrace(PTRACE_GET_SYSCALL_INFO, c->pid, (void *)sizeof(si), &si) <= 0)
 			continue;
-		if (si.op == PTRACE_SYSCALL_INFO_ENTRY &&
-		    visit(c, true, (long)si.entry.nr, 0, arg))
+		if (si.op == PTRACE_SYSCALL_INFO_ENTRY && visit(c, true, (long)si.entry.nr, 0, arg))
 			break;
-		if (si.op == PTRACE_SYSCALL_INFO_EXIT && visit(c, false, -1, (long)si.exit.rval, arg))
+		if (si.op == PTRACE_SYSCALL_INFO_EXIT &&
+		    visit(c, false, -1, (long)si.exit.rval, arg))
 			break;
 	}
 	assert_int_equal(ptrace(PTRACE_DETACH, c->pid, NULL, NULL), 0);
@@ -360,7 +360,8 @@ static bool revive_after_probe(struct ctx *c, bool entry, long nr, long ret, voi
 		in_connect = nr == SYS_connect;
 		if (!r->probed)
 			return false;
-		/* The probe is done; before the target's next step, a live server takes the path. */
+		/* The probe is done; before the target's next step, a live server takes the path.
+		 */
 		unlink(c->sock);
 		r->lfd = our_socket(c->sock, true);
 		return true;

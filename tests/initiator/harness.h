@@ -54,5 +54,4 @@ int io_sync(struct vs_ini_queue *q, enum vs_ini_op op, unsigned lun, uint64_t lb
 void pattern_fill(uint8_t *buf, size_t len, uint64_t seed, uint64_t off);
 bool pattern_check(const uint8_t *buf, size_t len, uint64_t seed, uint64_t off);
 
-
 #endif

@@ -31,7 +31,7 @@
 #define WAIT_MS 20000
 
 struct fx {
-	struct tgt t;	     /* the target, in this process (t.tg.t) */
+	struct tgt t;	      /* the target, in this process (t.tg.t) */
 	struct vs_target *tg; /* = t.tg.t */
 	struct vs_ini *ini;
 	struct vs_ini_queue *q;
@@ -219,8 +219,7 @@ static void test_churn_under_io(void **state)
 {
 	struct fx *x = fx_open(NULL);
 	/* at least 30 adds and removes, and on until this thread has done 30 rounds */
-	struct lun_churn c = {
-	    .t = x->tg, .lun = {5, "ram=1M"}, .min_cycles = 30, .min_rounds = 30};
+	struct lun_churn c = {.t = x->tg, .lun = {5, "ram=1M"}, .min_cycles = 30, .min_rounds = 30};
 	uint64_t end = now_ms() + 60000;
 	struct vs_ini_lun info;
 	unsigned rounds = 0;

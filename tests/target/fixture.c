@@ -26,8 +26,8 @@ struct fx *fx_start(bool poll, const char *lun0_opts)
 	x->g.pid = x->g.pidfd = -1;
 	fe_clear(&x->fe);
 	snprintf(lun0, sizeof(lun0), "0:file=%%F%s", lun0_opts);
-	if (gmem_init(&x->mem) || target_init(&x->g, "target", NULL) ||
-	    target_start(&x->g, &o) || fx_connect(x)) {
+	if (gmem_init(&x->mem) || target_init(&x->g, "target", NULL) || target_start(&x->g, &o) ||
+	    fx_connect(x)) {
 		fprintf(stderr, "fixture set-up failed\n");
 		fx_stop(x);
 		return NULL;

@@ -24,12 +24,12 @@
 #include "target/target_int.h" /* the in-flight count of a queue, to know requests wait */
 #include "util/util.h"
 
-#define REQ0	   VS_VIRTIO_SCSI_VQ_REQ0
-#define EVQ	   VS_VIRTIO_SCSI_VQ_EVENT
-#define EV_BUFS	   FE_SLOT(FE_SLOTS - 3) /* event buffers: 16 bytes each */
-#define PAR_SLOT(s) FE_SLOT(1 + (s)) /* concurrent commands (fe_scsi's is slot 0) */
-#define PAR_N	   8
-#define CAP_REASON (0x2a | 0x09 << 8) /* ASC | ASCQ << 8: CAPACITY DATA HAS CHANGED */
+#define REQ0	    VS_VIRTIO_SCSI_VQ_REQ0
+#define EVQ	    VS_VIRTIO_SCSI_VQ_EVENT
+#define EV_BUFS	    FE_SLOT(FE_SLOTS - 3) /* event buffers: 16 bytes each */
+#define PAR_SLOT(s) FE_SLOT(1 + (s))	  /* concurrent commands (fe_scsi's is slot 0) */
+#define PAR_N	    8
+#define CAP_REASON  (0x2a | 0x09 << 8) /* ASC | ASCQ << 8: CAPACITY DATA HAS CHANGED */
 
 /* Post n event buffers (slots first..first+n-1) on the event queue. */
 static void post_event_bufs(struct fx *x, unsigned first, unsigned n)
@@ -316,9 +316,10 @@ static void post_write(struct fx *x, unsigned s, unsigned lun, uint32_t lba, uin
 {
 	uint64_t base = PAR_SLOT(s);
 	struct vs_virtio_scsi_cmd_req req;
-	struct vs_vq_buf b[3] = {{base, sizeof(req), false},
-				 {base + FE_SLOT_DATA, 4096, false},
-				 {base + FE_SLOT_RESP, sizeof(struct vs_virtio_scsi_cmd_resp), true}};
+	struct vs_vq_buf b[3] = {
+	    {base, sizeof(req), false},
+	    {base + FE_SLOT_DATA, 4096, false},
+	    {base + FE_SLOT_RESP, sizeof(struct vs_virtio_scsi_cmd_resp), true}};
 	uint8_t *data = fe_host(&x->fe, base + FE_SLOT_DATA);
 	uint16_t head;
 
@@ -493,8 +494,8 @@ static uint64_t capacity_q1(struct fx *x, unsigned lun)
 	uint8_t cdb[10] = {0x25}, buf[8];
 	int key;
 
-	for (int i = 0; (key = cmd_on(x, REQ0 + 1, lun, cdb, 10, buf, 8, NULL, 0, NULL)) == 6 && i < 4;
-	     i++)
+	for (int i = 0;
+	     (key = cmd_on(x, REQ0 + 1, lun, cdb, 10, buf, 8, NULL, 0, NULL)) == 6 && i < 4; i++)
 		; /* UNIT ATTENTION: CAPACITY DATA HAS CHANGED, reported once */
 	assert_int_equal(key, 0);
 	return (uint64_t)vs_be32(buf) + 1;
@@ -556,7 +557,8 @@ static void test_shrink_waits_for_writes_in_flight(void **state)
 		uint8_t zero[4096] = {0};
 
 		cdb10(cdb, 0x28, 0, SHRINK_FROM / 512 - 8 * (s + 1), 8);
-		assert_int_equal(cmd_on(x, REQ0 + 1, 3, cdb, 10, buf, sizeof(buf), NULL, 0, NULL), 0);
+		assert_int_equal(cmd_on(x, REQ0 + 1, 3, cdb, 10, buf, sizeof(buf), NULL, 0, NULL),
+				 0);
 		assert_memory_equal(buf, zero, sizeof(buf));
 	}
 	unlink(path);

@@ -141,7 +141,7 @@ static void steady_load(struct fx *x, unsigned n)
  * sleeps gets of a CPU on this machine now. */
 struct spinner {
 	pthread_t thread;
-	int stop;      /* atomic */
+	int stop;	 /* atomic */
 	uint64_t cpu_ns; /* its CPU time, when it stopped */
 };
 

@@ -23,7 +23,7 @@
 #define DEADLINE_MS 20000
 
 struct fx {
-	struct tgt tg;	    /* the target, in this process */
+	struct tgt tg;	     /* the target, in this process */
 	struct vs_target *t; /* = tg.tg.t */
 	struct vs_ini *ini;
 	char specs[2][160];

@@ -163,8 +163,9 @@ static void test_abort_task_set_under_load(void **state)
 	for (unsigned i = 0; i < NREQ; i++) {
 		struct vs_virtio_scsi_cmd_req req = {.tag = vs_le64(1000 + i)};
 		uint64_t s = FE_SLOT(1 + i);
-		struct vs_vq_buf bufs[3] = {
-		    {s, sizeof(req), false}, {data, BLOCKS * 512, false}, {s + FE_SLOT_RESP, 108, true}};
+		struct vs_vq_buf bufs[3] = {{s, sizeof(req), false},
+					    {data, BLOCKS * 512, false},
+					    {s + FE_SLOT_RESP, 108, true}};
 		uint16_t head;
 
 		vs_vscsi_lun_encode(req.lun, 0, 0);

@@ -29,14 +29,14 @@ static size_t append(const char **vec, size_t at, const char *const src[])
 /* TD's VIOSCOPE_TRACE_DIR, then ENV. */
 static void test_env(const char **vec, const struct th_tmpdir *td, const char *const env[])
 {
-	const char *dir[] = { td->env_dir, NULL };
+	const char *dir[] = {td->env_dir, NULL};
 	append(vec, append(vec, 0, dir), env);
 }
 
 int th_cli(const struct th_tmpdir *td, ...)
 {
-	const char *argv[2 + 8 + 1] = { VIOSCOPE_CLI, "trace" };
-	const char *env[] = { td->env_dir, NULL };
+	const char *argv[2 + 8 + 1] = {VIOSCOPE_CLI, "trace"};
+	const char *env[] = {td->env_dir, NULL};
 	size_t n = 2;
 	va_list ap;
 
@@ -50,8 +50,8 @@ int th_cli(const struct th_tmpdir *td, ...)
 	return th_run(argv, env, td->out, td->err);
 }
 
-pid_t th_run_workload(const struct th_tmpdir *td, const char *const argv[],
-		      const char *const env[], const char *out)
+pid_t th_run_workload(const struct th_tmpdir *td, const char *const argv[], const char *const env[],
+		      const char *out)
 {
 	const char *envs[MAX_VEC];
 	test_env(envs, td, env);
@@ -64,15 +64,15 @@ pid_t th_run_workload(const struct th_tmpdir *td, const char *const argv[],
 pid_t th_start_holding(const struct th_tmpdir *td, const char *const argv[], const char *out)
 {
 	const char *args[MAX_VEC];
-	const char *env[] = { td->env_dir, NULL };
+	const char *env[] = {td->env_dir, NULL};
 	int ready[2];
 	char rfd[16];
 
 	assert_int_equal(th_pipe(ready), 0);
 	snprintf(rfd, sizeof rfd, "%d", ready[1]);
-	const char *hold[] = { "-r", rfd, "-H", NULL };
+	const char *hold[] = {"-r", rfd, "-H", NULL};
 	append(args, append(args, 0, argv), hold);
-	const int keep[] = { ready[1], -1 };
+	const int keep[] = {ready[1], -1};
 	pid_t pid = th_spawn(args, env, keep, out, NULL);
 	assert_true(pid > 0);
 	close(ready[1]);
@@ -99,10 +99,10 @@ void th_start_gated(const struct th_tmpdir *td, struct th_gated *w, const char *
 	assert_int_equal(th_pipe(go), 0);
 	snprintf(rfd, sizeof rfd, "%d", ready[1]);
 	snprintf(gfd, sizeof gfd, "%d", go[0]);
-	const char *gate[] = { "-r", rfd, "-g", gfd, NULL };
+	const char *gate[] = {"-r", rfd, "-g", gfd, NULL};
 	append(args, append(args, 0, argv), gate);
 	test_env(envs, td, env);
-	const int keep[] = { ready[1], go[0], -1 };
+	const int keep[] = {ready[1], go[0], -1};
 	w->pid = th_spawn(args, envs, keep, NULL, NULL);
 	assert_true(w->pid > 0);
 	close(ready[1]);
@@ -133,16 +133,17 @@ static bool recorder_attached(void *opaque)
 	       __atomic_load_n(&a->shm->hdr->recorder_pid, __ATOMIC_ACQUIRE) == a->recorder;
 }
 
-pid_t th_start_recording(const struct th_tmpdir *td, pid_t pid, const char *out,
-			 const char *enable, struct vs_shm *shm)
+pid_t th_start_recording(const struct th_tmpdir *td, pid_t pid, const char *out, const char *enable,
+			 struct vs_shm *shm)
 {
 	char pidstr[32], path[600], why[512];
 
 	snprintf(pidstr, sizeof pidstr, "%d", (int)pid);
-	const char *argv[] = { VIOSCOPE_CLI, "trace", "record", pidstr, "-o", out,
-			       enable ? "--enable" : NULL, enable, NULL };
-	const char *env[] = { td->env_dir, NULL };
-	struct attach a = { .shm = shm };
+	const char *argv[] = {
+	    VIOSCOPE_CLI, "trace", "record", pidstr, "-o", out, enable ? "--enable" : NULL,
+	    enable,	  NULL};
+	const char *env[] = {td->env_dir, NULL};
+	struct attach a = {.shm = shm};
 	a.recorder = th_spawn(argv, env, NULL, NULL, td->err);
 	assert_true(a.recorder > 0);
 	th_shm_path(path, sizeof path, td->dir, pid);

@@ -21,8 +21,8 @@ int th_cli(const struct th_tmpdir *td, ...) __attribute__((sentinel));
  * with ENV's "K=V" entries added (NULL-terminated, may be NULL) and stdout to OUT
  * (NULL: not redirected), and wait for it: it must exit 0.  Returns its pid, which
  * names its trace file. */
-pid_t th_run_workload(const struct th_tmpdir *td, const char *const argv[],
-		      const char *const env[], const char *out);
+pid_t th_run_workload(const struct th_tmpdir *td, const char *const argv[], const char *const env[],
+		      const char *out);
 
 /* Start ARGV with "-r FD -H" added: a workload that emits, says 'd', then holds
  * (sleeps until killed).  Returns its pid once it has said 'r' (its trace file
@@ -46,8 +46,8 @@ int th_let_go_and_wait(struct th_gated *w);
  * NULL) with stderr to td->err, and wait (up to 60 s) until it has attached: PID's
  * trace file is in stream mode with it as the recorder.  SHM is left open on that
  * file for the caller to look at and vs_shm_close.  Returns the recorder's pid. */
-pid_t th_start_recording(const struct th_tmpdir *td, pid_t pid, const char *out,
-			 const char *enable, struct vs_shm *shm);
+pid_t th_start_recording(const struct th_tmpdir *td, pid_t pid, const char *out, const char *enable,
+			 struct vs_shm *shm);
 
 /* `vioscope trace dump PID -o td->cap`: it must exit 0. */
 void th_dump(const struct th_tmpdir *td, pid_t pid);

@@ -246,7 +246,7 @@ static int walk_one(const struct vs_cap_event *ev, void *opaque)
 {
 	struct walk_ctx *w = opaque;
 	char msg[8192] = "";
-	struct th_event e = { .ev = ev, .msg = msg };
+	struct th_event e = {.ev = ev, .msg = msg};
 	if (ev->site)
 		e.fmt_rc = vs_format_message(msg, sizeof msg, ev->site, ev->args, ev->args_len);
 	return w->fn(&e, w->opaque);
@@ -255,7 +255,7 @@ static int walk_one(const struct vs_cap_event *ev, void *opaque)
 int th_walk(const char *capture, th_event_fn fn, void *opaque, char *why, size_t whylen)
 {
 	struct vs_capture *c;
-	struct walk_ctx w = { fn, opaque };
+	struct walk_ctx w = {fn, opaque};
 	int rc = vs_capture_open(&c, capture, why, whylen);
 	if (rc < 0)
 		return rc;

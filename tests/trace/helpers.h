@@ -21,11 +21,11 @@
  * program a test starts gets VIOSCOPE_TRACE_DIR=DIR, so no test sees another's
  * trace files. */
 struct th_tmpdir {
-	char dir[512];     /* from tmpdir_make; removed with everything in it */
+	char dir[512];	   /* from tmpdir_make; removed with everything in it */
 	char env_dir[600]; /* "VIOSCOPE_TRACE_DIR=DIR", for th_spawn's ENV */
 	/* Next to DIR, not in it, since tests count the files in DIR; also removed. */
 	char out[600], err[600]; /* where a test sends the CLI's stdout and stderr */
-	char cap[600];           /* a scratch capture file */
+	char cap[600];		 /* a scratch capture file */
 };
 /* Make T's directory (tmpdir_make, named after TAG) and paths; 0 or -errno. */
 int th_tmpdir_init(struct th_tmpdir *t, const char *tag);
@@ -71,8 +71,8 @@ void th_shm_path(char *out, size_t len, const char *dir, pid_t pid);
  * A callback returning non-zero stops the walk. */
 struct th_event {
 	const struct vs_cap_event *ev; /* raw event; ev->site NULL for a loss marker */
-	const char *msg;               /* formatted message ("" for loss markers) */
-	int fmt_rc;                    /* vs_format_message's result */
+	const char *msg;	       /* formatted message ("" for loss markers) */
+	int fmt_rc;		       /* vs_format_message's result */
 };
 typedef int (*th_event_fn)(const struct th_event *e, void *opaque);
 /* 0, the callback's non-zero value, or a negative error with `why`. */

@@ -31,7 +31,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	snprintf(env, sizeof env, "VIOSCOPE_TRACE_DIR=%s", dir);
-	const char *const envs[] = { env, NULL };
+	const char *const envs[] = {env, NULL};
 	int rc = th_run((const char *const *)argv + 1, envs, NULL, NULL);
 	int left = th_count_files(dir, NULL);
 	if (rc == 0 && left != 0) {

@@ -11,7 +11,7 @@
 #include <stdbool.h>
 
 struct th_sequence {
-	unsigned n;           /* numbers seen */
+	unsigned n;	      /* numbers seen */
 	unsigned first, last; /* valid when n > 0 */
 	bool contiguous;      /* each one was the one before plus one (n > 0) */
 };

@@ -15,7 +15,7 @@
 struct th_stepper {
 	pthread_t th;
 	sem_t go, done;
-	uint32_t tid;            /* the thread's, once started */
+	uint32_t tid;		 /* the thread's, once started */
 	void (*step)(void *arg); /* what it runs next; NULL: exit */
 	void *arg;
 };

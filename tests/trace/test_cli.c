@@ -29,12 +29,12 @@ static int setup(void **state)
 #define TMPDIR_TEST(f) cmocka_unit_test_setup_teardown(f, setup, th_tmpdir_teardown)
 
 /* The cold workload, three threads of 300 numbered events each. */
-static const char *const three_threads[] = { WORKLOAD_COLD, "seq", "-n", "300", "-t", "3", NULL };
+static const char *const three_threads[] = {WORKLOAD_COLD, "seq", "-n", "300", "-t", "3", NULL};
 
 /* A cold workload that stays alive (hold mode) until killed. */
 static pid_t start_holder(struct th_tmpdir *td)
 {
-	const char *argv[] = { WORKLOAD_COLD, "seq", "-n", "10", NULL };
+	const char *argv[] = {WORKLOAD_COLD, "seq", "-n", "10", NULL};
 	return th_start_holding(td, argv, NULL);
 }
 
@@ -52,7 +52,7 @@ static void test_exit_leaves_nothing_behind(void **state)
 static void test_keep_leaves_the_file_for_a_dump(void **state)
 {
 	struct th_tmpdir *td = *state;
-	const char *keep[] = { "VIOSCOPE_TRACE_KEEP=1", NULL };
+	const char *keep[] = {"VIOSCOPE_TRACE_KEEP=1", NULL};
 	char shm[600], line[64];
 	struct stat st;
 
@@ -160,8 +160,8 @@ static void test_bad_input_is_refused_clearly(void **state)
 /* ---- captures, as text --------------------------------------------------------------- */
 struct msgs {
 	char text[64][192]; /* the first 64 messages */
-	unsigned n;         /* all events */
-	uint64_t lost;      /* sum of loss reports */
+	unsigned n;	    /* all events */
+	uint64_t lost;	    /* sum of loss reports */
 	char lost_what[256];
 };
 
@@ -193,7 +193,7 @@ static void run_with_rings(struct th_tmpdir *td, const char *const argv[], unsig
 {
 	char env_rings[64];
 	snprintf(env_rings, sizeof env_rings, "VIOSCOPE_TRACE_THREADS=%u", rings);
-	const char *env[] = { env_rings, "VIOSCOPE_TRACE_KEEP=1", NULL };
+	const char *env[] = {env_rings, "VIOSCOPE_TRACE_KEEP=1", NULL};
 	dump_collect(td, th_run_workload(td, argv, env, NULL), m);
 }
 
@@ -207,8 +207,8 @@ static void test_fork_child_gets_its_own_file(void **state)
 	struct msgs m;
 	char want[64];
 
-	const char *argv[] = { WORKLOAD_COLD, "fork", "-n", "2", NULL };
-	const char *env[] = { "VIOSCOPE_TRACE_KEEP=1", NULL };
+	const char *argv[] = {WORKLOAD_COLD, "fork", "-n", "2", NULL};
+	const char *env[] = {"VIOSCOPE_TRACE_KEEP=1", NULL};
 	pid_t parent = th_run_workload(td, argv, env, td->out);
 	char *out = th_read_file(td->out, NULL);
 	assert_non_null(out);
@@ -236,7 +236,7 @@ static void test_fork_silent_child_leaves_parent_file(void **state)
 	char shm[600];
 	struct stat st;
 
-	const char *argv[] = { WORKLOAD_COLD, "fork", "-n", "0", NULL };
+	const char *argv[] = {WORKLOAD_COLD, "fork", "-n", "0", NULL};
 	pid_t pid = th_start_holding(td, argv, td->out); /* done: the child has exited */
 	th_shm_path(shm, sizeof shm, td->dir, pid);
 	assert_int_equal(stat(shm, &st), 0);
@@ -252,7 +252,7 @@ static void test_no_free_ring_events_are_counted(void **state)
 	struct th_tmpdir *td = *state;
 	struct msgs m;
 
-	const char *argv[] = { WORKLOAD_COLD, "seq", "-n", "50", "-t", "4", "-B", NULL };
+	const char *argv[] = {WORKLOAD_COLD, "seq", "-n", "50", "-t", "4", "-B", NULL};
 	run_with_rings(td, argv, 2, &m);
 	assert_int_equal(m.n, 100);
 	assert_int_equal(m.lost, 100);
@@ -271,7 +271,7 @@ static void test_no_free_ring_events_are_counted(void **state)
 static void test_fork_child_frees_parent_ring(void **state)
 {
 	struct th_tmpdir *td = *state;
-	const char *argv[] = { WORKLOAD_COLD, "fork", "-n", "1", "-M", NULL };
+	const char *argv[] = {WORKLOAD_COLD, "fork", "-n", "1", "-M", NULL};
 	th_run_workload(td, argv, NULL, td->out);
 }
 
@@ -284,7 +284,7 @@ static void test_reused_ring_counts_lost_events(void **state)
 	struct th_tmpdir *td = *state;
 	struct msgs m;
 
-	const char *argv[] = { WORKLOAD_COLD, "seq", "-n", "50", "-t", "2", "-S", NULL };
+	const char *argv[] = {WORKLOAD_COLD, "seq", "-n", "50", "-t", "2", "-S", NULL};
 	run_with_rings(td, argv, 1, &m);
 	assert_int_equal(m.n + m.lost, 100);
 }
@@ -299,8 +299,8 @@ static void test_decode_filters_and_json(void **state)
 	const char *cap = td->cap;
 	char tid[32];
 
-	const char *argv[] = { WORKLOAD_COLD, "kinds", NULL };
-	const char *env[] = { "VIOSCOPE_TRACE=verbose:all", "VIOSCOPE_TRACE_KEEP=1", NULL };
+	const char *argv[] = {WORKLOAD_COLD, "kinds", NULL};
+	const char *env[] = {"VIOSCOPE_TRACE=verbose:all", "VIOSCOPE_TRACE_KEEP=1", NULL};
 	pid_t pid = th_run_workload(td, argv, env, NULL);
 	th_dump(td, pid);
 
@@ -328,7 +328,8 @@ static void test_decode_filters_and_json(void **state)
 	assert_int_equal(th_cli(td, "decode", cap, "--flag", "app.nosuchflag", NULL), 1);
 	assert_true(th_file_contains(td->err, "provider 'app' has no flag 'nosuchflag'"));
 	assert_int_equal(th_cli(td, "decode", cap, "--flag", "nosuch.test", NULL), 1);
-	assert_true(th_file_contains(td->err, "no provider 'nosuch' in 'nosuch.test' (providers: app)"));
+	assert_true(
+	    th_file_contains(td->err, "no provider 'nosuch' in 'nosuch.test' (providers: app)"));
 
 	snprintf(tid, sizeof tid, "%d", (int)pid); /* the main thread */
 	assert_int_equal(th_cli(td, "decode", cap, "--thread", tid, NULL), 0);
@@ -350,7 +351,7 @@ static void test_decode_filters_and_json(void **state)
 	assert_true(lines >= 10);
 	free(out);
 	assert_true(th_file_contains(td->out, "\"level\":\"info\",\"provider\":\"app\","
-					  "\"flag\":\"TEST\",\"function\":\"wl_kinds\""));
+					      "\"flag\":\"TEST\",\"function\":\"wl_kinds\""));
 	assert_true(th_file_contains(td->out, "\"message\":\"str abc\"}"));
 
 	/* Chrome trace-event JSON: one array of instant events */
@@ -400,18 +401,18 @@ static void test_version1_capture_still_decodes(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		TMPDIR_TEST(test_exit_leaves_nothing_behind),
-		TMPDIR_TEST(test_version1_capture_still_decodes),
-		TMPDIR_TEST(test_keep_leaves_the_file_for_a_dump),
-		TMPDIR_TEST(test_list_shows_live_process),
-		TMPDIR_TEST(test_clean_keeps_live_process_files),
-		TMPDIR_TEST(test_bad_input_is_refused_clearly),
-		TMPDIR_TEST(test_fork_child_gets_its_own_file),
-		TMPDIR_TEST(test_fork_silent_child_leaves_parent_file),
-		TMPDIR_TEST(test_no_free_ring_events_are_counted),
-		TMPDIR_TEST(test_decode_filters_and_json),
-		TMPDIR_TEST(test_reused_ring_counts_lost_events),
-		TMPDIR_TEST(test_fork_child_frees_parent_ring),
+	    TMPDIR_TEST(test_exit_leaves_nothing_behind),
+	    TMPDIR_TEST(test_version1_capture_still_decodes),
+	    TMPDIR_TEST(test_keep_leaves_the_file_for_a_dump),
+	    TMPDIR_TEST(test_list_shows_live_process),
+	    TMPDIR_TEST(test_clean_keeps_live_process_files),
+	    TMPDIR_TEST(test_bad_input_is_refused_clearly),
+	    TMPDIR_TEST(test_fork_child_gets_its_own_file),
+	    TMPDIR_TEST(test_fork_silent_child_leaves_parent_file),
+	    TMPDIR_TEST(test_no_free_ring_events_are_counted),
+	    TMPDIR_TEST(test_decode_filters_and_json),
+	    TMPDIR_TEST(test_reused_ring_counts_lost_events),
+	    TMPDIR_TEST(test_fork_child_frees_parent_ring),
 	};
 	return cmocka_run_group_tests_name("trace.cli", tests, NULL, NULL);
 }

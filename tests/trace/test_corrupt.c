@@ -25,14 +25,14 @@
 
 /* Where the sections of the good capture are. */
 struct layout {
-	size_t meta_body;   /* metadata records: the workload's one OBJECT record */
+	size_t meta_body; /* metadata records: the workload's one OBJECT record */
 	uint64_t meta_size;
-	size_t meta_site;   /* its first site */
-	size_t events;      /* header of the first EVENTS section */
-	size_t record;      /* its first record */
-	size_t loss;        /* first LOSS section */
-	size_t clock;       /* CLOCK section */
-	size_t end;         /* END section */
+	size_t meta_site; /* its first site */
+	size_t events;	  /* header of the first EVENTS section */
+	size_t record;	  /* its first record */
+	size_t loss;	  /* first LOSS section */
+	size_t clock;	  /* CLOCK section */
+	size_t end;	  /* END section */
 };
 
 /* ---- the damages ---------------------------------------------------------------------- */
@@ -44,11 +44,11 @@ enum anchor {
 	META_BODY,
 	META_MIDDLE, /* halfway through the metadata */
 	META_SITE,   /* the first site of the object record */
-	EVENTS,      /* the first EVENTS section's header */
-	RECORD,      /* its first record: the string event (test_good_capture_decodes) */
-	LOSS,        /* the first LOSS section's header */
-	CLOCK,       /* the CLOCK section's header */
-	END,         /* the END section's header */
+	EVENTS,	     /* the first EVENTS section's header */
+	RECORD,	     /* its first record: the string event (test_good_capture_decodes) */
+	LOSS,	     /* the first LOSS section's header */
+	CLOCK,	     /* the CLOCK section's header */
+	END,	     /* the END section's header */
 	FILE_END,    /* the good capture's length */
 };
 struct place {
@@ -59,8 +59,8 @@ struct place {
 /* How a field is overwritten. */
 enum field_op {
 	NO_EDIT,
-	XOR8,  /* flip the byte's bits with VALUE */
-	PUT8,  /* store VALUE in 1, 2, 4 or 8 bytes (host order, as the file is) */
+	XOR8, /* flip the byte's bits with VALUE */
+	PUT8, /* store VALUE in 1, 2, 4 or 8 bytes (host order, as the file is) */
 	PUT16,
 	PUT32,
 	PUT64,
@@ -75,115 +75,172 @@ struct field_edit {
 struct scenario {
 	const char *name; /* the cmocka test name: "what: how" */
 	enum {
-		OVERWRITE,           /* EDIT, in order, on a copy of the good capture */
-		CUT,                 /* the good capture up to CUT_AT only */
+		OVERWRITE,	     /* EDIT, in order, on a copy of the good capture */
+		CUT,		     /* the good capture up to CUT_AT only */
 		APPEND_LOSS_SECTION, /* a copy of the first LOSS section after END */
 	} damage;
 	struct place cut_at;
 	struct field_edit edit[2];
-	struct place want_off;  /* the offset the error must name */
-	const char *want_text;  /* what else the error must say (NULL: nothing more) */
+	struct place want_off; /* the offset the error must name */
+	const char *want_text; /* what else the error must say (NULL: nothing more) */
 };
 
-#define AT(anchor, plus)                 { (anchor), (plus) }
-#define EDIT(op, anchor, plus, value)    { (op), AT(anchor, plus), (value) }
+#define AT(anchor, plus)                                                                           \
+	{                                                                                          \
+		(anchor), (plus)                                                                   \
+	}
+#define EDIT(op, anchor, plus, value)                                                              \
+	{                                                                                          \
+		(op), AT(anchor, plus), (value)                                                    \
+	}
 
 static const struct scenario scenarios[] = {
-	/* files cut short: inside the file header, inside a section header, in the
-	 * middle of the metadata and of an events section, and before END */
-	{ .name = "cut: empty", .damage = CUT, .cut_at = AT(FILE_START, 0),
-	  .want_off = AT(FILE_START, 0) },
-	{ .name = "cut: inside the file header", .damage = CUT, .cut_at = AT(FILE_START, 8),
-	  .want_off = AT(FILE_START, 0) },
-	{ .name = "cut: inside the first section header", .damage = CUT,
-	  .cut_at = AT(FILE_START, 16 + 4), .want_off = AT(FILE_START, 16) },
-	{ .name = "cut: middle of the metadata", .damage = CUT, .cut_at = AT(META_MIDDLE, 0),
-	  .want_off = AT(META_HEADER, 0) },
-	{ .name = "cut: middle of an events section", .damage = CUT, .cut_at = AT(RECORD, 10),
-	  .want_off = AT(EVENTS, 0) },
-	{ .name = "cut: before END", .damage = CUT, .cut_at = AT(END, 0),
-	  .want_off = AT(END, 0) },
-	{ .name = "cut: inside END", .damage = CUT, .cut_at = AT(END, 20),
-	  .want_off = AT(END, 0) },
-	{ .name = "cut: before CLOCK", .damage = CUT, .cut_at = AT(CLOCK, 0),
-	  .want_off = AT(CLOCK, 0) },
+    /* files cut short: inside the file header, inside a section header, in the
+     * middle of the metadata and of an events section, and before END */
+    {.name = "cut: empty",
+     .damage = CUT,
+     .cut_at = AT(FILE_START, 0),
+     .want_off = AT(FILE_START, 0)},
+    {.name = "cut: inside the file header",
+     .damage = CUT,
+     .cut_at = AT(FILE_START, 8),
+     .want_off = AT(FILE_START, 0)},
+    {.name = "cut: inside the first section header",
+     .damage = CUT,
+     .cut_at = AT(FILE_START, 16 + 4),
+     .want_off = AT(FILE_START, 16)},
+    {.name = "cut: middle of the metadata",
+     .damage = CUT,
+     .cut_at = AT(META_MIDDLE, 0),
+     .want_off = AT(META_HEADER, 0)},
+    {.name = "cut: middle of an events section",
+     .damage = CUT,
+     .cut_at = AT(RECORD, 10),
+     .want_off = AT(EVENTS, 0)},
+    {.name = "cut: before END", .damage = CUT, .cut_at = AT(END, 0), .want_off = AT(END, 0)},
+    {.name = "cut: inside END", .damage = CUT, .cut_at = AT(END, 20), .want_off = AT(END, 0)},
+    {.name = "cut: before CLOCK", .damage = CUT, .cut_at = AT(CLOCK, 0), .want_off = AT(CLOCK, 0)},
 
-	/* damaged headers: bad magic, an unknown version, a section that claims more
-	 * bytes than the file has, an unknown section type, data after END */
-	{ .name = "header: bad magic", .edit = { EDIT(XOR8, FILE_START, 0, 0xff) },
-	  .want_off = AT(FILE_START, 0), .want_text = "bad magic" },
-	{ .name = "header: bad version", .edit = { EDIT(PUT16, FILE_START, 8, 99) },
-	  .want_off = AT(FILE_START, 8), .want_text = "version 99" },
-	{ .name = "header: section past EOF",
-	  .edit = { EDIT(PUT64_TWICE_FILE_LEN, FILE_START, 16 + 8, 0) },
-	  .want_off = AT(FILE_START, 16), .want_text = "claims" },
-	{ .name = "header: huge section size", /* wraps if added carelessly */
-	  .edit = { EDIT(PUT64, EVENTS, 8, UINT64_MAX - 3) }, .want_off = AT(EVENTS, 0) },
-	{ .name = "header: unknown section type", .edit = { EDIT(PUT32, LOSS, 0, 77) },
-	  .want_off = AT(LOSS, 0), .want_text = "unknown section type 77" },
-	{ .name = "header: data after END", .damage = APPEND_LOSS_SECTION,
-	  .want_off = AT(FILE_END, 0), .want_text = "after the END" },
+    /* damaged headers: bad magic, an unknown version, a section that claims more
+     * bytes than the file has, an unknown section type, data after END */
+    {.name = "header: bad magic",
+     .edit = {EDIT(XOR8, FILE_START, 0, 0xff)},
+     .want_off = AT(FILE_START, 0),
+     .want_text = "bad magic"},
+    {.name = "header: bad version",
+     .edit = {EDIT(PUT16, FILE_START, 8, 99)},
+     .want_off = AT(FILE_START, 8),
+     .want_text = "version 99"},
+    {.name = "header: section past EOF",
+     .edit = {EDIT(PUT64_TWICE_FILE_LEN, FILE_START, 16 + 8, 0)},
+     .want_off = AT(FILE_START, 16),
+     .want_text = "claims"},
+    {.name = "header: huge section size", /* wraps if added carelessly */
+     .edit = {EDIT(PUT64, EVENTS, 8, UINT64_MAX - 3)},
+     .want_off = AT(EVENTS, 0)},
+    {.name = "header: unknown section type",
+     .edit = {EDIT(PUT32, LOSS, 0, 77)},
+     .want_off = AT(LOSS, 0),
+     .want_text = "unknown section type 77"},
+    {.name = "header: data after END",
+     .damage = APPEND_LOSS_SECTION,
+     .want_off = AT(FILE_END, 0),
+     .want_text = "after the END"},
 
-	/* damaged event records: a size that is not a multiple of 8 or below the
-	 * header's, a site id past the site table, a string length past the record
-	 * or with stray bits, a caller id past the caller table, a short drop marker */
-	{ .name = "record: size not a multiple of 8", .edit = { EDIT(PUT16, RECORD, 12, 28) },
-	  .want_off = AT(RECORD, 0), .want_text = "size 28" },
-	{ .name = "record: smaller than its header", .edit = { EDIT(PUT16, RECORD, 12, 8) },
-	  .want_off = AT(RECORD, 0), .want_text = "size 8" },
-	{ .name = "record: site id out of range", .edit = { EDIT(PUT32, RECORD, 8, 0x00fffff0) },
-	  .want_off = AT(RECORD, 0), .want_text = "site" },
-	{ .name = "record: string length past the record",
-	  .edit = { EDIT(PUT16, RECORD, 16, 100) }, .want_off = AT(RECORD, 0),
-	  .want_text = "string" },
-	{ .name = "record: string length with stray bits",
-	  .edit = { EDIT(PUT16, RECORD, 16, 3 | VS_TRACE_STR_CUT | 0x4000) },
-	  .want_off = AT(RECORD, 0), .want_text = "string" },
-	{ .name = "record: caller out of range", .edit = { EDIT(PUT16, RECORD, 14, 999) },
-	  .want_off = AT(RECORD, 0), .want_text = "caller 999" },
-	{ .name = "record: short drop marker",
-	  .edit = { EDIT(PUT32, RECORD, 8, VS_EVENT_DROPS), EDIT(PUT16, RECORD, 12, 16) },
-	  .want_off = AT(RECORD, 0), .want_text = "drop marker" },
+    /* damaged event records: a size that is not a multiple of 8 or below the
+     * header's, a site id past the site table, a string length past the record
+     * or with stray bits, a caller id past the caller table, a short drop marker */
+    {.name = "record: size not a multiple of 8",
+     .edit = {EDIT(PUT16, RECORD, 12, 28)},
+     .want_off = AT(RECORD, 0),
+     .want_text = "size 28"},
+    {.name = "record: smaller than its header",
+     .edit = {EDIT(PUT16, RECORD, 12, 8)},
+     .want_off = AT(RECORD, 0),
+     .want_text = "size 8"},
+    {.name = "record: site id out of range",
+     .edit = {EDIT(PUT32, RECORD, 8, 0x00fffff0)},
+     .want_off = AT(RECORD, 0),
+     .want_text = "site"},
+    {.name = "record: string length past the record",
+     .edit = {EDIT(PUT16, RECORD, 16, 100)},
+     .want_off = AT(RECORD, 0),
+     .want_text = "string"},
+    {.name = "record: string length with stray bits",
+     .edit = {EDIT(PUT16, RECORD, 16, 3 | VS_TRACE_STR_CUT | 0x4000)},
+     .want_off = AT(RECORD, 0),
+     .want_text = "string"},
+    {.name = "record: caller out of range",
+     .edit = {EDIT(PUT16, RECORD, 14, 999)},
+     .want_off = AT(RECORD, 0),
+     .want_text = "caller 999"},
+    {.name = "record: short drop marker",
+     .edit = {EDIT(PUT32, RECORD, 8, VS_EVENT_DROPS), EDIT(PUT16, RECORD, 12, 16)},
+     .want_off = AT(RECORD, 0),
+     .want_text = "drop marker"},
 
-	/* damaged metadata (the OBJECT record: u32 kind, size, index, first_site, nsites,
-	 * ncallers, nproviders, 0, u64 base, str path ...): site, caller and provider
-	 * counts far beyond what the record can hold, a record size that is not a multiple
-	 * of 8, an object out of order, site ids that are not dense, a string running past
-	 * the record, a bad level, a flag bit the provider does not have; a record of a
-	 * kind this decoder does not know is skipped, so its sites are unknown */
-	{ .name = "metadata: site count", .edit = { EDIT(PUT32, META_BODY, 16, 0x7fffffff) },
-	  .want_off = AT(META_BODY, 0), .want_text = "counts" },
-	{ .name = "metadata: caller count", .edit = { EDIT(PUT32, META_BODY, 20, 0x10000000) },
-	  .want_off = AT(META_BODY, 0), .want_text = "counts" },
-	{ .name = "metadata: provider count", .edit = { EDIT(PUT32, META_BODY, 24, 40000) },
-	  .want_off = AT(META_BODY, 0), .want_text = "counts" },
-	{ .name = "metadata: record size", .edit = { EDIT(PUT32, META_BODY, 4, 12) },
-	  .want_off = AT(META_BODY, 0), .want_text = "record of size 12" },
-	{ .name = "metadata: object index", .edit = { EDIT(PUT32, META_BODY, 8, 5) },
-	  .want_off = AT(META_BODY, 0), .want_text = "object 5 where object 0" },
-	{ .name = "metadata: site ids not dense", .edit = { EDIT(PUT32, META_BODY, 12, 40) },
-	  .want_off = AT(META_BODY, 0), .want_text = "dense" },
-	{ .name = "metadata: path string past the record",
-	  .edit = { EDIT(PUT16, META_BODY, 40, 0xffff) }, .want_off = AT(META_BODY, 0),
-	  .want_text = "truncated" },
-	/* a site: u32 line, u8 level, flag, hot, nargs, provider, print, also, 0, ... */
-	{ .name = "metadata: site level", .edit = { EDIT(PUT8, META_SITE, 4, 9) },
-	  .want_off = AT(META_BODY, 0), .want_text = "level 9" },
-	{ .name = "metadata: site flag bit", .edit = { EDIT(PUT8, META_SITE, 5, 31) },
-	  .want_off = AT(META_BODY, 0), .want_text = "flag bit 31" },
-	{ .name = "metadata: site second flag bit", .edit = { EDIT(PUT8, META_SITE, 10, 32) },
-	  .want_off = AT(META_BODY, 0), .want_text = "second flag bit 31" },
-	{ .name = "metadata: site provider", .edit = { EDIT(PUT8, META_SITE, 8, 3) },
-	  .want_off = AT(META_BODY, 0), .want_text = "provider 3 of 1" },
-	{ .name = "metadata: unknown record kind", .edit = { EDIT(PUT32, META_BODY, 0, 77) },
-	  .want_off = AT(RECORD, 0), .want_text = "none of the capture's 0 sites" },
+    /* damaged metadata (the OBJECT record: u32 kind, size, index, first_site, nsites,
+     * ncallers, nproviders, 0, u64 base, str path ...): site, caller and provider
+     * counts far beyond what the record can hold, a record size that is not a multiple
+     * of 8, an object out of order, site ids that are not dense, a string running past
+     * the record, a bad level, a flag bit the provider does not have; a record of a
+     * kind this decoder does not know is skipped, so its sites are unknown */
+    {.name = "metadata: site count",
+     .edit = {EDIT(PUT32, META_BODY, 16, 0x7fffffff)},
+     .want_off = AT(META_BODY, 0),
+     .want_text = "counts"},
+    {.name = "metadata: caller count",
+     .edit = {EDIT(PUT32, META_BODY, 20, 0x10000000)},
+     .want_off = AT(META_BODY, 0),
+     .want_text = "counts"},
+    {.name = "metadata: provider count",
+     .edit = {EDIT(PUT32, META_BODY, 24, 40000)},
+     .want_off = AT(META_BODY, 0),
+     .want_text = "counts"},
+    {.name = "metadata: record size",
+     .edit = {EDIT(PUT32, META_BODY, 4, 12)},
+     .want_off = AT(META_BODY, 0),
+     .want_text = "record of size 12"},
+    {.name = "metadata: object index",
+     .edit = {EDIT(PUT32, META_BODY, 8, 5)},
+     .want_off = AT(META_BODY, 0),
+     .want_text = "object 5 where object 0"},
+    {.name = "metadata: site ids not dense",
+     .edit = {EDIT(PUT32, META_BODY, 12, 40)},
+     .want_off = AT(META_BODY, 0),
+     .want_text = "dense"},
+    {.name = "metadata: path string past the record",
+     .edit = {EDIT(PUT16, META_BODY, 40, 0xffff)},
+     .want_off = AT(META_BODY, 0),
+     .want_text = "truncated"},
+    /* a site: u32 line, u8 level, flag, hot, nargs, provider, print, also, 0, ... */
+    {.name = "metadata: site level",
+     .edit = {EDIT(PUT8, META_SITE, 4, 9)},
+     .want_off = AT(META_BODY, 0),
+     .want_text = "level 9"},
+    {.name = "metadata: site flag bit",
+     .edit = {EDIT(PUT8, META_SITE, 5, 31)},
+     .want_off = AT(META_BODY, 0),
+     .want_text = "flag bit 31"},
+    {.name = "metadata: site second flag bit",
+     .edit = {EDIT(PUT8, META_SITE, 10, 32)},
+     .want_off = AT(META_BODY, 0),
+     .want_text = "second flag bit 31"},
+    {.name = "metadata: site provider",
+     .edit = {EDIT(PUT8, META_SITE, 8, 3)},
+     .want_off = AT(META_BODY, 0),
+     .want_text = "provider 3 of 1"},
+    {.name = "metadata: unknown record kind",
+     .edit = {EDIT(PUT32, META_BODY, 0, 77)},
+     .want_off = AT(RECORD, 0),
+     .want_text = "none of the capture's 0 sites"},
 };
 
 /* ---- the fixture ---------------------------------------------------------------------- */
 struct ctx {
 	struct th_tmpdir t; /* the test's own VIOSCOPE_TRACE_DIR; the good capture is t.cap */
-	char bad[600];      /* where the damaged copy is written */
-	uint8_t *data;      /* the good capture */
+	char bad[600];	    /* where the damaged copy is written */
+	uint8_t *data;	    /* the good capture */
 	size_t len;
 	struct layout l;
 	const struct scenario *scenario; /* the row this test runs, if it runs one */
@@ -280,8 +337,8 @@ static int setup(void **state)
 	}
 	snprintf(c->bad, sizeof c->bad, "%s/bad.vstrace", c->t.dir);
 
-	const char *argv[] = { WORKLOAD_COLD, "kinds", NULL };
-	const char *env[] = { "VIOSCOPE_TRACE=verbose:all", "VIOSCOPE_TRACE_KEEP=1", NULL };
+	const char *argv[] = {WORKLOAD_COLD, "kinds", NULL};
+	const char *env[] = {"VIOSCOPE_TRACE=verbose:all", "VIOSCOPE_TRACE_KEEP=1", NULL};
 	th_dump(&c->t, th_run_workload(&c->t, argv, env, NULL));
 	c->data = (uint8_t *)th_read_file(c->t.cap, &c->len);
 	if (!c->data || map_layout(c) < 0) {
@@ -296,10 +353,10 @@ static int setup(void **state)
 /* Decode PATH with the CLI; returns the exit status (128 + signal if it died). */
 static int decode(struct ctx *c, const char *path)
 {
-	const char *argv[] = { VIOSCOPE_CLI, "trace", "decode", path, NULL };
+	const char *argv[] = {VIOSCOPE_CLI, "trace", "decode", path, NULL};
 	/* A sanitizer report must not pass for the expected exit status 1. */
-	const char *env[] = { c->t.env_dir, "ASAN_OPTIONS=exitcode=86", "UBSAN_OPTIONS=exitcode=86",
-			      NULL };
+	const char *env[] = {c->t.env_dir, "ASAN_OPTIONS=exitcode=86", "UBSAN_OPTIONS=exitcode=86",
+			     NULL};
 	return th_run(argv, env, c->t.out, c->t.err);
 }
 
@@ -361,25 +418,47 @@ static size_t offset_of(const struct ctx *c, struct place p)
 {
 	size_t base = 0;
 	switch (p.at) {
-	case FILE_START: base = 0; break;
-	case META_HEADER: base = c->l.meta_body - 16; break;
-	case META_BODY: base = c->l.meta_body; break;
-	case META_MIDDLE: base = c->l.meta_body + c->l.meta_size / 2; break;
-	case META_SITE: base = c->l.meta_site; break;
-	case EVENTS: base = c->l.events; break;
-	case RECORD: base = c->l.record; break;
-	case LOSS: base = c->l.loss; break;
-	case CLOCK: base = c->l.clock; break;
-	case END: base = c->l.end; break;
-	case FILE_END: base = c->len; break;
+	case FILE_START:
+		base = 0;
+		break;
+	case META_HEADER:
+		base = c->l.meta_body - 16;
+		break;
+	case META_BODY:
+		base = c->l.meta_body;
+		break;
+	case META_MIDDLE:
+		base = c->l.meta_body + c->l.meta_size / 2;
+		break;
+	case META_SITE:
+		base = c->l.meta_site;
+		break;
+	case EVENTS:
+		base = c->l.events;
+		break;
+	case RECORD:
+		base = c->l.record;
+		break;
+	case LOSS:
+		base = c->l.loss;
+		break;
+	case CLOCK:
+		base = c->l.clock;
+		break;
+	case END:
+		base = c->l.end;
+		break;
+	case FILE_END:
+		base = c->len;
+		break;
 	}
 	return base + p.plus;
 }
 
 static void apply_edit(const struct ctx *c, uint8_t *b, const struct field_edit *e)
 {
-	static const size_t width[] = { [XOR8] = 1, [PUT8] = 1, [PUT16] = 2, [PUT32] = 4,
-					[PUT64] = 8, [PUT64_TWICE_FILE_LEN] = 8 };
+	static const size_t width[] = {[XOR8] = 1,  [PUT8] = 1,	 [PUT16] = 2,
+				       [PUT32] = 4, [PUT64] = 8, [PUT64_TWICE_FILE_LEN] = 8};
 	size_t off = offset_of(c, e->where);
 	uint16_t v16 = (uint16_t)e->value;
 	uint32_t v32 = (uint32_t)e->value;
@@ -389,13 +468,24 @@ static void apply_edit(const struct ctx *c, uint8_t *b, const struct field_edit 
 		return;
 	assert_true(off + width[e->op] <= c->len); /* a row that missed the file is a bug */
 	switch (e->op) {
-	case NO_EDIT: break;
-	case XOR8: b[off] ^= (uint8_t)e->value; break;
-	case PUT8: b[off] = (uint8_t)e->value; break;
-	case PUT16: memcpy(b + off, &v16, 2); break;
-	case PUT32: memcpy(b + off, &v32, 4); break;
+	case NO_EDIT:
+		break;
+	case XOR8:
+		b[off] ^= (uint8_t)e->value;
+		break;
+	case PUT8:
+		b[off] = (uint8_t)e->value;
+		break;
+	case PUT16:
+		memcpy(b + off, &v16, 2);
+		break;
+	case PUT32:
+		memcpy(b + off, &v32, 4);
+		break;
 	case PUT64:
-	case PUT64_TWICE_FILE_LEN: memcpy(b + off, &v64, 8); break;
+	case PUT64_TWICE_FILE_LEN:
+		memcpy(b + off, &v64, 8);
+		break;
 	}
 }
 
@@ -465,8 +555,13 @@ static void test_absurd_clock_rate_is_refused(void **state)
 {
 	struct ctx *c = *state;
 	const uint64_t real0 = 1700000000ull * 1000000000ull;
-	struct vs_cap_clock k = { .is_tsc = 1, .ts0 = 0, .mono0 = 0, .real0 = real0,
-				  .ts1 = 1, .mono1 = 1000000000000000000ull, .real1 = real0 };
+	struct vs_cap_clock k = {.is_tsc = 1,
+				 .ts0 = 0,
+				 .mono0 = 0,
+				 .real0 = real0,
+				 .ts1 = 1,
+				 .mono1 = 1000000000000000000ull,
+				 .real1 = real0};
 	char start[64];
 	uint8_t *b = copy(c);
 
@@ -494,18 +589,18 @@ int main(void)
 {
 	enum { ROWS = sizeof scenarios / sizeof scenarios[0] };
 	struct CMUnitTest tests[1 + ROWS + 1] = {
-		cmocka_unit_test_setup_teardown(test_good_capture_decodes, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_good_capture_decodes, setup, teardown),
 	};
 	size_t n = 1;
 
 	/* one test per row, named after it, so a failure names the damage */
 	for (size_t i = 0; i < ROWS; i++)
-		tests[n++] = (struct CMUnitTest){ .name = scenarios[i].name,
-						  .test_func = test_damaged_capture_is_refused,
-						  .setup_func = setup,
-						  .teardown_func = teardown,
-						  .initial_state = (void *)&scenarios[i] };
+		tests[n++] = (struct CMUnitTest){.name = scenarios[i].name,
+						 .test_func = test_damaged_capture_is_refused,
+						 .setup_func = setup,
+						 .teardown_func = teardown,
+						 .initial_state = (void *)&scenarios[i]};
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test_setup_teardown(
-		test_absurd_clock_rate_is_refused, setup, teardown);
+	    test_absurd_clock_rate_is_refused, setup, teardown);
 	return cmocka_run_group_tests_name("trace.corrupt", tests, NULL, NULL);
 }

@@ -82,7 +82,7 @@ struct collected {
 	char (*msg)[1024];
 	unsigned n, cap;
 	const char *func; /* only events of this function */
-	int bad_fmt;      /* vs_format_message failures */
+	int bad_fmt;	  /* vs_format_message failures */
 	/* first matching event, for the prefix check */
 	bool have_first;
 	struct vs_meta_site first_site;
@@ -317,7 +317,8 @@ static void emit_strings_every_length(void)
 		if (len <= VS_TRACE_STR_MAX)
 			expect_fmt("pair [%s] [%s] [%s]", "short", s, "(null)");
 		else
-			expect_fmt("pair [%s] [%.*s[...]] [%s]", "short", VS_TRACE_STR_MAX, s, "(null)");
+			expect_fmt("pair [%s] [%.*s[...]] [%s]", "short", VS_TRACE_STR_MAX, s,
+				   "(null)");
 	}
 	free(buf);
 	long page = sysconf(_SC_PAGESIZE);
@@ -343,8 +344,8 @@ static void emit_byte_arrays(void)
 	char hex[2 * sizeof b + 16];
 	for (unsigned i = 0; i < sizeof b; i++)
 		b[i] = (uint8_t)(i * 7 + 1);
-	const size_t lens[] = { 0, 1, 5, 15, 16, 17, 31, 32, 33, 64, VS_TRACE_BYTES_MAX,
-				VS_TRACE_BYTES_MAX + 1, 300 };
+	const size_t lens[] = {
+	    0, 1, 5, 15, 16, 17, 31, 32, 33, 64, VS_TRACE_BYTES_MAX, VS_TRACE_BYTES_MAX + 1, 300};
 	for (unsigned k = 0; k < sizeof lens / sizeof lens[0]; k++) {
 		size_t n = lens[k], kept = n > VS_TRACE_BYTES_MAX ? VS_TRACE_BYTES_MAX : n;
 		EMIT("bytes %zu [%s] after %d", n, VS_BYTES(b + k, n), -3);
@@ -353,8 +354,7 @@ static void emit_byte_arrays(void)
 		hex[2 * kept] = '\0';
 		expect_fmt("bytes %zu [%s%s] after %d", n, hex, n > kept ? "[...]" : "", -3);
 	}
-	EMIT("null [%s] [%.4s] [%8s]", VS_BYTES(NULL, 5), VS_BYTES(b, 4),
-		VS_BYTES(b + 1, 2));
+	EMIT("null [%s] [%.4s] [%8s]", VS_BYTES(NULL, 5), VS_BYTES(b, 4), VS_BYTES(b + 1, 2));
 	expect_raw("null [(null)] [0108] [    080f]");
 	char text[] = "key";
 	EMIT("text as bytes %s and %s", VS_BYTES(text, 3), text);
@@ -398,8 +398,8 @@ static void test_byte_arrays_decode_as_hex(void **state)
 static void test_round_trip_matches_printf(void **state)
 {
 	struct collected c[4];
-	const char *funcs[] = { "emit_integers", "emit_widths", "emit_floats",
-				"emit_strings_and_more" };
+	const char *funcs[] = {"emit_integers", "emit_widths", "emit_floats",
+			       "emit_strings_and_more"};
 	(void)state;
 
 	n_expected = 0;
@@ -676,19 +676,19 @@ static void test_char_pointer_with_p_shows_the_text(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_round_trip_matches_printf),
-		cmocka_unit_test(test_strings_of_every_length),
-		cmocka_unit_test(test_byte_arrays_decode_as_hex),
-		cmocka_unit_test(test_out_of_line_records_decode_the_same),
-		cmocka_unit_test(test_prefix_names_level_flag_function),
-		cmocka_unit_test(test_inline_helper_names_its_caller),
-		cmocka_unit_test(test_arguments_evaluated_once_or_not_at_all),
-		cmocka_unit_test(test_percent_n_is_never_interpreted),
-		cmocka_unit_test(test_char_pointer_with_p_shows_the_text),
-		cmocka_unit_test(test_negative_star_width_left_justifies),
-		cmocka_unit_test(test_percent_n_consumes_its_argument),
-		cmocka_unit_test(test_null_string_decodes_as_null),
-		cmocka_unit_test(test_argument_that_traces_records_both),
+	    cmocka_unit_test(test_round_trip_matches_printf),
+	    cmocka_unit_test(test_strings_of_every_length),
+	    cmocka_unit_test(test_byte_arrays_decode_as_hex),
+	    cmocka_unit_test(test_out_of_line_records_decode_the_same),
+	    cmocka_unit_test(test_prefix_names_level_flag_function),
+	    cmocka_unit_test(test_inline_helper_names_its_caller),
+	    cmocka_unit_test(test_arguments_evaluated_once_or_not_at_all),
+	    cmocka_unit_test(test_percent_n_is_never_interpreted),
+	    cmocka_unit_test(test_char_pointer_with_p_shows_the_text),
+	    cmocka_unit_test(test_negative_star_width_left_justifies),
+	    cmocka_unit_test(test_percent_n_consumes_its_argument),
+	    cmocka_unit_test(test_null_string_decodes_as_null),
+	    cmocka_unit_test(test_argument_that_traces_records_both),
 	};
 
 	if (!vs_trace_shm_path()) {

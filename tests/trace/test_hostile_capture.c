@@ -336,8 +336,9 @@ static void test_text_output_escapes_control_characters(void **state)
 {
 	forge_escapes((*(struct th_tmpdir **)state)->cap);
 	char *out = decode_to_text(*state, false, false);
-	const char *want = " INFO  forged.TEST    f\\x7fn: s=\\x1b[31m\\x0d\\x0a\\x07\\x7f\\xc2\\x9b\\xff"
-			   "\xc3\xa9\"\\\\x00end c=\\x1b\n";
+	const char *want =
+	    " INFO  forged.TEST    f\\x7fn: s=\\x1b[31m\\x0d\\x0a\\x07\\x7f\\xc2\\x9b\\xff"
+	    "\xc3\xa9\"\\\\x00end c=\\x1b\n";
 	if (!strstr(out, want))
 		fail_msg("want ...%s\ngot %s", want, out);
 	free(out);

@@ -122,7 +122,7 @@ static void assert_linear(struct th_tmpdir *td, const char *what, unsigned n,
 
 /* On tmpfs: creating a file there costs the same each time (on a disk file system the
  * journal, shared with whatever else runs, made one export cost 4 times another). */
-static char ctf_dir[64]; /* removed by the teardown, if a test failed with it there */
+static char ctf_dir[64];  /* removed by the teardown, if a test failed with it there */
 static unsigned ctf_runs; /* exports into ctf_dir/0 .. ctf_runs - 1 */
 
 /* Export the capture at path into a new directory: the CPU time it took. */

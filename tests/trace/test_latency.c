@@ -93,15 +93,13 @@ static int record_run(void **state)
 	char env_dir[600], gate_path[600], spec[700];
 	snprintf(env_dir, sizeof env_dir, "VIOSCOPE_TRACE_DIR=%s", dir);
 	snprintf(gate_path, sizeof gate_path, "%s/gate.sock", dir);
-	snprintf(spec, sizeof spec, "null=64M,gate=read:11-%u,gate-sock=%s", 10 + HELD,
-		 gate_path);
+	snprintf(spec, sizeof spec, "null=64M,gate=read:11-%u,gate-sock=%s", 10 + HELD, gate_path);
 	struct holder h = {.lfd = gate_listen(gate_path)};
 	if (h.lfd < 0 || pthread_create(&h.thread, NULL, hold_main, &h))
 		return -1;
 	const char *env[] = {env_dir, "VIOSCOPE_TRACE=verbose:all", "VIOSCOPE_TRACE_RING=8M", NULL};
-	const char *argv[] = {VIOSCOPE_ALL, "bench",  "--target", spec,	 "--profile",
-			      "rnd4k-q1t1", "--time", "1",	  "--record", dir,
-			      NULL};
+	const char *argv[] = {VIOSCOPE_ALL, "bench", "--target", spec, "--profile", "rnd4k-q1t1",
+			      "--time",	    "1",     "--record", dir,  NULL};
 	int rc = th_run(argv, env, out, err);
 	pthread_join(h.thread, NULL);
 	close(h.lfd);
@@ -164,7 +162,7 @@ static long long figure(const char *json, const char *stage, const char *key)
 
 /* A request of `--slow N --json`: its stages (-1 where it has none) and whether the
  * gate's "held" line is among its threads' events (it is one of the held reads). */
-static const char *const chain[] = {"submit>kick",  "kick>pop",  "pop>backend", "backend",
+static const char *const chain[] = {"submit>kick",  "kick>pop",	 "pop>backend", "backend",
 				    "backend>push", "push>poll", "poll>done"};
 #define NCHAIN (sizeof chain / sizeof chain[0])
 struct slow_req {

@@ -32,7 +32,6 @@ static int setup(void **state)
 }
 #define TMPDIR_TEST(f) cmocka_unit_test_setup_teardown(f, setup, th_tmpdir_teardown)
 
-
 /* ---- what a dump holds ----------------------------------------------------------------- */
 /* The tick numbers of a capture, into a struct th_sequence. */
 static int on_tick(const struct th_event *e, void *opaque)
@@ -59,7 +58,7 @@ struct ticker {
 static uint32_t tick_count(struct ticker *t)
 {
 	uint32_t n = 0;
-	assert_int_equal(write(t->cmd, &(char){ WL_CMD_COUNT }, 1), 1);
+	assert_int_equal(write(t->cmd, &(char){WL_CMD_COUNT}, 1), 1);
 	assert_int_equal(read(t->reply, &n, sizeof n), sizeof n);
 	return n;
 }
@@ -89,9 +88,9 @@ static void ticker_start(struct th_tmpdir *td, struct ticker *t, const char *spe
 	snprintf(ofd, sizeof ofd, "%d", reply[1]);
 	snprintf(rfd, sizeof rfd, "%d", ready[1]);
 	snprintf(env_spec, sizeof env_spec, "VIOSCOPE_TRACE=%s", spec);
-	const char *argv[] = { WORKLOAD_COLD, "tick", "-c", cfd, "-o", ofd, "-r", rfd, NULL };
-	const char *env[] = { td->env_dir, env_spec, NULL };
-	const int keep[] = { cmd[0], reply[1], ready[1], -1 };
+	const char *argv[] = {WORKLOAD_COLD, "tick", "-c", cfd, "-o", ofd, "-r", rfd, NULL};
+	const char *env[] = {td->env_dir, env_spec, NULL};
+	const int keep[] = {cmd[0], reply[1], ready[1], -1};
 	t->pid = th_spawn(argv, env, keep, NULL, NULL);
 	assert_true(t->pid > 0);
 	close(cmd[0]);
@@ -106,7 +105,7 @@ static void ticker_start(struct th_tmpdir *td, struct ticker *t, const char *spe
 static void ticker_quit(struct ticker *t)
 {
 	uint32_t n;
-	assert_int_equal(write(t->cmd, &(char){ WL_CMD_QUIT }, 1), 1);
+	assert_int_equal(write(t->cmd, &(char){WL_CMD_QUIT}, 1), 1);
 	assert_int_equal(read(t->reply, &n, sizeof n), sizeof n);
 	assert_int_equal(th_wait(t->pid), 0);
 	close(t->cmd);
@@ -164,7 +163,7 @@ static void test_record_enables_and_stops_on_sigint(void **state)
 	struct th_tmpdir *td = *state;
 	struct ticker t;
 	struct vs_shm shm;
-	struct th_sequence d = { 0 };
+	struct th_sequence d = {0};
 
 	ticker_start(td, &t, "off");
 	pid_t recorder = th_start_recording(td, t.pid, td->cap, "verbose:test", &shm);
@@ -222,10 +221,10 @@ static void test_sigkill_flight_record_recovered_then_cleaned(void **state)
 	enum { N = 100000 };
 	struct th_tmpdir *td = *state;
 	char shm[600];
-	struct seq s = { 0 };
+	struct seq s = {0};
 	struct stat st;
 
-	const char *argv[] = { WORKLOAD_COLD, "seq", "-n", "100000", NULL };
+	const char *argv[] = {WORKLOAD_COLD, "seq", "-n", "100000", NULL};
 	pid_t pid = th_start_holding(td, argv, NULL); /* all events written */
 	th_kill_holding(pid);
 
@@ -275,7 +274,7 @@ static int on_threads(const struct th_event *e, void *opaque)
 	unsigned t, i;
 	if (!e->ev->site) {
 		if (p->nloss < 8)
-			p->loss[p->nloss++] = (typeof(p->loss[0])){ e->ev->tid, e->ev->lost };
+			p->loss[p->nloss++] = (typeof(p->loss[0])){e->ev->tid, e->ev->lost};
 		return 0;
 	}
 	if (sscanf(e->msg, "seq t=%u i=%u", &t, &i) != 2 || t >= 4) {
@@ -300,10 +299,10 @@ static void test_flight_three_threads_counts_add_up(void **state)
 {
 	enum { T = 3, N = 20000 };
 	struct th_tmpdir *td = *state;
-	struct per_thread p = { 0 };
+	struct per_thread p = {0};
 
-	const char *argv[] = { WORKLOAD_COLD, "seq", "-n", "20000", "-t", "3", NULL };
-	const char *env[] = { "VIOSCOPE_TRACE_RING=16K", "VIOSCOPE_TRACE_KEEP=1", NULL };
+	const char *argv[] = {WORKLOAD_COLD, "seq", "-n", "20000", "-t", "3", NULL};
+	const char *env[] = {"VIOSCOPE_TRACE_RING=16K", "VIOSCOPE_TRACE_KEEP=1", NULL};
 	pid_t pid = th_run_workload(td, argv, env, NULL);
 	th_dump_and_walk(td, pid, on_threads, &p);
 	assert_int_equal(p.bad_text, 0);
@@ -332,8 +331,8 @@ static void live_start(struct th_tmpdir *td, struct live_view *v, pid_t target)
 	char pid[32];
 	snprintf(pid, sizeof pid, "%d", (int)target);
 	snprintf(v->out, sizeof v->out, "%s.live", td->out);
-	const char *argv[] = { VIOSCOPE_CLI, "trace", "live", pid, NULL };
-	const char *env[] = { td->env_dir, NULL };
+	const char *argv[] = {VIOSCOPE_CLI, "trace", "live", pid, NULL};
+	const char *env[] = {td->env_dir, NULL};
 	v->pid = th_spawn(argv, env, NULL, v->out, td->err);
 	assert_true(v->pid > 0);
 }
@@ -367,7 +366,8 @@ static void live_ticks(const char *path, uint32_t *first, uint32_t *last, bool *
 	assert_non_null(text);
 	bool any = false;
 	*contiguous = !strstr(text, "*****");
-	for (char *save = NULL, *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+	for (char *save = NULL, *l = strtok_r(text, "\n", &save); l;
+	     l = strtok_r(NULL, "\n", &save)) {
 		const char *t = strstr(l, "run_tick: tick ");
 		if (!t)
 			continue;
@@ -429,12 +429,12 @@ static void test_live_view_stops_on_sigint(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		TMPDIR_TEST(test_enable_then_disable_live),
-		TMPDIR_TEST(test_record_enables_and_stops_on_sigint),
-		TMPDIR_TEST(test_sigkill_flight_record_recovered_then_cleaned),
-		TMPDIR_TEST(test_flight_three_threads_counts_add_up),
-		TMPDIR_TEST(test_live_view_follows_until_the_process_exits),
-		TMPDIR_TEST(test_live_view_stops_on_sigint),
+	    TMPDIR_TEST(test_enable_then_disable_live),
+	    TMPDIR_TEST(test_record_enables_and_stops_on_sigint),
+	    TMPDIR_TEST(test_sigkill_flight_record_recovered_then_cleaned),
+	    TMPDIR_TEST(test_flight_three_threads_counts_add_up),
+	    TMPDIR_TEST(test_live_view_follows_until_the_process_exits),
+	    TMPDIR_TEST(test_live_view_stops_on_sigint),
 	};
 	return cmocka_run_group_tests_name("trace.live", tests, NULL, NULL);
 }

@@ -32,7 +32,7 @@
 
 #define RING 4096u
 /* "loss %u": 16-byte header + one u32, rounded up to 8 */
-#define REC  24u
+#define REC 24u
 
 static struct vs_shm self;
 
@@ -129,7 +129,7 @@ static void *rec_main(void *arg)
 {
 	struct recorder *r = arg;
 	char pid[32];
-	struct vs_record_opts o = { .stop = &r->stop, .started = rec_started, .opaque = r };
+	struct vs_record_opts o = {.stop = &r->stop, .started = rec_started, .opaque = r};
 	snprintf(pid, sizeof pid, "%d", (int)getpid());
 	r->rc = vs_trace_record(pid, r->path, &o, &r->st, r->why, sizeof r->why);
 	if (r->rc < 0)
@@ -161,11 +161,11 @@ static void recorder_stop(struct recorder *r)
 struct seen {
 	uint32_t tid;
 	struct th_sequence numbers; /* of the "loss %u" events */
-	unsigned markers;     /* loss reports for this thread */
-	uint64_t lost;        /* sum of their counts */
+	unsigned markers;	    /* loss reports for this thread */
+	uint64_t lost;		    /* sum of their counts */
 	bool dropped_kind, overwritten_kind;
-	int marker_after;     /* events seen before the first loss report, -1 if none */
-	unsigned after;       /* "after" events */
+	int marker_after; /* events seen before the first loss report, -1 if none */
+	unsigned after;	  /* "after" events */
 	bool after_follows_marker;
 	bool last_was_marker;
 };
@@ -231,7 +231,7 @@ static void set_mode(uint32_t mode)
  * kept for dumps; then back to flight mode.  Returns the ring and, in *TID, the
  * thread's tid, which finds its events in a capture. */
 static struct vs_shm_ring *thread_writes_and_exits(uint32_t mode, enum step step, unsigned n,
-						    uint32_t *tid)
+						   uint32_t *tid)
 {
 	struct writer w;
 
@@ -261,7 +261,7 @@ static void dump_thread(const char *name, uint32_t tid, struct seen *s)
 
 static void decode_text(const char *path, char **text)
 {
-	struct vs_decode_opts o = { .to_s = -1 };
+	struct vs_decode_opts o = {.to_s = -1};
 	char why[512];
 	size_t len;
 	FILE *f = open_memstream(text, &len);
@@ -480,13 +480,13 @@ static void test_thread_exit_frees_ring_memory(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_stream_full_ring_counts_drops_then_marks_them),
-		cmocka_unit_test(test_stream_drops_at_thread_end_are_reported),
-		cmocka_unit_test(test_flight_overwrites_oldest_and_keeps_newest),
-		cmocka_unit_test(test_flight_many_wraps_counts_add_up),
-		cmocka_unit_test(test_flight_after_recorder_counts_add_up),
-		cmocka_unit_test(test_thread_exit_frees_ring_memory),
-		cmocka_unit_test(test_oversize_event_is_counted),
+	    cmocka_unit_test(test_stream_full_ring_counts_drops_then_marks_them),
+	    cmocka_unit_test(test_stream_drops_at_thread_end_are_reported),
+	    cmocka_unit_test(test_flight_overwrites_oldest_and_keeps_newest),
+	    cmocka_unit_test(test_flight_many_wraps_counts_add_up),
+	    cmocka_unit_test(test_flight_after_recorder_counts_add_up),
+	    cmocka_unit_test(test_thread_exit_frees_ring_memory),
+	    cmocka_unit_test(test_oversize_event_is_counted),
 	};
 	char pid[32], why[512];
 	int rc;

@@ -34,14 +34,14 @@
 static pid_t run_objects(const struct th_tmpdir *td, const char *program, const char *spec,
 			 const char *extra_env, const char *const steps[])
 {
-	const char *argv[MAX_STEPS + 2] = { program };
+	const char *argv[MAX_STEPS + 2] = {program};
 	char trace[256];
 	unsigned n = 1;
 	for (unsigned i = 0; steps[i]; i++)
 		argv[n++] = steps[i];
 	argv[n] = NULL;
 	snprintf(trace, sizeof trace, "VIOSCOPE_TRACE=%s", spec);
-	const char *env[] = { td->env_dir, "VIOSCOPE_TRACE_KEEP=1", trace, extra_env, NULL };
+	const char *env[] = {td->env_dir, "VIOSCOPE_TRACE_KEEP=1", trace, extra_env, NULL};
 	pid_t pid = th_spawn(argv, env, NULL, NULL, td->err);
 	assert_true(pid > 0);
 	int st = th_wait(pid);
@@ -86,8 +86,8 @@ static void objects_dir(char *out, size_t len)
 static void test_every_object_decodes(void **state)
 {
 	struct th_tmpdir *td = *state;
-	const char *steps[] = { "host", "1", "liba", "2", "load", "trace_obj_plugin.so", "call", "2",
-				"host", "1", NULL };
+	const char *steps[] = {"host", "1", "liba", "2", "load", "trace_obj_plugin.so",
+			       "call", "2", "host", "1", NULL};
 	pid_t pid = run_objects(td, OBJECTS, "verbose:all", NULL, steps);
 	char *out = dump_and_decode(td, pid);
 	assert_int_equal(count(out, " host.START     main: host start 0\n"), 2);
@@ -112,7 +112,8 @@ static void test_every_object_decodes(void **state)
 	assert_true(th_file_contains(td->out, want));
 	snprintf(want, sizeof want, "cold             1 sites  %s/trace_obj_plugin.so\n", dir);
 	assert_true(th_file_contains(td->out, want));
-	assert_true(th_file_contains(td->out, "  liba         verbose  on: all  flags: net disk\n"));
+	assert_true(
+	    th_file_contains(td->out, "  liba         verbose  on: all  flags: net disk\n"));
 }
 
 /* Scenario: a module's events recorded before dlclose() still decode after it (its
@@ -121,9 +122,9 @@ static void test_every_object_decodes(void **state)
 static void test_dlclose_then_load_again(void **state)
 {
 	struct th_tmpdir *td = *state;
-	const char *steps[] = { "load", "trace_obj_plugin.so", "call", "2", "unload", "liba", "1",
-				"load", "trace_obj_plugin.so", "call", "1", "unload", "host", "1",
-				NULL };
+	const char *steps[] = {"load", "trace_obj_plugin.so", "call", "2", "unload", "liba", "1",
+			       "load", "trace_obj_plugin.so", "call", "1", "unload", "host", "1",
+			       NULL};
 	pid_t pid = run_objects(td, OBJECTS, "verbose:all", NULL, steps);
 	char *out = dump_and_decode(td, pid);
 	assert_int_equal(count(out, "module_emit: plug net 0 load 1\n"), 1);
@@ -152,8 +153,9 @@ static void test_print_module_beside_binary_objects(void **state)
 	char print_file[700], env[720];
 	snprintf(print_file, sizeof print_file, "%s.print", td->out);
 	snprintf(env, sizeof env, "VIOSCOPE_TRACE_FILE=%s", print_file);
-	const char *steps[] = { "host", "1", "load", "trace_obj_plugin_print.so", "call", "2",
-				"unload", "liba", "1", NULL };
+	const char *steps[] = {"host", "1", "load",   "trace_obj_plugin_print.so",
+			       "call", "2", "unload", "liba",
+			       "1",    NULL};
 	pid_t pid = run_objects(td, OBJECTS, "info:all", env, steps);
 	char *printed = th_read_file(print_file, NULL);
 	assert_non_null(printed);
@@ -180,7 +182,7 @@ static void start_synced(const struct th_tmpdir *td, struct synced *s, const cha
 {
 	int r[2], g[2];
 	char rfd[16], gfd[16], trace[256];
-	const char *argv[MAX_STEPS + 6] = { OBJECTS, "-r", rfd, "-g", gfd };
+	const char *argv[MAX_STEPS + 6] = {OBJECTS, "-r", rfd, "-g", gfd};
 	unsigned n = 5;
 	assert_int_equal(th_pipe(r), 0);
 	assert_int_equal(th_pipe(g), 0);
@@ -190,8 +192,8 @@ static void start_synced(const struct th_tmpdir *td, struct synced *s, const cha
 		argv[n++] = steps[i];
 	argv[n] = NULL;
 	snprintf(trace, sizeof trace, "VIOSCOPE_TRACE=%s", spec);
-	const char *env[] = { td->env_dir, "VIOSCOPE_TRACE_KEEP=1", trace, NULL };
-	const int keep[] = { r[1], g[0], -1 };
+	const char *env[] = {td->env_dir, "VIOSCOPE_TRACE_KEEP=1", trace, NULL};
+	const int keep[] = {r[1], g[0], -1};
 	s->pid = th_spawn(argv, env, keep, NULL, td->err);
 	assert_true(s->pid > 0);
 	close(r[1]);
@@ -220,9 +222,18 @@ static void test_flags_addressed_per_provider(void **state)
 	struct th_tmpdir *td = *state;
 	struct synced s;
 	char pid[32];
-	const char *steps[] = { "load", "trace_obj_plugin.so", "sync", "host", "1", "liba", "1",
-				"call", "1", "sync", "host", "1", "liba", "1", "call", "1", "sync",
-				"host", "1", "liba", "1", "call", "1", NULL };
+	const char *steps[] = {"load", "trace_obj_plugin.so",
+			       "sync", "host",
+			       "1",    "liba",
+			       "1",    "call",
+			       "1",    "sync",
+			       "host", "1",
+			       "liba", "1",
+			       "call", "1",
+			       "sync", "host",
+			       "1",    "liba",
+			       "1",    "call",
+			       "1",    NULL};
 	start_synced(td, &s, "off", steps);
 	snprintf(pid, sizeof pid, "%d", (int)s.pid);
 
@@ -231,8 +242,8 @@ static void test_flags_addressed_per_provider(void **state)
 	assert_int_equal(th_cli(td, "enable", pid, "verbose:nosuch.net", NULL), 1);
 	assert_true(th_file_contains(td->err, "no provider 'nosuch' in 'nosuch.net' (providers: "));
 	assert_int_equal(th_cli(td, "enable", pid, "verbose:liba.cpu", NULL), 1);
-	assert_true(th_file_contains(td->err,
-				     "provider 'liba' has no flag 'cpu' (its flags: net, disk)"));
+	assert_true(
+	    th_file_contains(td->err, "provider 'liba' has no flag 'cpu' (its flags: net, disk)"));
 	assert_int_equal(th_cli(td, "enable", pid, "verbose:cpu", NULL), 1);
 	assert_true(th_file_contains(td->err, "unknown flag 'cpu' (known: "));
 	let_go(&s);
@@ -249,11 +260,11 @@ static void test_flags_addressed_per_provider(void **state)
 	assert_int_equal(th_wait(s.pid), 0);
 
 	char *out = dump_and_decode(td, s.pid);
-	assert_int_equal(count(out, "liba net 0\n"), 2);	 /* first and second batch */
+	assert_int_equal(count(out, "liba net 0\n"), 2);	/* first and second batch */
 	assert_int_equal(count(out, "plug net 0 load 1\n"), 2); /* second and third */
-	assert_int_equal(count(out, "host net 0\n"), 1);	 /* second */
-	assert_int_equal(count(out, "host start 0\n"), 1);	 /* third */
-	assert_int_equal(count(out, "liba disk hot"), 0);	 /* never its DISK flag */
+	assert_int_equal(count(out, "host net 0\n"), 1);	/* second */
+	assert_int_equal(count(out, "host start 0\n"), 1);	/* third */
+	assert_int_equal(count(out, "liba disk hot"), 0);	/* never its DISK flag */
 	free(out);
 }
 
@@ -263,10 +274,11 @@ static void test_flags_addressed_per_provider(void **state)
 static void test_spec_applies_to_providers_loaded_later(void **state)
 {
 	struct th_tmpdir *td = *state;
-	const char *steps[] = { "host", "1", "liba", "1", "load", "trace_obj_plugin.so", "call", "1",
-				NULL };
+	const char *steps[] = {"host", "1", "liba", "1", "load", "trace_obj_plugin.so",
+			       "call", "1", NULL};
 	pid_t pid = run_objects(td, OBJECTS, "verbose:plug.net", NULL, steps);
-	assert_true(th_file_contains(td->err, "VIOSCOPE_TRACE=verbose:plug.net: no provider 'plug'"));
+	assert_true(
+	    th_file_contains(td->err, "VIOSCOPE_TRACE=verbose:plug.net: no provider 'plug'"));
 	assert_true(th_file_contains(td->err, "and to providers loaded later"));
 	char *out = dump_and_decode(td, pid);
 	assert_int_equal(count(out, "plug net 0 load 1\n"), 1);
@@ -282,13 +294,14 @@ static void test_clash_between_objects_reported_at_load(void **state)
 {
 	struct th_tmpdir *td = *state;
 	char dir[PATH_MAX], want[2 * PATH_MAX + 256];
-	const char *steps[] = { "liba", "1", "load", "trace_obj_clash.so", "call", "1", "unload",
-				"liba", "1", NULL };
+	const char *steps[] = {"liba", "1", "load", "trace_obj_clash.so", "call", "1", "unload",
+			       "liba", "1", NULL};
 	pid_t pid = run_objects(td, OBJECTS, "verbose:all", NULL, steps);
 	objects_dir(dir, sizeof dir);
 	snprintf(want, sizeof want,
 		 "vioscope trace: provider 'liba' is declared with different flags in "
-		 "%s/libtrace_obj_a.so (", dir);
+		 "%s/libtrace_obj_a.so (",
+		 dir);
 	assert_true(th_file_contains(td->err, want));
 	assert_true(th_file_contains(td->err, "/obj_lib.c: NET DISK ) and in "));
 	snprintf(want, sizeof want,
@@ -308,11 +321,10 @@ static void test_clash_within_an_object_reported_at_load(void **state)
 {
 	struct th_tmpdir *td = *state;
 	char want[2 * PATH_MAX + 256];
-	const char *steps[] = { "load", "trace_obj_mixed.so", "call", "2", "unload", "host", "1",
-				NULL };
+	const char *steps[] = {"load", "trace_obj_mixed.so", "call", "2", "unload", "host", "1",
+			       NULL};
 	pid_t pid = run_objects(td, OBJECTS, "verbose:all", NULL, steps);
-	snprintf(want, sizeof want,
-		 "(%s/obj_mixed_a.c: ONE TWO ) and in ", OBJECTS_SRC);
+	snprintf(want, sizeof want, "(%s/obj_mixed_a.c: ONE TWO ) and in ", OBJECTS_SRC);
 	assert_true(th_file_contains(td->err, "provider 'mixed' is declared with different flags"));
 	assert_true(th_file_contains(td->err, want));
 	snprintf(want, sizeof want, "(%s/obj_mixed_b.c: ONE THREE ): the sites of 'mixed'",
@@ -331,7 +343,7 @@ static void test_clash_within_an_object_reported_at_load(void **state)
 static void test_flavours_mixed_within_an_object(void **state)
 {
 	struct th_tmpdir *td = *state;
-	const char *steps[] = { "load", "trace_obj_tiers.so", "call", "2", "sync", "unload", NULL };
+	const char *steps[] = {"load", "trace_obj_tiers.so", "call", "2", "sync", "unload", NULL};
 	struct synced s;
 	char pid[32], dir[PATH_MAX], want[PATH_MAX + 64];
 	start_synced(td, &s, "verbose:all", steps);
@@ -363,8 +375,8 @@ static void test_flavours_mixed_within_an_object(void **state)
 static void test_static_program_shares_its_runtime(void **state)
 {
 	struct th_tmpdir *td = *state;
-	const char *steps[] = { "host", "1", "liba", "1", "load", "trace_obj_plugin.so", "call", "1",
-				"unload", NULL };
+	const char *steps[] = {"host", "1", "liba",   "1", "load", "trace_obj_plugin.so",
+			       "call", "1", "unload", NULL};
 	pid_t pid = run_objects(td, OBJECTS_STATIC, "verbose:all", NULL, steps);
 	assert_int_equal(th_count_files(td->dir, VS_SHM_PREFIX), 1);
 	char *out = dump_and_decode(td, pid);
@@ -380,8 +392,8 @@ static void test_static_program_shares_its_runtime(void **state)
 static void test_second_runtime_refuses_clearly(void **state)
 {
 	struct th_tmpdir *td = *state;
-	const char *steps[] = { "host", "1", "load", "trace_obj_plugin.so", "call", "1", "unload",
-				"host", "1", NULL };
+	const char *steps[] = {"host", "1", "load", "trace_obj_plugin.so", "call", "1", "unload",
+			       "host", "1", NULL};
 	pid_t pid = run_objects(td, OBJECTS_NOEXPORT, "verbose:all", NULL, steps);
 	assert_true(th_file_contains(td->err, "/trace_obj_plugin.so: this process has another copy "
 					      "of the trace runtime"));
@@ -401,8 +413,8 @@ static void test_record_across_load_and_unload(void **state)
 	struct th_tmpdir *td = *state;
 	struct synced s;
 	struct vs_shm shm;
-	const char *steps[] = { "host", "1", "sync", "load", "trace_obj_plugin.so", "call", "2",
-				"unload", "liba", "1", NULL };
+	const char *steps[] = {"host",	 "1",	 "sync", "load", "trace_obj_plugin.so", "call", "2",
+			       "unload", "liba", "1",	 NULL};
 	start_synced(td, &s, "verbose:all", steps);
 	at_sync(&s);
 	pid_t rec = th_start_recording(td, s.pid, td->cap, NULL, &shm);
@@ -437,17 +449,17 @@ static int teardown(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		OBJ_TEST(test_every_object_decodes),
-		OBJ_TEST(test_dlclose_then_load_again),
-		OBJ_TEST(test_record_across_load_and_unload),
-		OBJ_TEST(test_print_module_beside_binary_objects),
-		OBJ_TEST(test_flags_addressed_per_provider),
-		OBJ_TEST(test_spec_applies_to_providers_loaded_later),
-		OBJ_TEST(test_clash_between_objects_reported_at_load),
-		OBJ_TEST(test_clash_within_an_object_reported_at_load),
-		OBJ_TEST(test_flavours_mixed_within_an_object),
-		OBJ_TEST(test_static_program_shares_its_runtime),
-		OBJ_TEST(test_second_runtime_refuses_clearly),
+	    OBJ_TEST(test_every_object_decodes),
+	    OBJ_TEST(test_dlclose_then_load_again),
+	    OBJ_TEST(test_record_across_load_and_unload),
+	    OBJ_TEST(test_print_module_beside_binary_objects),
+	    OBJ_TEST(test_flags_addressed_per_provider),
+	    OBJ_TEST(test_spec_applies_to_providers_loaded_later),
+	    OBJ_TEST(test_clash_between_objects_reported_at_load),
+	    OBJ_TEST(test_clash_within_an_object_reported_at_load),
+	    OBJ_TEST(test_flavours_mixed_within_an_object),
+	    OBJ_TEST(test_static_program_shares_its_runtime),
+	    OBJ_TEST(test_second_runtime_refuses_clearly),
 	};
 	return cmocka_run_group_tests_name("trace.objects", tests, NULL, NULL);
 }

@@ -48,7 +48,7 @@ static unsigned split_lines(char *text, char **lines, unsigned max)
 /* What a print-flavour workload wrote in print mode, and when it ran. */
 struct printed {
 	pid_t pid;
-	char *text;       /* the whole file (free it), split in place into: */
+	char *text; /* the whole file (free it), split in place into: */
 	char *lines[16];
 	unsigned n;
 	char before[64], after[64]; /* wall time before the start, after the end */
@@ -59,8 +59,8 @@ static void run_print(struct th_tmpdir *td, const char *workload, struct printed
 	char file[600], env_file[700];
 	snprintf(file, sizeof file, "%s/print.txt", td->dir);
 	snprintf(env_file, sizeof env_file, "VIOSCOPE_TRACE_FILE=%s", file);
-	const char *argv[] = { workload, "print", NULL };
-	const char *env[] = { env_file, "VIOSCOPE_TRACE=verbose:all", NULL };
+	const char *argv[] = {workload, "print", NULL};
+	const char *env[] = {env_file, "VIOSCOPE_TRACE=verbose:all", NULL};
 	now_text(p->before, sizeof p->before);
 	p->pid = th_run_workload(td, argv, env, NULL);
 	now_text(p->after, sizeof p->after);
@@ -154,8 +154,8 @@ static void test_print_matches_decoder(void **state)
 
 	run_print(td, WORKLOAD_ALL_PRINT, &p);
 
-	const char *argv[] = { WORKLOAD_ALL, "print", NULL };
-	const char *env[] = { "VIOSCOPE_TRACE=verbose:all", "VIOSCOPE_TRACE_KEEP=1", NULL };
+	const char *argv[] = {WORKLOAD_ALL, "print", NULL};
+	const char *env[] = {"VIOSCOPE_TRACE=verbose:all", "VIOSCOPE_TRACE_KEEP=1", NULL};
 	th_dump(td, th_run_workload(td, argv, env, NULL));
 	assert_int_equal(th_cli(td, "decode", td->cap, NULL), 0);
 	dtext = th_read_file(td->out, NULL);
@@ -171,9 +171,9 @@ static void test_print_matches_decoder(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		TMPDIR_TEST(test_cold_print_lines),
-		TMPDIR_TEST(test_all_print_lines),
-		TMPDIR_TEST(test_print_matches_decoder),
+	    TMPDIR_TEST(test_cold_print_lines),
+	    TMPDIR_TEST(test_all_print_lines),
+	    TMPDIR_TEST(test_print_matches_decoder),
 	};
 	return cmocka_run_group_tests_name("trace.print", tests, NULL, NULL);
 }

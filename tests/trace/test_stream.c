@@ -38,8 +38,8 @@ struct check {
 	unsigned next[MAX_THREADS]; /* next expected number per thread */
 	uint64_t events, lost, markers;
 	uint64_t bad_text, bad_order;
-	bool allow_gaps;            /* unpaced: gaps allowed, but each exactly marked */
-	uint64_t pending_lost;      /* marker counts not yet matched to a gap (one thread) */
+	bool allow_gaps;       /* unpaced: gaps allowed, but each exactly marked */
+	uint64_t pending_lost; /* marker counts not yet matched to a gap (one thread) */
 	char first_bad[512];
 };
 
@@ -105,7 +105,7 @@ static void rec_started(void *opaque)
 static void *rec_main(void *arg)
 {
 	struct recorder *r = arg;
-	struct vs_record_opts o = { .started = rec_started, .opaque = r };
+	struct vs_record_opts o = {.started = rec_started, .opaque = r};
 	r->rc = vs_trace_record(r->target, r->out, &o, &r->st, r->why, sizeof r->why);
 	if (r->rc < 0)
 		sem_post(&r->started);
@@ -118,10 +118,10 @@ static int record_workload(struct th_tmpdir *td, const char *n, const char *extr
 			   struct vs_dump_stats *st)
 {
 	struct th_gated w;
-	struct recorder rec = { 0 };
+	struct recorder rec = {0};
 
-	const char *argv[] = { WORKLOAD_ALL, "seq", "-n", n, extra, NULL }; /* EXTRA may be NULL */
-	const char *env[] = { "VIOSCOPE_TRACE_RING=4096", NULL };
+	const char *argv[] = {WORKLOAD_ALL, "seq", "-n", n, extra, NULL}; /* EXTRA may be NULL */
+	const char *env[] = {"VIOSCOPE_TRACE_RING=4096", NULL};
 	th_start_gated(td, &w, argv, env);
 
 	th_shm_path(rec.target, sizeof rec.target, td->dir, w.pid);
@@ -147,7 +147,7 @@ static void test_wrap_paced_every_event_arrives_intact(void **state)
 {
 	struct th_tmpdir *td = *state;
 	struct vs_dump_stats st;
-	struct check k = { .threads = 1 };
+	struct check k = {.threads = 1};
 	char out[600];
 
 	snprintf(out, sizeof out, "%s/wrap.vstrace", td->dir);
@@ -172,7 +172,7 @@ static void test_wrap_unpaced_every_gap_is_accounted(void **state)
 {
 	struct th_tmpdir *td = *state;
 	struct vs_dump_stats st;
-	struct check k = { .threads = 1, .allow_gaps = true };
+	struct check k = {.threads = 1, .allow_gaps = true};
 	char out[600];
 
 	snprintf(out, sizeof out, "%s/wrap-unpaced.vstrace", td->dir);
@@ -196,12 +196,12 @@ static void test_cli_record_four_threads_every_event_once(void **state)
 {
 	enum { T = 4, N = 200000 };
 	struct th_tmpdir *td = *state;
-	struct check k = { .threads = T };
+	struct check k = {.threads = T};
 	struct th_gated w;
 	struct vs_shm shm;
 
-	const char *argv[] = { WORKLOAD_ALL, "seq", "-n", "200000", "-t", "4", NULL };
-	const char *env[] = { "VIOSCOPE_TRACE_RING=16M", "VIOSCOPE_TRACE_THREADS=8", NULL };
+	const char *argv[] = {WORKLOAD_ALL, "seq", "-n", "200000", "-t", "4", NULL};
+	const char *env[] = {"VIOSCOPE_TRACE_RING=16M", "VIOSCOPE_TRACE_THREADS=8", NULL};
 	th_start_gated(td, &w, argv, env);
 	pid_t recorder = th_start_recording(td, w.pid, td->cap, NULL, &shm);
 	vs_shm_close(&shm);
@@ -221,9 +221,9 @@ static void test_cli_record_four_threads_every_event_once(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		TMPDIR_TEST(test_wrap_paced_every_event_arrives_intact),
-		TMPDIR_TEST(test_wrap_unpaced_every_gap_is_accounted),
-		TMPDIR_TEST(test_cli_record_four_threads_every_event_once),
+	    TMPDIR_TEST(test_wrap_paced_every_event_arrives_intact),
+	    TMPDIR_TEST(test_wrap_unpaced_every_gap_is_accounted),
+	    TMPDIR_TEST(test_cli_record_four_threads_every_event_once),
 	};
 	return cmocka_run_group_tests_name("trace.stream", tests, NULL, NULL);
 }

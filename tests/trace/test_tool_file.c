@@ -40,8 +40,8 @@ static int teardown(void **state)
  * command made would stay behind after it exits.  Returns its exit status. */
 static int run_keeping(const struct th_tmpdir *td, const char *const args[])
 {
-	const char *argv[16] = { VIOSCOPE_CLI };
-	const char *env[] = { td->env_dir, "VIOSCOPE_TRACE_KEEP=1", NULL };
+	const char *argv[16] = {VIOSCOPE_CLI};
+	const char *env[] = {td->env_dir, "VIOSCOPE_TRACE_KEEP=1", NULL};
 	size_t n = 1;
 	for (; args[n - 1]; n++) {
 		assert_true(n < sizeof argv / sizeof argv[0] - 1);
@@ -56,12 +56,12 @@ static int run_keeping(const struct th_tmpdir *td, const char *const args[])
 static void test_inspecting_commands_make_no_trace_file(void **state)
 {
 	struct th_tmpdir *td = *state;
-	const char *const list[] = { "trace", "list", NULL };
-	const char *const decode[] = { "trace", "decode", "/nonexistent.vst", NULL };
-	const char *const show[] = { "trace", "show", "1", NULL };
-	const char *const clean[] = { "trace", "clean", "--dry-run", NULL };
-	const char *const help[] = { "--help", NULL };
-	const char *const unknown[] = { "no-such-command", NULL };
+	const char *const list[] = {"trace", "list", NULL};
+	const char *const decode[] = {"trace", "decode", "/nonexistent.vst", NULL};
+	const char *const show[] = {"trace", "show", "1", NULL};
+	const char *const clean[] = {"trace", "clean", "--dry-run", NULL};
+	const char *const help[] = {"--help", NULL};
+	const char *const unknown[] = {"no-such-command", NULL};
 
 	assert_int_equal(run_keeping(td, list), 0);
 	/* the header only: the tool did not list itself */
@@ -93,9 +93,8 @@ static void test_working_command_file_is_private_and_removed(void **state)
 	struct stat st;
 
 	snprintf(sock, sizeof sock, "%s.sock", td->out); /* beside the directory, not in it */
-	const char *argv[] = { VIOSCOPE_CLI, "target", "--socket", sock, "--lun", "0:null=1M",
-			       NULL };
-	const char *env[] = { td->env_dir, NULL };
+	const char *argv[] = {VIOSCOPE_CLI, "target", "--socket", sock, "--lun", "0:null=1M", NULL};
+	const char *env[] = {td->env_dir, NULL};
 	pid_t pid = started = th_spawn(argv, env, NULL, NULL, td->err);
 	assert_true(pid > 0);
 	th_shm_path(f.path, sizeof f.path, td->dir, pid);
@@ -126,8 +125,8 @@ static void test_working_command_file_is_private_and_removed(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		TMPDIR_TEST(test_inspecting_commands_make_no_trace_file),
-		TMPDIR_TEST(test_working_command_file_is_private_and_removed),
+	    TMPDIR_TEST(test_inspecting_commands_make_no_trace_file),
+	    TMPDIR_TEST(test_working_command_file_is_private_and_removed),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -105,9 +105,7 @@ static void pace_open(void)
 {
 	die("pace needs a traced flavour");
 }
-static void pace_wait_drained(void)
-{
-}
+static void pace_wait_drained(void) {}
 #endif
 
 /* ---- seq --------------------------------------------------------------------------- */
@@ -164,7 +162,7 @@ static void run_tick(void)
 		/* Counted after the site has finished: a count the test reads covers every
 		 * event that could still have been on its way into the ring. */
 		count++;
-		struct pollfd p = { .fd = opt_cmd, .events = POLLIN };
+		struct pollfd p = {.fd = opt_cmd, .events = POLLIN};
 		if (poll(&p, 1, 1) <= 0)
 			continue;
 		char c;
@@ -271,10 +269,11 @@ static void run_fork(void)
 		 * emitted) in its place, not beside it. */
 		size_t heap = heap_in_use();
 		if (opt_fork_main && heap > parent_heap + FORK_LEAK_BYTES) {
-			fprintf(stderr,
-				"trace_workload: the fork child has %zu bytes more heap in use than "
-				"its parent had: the parent's ring was not freed\n",
-				heap - parent_heap);
+			fprintf(
+			    stderr,
+			    "trace_workload: the fork child has %zu bytes more heap in use than "
+			    "its parent had: the parent's ring was not freed\n",
+			    heap - parent_heap);
 			exit(1);
 		}
 		exit(0);
@@ -301,18 +300,41 @@ int main(int argc, char **argv)
 	optind = 2;
 	while ((c = getopt(argc, argv, "n:t:r:g:pBSMHc:o:")) != -1) {
 		switch (c) {
-		case 'n': opt_n = (unsigned)strtoul(optarg, NULL, 0); break;
-		case 't': opt_threads = (unsigned)strtoul(optarg, NULL, 0); break;
-		case 'r': opt_ready = atoi(optarg); break;
-		case 'g': opt_go = atoi(optarg); break;
-		case 'p': opt_pace = true; break;
-		case 'B': opt_barrier = true; break;
-		case 'S': opt_sequential = true; break;
-		case 'M': opt_fork_main = true; break;
-		case 'H': opt_hold = true; break;
-		case 'c': opt_cmd = atoi(optarg); break;
-		case 'o': opt_reply = atoi(optarg); break;
-		default: die("bad option");
+		case 'n':
+			opt_n = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 't':
+			opt_threads = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 'r':
+			opt_ready = atoi(optarg);
+			break;
+		case 'g':
+			opt_go = atoi(optarg);
+			break;
+		case 'p':
+			opt_pace = true;
+			break;
+		case 'B':
+			opt_barrier = true;
+			break;
+		case 'S':
+			opt_sequential = true;
+			break;
+		case 'M':
+			opt_fork_main = true;
+			break;
+		case 'H':
+			opt_hold = true;
+			break;
+		case 'c':
+			opt_cmd = atoi(optarg);
+			break;
+		case 'o':
+			opt_reply = atoi(optarg);
+			break;
+		default:
+			die("bad option");
 		}
 	}
 	tell('r');

@@ -47,6 +47,6 @@ static inline int wl_expect_seq(char *buf, size_t len, unsigned t, unsigned i)
 
 /* Unique strings for the flavour checks (check_flavour_strings.cmake). */
 #define WL_OFFCHECK_FMT "vioscope-offcheck-%d-unique"
-#define WL_HPCHECK_FMT  "vioscope-hpcheck-%d-unique"
+#define WL_HPCHECK_FMT	"vioscope-hpcheck-%d-unique"
 
 #endif

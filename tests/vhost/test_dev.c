@@ -271,8 +271,8 @@ static void ring_setup(struct fixture *fx, unsigned q)
 	assert_int_equal(vs_vhost_drv_set_vring_num(&fx->f, q, 128), 0);
 	assert_int_equal(vs_vhost_drv_set_vring_base(&fx->f, q, (uint16_t)(7 + q)), 0);
 	assert_int_equal(vs_vhost_drv_set_vring_addr(&fx->f, q, uva(fx, RING(q)),
-						       uva(fx, RING(q) + 0x1000),
-						       uva(fx, RING(q) + 0x2000)),
+						     uva(fx, RING(q) + 0x1000),
+						     uva(fx, RING(q) + 0x2000)),
 			 0);
 	assert_int_equal(vs_vhost_drv_set_vring_kick(&fx->f, q, kick), 0);
 	assert_int_equal(vs_vhost_drv_set_vring_call(&fx->f, q, call), 0);
@@ -401,8 +401,8 @@ static void test_ring_config_refused_while_started(void **state)
 	assert_int_equal(vs_vhost_drv_set_vring_num(&fx->f, 0, 256), -EIO);
 	assert_int_equal(vs_vhost_drv_set_vring_base(&fx->f, 0, 3), -EIO);
 	assert_int_equal(vs_vhost_drv_set_vring_addr(&fx->f, 0, uva(fx, RING(2)),
-						       uva(fx, RING(2) + 0x1000),
-						       uva(fx, RING(2) + 0x2000)),
+						     uva(fx, RING(2) + 0x1000),
+						     uva(fx, RING(2) + 0x2000)),
 			 -EIO);
 	assert_int_equal(get(fx, &fx->rec.stops[0]), 0);
 }
@@ -438,16 +438,16 @@ static void test_ring_outside_memory_refused(void **state)
 	mem_two_regions(fx);
 	assert_int_equal(vs_vhost_drv_set_vring_num(&fx->f, 0, 128), 0);
 	assert_int_equal(vs_vhost_drv_set_vring_addr(&fx->f, 0, uva(fx, 0xa0000),
-						       uva(fx, RING(0) + 0x1000),
-						       uva(fx, RING(0) + 0x2000)),
+						     uva(fx, RING(0) + 0x1000),
+						     uva(fx, RING(0) + 0x2000)),
 			 -EIO);
 	assert_int_equal(vs_vhost_drv_set_vring_addr(&fx->f, 0, uva(fx, 0xa0000 - 0x400),
-						       uva(fx, RING(0) + 0x1000),
-						       uva(fx, RING(0) + 0x2000)),
+						     uva(fx, RING(0) + 0x1000),
+						     uva(fx, RING(0) + 0x2000)),
 			 -EIO);
 	assert_int_equal(vs_vhost_drv_set_vring_addr(&fx->f, 0, uva(fx, RING(0) + 8),
-						       uva(fx, RING(0) + 0x1000),
-						       uva(fx, RING(0) + 0x2000)),
+						     uva(fx, RING(0) + 0x1000),
+						     uva(fx, RING(0) + 0x2000)),
 			 -EIO); /* descriptor table not 16-byte aligned */
 }
 

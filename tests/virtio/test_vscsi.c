@@ -113,8 +113,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_wire_offsets),   cmocka_unit_test(test_lun_decode_linux_form),
 	    cmocka_unit_test(test_lun_round_trip), cmocka_unit_test(test_lun_decode_rejects),
-	    cmocka_unit_test(test_event_lun_form),
-	    cmocka_unit_test(test_le_helpers),
+	    cmocka_unit_test(test_event_lun_form), cmocka_unit_test(test_le_helpers),
 	};
 	return cmocka_run_group_tests_name("virtio.vscsi", tests, NULL, NULL);
 }

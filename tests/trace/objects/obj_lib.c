@@ -8,7 +8,7 @@
 
 void obj_a_emit(unsigned n)
 {
-	static const unsigned char bytes[] = { 0x00, 0xff, 0x10 };
+	static const unsigned char bytes[] = {0x00, 0xff, 0x10};
 	for (unsigned i = 0; i < n; i++) {
 		VS_INFO(NET, "liba net %u", i);
 		VS_VERBOSE_HP(DISK, "liba disk hot %u", i);
