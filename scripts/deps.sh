@@ -7,7 +7,7 @@ set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config clang libclang-rt-dev libcmocka-dev liburing-dev
       valgrind binutils fio clang-format liblttng-ust-dev lttng-tools procps librbd-dev libxml2-utils
-      babeltrace2 python3 libjansson-dev)
+      babeltrace2 python3 libjansson-dev man-db systemd)
 for arg in "$@"; do
 	case "$arg" in
 	--guest) pkgs+=(qemu-system-x86 qemu-utils busybox-static sg3-utils kmod cpio xz-utils lz4

@@ -21,8 +21,11 @@ fail() { echo "test-examples: $*" >&2; exit 1; }
 
 prefix=$work/prefix
 cmake --install "$build" --prefix "$prefix" >/dev/null
-for f in include/vioscope/trace.h include/vioscope/trace_impl.h lib/libvioscope_trace.a lib/libvioscope_trace.so \
-	lib/cmake/vioscope/vioscopeConfig.cmake lib/pkgconfig/vioscope-trace-cold.pc bin/vioscope; do
+for f in include/vioscope/trace.h include/vioscope/trace_impl.h \
+	include/vioscope/target.h include/vioscope/initiator.h \
+	lib/libvioscope_trace.a lib/libvioscope_trace.so lib/libvioscope_target-cold.a \
+	lib/libvioscope_initiator-cold.a lib/cmake/vioscope/vioscopeConfig.cmake \
+	lib/pkgconfig/vioscope-trace-cold.pc lib/pkgconfig/vioscope-target-cold.pc bin/vioscope; do
 	[[ -e "$prefix/$f" ]] || fail "cmake --install did not place $f"
 done
 
@@ -35,6 +38,11 @@ PKG_CONFIG_PATH=$prefix/lib/pkgconfig make -s -C "$work/src" >/dev/null
 [[ -x "$work/src/kvdemo" ]] || fail "the pkg-config build made no kvdemo"
 printf 'put a 1\nget a\n' | "$work/src/kvdemo" | tr '\n' ' ' | grep -q '^ok 1 $' ||
 	fail "the pkg-config build of kvdemo does not work"
+# The target and the initiator as libraries: a write read back through both, each build.
+for b in "$work/src/loopback" "$work/cmake-build/loopback"; do
+	VIOSCOPE_TRACE_DIR=$work "$b" | grep -q '4096 bytes written and read back' ||
+		fail "$b (target.h and initiator.h, installed) did not read back what it wrote"
+done
 
 # Run kvdemo (the CMake build) on commands from a FIFO; record it with the installed
 # tool; feed the commands; the recording ends when kvdemo exits.
@@ -75,4 +83,4 @@ expect " ERROR kvdemo.CMD     main: line 6: cannot parse 'frobnicate'"
 expect " INFO  kv.MEMORY      kv_close: close: 1 entries freed"
 "$vioscope" trace decode "$work/run.vst" --flag kv.get >"$work/decoded"
 [[ $(wc -l <"$work/decoded") -eq 2 ]] || fail "--flag kv.get: $(cat "$work/decoded")"
-echo "test-examples: installed, built out of tree (CMake and pkg-config), recorded, decoded: ok"
+echo "test-examples: installed, built out of tree (CMake and pkg-config), recorded, decoded, loopback: ok"

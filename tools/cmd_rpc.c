@@ -7,8 +7,8 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
+#include <math.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -28,29 +29,66 @@ static volatile sig_atomic_t interrupted;
 
 static void on_interrupt(int sig)
 {
-	(void)sig;
-	interrupted = 1;
+	interrupted = sig;
 }
 
-static void rpc_usage(FILE *f)
-{
-	fprintf(
-	    f,
-	    "usage: vioscope rpc [--socket PATH] [--timeout S] [--table] METHOD [KEY=VALUE ...]\n"
-	    "       vioscope rpc [--socket PATH] stats --watch S [--count N]\n"
-	    "\n"
-	    "Call a method of a target's management socket (`vioscope target --rpc PATH`)\n"
-	    "and print its result as JSON; exit 1 with the error's message if it fails.\n"
-	    "  --socket PATH   the management socket (default: $VIOSCOPE_RPC_SOCKET)\n"
-	    "  --timeout S     longest wait for the reply (default 60)\n"
-	    "  --table         lun_list and stats as a table\n"
-	    "  --watch S       stats every S seconds: IOPS, MB/s, in flight and latency per LUN\n"
-	    "                  and queue, until interrupted or --count N lines of output\n"
-	    "Methods: lun_add id=N spec=BACKEND   lun_remove id=N   lun_resize id=N size=SIZE\n"
-	    "         lun_list   stats   trace_set spec=LEVEL[:FLAG,...]   shutdown\n"
-	    "A VALUE that is a JSON number, true, false or null is sent as one (id=3 -> 3);\n"
-	    "anything else as a string (spec=ram=64M, size=2G).  docs/TARGET.md has them all.\n");
-}
+enum { OPT_SOCKET = 256, OPT_TIMEOUT, OPT_TABLE, OPT_WATCH, OPT_COUNT, OPT_JSON };
+
+static const struct vs_cli_opt rpc_opts[] = {
+    {"socket", 0, OPT_SOCKET, "PATH", "$VIOSCOPE_RPC_SOCKET",
+     "the target's management socket (`vioscope target --rpc PATH`)"},
+    {"timeout", 0, OPT_TIMEOUT, "S", "60 s", "the longest wait for a reply (1ms..1d)"},
+    {"table", 0, OPT_TABLE, NULL, NULL, "lun_list and stats as a table instead of JSON"},
+    {"watch", 0, OPT_WATCH, "S", NULL,
+     "stats every S (10ms..1d), as iostat: per interval the IOPS, MB/s and latency "
+     "percentiles of each LUN (of the requests completed in that interval) and queue, with a "
+     "timestamp; until interrupted or --count reports"},
+    {"count", 0, OPT_COUNT, "N", "no end", "with --watch: stop after N reports"},
+    {"json", 0, OPT_JSON, NULL, NULL,
+     "machine-readable: the result with the version, a timestamp and the call made; with "
+     "--watch one JSON object per line (JSON Lines) per interval"},
+    {0},
+};
+
+static const struct vs_cli_section rpc_sections[] = {
+    {"Methods",
+     "  lun_add id=N spec=BACKEND   a LUN at run time (any `target --lun` backend)\n"
+     "  lun_remove id=N             after its requests in flight, flushed\n"
+     "  lun_resize id=N size=SIZE   files grow or shrink, RAM grows\n"
+     "  lun_list                    the LUNs\n"
+     "  stats [interval=true]       counters and latency per LUN and queue\n"
+     "  trace_set spec=LEVEL[:FLAG,...]   the target's tracing, at once\n"
+     "  shutdown                    stop the target as SIGTERM does\n"
+     "\n"
+     "A VALUE that is a JSON number, true, false or null is sent as one (id=3 is 3); anything "
+     "else as a string (spec=ram=64M, size=2G). docs/TARGET.md has each method's result and "
+     "errors."},
+    {"Exit status",
+     "  0  the call succeeded (--watch: until interrupted, or --count reports)\n"
+     "  1  the target answered with an error (its message is printed), or broke off\n"
+     "  2  a mistake in the command line (an option, a KEY=VALUE)\n"
+     "  3  no target there: the socket cannot be connected to\n"
+     "  130, 143  --watch stopped by SIGINT, SIGTERM"},
+    {"Examples", "  vioscope rpc --socket /tmp/vs-rpc.sock lun_add id=1 spec=ram=1G\n"
+		 "  vioscope rpc --socket /tmp/vs-rpc.sock --table lun_list\n"
+		 "  vioscope rpc --socket /tmp/vs-rpc.sock stats --watch 1 --count 10\n"
+		 "  vioscope rpc --socket /tmp/vs-rpc.sock stats --watch 1 --json | jq .luns"},
+    {0},
+};
+
+static const struct vs_cli_help rpc_help = {
+    .name = "rpc",
+    .summary = "call a running target's management socket (JSON-RPC 2.0)",
+    .synopsis = "[--socket PATH] [--timeout S] [--table | --json] METHOD [KEY=VALUE ...]\n"
+		"[--socket PATH] [--json] stats --watch S [--count N]",
+    .text = "Call one method of a target's management socket (`vioscope target --rpc PATH`) "
+	    "and print its result, as indented JSON by default; an error's message goes to "
+	    "stderr.",
+    .opts = rpc_opts,
+    .sections = rpc_sections,
+    .words = "lun_add lun_remove lun_resize lun_list stats trace_set shutdown",
+};
+VS_CLI_HELP(rpc_help);
 
 struct conn {
 	int fd;
@@ -60,20 +98,18 @@ struct conn {
 	unsigned next_id;
 };
 
+/* 0, or the exit status after saying why. */
 static int conn_open(struct conn *c, const char *path)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 
-	if (strlen(path) >= sizeof(sa.sun_path)) {
-		fprintf(stderr, "vioscope rpc: socket path too long: %s\n", path);
-		return -1;
-	}
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return vs_cli_usage_error(&rpc_help, "socket path too long: %s", path);
 	strcpy(sa.sun_path, path);
 	c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (c->fd < 0 || connect(c->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		fprintf(stderr, "vioscope rpc: cannot connect to %s: %s\n", path, strerror(errno));
-		return -1;
-	}
+	if (c->fd < 0 || connect(c->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		return vs_cli_error(&rpc_help, VS_EXIT_CANNOT_RUN, "cannot connect to %s: %s", path,
+				    strerror(errno));
 	return 0;
 }
 
@@ -196,7 +232,7 @@ static int add_param(json_t *params, const char *arg)
 	char *key;
 
 	if (!eq || eq == arg) {
-		fprintf(stderr, "vioscope rpc: '%s': expected KEY=VALUE\n", arg);
+		vs_cli_usage_error(&rpc_help, "'%s': expected KEY=VALUE", arg);
 		return -1;
 	}
 	v = json_loads(eq + 1, JSON_DECODE_ANY, NULL);
@@ -311,29 +347,103 @@ static double rate(json_t *now, json_t *then, const char *key, double secs)
 	return a >= b && secs > 0 ? (double)(a - b) / secs : 0;
 }
 
-static void print_watch(json_t *now, json_t *prev)
+/* The latency percentiles of one direction, in microseconds. */
+static json_t *latency_us(json_t *lun, const char *key)
 {
-	double secs = (double)(u(now, "time_ns") - u(prev, "time_ns")) / 1e9;
+	return json_pack("{s:f, s:f, s:f}", "p50", u2(lun, key, "p50") / 1e3, "p99",
+			 u2(lun, key, "p99") / 1e3, "p999", u2(lun, key, "p999") / 1e3);
+}
+
+/* One interval as a JSON object (a line of --watch --json): rates over the interval, the
+ * latency of the requests completed in it, what is in flight now. */
+static json_t *watch_json(json_t *now, json_t *prev, double secs, const char *path)
+{
+	json_t *luns = json_array(), *queues = json_array(), *l;
+	size_t i;
+
+	json_array_foreach(json_object_get(now, "luns"), i, l)
+	{
+		json_t *p = find(prev, "luns", "id", u(l, "id"));
+		uint64_t errors = errors_of(l), before = p ? errors_of(p) : 0;
+
+		json_array_append_new(
+		    luns,
+		    json_pack("{s:I, s:f, s:f, s:f, s:f, s:I, s:I, s:o, s:o, s:b}", "id",
+			      (json_int_t)u(l, "id"), "reads_per_s", rate(l, p, "reads", secs),
+			      "writes_per_s", rate(l, p, "writes", secs), "read_mb_per_s",
+			      rate(l, p, "read_bytes", secs) / 1e6, "write_mb_per_s",
+			      rate(l, p, "write_bytes", secs) / 1e6, "in_flight",
+			      (json_int_t)u(l, "in_flight"), "errors",
+			      (json_int_t)(errors >= before ? errors - before : errors),
+			      "read_latency_us", latency_us(l, "read_latency_ns"),
+			      "write_latency_us", latency_us(l, "write_latency_ns"),
+			      "latency_over_interval",
+			      json_is_true(json_object_get(l, "latency_over_interval"))));
+	}
+	json_array_foreach(json_object_get(now, "queues"), i, l)
+	{
+		json_t *p = find(prev, "queues", "queue", u(l, "queue"));
+
+		json_array_append_new(queues,
+				      json_pack("{s:I, s:f, s:f, s:I, s:f}", "queue",
+						(json_int_t)u(l, "queue"), "iops",
+						rate(l, p, "requests", secs), "mb_per_s",
+						rate(l, p, "bytes", secs) / 1e6, "in_flight",
+						(json_int_t)u(l, "in_flight"), "notifies_per_s",
+						rate(l, p, "notifies", secs)));
+	}
+	return json_pack("{s:s, s:f, s:o, s:o}", "socket", path, "interval_s",
+			 round(secs * 1e6) / 1e6, "luns", luns, "queues", queues);
+}
+
+/* An object as a line that starts with the members every --json carries (version,
+ * timestamp, the command line). */
+static void print_json_line(json_t *body, size_t flags)
+{
+	char *s = body ? json_dumps(body, flags) : NULL;
+
+	printf("{");
+	vs_cli_json_meta(stdout);
+	if (s && s[1] != '}')
+		printf(", %s\n", s + 1);
+	else
+		printf("}\n");
+	free(s);
+	fflush(stdout);
+}
+
+static void print_watch(json_t *now, json_t *prev, double secs)
+{
+	char stamp[40];
+	bool since_added = false;
 	size_t i;
 	json_t *l;
 
+	vs_cli_timestamp(stamp, sizeof(stamp));
+	printf("%s  over %.3f s\n", stamp, secs);
 	printf("%-4s %9s %9s %9s %9s %6s %9s %9s %9s %9s %9s %9s\n", "LUN", "r/s", "w/s", "rMB/s",
 	       "wMB/s", "inflt", "r_p50_us", "r_p99_us", "r_p999", "w_p50_us", "w_p99_us",
 	       "w_p999");
 	json_array_foreach(json_object_get(now, "luns"), i, l)
 	{
 		json_t *p = find(prev, "luns", "id", u(l, "id"));
+		bool added = !json_is_true(json_object_get(l, "latency_over_interval"));
+		char id[24];
 
+		since_added |= added;
+		snprintf(id, sizeof(id), "%" PRIu64 "%s", u(l, "id"), added ? "*" : "");
 		printf(
-		    "%-4" PRIu64 " %9.0f %9.0f %9.2f %9.2f %6" PRIu64
-		    " %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f\n",
-		    u(l, "id"), rate(l, p, "reads", secs), rate(l, p, "writes", secs),
+		    "%-4s %9.0f %9.0f %9.2f %9.2f %6" PRIu64 " %9.1f %9.1f %9.1f %9.1f %9.1f "
+		    "%9.1f\n",
+		    id, rate(l, p, "reads", secs), rate(l, p, "writes", secs),
 		    rate(l, p, "read_bytes", secs) / 1e6, rate(l, p, "write_bytes", secs) / 1e6,
 		    u(l, "in_flight"), u2(l, "read_latency_ns", "p50") / 1e3,
 		    u2(l, "read_latency_ns", "p99") / 1e3, u2(l, "read_latency_ns", "p999") / 1e3,
 		    u2(l, "write_latency_ns", "p50") / 1e3, u2(l, "write_latency_ns", "p99") / 1e3,
 		    u2(l, "write_latency_ns", "p999") / 1e3);
 	}
+	if (since_added)
+		printf("(*: added in this interval: its latency is since it was added)\n");
 	printf("%-5s %9s %9s %6s %9s\n", "queue", "IOPS", "MB/s", "inflt", "notify/s");
 	json_array_foreach(json_object_get(now, "queues"), i, l)
 	{
@@ -347,124 +457,155 @@ static void print_watch(json_t *now, json_t *prev)
 	fflush(stdout);
 }
 
-static int watch(struct conn *c, double interval, uint64_t count)
+struct watch_opts {
+	const char *path;
+	double interval;
+	uint64_t count; /* 0: until interrupted */
+	bool json;
+};
+
+/* Until deadline (CLOCK_MONOTONIC ns) or a signal: false when interrupted. */
+static bool sleep_until(uint64_t deadline)
 {
-	json_t *params = json_object(), *prev;
+	struct timespec ts = {(time_t)(deadline / 1000000000u), (long)(deadline % 1000000000u)};
+
+	while (!interrupted && clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL))
+		;
+	return !interrupted;
+}
+
+/* Reports every interval, on a fixed schedule (no drift): the latency of each is of the
+ * requests completed in it (the method's interval param). */
+static int watch(struct conn *c, const struct watch_opts *w)
+{
+	json_t *params = json_pack("{s:b}", "interval", 1), *prev;
 	struct sigaction sa = {.sa_handler = on_interrupt};
-	bool rpc_error;
-	int rc = 0;
+	uint64_t start = vs_mono_ns(), step = (uint64_t)(w->interval * 1e9);
+	bool rpc_error, broke = false;
 
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	prev = call(c, "stats", params, &rpc_error);
-	for (uint64_t n = 0; prev && (!count || n < count) && !interrupted; n++) {
-		struct timespec ts = {(time_t)interval,
-				      (long)((interval - (double)(time_t)interval) * 1e9)};
+	for (uint64_t n = 0; prev && (!w->count || n < w->count); n++) {
 		json_t *now;
+		double secs;
 
-		while (nanosleep(&ts, &ts) && !interrupted)
-			;
-		if (interrupted)
+		if (!sleep_until(start + (n + 1) * step))
 			break;
 		now = call(c, "stats", params, &rpc_error);
 		if (!now) {
-			rc = 1;
+			broke = true;
 			break;
 		}
-		print_watch(now, prev);
+		secs = (double)(u(now, "time_ns") - u(prev, "time_ns")) / 1e9;
+		if (w->json) {
+			json_t *body = watch_json(now, prev, secs, w->path);
+
+			print_json_line(body, JSON_COMPACT);
+			json_decref(body);
+		} else {
+			print_watch(now, prev, secs);
+		}
 		json_decref(prev);
 		prev = now;
 	}
-	if (!prev)
-		rc = 1;
+	if (!prev && !interrupted)
+		broke = true; /* the first call failed */
 	json_decref(prev);
 	json_decref(params);
-	return rc;
+	if (interrupted)
+		return 128 + interrupted;
+	return broke ? VS_EXIT_FAILED : VS_EXIT_OK;
+}
+
+/* The result of one call, as JSON (--json: with the version, a timestamp and the call). */
+static void print_result(json_t *result, const char *path, const char *method, json_t *params,
+			 bool json)
+{
+	json_t *body;
+
+	if (!json) {
+		char *s = json_dumps(result, JSON_INDENT(2) | JSON_ENCODE_ANY);
+
+		printf("%s\n", s ? s : "");
+		free(s);
+		return;
+	}
+	body = json_pack("{s:s, s:s, s:O, s:O}", "socket", path, "method", method, "params", params,
+			 "result", result);
+	print_json_line(body, JSON_INDENT(2));
+	json_decref(body);
 }
 
 static int cmd_rpc(int argc, char **argv)
 {
-	static const struct option opts[] = {
-	    {"socket", required_argument, NULL, 's'},
-	    {"timeout", required_argument, NULL, 't'},
-	    {"table", no_argument, NULL, 'T'},
-	    {"watch", required_argument, NULL, 'w'},
-	    {"count", required_argument, NULL, 'n'},
-	    {"help", no_argument, NULL, 'h'},
-	    {0},
-	};
 	const char *path = getenv("VIOSCOPE_RPC_SOCKET"), *method;
 	struct conn c = {.fd = -1, .timeout = 60};
-	double interval = 0;
-	uint64_t count = 0;
-	bool table = false, rpc_error;
+	struct watch_opts w = {0};
+	bool table = false, json = false, rpc_error;
 	json_t *params = NULL, *result = NULL;
-	int ch, rc = 1;
+	struct vs_cli_args a;
+	int ch, rc;
 
-	optind = 1;
-	opterr = 0;
 	/* Options anywhere (`rpc stats --watch 1`): getopt moves KEY=VALUE after them. */
-	while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+	vs_cli_begin(&a, &rpc_help, argc, argv);
+	while ((ch = vs_cli_next(&a)) != VS_CLI_END) {
 		switch (ch) {
-		case 's':
-			path = optarg;
+		case VS_CLI_EXIT:
+			return a.status;
+		case OPT_SOCKET:
+			path = a.value;
 			break;
-		case 't':
-			if (vs_cli_seconds("vioscope rpc", "timeout", optarg, 0.001, 86400,
+		case OPT_TIMEOUT:
+			if (vs_cli_seconds("vioscope rpc", "timeout", a.value, 0.001, 86400,
 					   &c.timeout))
-				return 2;
+				return VS_EXIT_USAGE;
 			break;
-		case 'T':
+		case OPT_TABLE:
 			table = true;
 			break;
-		case 'w':
-			if (vs_cli_seconds("vioscope rpc", "watch", optarg, 0.01, 86400, &interval))
-				return 2;
+		case OPT_WATCH:
+			if (vs_cli_seconds("vioscope rpc", "watch", a.value, 0.01, 86400,
+					   &w.interval))
+				return VS_EXIT_USAGE;
 			break;
-		case 'n':
-			if (vs_cli_uint("vioscope rpc", "count", optarg, 1, UINT32_MAX, &count))
-				return 2;
+		case OPT_COUNT:
+			if (vs_cli_uint("vioscope rpc", "count", a.value, 1, UINT32_MAX, &w.count))
+				return VS_EXIT_USAGE;
 			break;
-		case 'h':
-			rpc_usage(stdout);
-			return 0;
-		case ':':
-			fprintf(stderr, "vioscope rpc: option '%s' needs a value\n",
-				argv[optind - 1]);
-			return 2;
-		default:
-			fprintf(stderr, "vioscope rpc: unknown option '%s' (see --help)\n",
-				argv[optind - 1]);
-			return 2;
+		case OPT_JSON:
+			json = true;
+			break;
 		}
 	}
-	if (optind >= argc) {
-		rpc_usage(stderr);
-		return 2;
-	}
-	method = argv[optind++];
-	if (!path || !*path) {
-		fprintf(stderr,
-			"vioscope rpc: --socket PATH (or $VIOSCOPE_RPC_SOCKET) is required\n");
-		return 2;
-	}
-	if ((interval > 0 || count) && strcmp(method, "stats")) {
-		fprintf(stderr, "vioscope rpc: --watch and --count are for stats\n");
-		return 2;
-	}
+	if (a.next >= argc)
+		return vs_cli_usage_error(&rpc_help, "which METHOD? (see --help)");
+	method = argv[a.next++];
+	if (!path || !*path)
+		return vs_cli_usage_error(&rpc_help,
+					  "--socket PATH (or $VIOSCOPE_RPC_SOCKET) is required");
+	if ((w.interval > 0 || w.count) && strcmp(method, "stats"))
+		return vs_cli_usage_error(&rpc_help, "--watch and --count are for stats");
+	if (w.count && !(w.interval > 0))
+		return vs_cli_usage_error(&rpc_help, "--count goes with --watch");
+	if (table && json)
+		return vs_cli_usage_error(&rpc_help, "--table or --json, not both");
 	params = json_object();
-	for (; optind < argc; optind++)
-		if (!params || add_param(params, argv[optind])) {
+	for (; a.next < argc; a.next++)
+		if (!params || add_param(params, argv[a.next])) {
 			json_decref(params);
-			return 2;
+			return VS_EXIT_USAGE;
 		}
-	if (conn_open(&c, path))
+	if ((rc = conn_open(&c, path)))
 		goto out;
-	if (interval > 0) {
-		rc = watch(&c, interval, count);
+	if (w.interval > 0) {
+		w.path = path;
+		w.json = json;
+		rc = watch(&c, &w);
 		goto out;
 	}
+	rc = VS_EXIT_FAILED;
 	result = call(&c, method, params, &rpc_error);
 	if (!result)
 		goto out;
@@ -472,13 +613,9 @@ static int cmd_rpc(int argc, char **argv)
 		print_lun_table(result);
 	else if (table && !strcmp(method, "stats"))
 		print_stats_table(result);
-	else {
-		char *s = json_dumps(result, JSON_INDENT(2) | JSON_ENCODE_ANY);
-
-		printf("%s\n", s ? s : "");
-		free(s);
-	}
-	rc = 0;
+	else
+		print_result(result, path, method, params, json);
+	rc = VS_EXIT_OK;
 out:
 	json_decref(result);
 	json_decref(params);

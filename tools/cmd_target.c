@@ -2,7 +2,7 @@
 /* `vioscope target ...`: the vhost-user-scsi target daemon. */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <getopt.h>
+#include <limits.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
@@ -14,6 +14,7 @@
 #include <vioscope/trace.h>
 
 #include "rpc/rpc.h"
+#include "tools/commands.h"
 #include "util/util.h"
 
 static volatile sig_atomic_t stop_requested;
@@ -41,55 +42,150 @@ static void log_line(void *arg, const char *line)
 	fprintf(stderr, "vioscope target: %s\n", line);
 }
 
-static void target_usage(FILE *f)
+_Static_assert(VS_TARGET_MAX_LUNS == 256 && VS_TARGET_MAX_QUEUES == 16 &&
+		   VS_TARGET_MAX_WORKERS == 64 && VS_TARGET_ADAPTIVE_POLL_US == 32 &&
+		   VS_TARGET_ADAPTIVE_POLL_MAX == 1000000 && VS_RPC_MAX_ALLOW == 16,
+	       "the help below states these numbers");
+
+enum {
+	OPT_SOCKET = 256,
+	OPT_LUN,
+	OPT_QUEUES,
+	OPT_BLOCK_SIZE,
+	OPT_WORKERS,
+	OPT_POLL,
+	OPT_ADAPTIVE_POLL,
+	OPT_WORKER_TIMEOUT,
+	OPT_RPC,
+	OPT_RPC_ALLOW,
+	OPT_LUN_ROOT,
+	OPT_TESTING,
+};
+
+static const struct vs_cli_opt target_opts[] = {
+    {"socket", 0, OPT_SOCKET, "PATH", NULL,
+     "listen here (required); QEMU's vhost-user-scsi-pci connects to it. The socket is created "
+     "owner-only (0600) and appears once it accepts connections; a stale socket nobody listens "
+     "on is replaced, anything else there is refused"},
+    {"lun", 0, OPT_LUN, "N:BACKEND", NULL,
+     "LUN N (0..255) on BACKEND (see Backends); at least one, each N once"},
+    {"queues", 0, OPT_QUEUES, "N", "1", "request queues, 1..16: give QEMU the same num_queues"},
+    {"block-size", 0, OPT_BLOCK_SIZE, "B", "512",
+     "logical block size, 512 or 4096; every LUN's size must be a whole number of blocks"},
+    {"workers", 0, OPT_WORKERS, "N", "one per queue, at most one per CPU",
+     "worker threads for the request queues, 1..64"},
+    {"poll", 0, OPT_POLL, NULL, NULL,
+     "workers busy-poll the rings and io_uring instead of sleeping: the lowest latency, a whole "
+     "CPU each"},
+    {"adaptive-poll", 0, OPT_ADAPTIVE_POLL, "US", "32",
+     "without --poll: a worker out of work keeps looking at its rings for a window of up to US "
+     "microseconds (0..1000000; 0: never) before it sleeps, adapting to the gaps between "
+     "requests; an idle target uses no CPU"},
+    {"worker-timeout", 0, OPT_WORKER_TIMEOUT, "S", "30 s",
+     "the longest a worker may take to hand a queue back, and a flush to finish (0.1 s..1 h); "
+     "past it the target names the LUN, flushes the backends that answer and exits 1"},
+    {"rpc", 0, OPT_RPC, "PATH", NULL,
+     "a management socket (owner-only, JSON-RPC 2.0) to add, remove and resize LUNs, read "
+     "statistics, change tracing and stop the target; `vioscope rpc --socket PATH` is its "
+     "client. Not the --socket path"},
+    {"rpc-allow", 0, OPT_RPC_ALLOW, "USERS", "root and the target's own uid",
+     "who may use the management socket: user names or uids, comma-separated, at most 16. Run "
+     "QEMU under a uid not in it: it would be warned about"},
+    {"lun-root", 0, OPT_LUN_ROOT, "DIR", NULL,
+     "every file= and log-writes= path, on the command line and through --rpc alike, must lie "
+     "beneath DIR (relative to it, or absolute under it); \"..\" and symlinks leading out are "
+     "refused"},
+    {"testing", 0, OPT_TESTING, NULL, NULL,
+     "allow the test-only backend options (see Backends); without it a spec naming one is "
+     "refused"},
+    {0},
+};
+
+static const struct vs_cli_section target_sections[] = {
+    {"Backends",
+     "  file=PATH[,ro][,direct]  an image file or a block device, through io_uring; ro:\n"
+     "                           read-only, direct: O_DIRECT. Locked as QEMU locks its\n"
+     "                           images: a second writer (a target, a LUN, QEMU) is refused\n"
+     "  ram=SIZE                 anonymous memory; the RAM LUNs of a target together may\n"
+     "                           not pass the machine's RAM and swap\n"
+     "  null=SIZE                reads zeros, discards writes (for benchmarks)\n"
+     "  rbd=POOL/IMAGE[,conf=PATH][,id=USER][,ro][,timeout=S]\n"
+     "                           a Ceph RBD image (librbd: in builds made with\n"
+     "                           librbd-dev; others refuse rbd= and say so)\n"
+     "\n"
+     "Any backend takes these after its own options:\n"
+     "  ,log-writes=LOG          every completed write, unmap and flush recorded in LOG\n"
+     "                           (dm-log-writes format) for `vioscope check flush`; LOG is\n"
+     "                           created and must not exist\n"
+     "and, only with --testing (what `vioscope check` and `bench` use):\n"
+     "  ,delay=USEC[,delay-every=K]  every Kth bio (default: each) completes USEC us late\n"
+     "  ,drop-write=K            the Kth write bio is acknowledged but never written\n"
+     "  ,misdirect-write=K       the Kth write bio lands one 512-byte sector further on\n"
+     "  ,stale-read=K            the Kth write's old data goes to the next read of it\n"
+     "  ,fail-flush=K            the Kth flush bio fails with EIO\n"
+     "  ,gate=KIND[:FIRST[-[LAST]]][,gate-sock=PATH]  bios of KIND held until a test\n"
+     "                           lets them go (src/backend/gate.c)\n"
+     "\n"
+     "SIZE: bytes, or with a K, M, G, T suffix (KiB, GiB...: powers of 1024), e.g. 64M, 1GiB."},
+    {"Logging",
+     "One line each on stderr: listening; each frontend that connects and disconnects, with "
+     "its pid; a frontend dropped and why; a LUN, flush or worker given up on; the request "
+     "counts at exit. Under systemd (a Type=notify unit such as vioscope-target@.service) the "
+     "target reports itself ready once both sockets listen (READY=1) and stopping on a "
+     "signal (STOPPING=1). Trace flags for more: `vioscope trace enable PID "
+     "verbose:vhost,queue,io` (docs/TARGET.md)."},
+    {"Signals", "SIGINT and SIGTERM (and the management socket's shutdown): finish the requests in "
+		"flight, flush the files (fdatasync), remove the sockets and exit 0."},
+    {"Exit status",
+     "  0  stopped by SIGINT, SIGTERM or shutdown, everything flushed\n"
+     "  1  failed while serving: a worker or a flush given up on, a flush that failed, the\n"
+     "     socket failing\n"
+     "  2  a mistake in the command line: an unknown option, a malformed LUN spec (its\n"
+     "     backend, options, size, or a size that is not whole blocks), a test-only option\n"
+     "     without --testing, --rpc naming the --socket path\n"
+     "  3  could not start: an image missing or in use, a socket path taken, more RAM\n"
+     "     than the machine has, a Ceph cluster out of reach, a --lun-root that is not there"},
+    {"Examples",
+     "  vioscope target --socket /tmp/vs.sock --lun 0:file=disk.img --lun 1:ram=1G --queues 2\n"
+     "  vioscope target --socket /run/vs.sock --lun 0:rbd=rbd/vm1 --rpc /run/vs-rpc.sock"},
+    {0},
+};
+
+static const struct vs_cli_help target_help = {
+    .name = "target",
+    .summary = "vhost-user-scsi target (device) for QEMU's vhost-user-scsi-pci",
+    .synopsis = "--socket PATH --lun N:BACKEND [--lun N:BACKEND ...] [--queues N]\n"
+		" [--block-size 512|4096] [--workers N] [--poll | --adaptive-poll US]\n"
+		" [--worker-timeout S] [--rpc PATH [--rpc-allow USERS]] [--lun-root DIR]\n"
+		" [--testing]",
+    .text = "A vhost-user back-end for QEMU's vhost-user-scsi-pci: the guest's own virtio_scsi "
+	    "driver sees one SCSI target with up to 256 LUNs, each on an image file, a block "
+	    "device, a Ceph RBD image, memory or nothing (null). One frontend at a time; when "
+	    "it goes, the queues stop after their requests in flight, the files are flushed and "
+	    "the next connection is served. docs/TARGET.md has the details.",
+    .opts = target_opts,
+    .sections = target_sections,
+};
+VS_CLI_HELP(target_help);
+
+/* Whether two socket paths name one file (neither need exist yet): the directories each
+ * resolves to, and the names in them. */
+static bool same_path(const char *a, const char *b)
 {
-	fprintf(
-	    f,
-	    "usage: vioscope target --socket PATH --lun N:BACKEND [--lun N:BACKEND ...]\n"
-	    "                       [--queues N] [--block-size 512|4096] [--workers N] [--poll]\n"
-	    "                       [--adaptive-poll US] [--worker-timeout SECONDS] [--rpc PATH]\n"
-	    "                       [--rpc-allow USERS] [--lun-root DIR] [--testing]\n"
-	    "\n"
-	    "A vhost-user-scsi device for QEMU's vhost-user-scsi-pci (one target, LUNs 0..%u).\n"
-	    "  --socket PATH        listen here (created owner-only); QEMU connects to it\n"
-	    "  --lun N:BACKEND      LUN N (0..%u) backed by one of\n"
-	    "                         file=PATH[,ro][,direct]  an image file (io_uring; direct = "
-	    "O_DIRECT)\n"
-	    "                         ram=SIZE                 anonymous memory (K/M/G/T "
-	    "suffixes)\n"
-	    "                         null=SIZE                reads zeros, discards writes\n"
-	    "                         rbd=POOL/IMAGE[,conf=PATH][,id=USER][,ro][,timeout=S]\n"
-	    "                                                  a Ceph RBD image (librbd)%s\n"
-	    "  --queues N           request queues, 1..%u (default 1; QEMU's num_queues)\n"
-	    "  --block-size B       logical block size, 512 (default) or 4096\n"
-	    "  --workers N          worker threads (default: one per queue, at most one per CPU)\n"
-	    "  --poll               workers busy-poll instead of sleeping (lower latency, full "
-	    "CPUs)\n"
-	    "  --adaptive-poll US   without --poll: a worker out of work looks at its rings for\n"
-	    "                       up to US microseconds (default %u; 0: never) before it\n"
-	    "                       sleeps, adapting to the gaps between requests; no CPU while\n"
-	    "                       idle\n"
-	    "  --worker-timeout S   longest a worker may take to hand a queue back (default 30);\n"
-	    "                       past it the target flushes and exits 1\n"
-	    "  --rpc PATH           a management socket (owner-only) speaking JSON-RPC 2.0: add,\n"
-	    "                       remove and resize LUNs, statistics, tracing, shutdown\n"
-	    "                       (`vioscope rpc --socket PATH ...`, docs/TARGET.md)\n"
-	    "  --rpc-allow USERS    who may use it: user names or uids, comma-separated\n"
-	    "                       (default: root and the target's own uid); run QEMU under\n"
-	    "                       another uid (docs/SECURITY.md)\n"
-	    "  --lun-root DIR       file= and log-writes= paths (command line and --rpc alike)\n"
-	    "                       must lie beneath DIR: relative to it, or absolute under it\n"
-	    "  --testing            allow the test-only backend options (delay=, delay-every=,\n"
-	    "                       drop-write=, misdirect-write=, stale-read=)\n"
-	    "\n"
-	    "SIGINT/SIGTERM: finish in-flight requests, flush the files, exit 0.\n"
-	    "Traces: `vioscope trace enable PID verbose:io,queue` (this binary: %s flavour).\n",
-	    VS_TARGET_MAX_LUNS - 1, VS_TARGET_MAX_LUNS - 1,
-	    vs_target_have_rbd() ? "" : " (not in this build: librbd-dev was missing)",
-	    VS_TARGET_MAX_QUEUES, VS_TARGET_ADAPTIVE_POLL_US, vs_trace_flavour());
+	const char *sa = strrchr(a, '/'), *sb = strrchr(b, '/');
+	char da[PATH_MAX], db[PATH_MAX], ra[PATH_MAX], rb[PATH_MAX];
+
+	if (strcmp(sa ? sa + 1 : a, sb ? sb + 1 : b))
+		return false;
+	snprintf(da, sizeof(da), "%.*s", sa ? (int)(sa - a) + 1 : 1, sa ? a : ".");
+	snprintf(db, sizeof(db), "%.*s", sb ? (int)(sb - b) + 1 : 1, sb ? b : ".");
+	if (!realpath(da, ra) || !realpath(db, rb))
+		return !strcmp(a, b);
+	return !strcmp(ra, rb);
 }
 
-/* "N:BACKEND" into l; 0, or -1 after printing why. */
+/* "N:BACKEND" into l (the backend is checked with the others, vs_target_lun_check): 0, or
+ * VS_EXIT_USAGE after saying why. */
 static int parse_lun(const char *arg, struct vs_target_lun *l, const struct vs_target_lun *luns,
 		     unsigned nluns)
 {
@@ -97,98 +193,173 @@ static int parse_lun(const char *arg, struct vs_target_lun *l, const struct vs_t
 	char num[16];
 	uint64_t id;
 
-	if (!colon || colon == arg || (size_t)(colon - arg) >= sizeof(num)) {
-		fprintf(stderr,
-			"vioscope target: --lun '%s': expected N:BACKEND (e.g. 0:file=disk.img)\n",
-			arg);
-		return -1;
-	}
+	if (!colon || colon == arg || (size_t)(colon - arg) >= sizeof(num))
+		return vs_cli_usage_error(
+		    &target_help, "--lun '%s': expected N:BACKEND (e.g. 0:file=disk.img)", arg);
 	memcpy(num, arg, (size_t)(colon - arg));
 	num[colon - arg] = 0;
-	if (vs_parse_u64(num, 0, VS_TARGET_MAX_LUNS - 1, &id)) {
-		fprintf(stderr, "vioscope target: --lun '%s': LUN number '%s' is not 0..%u\n", arg,
-			num, VS_TARGET_MAX_LUNS - 1);
-		return -1;
-	}
-	if (!colon[1]) {
-		fprintf(stderr, "vioscope target: --lun '%s': no backend after the colon\n", arg);
-		return -1;
-	}
-	if (strncmp(colon + 1, "file=", 5) && strncmp(colon + 1, "ram=", 4) &&
-	    strncmp(colon + 1, "null=", 5) && strncmp(colon + 1, "rbd=", 4)) {
-		fprintf(stderr,
-			"vioscope target: --lun '%s': unknown backend '%s' (file=PATH, ram=SIZE, "
-			"null=SIZE or rbd=POOL/IMAGE)\n",
-			arg, colon + 1);
-		return -1;
-	}
-	for (unsigned i = 0; i < nluns; i++) {
-		if (luns[i].id == (unsigned)id) {
-			fprintf(stderr, "vioscope target: LUN %ld given twice ('%s' and '%s')\n",
-				id, luns[i].spec, colon + 1);
-			return -1;
-		}
-	}
+	if (vs_parse_u64(num, 0, VS_TARGET_MAX_LUNS - 1, &id))
+		return vs_cli_usage_error(&target_help, "--lun '%s': LUN number '%s' is not 0..%u",
+					  arg, num, VS_TARGET_MAX_LUNS - 1);
+	if (!colon[1])
+		return vs_cli_usage_error(&target_help, "--lun '%s': no backend after the colon",
+					  arg);
+	for (unsigned i = 0; i < nluns; i++)
+		if (luns[i].id == (unsigned)id)
+			return vs_cli_usage_error(&target_help,
+						  "LUN %u given twice ('%s' and '%s')",
+						  (unsigned)id, luns[i].spec, colon + 1);
 	l->id = (unsigned)id;
 	l->spec = colon + 1;
 	return 0;
 }
 
-/* "root,qemu,1000" into uids: 0, or -1 after printing why. */
+/* "root,qemu,1000" into uids: 0, or VS_EXIT_USAGE after saying why. */
 static int parse_users(const char *list, uint32_t *uids, unsigned *n)
 {
 	char copy[1024], *save = NULL;
 
-	if (strlen(list) >= sizeof(copy)) {
-		fprintf(stderr, "vioscope target: --rpc-allow: the list is too long\n");
-		return -1;
-	}
+	if (strlen(list) >= sizeof(copy))
+		return vs_cli_usage_error(&target_help, "--rpc-allow: the list is too long");
 	snprintf(copy, sizeof(copy), "%s", list);
 	for (char *w = strtok_r(copy, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
 		struct passwd pw, *found = NULL;
 		char buf[4096];
 		uint64_t v;
 
-		if (*n >= VS_RPC_MAX_ALLOW) {
-			fprintf(stderr, "vioscope target: --rpc-allow: at most %u users\n",
-				VS_RPC_MAX_ALLOW);
-			return -1;
-		}
+		if (*n >= VS_RPC_MAX_ALLOW)
+			return vs_cli_usage_error(&target_help, "--rpc-allow: at most %u users",
+						  VS_RPC_MAX_ALLOW);
 		if (vs_parse_u64(w, 0, UINT32_MAX - 1, &v) == 0) {
 			uids[(*n)++] = (uint32_t)v;
 			continue;
 		}
-		if (getpwnam_r(w, &pw, buf, sizeof(buf), &found) || !found) {
-			fprintf(stderr, "vioscope target: --rpc-allow: no user '%s'\n", w);
-			return -1;
-		}
+		if (getpwnam_r(w, &pw, buf, sizeof(buf), &found) || !found)
+			return vs_cli_usage_error(&target_help, "--rpc-allow: no user '%s'", w);
 		uids[(*n)++] = (uint32_t)found->pw_uid;
 	}
-	if (!*n) {
-		fprintf(stderr, "vioscope target: --rpc-allow: no user given\n");
-		return -1;
+	if (!*n)
+		return vs_cli_usage_error(&target_help, "--rpc-allow: no user given");
+	return 0;
+}
+
+/* The options into cfg (and the management socket's): 0, or the exit status after saying
+ * why (--help and --version: 0 after printing, with *done set). */
+static int parse_options(int argc, char **argv, struct vs_target_config *cfg,
+			 struct vs_target_lun *luns, const char **rpc_path, const char **rpc_allow,
+			 bool *done)
+{
+	struct vs_cli_args a;
+	double secs;
+	uint64_t v;
+	int c, rc;
+
+	vs_cli_begin(&a, &target_help, argc, argv);
+	while ((c = vs_cli_next(&a)) != VS_CLI_END) {
+		switch (c) {
+		case VS_CLI_EXIT:
+			*done = true;
+			return a.status;
+		case OPT_SOCKET:
+			cfg->socket_path = a.value;
+			break;
+		case OPT_LUN:
+			if (cfg->nluns >= VS_TARGET_MAX_LUNS)
+				return vs_cli_usage_error(&target_help, "more than %u LUNs",
+							  VS_TARGET_MAX_LUNS);
+			if ((rc = parse_lun(a.value, &luns[cfg->nluns], luns, cfg->nluns)))
+				return rc;
+			cfg->nluns++;
+			break;
+		case OPT_QUEUES:
+			if (vs_cli_uint("vioscope target", "queues", a.value, 1,
+					VS_TARGET_MAX_QUEUES, &v))
+				return VS_EXIT_USAGE;
+			cfg->num_queues = (unsigned)v;
+			break;
+		case OPT_BLOCK_SIZE:
+			if (vs_parse_u64(a.value, 512, 4096, &v) || (v != 512 && v != 4096))
+				return vs_cli_usage_error(
+				    &target_help, "--block-size '%s': 512 or 4096", a.value);
+			cfg->block_size = (uint32_t)v;
+			break;
+		case OPT_WORKERS:
+			if (vs_cli_uint("vioscope target", "workers", a.value, 1,
+					VS_TARGET_MAX_WORKERS, &v))
+				return VS_EXIT_USAGE;
+			cfg->workers = (unsigned)v;
+			break;
+		case OPT_POLL:
+			cfg->poll = true;
+			break;
+		case OPT_ADAPTIVE_POLL:
+			if (vs_cli_uint("vioscope target", "adaptive-poll", a.value, 0,
+					VS_TARGET_ADAPTIVE_POLL_MAX, &v))
+				return VS_EXIT_USAGE;
+			cfg->adaptive_poll_us = v ? (unsigned)v : VS_TARGET_ADAPTIVE_POLL_OFF;
+			break;
+		case OPT_WORKER_TIMEOUT:
+			if (vs_cli_seconds("vioscope target", "worker-timeout", a.value, 0.1, 3600,
+					   &secs))
+				return VS_EXIT_USAGE;
+			cfg->worker_timeout_ms = (unsigned)(secs * 1000);
+			break;
+		case OPT_RPC:
+			*rpc_path = a.value;
+			break;
+		case OPT_RPC_ALLOW:
+			*rpc_allow = a.value;
+			break;
+		case OPT_LUN_ROOT:
+			cfg->lun_root = a.value;
+			break;
+		case OPT_TESTING:
+			cfg->testing = true;
+			break;
+		}
+	}
+	if (a.next < argc)
+		return vs_cli_usage_error(&target_help, "unexpected argument '%s' (see --help)",
+					  argv[a.next]);
+	if (!cfg->socket_path || !*cfg->socket_path)
+		return vs_cli_usage_error(&target_help, "--socket PATH is required");
+	if (!cfg->nluns)
+		return vs_cli_usage_error(&target_help, "at least one --lun N:BACKEND is required");
+	if (*rpc_allow && !*rpc_path)
+		return vs_cli_usage_error(&target_help, "--rpc-allow without --rpc");
+	/* Else the management socket would find the target's own listening there. */
+	if (*rpc_path && same_path(*rpc_path, cfg->socket_path))
+		return vs_cli_usage_error(&target_help,
+					  "--rpc %s names the --socket path: the management "
+					  "socket needs a path of its own",
+					  *rpc_path);
+	/* What the specs say alone is checked here: a typo is the command line's. */
+	for (unsigned i = 0; i < cfg->nluns; i++) {
+		char err[512];
+
+		if (vs_target_lun_check(cfg, &luns[i], err, sizeof(err)))
+			return vs_cli_usage_error(&target_help, "%s", err);
 	}
 	return 0;
 }
 
+static void notify_ready(const struct vs_target_config *cfg, const char *rpc_path)
+{
+	char state[1024];
+	int rc;
+
+	snprintf(state, sizeof(state), "READY=1\nSTATUS=listening on %s (%u LUN%s)%s%s",
+		 cfg->socket_path, cfg->nluns, cfg->nluns == 1 ? "" : "s",
+		 rpc_path ? "; management socket " : "", rpc_path ? rpc_path : "");
+	if ((rc = cli_sd_notify(state)))
+		fprintf(stderr,
+			"vioscope target: cannot tell systemd it is ready ($NOTIFY_SOCKET): "
+			"%s\n",
+			strerror(-rc));
+}
+
 static int cmd_target(int argc, char **argv)
 {
-	static const struct option opts[] = {
-	    {"socket", required_argument, NULL, 's'},
-	    {"lun", required_argument, NULL, 'l'},
-	    {"queues", required_argument, NULL, 'q'},
-	    {"block-size", required_argument, NULL, 'b'},
-	    {"workers", required_argument, NULL, 'w'},
-	    {"poll", no_argument, NULL, 'p'},
-	    {"worker-timeout", required_argument, NULL, 't'},
-	    {"adaptive-poll", required_argument, NULL, 'a'},
-	    {"rpc", required_argument, NULL, 'r'},
-	    {"rpc-allow", required_argument, NULL, 'A'},
-	    {"lun-root", required_argument, NULL, 'R'},
-	    {"testing", no_argument, NULL, 'T'},
-	    {"help", no_argument, NULL, 'h'},
-	    {0},
-	};
 	static struct vs_target_lun luns[VS_TARGET_MAX_LUNS];
 	struct vs_target_config cfg = {
 	    .num_queues = 1, .block_size = 512, .luns = luns, .log = log_line};
@@ -197,108 +368,16 @@ static int cmd_target(int argc, char **argv)
 	uint32_t allow[VS_RPC_MAX_ALLOW];
 	unsigned nallow = 0;
 	struct vs_rpc *rpc = NULL;
+	bool done = false;
 	char err[512];
-	double secs;
-	uint64_t v;
-	int c, rc;
+	int rc;
 
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-		switch (c) {
-		case 's':
-			cfg.socket_path = optarg;
-			break;
-		case 'l':
-			if (cfg.nluns >= VS_TARGET_MAX_LUNS) {
-				fprintf(stderr, "vioscope target: more than %u LUNs\n",
-					VS_TARGET_MAX_LUNS);
-				return 2;
-			}
-			if (parse_lun(optarg, &luns[cfg.nluns], luns, cfg.nluns))
-				return 2;
-			cfg.nluns++;
-			break;
-		case 'q':
-			if (vs_cli_uint("vioscope target", "queues", optarg, 1,
-					VS_TARGET_MAX_QUEUES, &v))
-				return 2;
-			cfg.num_queues = (unsigned)v;
-			break;
-		case 'b':
-			if (vs_parse_u64(optarg, 512, 4096, &v) || (v != 512 && v != 4096)) {
-				fprintf(stderr, "vioscope target: --block-size '%s': 512 or 4096\n",
-					optarg);
-				return 2;
-			}
-			cfg.block_size = (uint32_t)v;
-			break;
-		case 'w':
-			if (vs_cli_uint("vioscope target", "workers", optarg, 1,
-					VS_TARGET_MAX_WORKERS, &v))
-				return 2;
-			cfg.workers = (unsigned)v;
-			break;
-		case 'p':
-			cfg.poll = true;
-			break;
-		case 'a':
-			if (vs_cli_uint("vioscope target", "adaptive-poll", optarg, 0,
-					VS_TARGET_ADAPTIVE_POLL_MAX, &v))
-				return 2;
-			cfg.adaptive_poll_us = v ? (unsigned)v : VS_TARGET_ADAPTIVE_POLL_OFF;
-			break;
-		case 't':
-			if (vs_cli_seconds("vioscope target", "worker-timeout", optarg, 0.1, 3600,
-					   &secs))
-				return 2;
-			cfg.worker_timeout_ms = (unsigned)(secs * 1000);
-			break;
-		case 'r':
-			rpc_path = optarg;
-			break;
-		case 'A':
-			rpc_allow = optarg;
-			break;
-		case 'R':
-			cfg.lun_root = optarg;
-			break;
-		case 'T':
-			cfg.testing = true;
-			break;
-		case 'h':
-			target_usage(stdout);
-			return 0;
-		case ':':
-			fprintf(stderr, "vioscope target: option '%s' needs a value\n",
-				argv[optind - 1]);
-			return 2;
-		default:
-			fprintf(stderr, "vioscope target: unknown option '%s' (see --help)\n",
-				argv[optind - 1]);
-			return 2;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "vioscope target: unexpected argument '%s' (see --help)\n",
-			argv[optind]);
-		return 2;
-	}
-	if (!cfg.socket_path || !*cfg.socket_path) {
-		fprintf(stderr, "vioscope target: --socket PATH is required\n");
-		return 2;
-	}
-	if (!cfg.nluns) {
-		fprintf(stderr, "vioscope target: at least one --lun N:BACKEND is required\n");
-		return 2;
-	}
-	if (rpc_allow && !rpc_path) {
-		fprintf(stderr, "vioscope target: --rpc-allow without --rpc\n");
-		return 2;
-	}
+	rc = parse_options(argc, argv, &cfg, luns, &rpc_path, &rpc_allow, &done);
+	if (rc || done)
+		return rc;
 	if (rpc_path) {
-		if (rpc_allow && parse_users(rpc_allow, allow, &nallow))
-			return 2;
+		if (rpc_allow && (rc = parse_users(rpc_allow, allow, &nallow)))
+			return rc;
 		if (!rpc_allow) { /* the default: root and our own uid */
 			allow[nallow++] = 0;
 			if (geteuid())
@@ -320,10 +399,8 @@ static int cmd_target(int argc, char **argv)
 	{
 		struct vs_target *t;
 		rc = vs_target_create(&t, &cfg, err, sizeof(err));
-		if (rc) {
-			fprintf(stderr, "vioscope target: %s\n", err);
-			return 1;
-		}
+		if (rc) /* what the command line says was checked: the world refused */
+			return vs_cli_error(&target_help, VS_EXIT_CANNOT_RUN, "%s", err);
 		running = t;
 	}
 	if (rpc_path) {
@@ -337,10 +414,9 @@ static int cmd_target(int argc, char **argv)
 		if (vs_rpc_start(&rpc, &rc_cfg, err, sizeof(err))) {
 			struct vs_target *t = running;
 
-			fprintf(stderr, "vioscope target: --rpc: %s\n", err);
 			running = NULL; /* no signal may wake a target being torn down */
 			vs_target_destroy(t);
-			return 1;
+			return vs_cli_error(&target_help, VS_EXIT_CANNOT_RUN, "--rpc: %s", err);
 		}
 	}
 	fprintf(stderr,
@@ -348,7 +424,9 @@ static int cmd_target(int argc, char **argv)
 		cfg.socket_path, cfg.nluns, cfg.nluns == 1 ? "" : "s", cfg.num_queues,
 		cfg.num_queues == 1 ? "" : "s", cfg.poll ? "poll" : "event",
 		rpc_path ? "; management socket " : "", rpc_path ? rpc_path : "");
+	notify_ready(&cfg, rpc_path);
 	rc = vs_target_run(running, &stop_requested);
+	cli_sd_notify("STOPPING=1\nSTATUS=stopping: finishing requests, flushing");
 	if (rc)
 		fprintf(stderr, "vioscope target: serving failed: %s\n", strerror(-rc));
 	else
@@ -376,15 +454,15 @@ static int cmd_target(int argc, char **argv)
 		if (frc == -ETIMEDOUT) {
 			fprintf(stderr, "vioscope target: a worker or a flush was given up on (see "
 					"above); the backends that answered were flushed\n");
-			return 1;
+			return VS_EXIT_FAILED;
 		}
 		if (frc) {
 			fprintf(stderr, "vioscope target: flushing the backends failed: %s\n",
 				strerror(-frc));
-			return 1;
+			return VS_EXIT_FAILED;
 		}
 	}
-	return rc ? 1 : 0;
+	return rc ? VS_EXIT_FAILED : VS_EXIT_OK;
 }
 
 VS_CLI_COMMAND(target, 4, "target", cmd_target, "vhost-user-scsi target (device)");

@@ -4,6 +4,14 @@
 #define VS_TOOLS_COMMANDS_H
 
 #include <stdbool.h>
+#include <stdio.h>
+
+/* `vioscope --help`: the commands and what they share (tools/cmd_help.c). */
+void cli_usage(FILE *f);
+/* Tell systemd (a Type=notify unit) the service's state, e.g. "READY=1\nSTATUS=...":
+ * 0 when sent or when not started by systemd ($NOTIFY_SOCKET unset), else -errno
+ * (tools/sd_notify.c). */
+int cli_sd_notify(const char *state);
 
 /* The storage part of `vioscope demo` (tools/cmd_demo_storage.c). */
 struct demo_opts {

@@ -90,6 +90,15 @@ struct vs_target;
 int vs_target_create(struct vs_target **t, const struct vs_target_config *cfg, char *why,
 		     size_t whylen);
 
+/* Whether lun would be refused by vs_target_create() or vs_target_lun_add() for what it
+ * says alone, without opening anything: its id, its backend's kind, options and values,
+ * test-only options without cfg->testing, a ram= or null= size that is not whole blocks of
+ * cfg->block_size.  What needs the world (a file, the memory, a Ceph cluster) is not
+ * checked.  0, or -EINVAL / -EPERM with err naming the LUN, as vs_target_create says it.
+ * For a command line: these are the user's mistakes, the rest is the machine's. */
+int vs_target_lun_check(const struct vs_target_config *cfg, const struct vs_target_lun *lun,
+			char *why, size_t whylen);
+
 /* Serve frontends (one at a time, the next after a disconnect) until *stop becomes
  * non-zero; checked at once after vs_target_wake().  A frontend that misbehaves (bad
  * messages, fds that block, memory that vanishes) is dropped, with a log line saying why,
@@ -178,6 +187,21 @@ struct vs_target_queue_stats {
 };
 /* Each LUN present, ascending id, at most max: how many LUNs there are. */
 unsigned vs_target_lun_stats(struct vs_target *t, struct vs_target_lun_stats *out, unsigned max);
+/* Latency over intervals (as iostat reports rates): a mark remembers where each LUN's
+ * latency histograms stood when it was last used, so that the percentiles
+ * vs_target_lun_stats_since() reports are those of the requests completed since then.
+ * One per reader (a management socket client watching); about 20 KiB per LUN it has seen.
+ * NULL when out of memory. */
+struct vs_target_stats_mark;
+struct vs_target_stats_mark *vs_target_stats_mark_new(void);
+void vs_target_stats_mark_free(struct vs_target_stats_mark *m);
+/* As vs_target_lun_stats(), but each LUN's latency percentiles are of the requests
+ * completed since this mark last saw that LUN (since the LUN was added, the first time and
+ * after it was added again: then over_interval[i] is false, else true; over_interval may
+ * be NULL); the mark moves to now.  The counters stay since the LUN was added. */
+unsigned vs_target_lun_stats_since(struct vs_target *t, struct vs_target_stats_mark *m,
+				   struct vs_target_lun_stats *out, bool *over_interval,
+				   unsigned max);
 /* Each request queue, at most max: how many there are. */
 unsigned vs_target_queue_stats(struct vs_target *t, struct vs_target_queue_stats *out,
 			       unsigned max);

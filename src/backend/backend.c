@@ -83,46 +83,151 @@ int vs_backend_open(struct vs_backend **out, const char *spec, char *why, size_t
 	return vs_backend_open_opts(out, spec, &trusting, why, whylen);
 }
 
-int vs_backend_open_opts(struct vs_backend **out, const char *spec, const struct vs_backend_opts *o,
-			 char *why, size_t whylen)
+enum be_kind { KIND_FILE, KIND_RAM, KIND_NULL, KIND_RBD };
+
+/* The kind a spec names and where its arguments start: 0, or -EINVAL with why set.  A kind
+ * given without its value ("ram") is told what it needs. */
+static int spec_kind(const char *spec, enum be_kind *kind, const char **args, char *why,
+		     size_t whylen)
 {
 	static const char usage[] =
 	    "use file=PATH[,ro][,direct], ram=SIZE, null=SIZE or rbd=POOL/IMAGE[,conf=PATH]"
 	    "[,id=USER][,ro][,timeout=SECONDS]";
-	struct vs_backend *be;
-	const char *eq;
-	char args[4200];
-	uint64_t size = 0;
-	size_t klen;
+	static const struct {
+		const char *name;
+		enum be_kind kind;
+		const char *needs;
+	} kinds[] = {
+	    {"file", KIND_FILE, "a path (file=PATH[,ro][,direct])"},
+	    {"ram", KIND_RAM, "a size (ram=SIZE, e.g. ram=1G)"},
+	    {"null", KIND_NULL, "a size (null=SIZE, e.g. null=1G)"},
+	    {"rbd", KIND_RBD, "an image (rbd=POOL/IMAGE[,conf=PATH][,id=USER][,ro][,timeout=S])"},
+	};
+	const char *eq = spec ? strchr(spec, '=') : NULL;
+	size_t klen = eq ? (size_t)(eq - spec) : spec ? strcspn(spec, ",") : 0;
+
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+		if (strlen(kinds[i].name) != klen || strncmp(spec, kinds[i].name, klen))
+			continue;
+		if (!eq) {
+			VS_ERROR(BACKEND, "bad backend spec '%s': no '='", spec);
+			return vs_fail(why, whylen, -EINVAL, "bad backend spec '%s': %s needs %s",
+				       spec, kinds[i].name, kinds[i].needs);
+		}
+		*kind = kinds[i].kind;
+		*args = eq + 1;
+		return 0;
+	}
+	if (!eq) {
+		VS_ERROR(BACKEND, "bad backend spec '%s': no '='", spec ? spec : "(null)");
+		return vs_fail(why, whylen, -EINVAL, "bad backend spec '%s' (%s)",
+			       spec ? spec : "(null)", usage);
+	}
+	VS_ERROR(BACKEND, "unknown backend kind in '%s'", spec);
+	return vs_fail(why, whylen, -EINVAL, "unknown backend '%.*s' (%s)", (int)klen, spec, usage);
+}
+
+/* A new backend with its common options parsed (args without them into rest): 0, or
+ * -errno with why set and nothing allocated. */
+static int backend_new(struct vs_backend **out, const char *args, const struct vs_backend_opts *o,
+		       char *rest, size_t restlen, char *why, size_t whylen)
+{
+	struct vs_backend *be = calloc(1, sizeof(*be));
 	int rc;
 
 	*out = NULL;
-	if (why && whylen)
-		*why = 0;
-	eq = spec ? strchr(spec, '=') : NULL;
-	if (!eq) {
-		vs_fail(why, whylen, 0, "bad backend spec '%s' (%s)", spec ? spec : "(null)",
-			usage);
-		VS_ERROR(BACKEND, "bad backend spec '%s': no '='", spec ? spec : "(null)");
-		return -EINVAL;
-	}
-	klen = (size_t)(eq - spec);
-	be = calloc(1, sizeof(*be));
 	if (!be)
-		return -ENOMEM;
+		return vs_fail(why, whylen, -ENOMEM, "out of memory");
 	be->mem_align = be->off_align = 1;
 	be->file.fd = be->file.fd_buffered = -1;
 	pthread_mutex_init(&be->size_lock, NULL);
-	if ((rc = common_options(be, eq + 1, o->testing, args, sizeof(args), why, whylen))) {
+	if ((rc = common_options(be, args, o->testing, rest, restlen, why, whylen))) {
 		vs_be_hooks_close(be);
 		pthread_mutex_destroy(&be->size_lock);
 		free(be);
 		return rc;
 	}
+	*out = be;
+	return 0;
+}
 
-	if (klen == 4 && !strncmp(spec, "file", 4)) {
+static void backend_free(struct vs_backend *be)
+{
+	vs_be_hooks_close(be);
+	pthread_mutex_destroy(&be->size_lock);
+	free(be);
+}
+
+/* ram= and null=: the size, and whole blocks of o->block_size. */
+static int parse_lun_size(const char *spec, const char *args, const struct vs_backend_opts *o,
+			  uint64_t *size, char *why, size_t whylen)
+{
+	int rc = parse_size(spec, args, size, why, whylen);
+
+	if (rc < 0) {
+		VS_ERROR(BACKEND, "%s: bad size '%s'", spec, args);
+		return rc;
+	}
+	if (o->block_size && (*size < o->block_size || *size % o->block_size))
+		return vs_fail(why, whylen, -EINVAL,
+			       "size %llu bytes is not a whole number of %u-byte blocks",
+			       (unsigned long long)*size, o->block_size);
+	return 0;
+}
+
+int vs_backend_spec_check(const char *spec, const struct vs_backend_opts *o, char *why,
+			  size_t whylen)
+{
+	struct vs_backend *be;
+	enum be_kind kind;
+	const char *args;
+	char rest[4200];
+	uint64_t size;
+	int rc;
+
+	if (why && whylen)
+		*why = 0;
+	if ((rc = spec_kind(spec, &kind, &args, why, whylen)) ||
+	    (rc = backend_new(&be, args, o, rest, sizeof(rest), why, whylen)))
+		return rc;
+	backend_free(be);
+	switch (kind) {
+	case KIND_FILE:
+		return vs_be_file_check(rest, why, whylen);
+	case KIND_RBD:
+#ifdef VS_HAVE_RBD
+		return vs_be_rbd_check(rest, why, whylen);
+#else
+		return 0; /* it says it is not built in when it is opened */
+#endif
+	case KIND_RAM:
+	case KIND_NULL:
+		return parse_lun_size(spec, rest, o, &size, why, whylen);
+	}
+	return 0;
+}
+
+int vs_backend_open_opts(struct vs_backend **out, const char *spec, const struct vs_backend_opts *o,
+			 char *why, size_t whylen)
+{
+	struct vs_backend *be;
+	enum be_kind kind;
+	const char *rest;
+	char args[4200];
+	uint64_t size = 0;
+	int rc;
+
+	*out = NULL;
+	if (why && whylen)
+		*why = 0;
+	if ((rc = spec_kind(spec, &kind, &rest, why, whylen)) ||
+	    (rc = backend_new(&be, rest, o, args, sizeof(args), why, whylen)))
+		return rc;
+	switch (kind) {
+	case KIND_FILE:
 		rc = vs_be_file_open(be, args, o, why, whylen);
-	} else if (klen == 3 && !strncmp(spec, "rbd", 3)) {
+		break;
+	case KIND_RBD:
 #ifdef VS_HAVE_RBD
 		rc = vs_be_rbd_open(be, args, why, whylen);
 #else
@@ -132,27 +237,23 @@ int vs_backend_open_opts(struct vs_backend **out, const char *spec, const struct
 		VS_ERROR(BACKEND, "rbd backend '%s': not built in", spec);
 		rc = -EOPNOTSUPP;
 #endif
-	} else if ((klen == 3 && !strncmp(spec, "ram", 3)) ||
-		   (klen == 4 && !strncmp(spec, "null", 4))) {
+		break;
+	case KIND_RAM:
+	case KIND_NULL:
 		rc = parse_size(spec, args, &size, why, whylen);
 		if (rc < 0)
 			VS_ERROR(BACKEND, "%s: bad size '%s'", spec, args);
-		else if (spec[0] == 'r')
+		else if (kind == KIND_RAM)
 			rc = vs_be_ram_open(be, size, why, whylen);
 		else
 			rc = vs_be_null_open(be, size, why, whylen);
-	} else {
-		vs_fail(why, whylen, 0, "unknown backend '%.*s' (%s)", (int)klen, spec, usage);
-		VS_ERROR(BACKEND, "unknown backend kind in '%s'", spec);
-		rc = -EINVAL;
+		break;
 	}
 	if (rc == 0 && ((rc = check_size(be, o, why, whylen)) < 0 ||
 			(rc = vs_be_hooks_start(be, o, why, whylen)) < 0))
 		be->ops->close(be);
 	if (rc < 0) {
-		vs_be_hooks_close(be);
-		pthread_mutex_destroy(&be->size_lock);
-		free(be);
+		backend_free(be);
 		return rc;
 	}
 	VS_INFO(BACKEND, "opened %s backend '%s': %llu bytes, read-only %d, alignment %u",

@@ -142,6 +142,12 @@ struct vs_backend_opts {
  * created, and that file must not exist yet (O_EXCL | O_NOFOLLOW: -EEXIST). */
 int vs_backend_open_opts(struct vs_backend **be, const char *spec,
 			 const struct vs_backend_opts *opts, char *why, size_t whylen);
+/* What vs_backend_open_opts() checks before it opens anything, alone: the kind, every
+ * option and its value, what opts allow (test-only options), and for ram= and null= the
+ * size in whole blocks.  Nothing is opened or created.  0, or -EINVAL / -EPERM with why
+ * set: a mistake in the spec itself, not in the world it names. */
+int vs_backend_spec_check(const char *spec, const struct vs_backend_opts *opts, char *why,
+			  size_t whylen);
 void vs_backend_close(struct vs_backend *be);
 /* Bytes.  May change while the backend is in use (an RBD image resized by its owner):
  * see vs_backend_watch_size. */

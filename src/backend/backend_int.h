@@ -68,7 +68,8 @@ struct vs_backend {
 		} file;
 		struct {
 			void *mem;
-			size_t map_len; /* the reservation: the most the LUN may grow to */
+			size_t map_len;	  /* the reservation: the most the LUN may grow to */
+			uint64_t claimed; /* of the machine's memory (ram.c: ram_claim) */
 		} ram;
 		struct vs_be_rbd *rbd;
 	};
@@ -150,9 +151,13 @@ void vs_io_req_remote_done(struct vs_io_req *req, int64_t res);
 int vs_be_file_open(struct vs_backend *be, const char *args, const struct vs_backend_opts *o,
 		    char *why, size_t whylen);
 int vs_be_ram_open(struct vs_backend *be, uint64_t size, char *why, size_t whylen);
+/* The kind's arguments parsed without opening anything (vs_backend_spec_check): 0 or
+ * -EINVAL with why set. */
+int vs_be_file_check(const char *args, char *why, size_t whylen);
 int vs_be_null_open(struct vs_backend *be, uint64_t size, char *why, size_t whylen);
 #ifdef VS_HAVE_RBD
 int vs_be_rbd_open(struct vs_backend *be, const char *args, char *why, size_t whylen);
+int vs_be_rbd_check(const char *args, char *why, size_t whylen);
 #endif
 /* ---- path.c: a path from a spec, opened where the spec's giver may (o->root) ----
  * The fd, or -errno with why set: strerror's text, or which rule of the root refused it. */

@@ -15,6 +15,15 @@
  * lengths aligned to the logical block size and fails with -EOPNOTSUPP on devices
  * that cannot zero without writing.  Done asynchronously, unlike BLKDISCARD/BLKZEROOUT.
  *
+ * Two writers of one image corrupt it (each orders and caches its own writes, a file
+ * system on it is mounted twice), so the image is locked as QEMU locks its images: a
+ * read-write LUN holds an exclusive lock on the whole file, a read-only one a shared lock;
+ * a second target, a second LUN of this one, or QEMU itself then cannot open it
+ * read-write (nor read-only while it is written).  OFD locks (F_OFD_SETLK): they belong
+ * to the open file, so two LUNs of one process conflict as two processes do, and they go
+ * away with the fd, a crash included.  Advisory: a program that takes no lock is not
+ * stopped.
+ *
  * On tmpfs (buffered), reads and writes are done synchronously: tmpfs cannot read
  * without blocking (RWF_NOWAIT is refused), so io_uring would hand every one of them
  * to a kernel worker thread, which costs a context switch per I/O for what is only a
@@ -27,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <linux/fs.h>
 #include <sys/ioctl.h>
@@ -274,6 +284,53 @@ static int file_parse(const char *args, char *path, size_t pathlen, bool *ro, bo
 	return 0;
 }
 
+/* A target killed with I/O in flight keeps its lock until the kernel has finished that I/O
+ * (io_uring completes it after the process is gone, and the file with its lock is released
+ * only then): a conflict is retried this long before it is reported. */
+#define FILE_LOCK_WAIT_NS (2 * 1000000000ull)
+
+/* The image's lock (see the top of this file): 0, or -EBUSY with why set when another
+ * holds one that conflicts.  A file system without OFD locks (-EINVAL, -ENOLCK,
+ * -EOPNOTSUPP) is served unlocked, as QEMU does, and the trace says so. */
+static int file_lock(int fd, bool ro, const char *args, const char *path, char *why, size_t whylen)
+{
+	struct flock fl = {.l_type = ro ? F_RDLCK : F_WRLCK, .l_whence = SEEK_SET};
+	uint64_t give_up = vs_mono_ns() + FILE_LOCK_WAIT_NS;
+
+	while (fcntl(fd, F_OFD_SETLK, &fl) < 0) {
+		if (errno != EAGAIN && errno != EACCES) {
+			VS_WARNING(BACKEND, "file=%s: no lock on %s (%s): served unlocked", args,
+				   path, strerror(errno));
+			return 0;
+		}
+		if (vs_mono_ns() >= give_up) {
+			snprintf(why, whylen,
+				 "file=%s: %s is in use: another LUN or process (a vioscope "
+				 "target, QEMU) holds a lock on it, and %s (failed to get the %s "
+				 "lock)",
+				 args, path,
+				 ro ? "is writing it"
+				    : "two users writing one image would corrupt it",
+				 ro ? "shared" : "write");
+			return -EBUSY;
+		}
+		nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
+	}
+	return 0;
+}
+
+int vs_be_file_check(const char *args, char *why, size_t whylen)
+{
+	char path[4096], dummy[1];
+	bool ro = false, direct = false;
+
+	if (!why) {
+		why = dummy;
+		whylen = sizeof(dummy);
+	}
+	return file_parse(args, path, sizeof(path), &ro, &direct, why, whylen);
+}
+
 /* Open path as the backend's storage: O_NONBLOCK, so that a FIFO (or a device that waits
  * for a carrier) cannot block the open, then refused unless fstat on the very fd opened says
  * a regular file or a block device (a path checked before the open could be swapped);
@@ -343,6 +400,8 @@ int vs_be_file_open(struct vs_backend *be, const char *args, const struct vs_bac
 				    whylen)) < 0)
 		goto out_err;
 	be->file.fd = fd;
+	if ((rc = file_lock(fd, ro, args, path, why, whylen)) < 0)
+		goto out_err;
 	if (o && o->root)
 		file_identity(be, fd); /* the spec's path is relative to the root, not to us */
 	if (S_ISBLK(st.st_mode)) {

@@ -10,6 +10,11 @@
  * when larger) and only SIZE of it made accessible, so that the LUN can grow in place
  * while workers use it (mprotect; the base never moves).  Bios complete synchronously and are
  * handed to the context's deferred list, so done() still runs from vs_io_ctx_reap().
+ *
+ * MAP_NORESERVE means the kernel never refuses a size: a LUN larger than the machine would
+ * be accepted and fail only when the guest fills it (the OOM killer then ends the target,
+ * and every LUN's data with it).  So the sizes of this process's RAM LUNs together may not
+ * pass the machine's memory, RAM and swap (ram_claim): refused at open and at a resize.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -17,15 +22,60 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/mman.h>
+#include <sys/sysinfo.h>
 
 #include <vioscope/trace.h>
 
 #include "backend/backend_int.h"
 
+/* Bytes the RAM LUNs of this process hold (their sizes), against the machine's memory. */
+static uint64_t ram_claimed;
+
+static void ram_units(char *buf, size_t len, uint64_t bytes)
+{
+	snprintf(buf, len, "%.1f GiB", (double)bytes / (1ull << 30));
+}
+
+/* Take `more` bytes for a RAM LUN (`what`: "" or why they are wanted): 0, or -ENOMEM with
+ * err saying what the machine has, when the RAM LUNs would hold more than its RAM and swap
+ * together. */
+static int ram_claim(const char *what, uint64_t more, char *why, size_t whylen)
+{
+	uint64_t machine, held = __atomic_load_n(&ram_claimed, __ATOMIC_RELAXED);
+	char ram[32], swap[32], wanted[32], other[32];
+	struct sysinfo si;
+
+	if (sysinfo(&si) < 0) { /* cannot tell: the kernel's own limits apply */
+		__atomic_add_fetch(&ram_claimed, more, __ATOMIC_RELAXED);
+		return 0;
+	}
+	machine = ((uint64_t)si.totalram + si.totalswap) * si.mem_unit;
+	for (;;) {
+		if (more <= machine && held <= machine - more) {
+			if (__atomic_compare_exchange_n(&ram_claimed, &held, held + more, false,
+							__ATOMIC_RELAXED, __ATOMIC_RELAXED))
+				return 0;
+			continue; /* another LUN took some meanwhile: held is new */
+		}
+		ram_units(ram, sizeof(ram), (uint64_t)si.totalram * si.mem_unit);
+		ram_units(swap, sizeof(swap), (uint64_t)si.totalswap * si.mem_unit);
+		ram_units(wanted, sizeof(wanted), more);
+		ram_units(other, sizeof(other), held);
+		VS_ERROR(BACKEND, "ram: %llu bytes more than the machine's memory",
+			 (unsigned long long)more);
+		return vs_fail(why, whylen, -ENOMEM,
+			       "%s%llu bytes (%s) is more than this machine's memory can hold: %s "
+			       "of RAM and %s of swap, of which this process's RAM LUNs hold %s",
+			       what, (unsigned long long)more, wanted, ram, swap, other);
+	}
+}
+
 static void ram_close(struct vs_backend *be)
 {
-	if (be->ram.mem)
+	if (be->ram.mem) {
 		munmap(be->ram.mem, be->ram.map_len);
+		__atomic_sub_fetch(&ram_claimed, be->ram.claimed, __ATOMIC_RELAXED);
+	}
 }
 
 /* Whole pages go back to the kernel (they then read as zeros); the edges are cleared. */
@@ -89,18 +139,24 @@ static int ram_resize_check(struct vs_backend *be, uint64_t old, uint64_t new_si
 	return 0;
 }
 
+/* The growth is claimed before the mapping grows, and given back if it does not. */
+
 static int ram_resize(struct vs_backend *be, uint64_t old, uint64_t new_size, char *why,
 		      size_t whylen)
 {
 	uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE), from = old / pg * pg;
+	int rc;
 
+	if ((rc = ram_claim("growing by ", new_size - old, why, whylen)))
+		return rc;
 	/* From the page holding the old end: mprotect wants a page-aligned start. */
 	if (mprotect((char *)be->ram.mem + from, new_size - from, PROT_READ | PROT_WRITE) < 0) {
-		int rc = -errno;
-
+		rc = -errno;
+		__atomic_sub_fetch(&ram_claimed, new_size - old, __ATOMIC_RELAXED);
 		vs_fail(why, whylen, rc, "cannot grow the mapping: %s", strerror(-rc));
 		return rc;
 	}
+	be->ram.claimed += new_size - old;
 	return 0;
 }
 
@@ -117,12 +173,15 @@ int vs_be_ram_open(struct vs_backend *be, uint64_t size, char *why, size_t whyle
 {
 	uint64_t reserve = size > RAM_RESERVE ? size : RAM_RESERVE;
 	void *mem;
+	int rc;
 
 	if (size > SIZE_MAX) {
 		if (why)
 			snprintf(why, whylen, "ram=%llu: too large", (unsigned long long)size);
 		return -ENOMEM;
 	}
+	if ((rc = ram_claim("", size, why, whylen)))
+		return rc;
 	mem = mmap(NULL, (size_t)reserve, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
 		   -1, 0);
 	if (mem == MAP_FAILED) { /* no room for growth: the size alone */
@@ -138,8 +197,8 @@ int vs_be_ram_open(struct vs_backend *be, uint64_t size, char *why, size_t whyle
 		mem = MAP_FAILED;
 	}
 	if (mem == MAP_FAILED) {
-		int rc = -errno;
-
+		rc = -errno;
+		__atomic_sub_fetch(&ram_claimed, size, __ATOMIC_RELAXED);
 		if (why)
 			snprintf(why, whylen, "ram: cannot map %llu bytes: %s",
 				 (unsigned long long)size, strerror(-rc));
@@ -154,5 +213,6 @@ int vs_be_ram_open(struct vs_backend *be, uint64_t size, char *why, size_t whyle
 	be->discard = true;
 	be->ram.mem = mem;
 	be->ram.map_len = (size_t)reserve;
+	be->ram.claimed = size;
 	return 0;
 }

@@ -121,6 +121,13 @@ static int spec_parse(const char *args, struct rbd_spec *s, char *why, size_t wh
 	return 0;
 }
 
+int vs_be_rbd_check(const char *args, char *why, size_t whylen)
+{
+	struct rbd_spec s;
+
+	return spec_parse(args, &s, why, whylen);
+}
+
 /* ---- I/O ----------------------------------------------------------------------------------- */
 /* librbd's thread: hand the request back to its context's thread, nothing else. */
 static void aio_done(rbd_completion_t c, void *arg)

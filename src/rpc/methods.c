@@ -163,13 +163,15 @@ static json_t *lun_json(struct vs_rpc *rpc, unsigned id, struct rpc_error *e)
 	return fail(e, VS_RPC_TARGET_ERROR, ENOENT, "LUN %u went away", id);
 }
 
-static json_t *m_lun_add(struct vs_rpc *rpc, json_t *params, struct rpc_error *e)
+static json_t *m_lun_add(struct vs_rpc *rpc, struct rpc_session *s, json_t *params,
+			 struct rpc_error *e)
 {
 	struct vs_target_lun lun;
 	char err[512] = "";
 	uint64_t id;
 	int rc;
 
+	(void)s;
 	if (param_uint(params, "id", VS_TARGET_MAX_LUNS - 1, &id, e) ||
 	    param_str(params, "spec", &lun.spec, e))
 		return NULL;
@@ -180,12 +182,14 @@ static json_t *m_lun_add(struct vs_rpc *rpc, json_t *params, struct rpc_error *e
 	return lun_json(rpc, lun.id, e);
 }
 
-static json_t *m_lun_remove(struct vs_rpc *rpc, json_t *params, struct rpc_error *e)
+static json_t *m_lun_remove(struct vs_rpc *rpc, struct rpc_session *s, json_t *params,
+			    struct rpc_error *e)
 {
 	char err[512] = "";
 	uint64_t id;
 	int rc;
 
+	(void)s;
 	if (param_uint(params, "id", VS_TARGET_MAX_LUNS - 1, &id, e))
 		return NULL;
 	rc = vs_target_lun_remove(rpc->cfg.target, (unsigned)id, err, sizeof(err));
@@ -194,12 +198,14 @@ static json_t *m_lun_remove(struct vs_rpc *rpc, json_t *params, struct rpc_error
 	return json_pack("{s:I}", "id", (json_int_t)id);
 }
 
-static json_t *m_lun_resize(struct vs_rpc *rpc, json_t *params, struct rpc_error *e)
+static json_t *m_lun_resize(struct vs_rpc *rpc, struct rpc_session *s, json_t *params,
+			    struct rpc_error *e)
 {
 	uint64_t id, size;
 	char err[512] = "";
 	int rc;
 
+	(void)s;
 	if (param_uint(params, "id", VS_TARGET_MAX_LUNS - 1, &id, e) ||
 	    param_size(params, "size", &size, e))
 		return NULL;
@@ -209,12 +215,14 @@ static json_t *m_lun_resize(struct vs_rpc *rpc, json_t *params, struct rpc_error
 	return lun_json(rpc, (unsigned)id, e);
 }
 
-static json_t *m_lun_list(struct vs_rpc *rpc, json_t *params, struct rpc_error *e)
+static json_t *m_lun_list(struct vs_rpc *rpc, struct rpc_session *s, json_t *params,
+			  struct rpc_error *e)
 {
 	struct vs_target_lun_info luns[VS_TARGET_MAX_LUNS];
 	unsigned n = vs_target_lun_list(rpc->cfg.target, luns, VS_TARGET_MAX_LUNS);
 	json_t *list = json_array();
 
+	(void)s;
 	(void)params;
 	(void)e;
 	for (unsigned i = 0; list && i < n && i < VS_TARGET_MAX_LUNS; i++)
@@ -240,39 +248,109 @@ static json_t *lun_stats_json(const struct vs_target_lun_stats *s)
 			 "p99", num(s->write_p99_ns), "p999", num(s->write_p999_ns));
 }
 
-static json_t *m_stats(struct vs_rpc *rpc, json_t *params, struct rpc_error *e)
+/* An optional boolean named name: 0 (*out false when absent), or -1 with e set. */
+static int param_bool(json_t *params, const char *name, bool *out, struct rpc_error *e)
+{
+	json_t *v = json_object_get(params, name);
+
+	*out = false;
+	if (!v)
+		return 0;
+	if (!json_is_boolean(v)) {
+		fail(e, VS_RPC_INVALID_PARAMS, 0, "param '%s': expected true or false", name);
+		return -1;
+	}
+	*out = json_is_true(v);
+	return 0;
+}
+
+/* interval: this connection's mark, made at its first such request (at most RPC_MAX_MARKS
+ * connections hold one: each costs up to 20 KiB per LUN). */
+static struct vs_target_stats_mark *session_mark(struct vs_rpc *rpc, struct rpc_session *s,
+						 struct rpc_error *e)
+{
+	if (s->mark)
+		return s->mark;
+	if (rpc->marks >= RPC_MAX_MARKS) {
+		fail(e, VS_RPC_TARGET_ERROR, EBUSY,
+		     "%u connections take interval statistics already: close one (a `vioscope rpc "
+		     "stats --watch`) or ask without interval",
+		     RPC_MAX_MARKS);
+		return NULL;
+	}
+	if (!(s->mark = vs_target_stats_mark_new())) {
+		fail(e, VS_RPC_INTERNAL_ERROR, ENOMEM, "out of memory");
+		return NULL;
+	}
+	rpc->marks++;
+	return s->mark;
+}
+
+void rpc_session_end(struct vs_rpc *rpc, struct rpc_session *s)
+{
+	if (s->mark) {
+		vs_target_stats_mark_free(s->mark);
+		rpc->marks--;
+	}
+	memset(s, 0, sizeof(*s));
+}
+
+static json_t *m_stats(struct vs_rpc *rpc, struct rpc_session *s, json_t *params,
+		       struct rpc_error *e)
 {
 	struct vs_target_lun_stats luns[VS_TARGET_MAX_LUNS];
 	struct vs_target_queue_stats queues[VS_TARGET_MAX_QUEUES];
 	struct vs_target *t = rpc->cfg.target;
+	struct vs_target_stats_mark *mark = NULL;
+	bool interval, over[VS_TARGET_MAX_LUNS];
 	struct vs_target_stats st;
-	json_t *jl = json_array(), *jq = json_array();
+	json_t *jl, *jq, *r;
+	uint64_t now, since = 0;
 	unsigned nl, nq;
 
-	(void)params;
-	(void)e;
+	if (param_bool(params, "interval", &interval, e) ||
+	    (interval && !(mark = session_mark(rpc, s, e))))
+		return NULL;
+	jl = json_array();
+	jq = json_array();
 	vs_target_get_stats(t, &st);
-	nl = vs_target_lun_stats(t, luns, VS_TARGET_MAX_LUNS);
+	nl = mark ? vs_target_lun_stats_since(t, mark, luns, over, VS_TARGET_MAX_LUNS)
+		  : vs_target_lun_stats(t, luns, VS_TARGET_MAX_LUNS);
+	now = vs_mono_ns();
 	nq = vs_target_queue_stats(t, queues, VS_TARGET_MAX_QUEUES);
-	for (unsigned i = 0; jl && i < nl && i < VS_TARGET_MAX_LUNS; i++)
-		json_array_append_new(jl, lun_stats_json(&luns[i]));
+	for (unsigned i = 0; jl && i < nl && i < VS_TARGET_MAX_LUNS; i++) {
+		json_t *l = lun_stats_json(&luns[i]);
+
+		if (l && mark) /* which latencies are of the interval, which since the add */
+			json_object_set_new(l, "latency_over_interval", json_boolean(over[i]));
+		json_array_append_new(jl, l);
+	}
 	for (unsigned i = 0; jq && i < nq && i < VS_TARGET_MAX_QUEUES; i++)
 		json_array_append_new(
 		    jq, json_pack("{s:I, s:o, s:o, s:o, s:o}", "queue", (json_int_t)queues[i].queue,
 				  "requests", num(queues[i].requests), "bytes",
 				  num(queues[i].bytes), "in_flight", num(queues[i].in_flight),
 				  "notifies", num(queues[i].notifies)));
-	return json_pack("{s:o, s:{s:o, s:o, s:o, s:o, s:o}, s:o, s:o}", "time_ns",
-			 num(vs_mono_ns()), "target", "connections", num(st.connections),
-			 "requests", num(st.requests), "bad_requests", num(st.bad_requests), "tmfs",
-			 num(st.tmfs), "notifies", num(st.notifies), "luns", jl, "queues", jq);
+	r = json_pack("{s:o, s:{s:o, s:o, s:o, s:o, s:o}, s:o, s:o}", "time_ns", num(now), "target",
+		      "connections", num(st.connections), "requests", num(st.requests),
+		      "bad_requests", num(st.bad_requests), "tmfs", num(st.tmfs), "notifies",
+		      num(st.notifies), "luns", jl, "queues", jq);
+	if (mark) {
+		since = s->mark_ns ? now - s->mark_ns : 0;
+		s->mark_ns = now;
+		if (r) /* 0: the first look, latency since each LUN was added */
+			json_object_set_new(r, "interval_ns", num(since));
+	}
+	return r;
 }
 
-static json_t *m_trace_set(struct vs_rpc *rpc, json_t *params, struct rpc_error *e)
+static json_t *m_trace_set(struct vs_rpc *rpc, struct rpc_session *s, json_t *params,
+			   struct rpc_error *e)
 {
 	const char *spec;
 	char why[400];
 
+	(void)s;
 	(void)rpc;
 	if (param_str(params, "spec", &spec, e))
 		return NULL;
@@ -281,8 +359,10 @@ static json_t *m_trace_set(struct vs_rpc *rpc, json_t *params, struct rpc_error 
 	return json_pack("{s:s}", "spec", spec);
 }
 
-static json_t *m_shutdown(struct vs_rpc *rpc, json_t *params, struct rpc_error *e)
+static json_t *m_shutdown(struct vs_rpc *rpc, struct rpc_session *s, json_t *params,
+			  struct rpc_error *e)
 {
+	(void)s;
 	(void)params;
 	if (!rpc->cfg.shutdown)
 		return fail(e, VS_RPC_TARGET_ERROR, ENOTSUP, "this server cannot shut down");
@@ -292,7 +372,8 @@ static json_t *m_shutdown(struct vs_rpc *rpc, json_t *params, struct rpc_error *
 
 struct method {
 	const char *name;
-	json_t *(*fn)(struct vs_rpc *rpc, json_t *params, struct rpc_error *e);
+	json_t *(*fn)(struct vs_rpc *rpc, struct rpc_session *s, json_t *params,
+		      struct rpc_error *e);
 	const char *params[3]; /* the names it takes (NULL-terminated) */
 };
 
@@ -301,7 +382,7 @@ static const struct method methods[] = {
     {"lun_remove", m_lun_remove, {"id", NULL}},
     {"lun_resize", m_lun_resize, {"id", "size", NULL}},
     {"lun_list", m_lun_list, {NULL}},
-    {"stats", m_stats, {NULL}},
+    {"stats", m_stats, {"interval", NULL}},
     {"trace_set", m_trace_set, {"spec", NULL}},
     {"shutdown", m_shutdown, {NULL}},
 };
@@ -364,7 +445,7 @@ static json_t *response(json_t *id, json_t *result, const struct rpc_error *e)
 
 /* One request object: its response, or NULL for a notification (a well-formed request
  * without an id), answered with nothing as JSON-RPC 2.0 says. */
-static json_t *handle_one(struct vs_rpc *rpc, json_t *req)
+static json_t *handle_one(struct vs_rpc *rpc, struct rpc_session *s, json_t *req)
 {
 	struct rpc_error e = {0};
 	const struct method *m;
@@ -410,7 +491,7 @@ static json_t *handle_one(struct vs_rpc *rpc, json_t *req)
 	else
 		json_incref(params);
 	if (params && check_param_names(m, params, &e) == 0) {
-		result = m->fn(rpc, params, &e);
+		result = m->fn(rpc, s, params, &e);
 		if (!result && !e.code)
 			fail(&e, VS_RPC_INTERNAL_ERROR, ENOMEM, "out of memory");
 	}
@@ -487,13 +568,15 @@ static char *refuse_line(const char *fmt, ...)
 /* ---- request lines --------------------------------------------------------------------- */
 
 struct rpc_line {
-	json_t *req;   /* one request, or a batch: an array of them */
-	size_t next;   /* a batch: the request to answer next */
-	json_t *out;   /* a batch: the responses so far */
-	size_t budget; /* a batch: reply bytes left (VS_RPC_MAX_REPLY at the start) */
+	struct rpc_session *session; /* of the connection that sent it */
+	json_t *req;		     /* one request, or a batch: an array of them */
+	size_t next;		     /* a batch: the request to answer next */
+	json_t *out;		     /* a batch: the responses so far */
+	size_t budget;		     /* a batch: reply bytes left (VS_RPC_MAX_REPLY at the start) */
 };
 
-struct rpc_line *rpc_line_start(struct vs_rpc *rpc, const char *text, size_t len, char **reply)
+struct rpc_line *rpc_line_start(struct vs_rpc *rpc, struct rpc_session *session, const char *text,
+				size_t len, char **reply)
 {
 	struct rpc_error e = {0};
 	struct rpc_line *l;
@@ -540,6 +623,7 @@ struct rpc_line *rpc_line_start(struct vs_rpc *rpc, const char *text, size_t len
 		*reply = dump(response(NULL, NULL, &e));
 		return NULL;
 	}
+	l->session = session;
 	l->req = req;
 	l->budget = VS_RPC_MAX_REPLY;
 	return l;
@@ -552,7 +636,7 @@ bool rpc_line_step(struct vs_rpc *rpc, struct rpc_line *l, char **reply)
 
 	*reply = NULL;
 	if (!json_is_array(l->req)) {
-		*reply = dump(handle_one(rpc, l->req));
+		*reply = dump(handle_one(rpc, l->session, l->req));
 		rpc_line_free(l);
 		return true;
 	}
@@ -572,7 +656,7 @@ bool rpc_line_step(struct vs_rpc *rpc, struct rpc_line *l, char **reply)
 		    json_is_object(r) && !json_object_get(r, "id") ? NULL : response(id, NULL, &e);
 		bound = error_bound(r);
 	} else {
-		one = handle_one(rpc, r);
+		one = handle_one(rpc, l->session, r);
 	}
 	l->budget -= bound < l->budget ? bound : l->budget;
 	if (one)
@@ -597,7 +681,7 @@ void rpc_line_free(struct rpc_line *l)
 char *vs_rpc_handle(struct vs_rpc *rpc, const char *line, size_t len)
 {
 	char *reply;
-	struct rpc_line *l = rpc_line_start(rpc, line, len, &reply);
+	struct rpc_line *l = rpc_line_start(rpc, &rpc->own, line, len, &reply);
 
 	while (l && !rpc_line_step(rpc, l, &reply))
 		;

@@ -11,6 +11,16 @@
 #include "util/util.h"
 
 struct rpc_line;
+struct vs_target_stats_mark;
+
+/* What a method keeps for one connection between its requests: where the latency
+ * histograms stood at its last `stats` with interval (vs_target_lun_stats_since). */
+struct rpc_session {
+	struct vs_target_stats_mark *mark; /* NULL until it asks for an interval */
+	uint64_t mark_ns;		   /* CLOCK_MONOTONIC of that last look */
+};
+/* Connections that may hold a mark at once (each up to 20 KiB per LUN). */
+#define RPC_MAX_MARKS 8
 
 /* The server's time spent on someone's requests, halving every RPC_USAGE_HALF_LIFE_NS: who
  * has had the least of it lately is answered first. */
@@ -39,6 +49,7 @@ struct rpc_client {
 	uint64_t active_ns;   /* accepted, or last answered: who is idle longest */
 	struct rpc_usage use; /* of this connection (its uid's is in the server) */
 	uint64_t ready_seq;   /* when it became ready, in the order of such events */
+	struct rpc_session session;
 };
 
 struct vs_rpc {
@@ -55,7 +66,12 @@ struct vs_rpc {
 	uint64_t refusal_logged_ns; /* refused peers are logged once a second at most ... */
 	unsigned refusals_unlogged; /* ... and counted in between */
 	struct rpc_client clients[VS_RPC_MAX_CLIENTS];
+	struct rpc_session own; /* vs_rpc_handle's (tests, fuzzers) */
+	unsigned marks;		/* sessions holding a mark */
 };
+
+/* A session ends (its connection closed): what it holds is freed. */
+void rpc_session_end(struct vs_rpc *rpc, struct rpc_session *s);
 
 /* "rpc: ..." to cfg.log, when there is one; also traced as an INFO. */
 void rpc_log(struct vs_rpc *rpc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -63,7 +79,8 @@ void rpc_log(struct vs_rpc *rpc, const char *fmt, ...) __attribute__((format(pri
 /* A request line being answered, one request at a time (methods.c).  Parse it: NULL with
  * *reply set when it is answered at once (not JSON, an empty batch, a batch whose replies
  * could pass VS_RPC_MAX_REPLY), else the line, for rpc_line_step. */
-struct rpc_line *rpc_line_start(struct vs_rpc *rpc, const char *text, size_t len, char **reply);
+struct rpc_line *rpc_line_start(struct vs_rpc *rpc, struct rpc_session *s, const char *text,
+				size_t len, char **reply);
 /* Answer the line's next request: false while more are left; true when it is done: then
  * *reply is the response line (malloc'd; NULL when there is none: notifications) and the
  * line is freed. */

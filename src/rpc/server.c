@@ -49,11 +49,12 @@ void rpc_log(struct vs_rpc *rpc, const char *fmt, ...)
 	VS_LOG_LINE(&rpc->log, INFO, GENERAL, fmt);
 }
 
-static void client_close(struct rpc_client *c)
+static void client_close(struct vs_rpc *rpc, struct rpc_client *c)
 {
 	if (c->fd < 0)
 		return;
 	close(c->fd);
+	rpc_session_end(rpc, &c->session);
 	rpc_line_free(c->line);
 	free(c->in);
 	free(c->out);
@@ -229,7 +230,7 @@ static bool client_expire(struct vs_rpc *rpc, struct rpc_client *c, uint64_t now
 	if (!client_done(c))
 		return true;
 close:
-	client_close(c);
+	client_close(rpc, c);
 	return false;
 }
 
@@ -281,7 +282,7 @@ static void serve_one(struct vs_rpc *rpc, uint64_t now)
 		char *nl = memchr(c->in, '\n', c->in_len);
 		size_t len = (size_t)(nl - c->in);
 
-		c->line = rpc_line_start(rpc, c->in, len, &reply);
+		c->line = rpc_line_start(rpc, &c->session, c->in, len, &reply);
 		c->in_len -= len + 1;
 		memmove(c->in, nl + 1, c->in_len);
 		c->scanned = 0;
@@ -298,7 +299,7 @@ static void serve_one(struct vs_rpc *rpc, uint64_t now)
 	if (ok)
 		client_look(rpc, c, now);
 	else
-		client_close(c);
+		client_close(rpc, c);
 }
 
 /* uid's index in the allow list, or -1. */
@@ -361,7 +362,7 @@ static struct rpc_client *evict(struct vs_rpc *rpc)
 	if (!v->out_len) /* not in the middle of a reply */
 		tell(v->fd, VS_RPC_TARGET_ERROR,
 		     "closed: the server was full and this connection was idle longest");
-	client_close(v);
+	client_close(rpc, v);
 	return v;
 }
 
@@ -402,7 +403,7 @@ static void accept_client(struct vs_rpc *rpc, uint64_t now)
 	c->active_ns = now;
 	/* Its request may be here already: then it is busy, not idle, if the table fills. */
 	if (!client_read(rpc, c))
-		client_close(c);
+		client_close(rpc, c);
 	else
 		client_look(rpc, c, now);
 }
@@ -477,7 +478,7 @@ static void *server_main(void *arg)
 			if (ok && (pfd[k].revents & (POLLIN | POLLHUP | POLLERR)))
 				ok = client_read(rpc, c);
 			if (!ok)
-				client_close(c);
+				client_close(rpc, c);
 		}
 		now = vs_mono_ns();
 		if (pfd[1].revents & POLLIN)
@@ -578,7 +579,7 @@ void vs_rpc_stop(struct vs_rpc *rpc)
 	}
 	for (unsigned i = 0; i < VS_RPC_MAX_CLIENTS; i++) {
 		client_flush(&rpc->clients[i]); /* a last try: e.g. shutdown's own reply */
-		client_close(&rpc->clients[i]);
+		client_close(rpc, &rpc->clients[i]);
 	}
 	if (rpc->listen_fd >= 0) {
 		close(rpc->listen_fd);
@@ -589,6 +590,7 @@ void vs_rpc_stop(struct vs_rpc *rpc)
 	}
 	if (rpc->wake_fd >= 0)
 		close(rpc->wake_fd);
+	rpc_session_end(rpc, &rpc->own);
 	free(rpc->path);
 	free(rpc);
 }

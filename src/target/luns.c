@@ -136,6 +136,26 @@ static int lun_publish(struct vs_target *t, const struct vs_target_lun *l, struc
 	return 0;
 }
 
+int vs_target_lun_check(const struct vs_target_config *cfg, const struct vs_target_lun *l,
+			char *why, size_t whylen)
+{
+	struct vs_backend_opts o = {.testing = cfg->testing,
+				    .block_size = cfg->block_size ? cfg->block_size : 512};
+	char cause[512] = "";
+	int rc;
+
+	if (l->id >= VS_TARGET_MAX_LUNS)
+		return vs_fail(why, whylen, -EINVAL, "LUN %u: LUN numbers are 0..%u", l->id,
+			       VS_TARGET_MAX_LUNS - 1);
+	if (!l->spec || !*l->spec)
+		return vs_fail(why, whylen, -EINVAL, "LUN %u: no backend", l->id);
+	rc = vs_backend_spec_check(l->spec, &o, cause, sizeof(cause));
+	if (rc)
+		return vs_fail(why, whylen, rc, "LUN %u (%s): %s", l->id, l->spec,
+			       *cause ? cause : strerror(-rc));
+	return 0;
+}
+
 int tq_lun_open(struct vs_target *t, const struct vs_target_lun *l, char *why, size_t whylen)
 {
 	struct vs_scsi_lun *lun;
@@ -156,7 +176,7 @@ int tq_lun_open(struct vs_target *t, const struct vs_target_lun *l, char *why, s
 	return rc;
 }
 
-/* Why LUN id cannot be changed now (luns_lock held): -EEXIST, -EBUSY or -ENOENT with why
+/* Why LUN id cannot be changed now (luns_lock held): -EEXIST, -EBUSY or -ENOENT with err
  * set; 0 when it is in state want. */
 static int lun_check(struct vs_target *t, unsigned id, enum tq_lun_state want, char *why,
 		     size_t whylen)

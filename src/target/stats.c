@@ -166,6 +166,7 @@ void tgt_stats_lun_clear(struct vs_target *t, unsigned id)
 	}
 	memset(base, 0, sizeof(*base));
 	lun_sum(t, id, base);
+	t->ts_gen[id]++; /* a mark's histograms of the LUN before are not this LUN's */
 	pthread_mutex_unlock(&t->ts_lock);
 }
 
@@ -182,13 +183,56 @@ static void sub_clamped(uint64_t *a, const uint64_t *b, size_t n)
 		a[k] = a[k] > b[k] ? a[k] - b[k] : 0;
 }
 
-/* Under ts_lock; sum: scratch. */
-static void lun_read(struct vs_target *t, unsigned id, struct ts_lun *sum,
-		     struct vs_target_lun_stats *out)
+/* A reader's latency histograms of each LUN as of its last look (vs_target_lun_stats_since). */
+struct vs_target_stats_mark {
+	struct {
+		bool seen;    /* hist holds the LUN as of the last look */
+		uint64_t gen; /* ts_gen of the LUN then */
+		uint64_t (*hist)[TS_BUCKETS];
+	} lun[VS_TARGET_MAX_LUNS];
+};
+
+struct vs_target_stats_mark *vs_target_stats_mark_new(void)
+{
+	return calloc(1, sizeof(struct vs_target_stats_mark));
+}
+
+void vs_target_stats_mark_free(struct vs_target_stats_mark *m)
+{
+	if (!m)
+		return;
+	for (unsigned id = 0; id < VS_TARGET_MAX_LUNS; id++)
+		free(m->lun[id].hist);
+	free(m);
+}
+
+/* The latency histograms since the mark's last look at LUN id (when it saw this very LUN)
+ * into sum, and the mark moved to now: true when they are over that interval. */
+static bool mark_interval(struct vs_target *t, struct vs_target_stats_mark *m, unsigned id,
+			  struct ts_lun *sum)
+{
+	uint64_t now[2][TS_BUCKETS];
+	bool interval = m->lun[id].seen && m->lun[id].gen == t->ts_gen[id];
+
+	if (!m->lun[id].hist && !(m->lun[id].hist = malloc(sizeof(now))))
+		return false; /* out of memory: since the LUN was added, as without a mark */
+	memcpy(now, sum->hist, sizeof(now));
+	if (interval)
+		sub_clamped(&sum->hist[0][0], &m->lun[id].hist[0][0], 2 * TS_BUCKETS);
+	memcpy(m->lun[id].hist, now, sizeof(now));
+	m->lun[id].seen = true;
+	m->lun[id].gen = t->ts_gen[id];
+	return interval;
+}
+
+/* Under ts_lock; sum: scratch; m: NULL, or a reader's mark (latency since its last look). */
+static bool lun_read(struct vs_target *t, unsigned id, struct ts_lun *sum,
+		     struct vs_target_stats_mark *m, struct vs_target_lun_stats *out)
 {
 	const struct ts_lun *base = t->ts_base[id];
 	struct ts_counts *c = &sum->c;
 	uint64_t completed = 0;
+	bool interval = false;
 
 	memset(sum, 0, sizeof(*sum));
 	memset(out, 0, sizeof(*out));
@@ -204,6 +248,8 @@ static void lun_read(struct vs_target *t, unsigned id, struct ts_lun *sum,
 		sub_clamped((uint64_t *)c, (const uint64_t *)&base->c, TS_WORDS);
 		sub_clamped(&sum->hist[0][0], &base->hist[0][0], 2 * TS_BUCKETS);
 	}
+	if (m)
+		interval = mark_interval(t, m, id, sum);
 
 	out->reads = c->kind[TS_READ];
 	out->writes = c->kind[TS_WRITE];
@@ -220,28 +266,49 @@ static void lun_read(struct vs_target *t, unsigned id, struct ts_lun *sum,
 	out->write_p50_ns = ts_ticks_ns(t, ts_percentile(sum->hist[TS_WRITE], 0.50));
 	out->write_p99_ns = ts_ticks_ns(t, ts_percentile(sum->hist[TS_WRITE], 0.99));
 	out->write_p999_ns = ts_ticks_ns(t, ts_percentile(sum->hist[TS_WRITE], 0.999));
+	return interval;
 }
 
-unsigned vs_target_lun_stats(struct vs_target *t, struct vs_target_lun_stats *out, unsigned max)
+static unsigned lun_stats(struct vs_target *t, struct vs_target_stats_mark *m,
+			  struct vs_target_lun_stats *out, bool *over_interval, unsigned max)
 {
 	struct ts_lun *sum = max ? malloc(sizeof(*sum)) : NULL;
 	unsigned n = 0;
 
 	pthread_mutex_lock(&t->ts_lock);
 	for (unsigned id = 0; id < VS_TARGET_MAX_LUNS; id++) {
-		if (!lun_present(t, id))
+		bool interval = false;
+
+		if (!lun_present(t, id)) {
+			if (m) /* gone: a LUN added there later starts afresh */
+				m->lun[id].seen = false;
 			continue;
+		}
 		if (n < max && sum) {
-			lun_read(t, id, sum, &out[n]);
+			interval = lun_read(t, id, sum, m, &out[n]);
 		} else if (n < max) { /* out of memory: the ids, no figures */
 			memset(&out[n], 0, sizeof(out[n]));
 			out[n].id = id;
 		}
+		if (n < max && over_interval)
+			over_interval[n] = interval;
 		n++;
 	}
 	pthread_mutex_unlock(&t->ts_lock);
 	free(sum);
 	return n;
+}
+
+unsigned vs_target_lun_stats(struct vs_target *t, struct vs_target_lun_stats *out, unsigned max)
+{
+	return lun_stats(t, NULL, out, NULL, max);
+}
+
+unsigned vs_target_lun_stats_since(struct vs_target *t, struct vs_target_stats_mark *m,
+				   struct vs_target_lun_stats *out, bool *over_interval,
+				   unsigned max)
+{
+	return lun_stats(t, m, out, over_interval, max);
 }
 
 unsigned vs_target_queue_stats(struct vs_target *t, struct vs_target_queue_stats *out, unsigned max)

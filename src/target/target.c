@@ -46,6 +46,19 @@ void tq_log(struct vs_target *t, const char *fmt, ...)
 	VS_LOG_LINE(&t->log, ERROR, VHOST, fmt);
 }
 
+void tq_note(struct vs_target *t, const char *fmt, ...)
+{
+	char line[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	VS_INFO(VHOST, "%s", line);
+	if (t->log)
+		t->log(t->log_arg, line);
+}
+
 void tq_fail(struct vs_target *t, const char *fmt, ...)
 {
 	char why[384];
@@ -154,11 +167,23 @@ static void op_connected(void *opaque)
 {
 	struct vs_target *t = opaque;
 
+	pid_t pid = 0;
+	uid_t uid = (uid_t)-1;
+
 	__atomic_fetch_add(&t->connections, 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&t->failed, 0, __ATOMIC_RELAXED);
 	tq_events_connected(t, true);
-	VS_INFO(VHOST, "frontend connected (connection %llu)",
-		(unsigned long long)__atomic_load_n(&t->connections, __ATOMIC_RELAXED));
+	if (t->vs)
+		vs_vhost_server_peer(t->vs, &pid, &uid);
+	t->peer_pid = (int)pid;
+	/* The operator sees who uses the device, and when (a QEMU restarted, a guest gone). */
+	if (pid > 0)
+		tq_note(t, "connection %llu: a frontend connected (pid %d, uid %u)",
+			(unsigned long long)__atomic_load_n(&t->connections, __ATOMIC_RELAXED),
+			(int)pid, (unsigned)uid);
+	else
+		tq_note(t, "connection %llu: a frontend connected",
+			(unsigned long long)__atomic_load_n(&t->connections, __ATOMIC_RELAXED));
 	warn_if_manager(t);
 }
 
@@ -176,7 +201,13 @@ static void op_disconnected(void *opaque, const char *why)
 	 * whose flush hangs is named in the log, and the next frontend is served.  A flush
 	 * error stays with its backend: the next session's SYNCHRONIZE CACHE reports it. */
 	rc = vs_target_flush(t);
-	VS_INFO(VHOST, "frontend disconnected; backends flushed: %s", rc ? strerror(-rc) : "ok");
+	if (!why) /* a drop was logged above, with its reason */
+		tq_note(t,
+			"connection %llu: the frontend (pid %d) disconnected; backends flushed%s%s",
+			(unsigned long long)__atomic_load_n(&t->connections, __ATOMIC_RELAXED),
+			t->peer_pid, rc ? ": " : "", rc ? strerror(-rc) : "");
+	else
+		VS_INFO(VHOST, "frontend dropped; backends flushed: %s", rc ? strerror(-rc) : "ok");
 }
 
 const struct vs_vhost_dev_ops vs_target__ops = {

@@ -294,12 +294,14 @@ struct vs_target {
 	struct worker ctl;
 	struct tq q[TQ_MAX];
 	uint64_t connections;
+	int peer_pid; /* the frontend connected last (0: unknown), for the log */
 
 	/* statistics: the clock, and what a LUN's counters read as zero (stats.c) */
 	bool ts_tsc; /* ticks are TSC cycles (else CLOCK_MONOTONIC ns) */
 	double ts_ns_per_tick;
 	pthread_mutex_t ts_lock; /* ts_base, and readers against clears */
 	struct ts_lun *ts_base[VS_TARGET_MAX_LUNS];
+	uint64_t ts_gen[VS_TARGET_MAX_LUNS]; /* times each LUN was cleared (added): marks */
 
 	/* a TMF waiting for marked requests to complete */
 	pthread_mutex_t tmf_lock;
@@ -399,6 +401,8 @@ static inline bool tq_events_waiting(struct vs_target *t)
 void tq_fail(struct vs_target *t, const char *fmt, ...) __attribute__((format(printf, 2, 3), cold));
 /* A line for the operator (the config's log hook), also traced as an ERROR. */
 void tq_log(struct vs_target *t, const char *fmt, ...) __attribute__((format(printf, 2, 3), cold));
+/* The same for news that is no failure (a frontend connected), traced as INFO. */
+void tq_note(struct vs_target *t, const char *fmt, ...) __attribute__((format(printf, 2, 3), cold));
 
 /* target.c: the vhost-user ops, and manual mode (struct vs_target's `manual`) for the
  * stateful fuzzer, which drives a vs_vhost_dev with these ops itself. */

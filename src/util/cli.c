@@ -24,20 +24,21 @@ int vs_cli_seconds(const char *cmd, const char *opt, const char *arg, double min
 {
 	if (vs_parse_seconds(arg, out) == 0 && *out >= min && *out <= max)
 		return 0;
-	fprintf(stderr, "%s: --%s '%s': expected seconds in %g..%g\n", cmd, opt, arg, min, max);
+	fprintf(stderr, "%s: --%s '%s': expected a time in %g..%g s (e.g. 30, 1.5, 500ms, 2m)\n",
+		cmd, opt, arg, min, max);
 	return -1;
 }
 
 /* The linker makes these for the section VS_CLI_COMMAND fills; weak, so that a program
  * linking this file without any command still links. */
-extern const struct vs_cli_command __start_vs_cli_commands[] __attribute__((weak));
-extern const struct vs_cli_command __stop_vs_cli_commands[] __attribute__((weak));
+extern const struct vs_cli_command __start_vs_cli_command_table[] __attribute__((weak));
+extern const struct vs_cli_command __stop_vs_cli_command_table[] __attribute__((weak));
 
 void vs_cli_commands(const struct vs_cli_command **first, size_t *count)
 {
-	*first = __start_vs_cli_commands;
-	*count = __start_vs_cli_commands
-		     ? (size_t)(__stop_vs_cli_commands - __start_vs_cli_commands)
+	*first = __start_vs_cli_command_table;
+	*count = __start_vs_cli_command_table
+		     ? (size_t)(__stop_vs_cli_command_table - __start_vs_cli_command_table)
 		     : 0;
 }
 

@@ -9,6 +9,7 @@
 #ifndef VS_UTIL_H
 #define VS_UTIL_H
 
+#include <getopt.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -196,15 +197,18 @@ struct vs_log_sink {
 /* ---- numbers --------------------------------------------------------------------------- */
 /* Strict decimal in [min, max] (no sign, no space, nothing after): 0 or -EINVAL/-ERANGE. */
 int vs_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
-/* A size with an optional K, M, G or T suffix (powers of 1024, either case): 0, -EINVAL
- * (malformed) or -ERANGE (more than INT64_MAX bytes: a size must fit off_t). */
+/* A size in bytes with an optional suffix, either case: K, M, G, T, P, E alone or followed
+ * by iB or B ("64M", "1GiB", "4KB": all powers of 1024, as fio takes them by default), or B.
+ * 0, -EINVAL (malformed: "1.5G", "-5") or -ERANGE (more than INT64_MAX bytes: a size must
+ * fit off_t). */
 int vs_parse_size(const char *s, uint64_t *out);
-/* Non-negative decimal seconds ("2", "0.5"): 0 or -EINVAL. */
+/* A non-negative decimal time in seconds, with an optional unit as fio takes it: us, ms, s,
+ * m or min (minutes), h, d ("2", "0.5", "500ms", "1m"): 0 or -EINVAL. */
 int vs_parse_seconds(const char *s, double *out);
 
 /* ---- the command line ------------------------------------------------------------------ */
 /* Option values for CLI commands: parse, and on failure print
- *   "<cmd>: --<opt> '<arg>': expected a whole number in MIN..MAX"   (or seconds)
+ *   "<cmd>: --<opt> '<arg>': expected a whole number in MIN..MAX"   (or a time)
  * to stderr and return -1 (the command then exits 2). */
 int vs_cli_uint(const char *cmd, const char *opt, const char *arg, uint64_t min, uint64_t max,
 		uint64_t *out);
@@ -263,11 +267,11 @@ struct vs_cli_command {
 };
 #define VS_CLI_COMMAND_(id, order_, name_, fn_, help_, inspects_)                                  \
 	static const struct vs_cli_command vs_cli_command_##id __attribute__((                     \
-	    used, section("vs_cli_commands"), aligned(8))) = {.name = (name_),                     \
-							      .fn = (fn_),                         \
-							      .help = (help_),                     \
-							      .order = (order_),                   \
-							      .inspects = (inspects_)}
+	    used, section("vs_cli_command_table"), aligned(8))) = {.name = (name_),                \
+								   .fn = (fn_),                    \
+								   .help = (help_),                \
+								   .order = (order_),              \
+								   .inspects = (inspects_)}
 #define VS_CLI_COMMAND(id, order_, name_, fn_, help_)                                              \
 	VS_CLI_COMMAND_(id, order_, name_, fn_, help_, false)
 /* A command that only reads traces (`vioscope trace`): the tool then makes no trace
@@ -276,6 +280,108 @@ struct vs_cli_command {
 	VS_CLI_COMMAND_(id, order_, name_, fn_, help_, true)
 /* The registered commands: [*first, *first + count). */
 void vs_cli_commands(const struct vs_cli_command **first, size_t *count);
+
+/* ---- help: one source per command ------------------------------------------------------
+ * A command's (or subcommand's) help is data: its synopsis, what it does, its options with
+ * their defaults, and further sections (exit status, examples...).  `--help` prints it,
+ * `vioscope help --man` writes the man pages from it and `vioscope help --bash-completion`
+ * the completion, and the command's option parser (vs_cli_next) is built from the same
+ * option table, so that none of them can name an option the others do not.
+ *
+ * Text: paragraphs separated by a blank line ("\n\n") are filled to the width; a line that
+ * starts with two spaces is kept as it is (examples, tables). */
+struct vs_cli_opt {
+	const char *name; /* the long option, without "--" */
+	char short_name;  /* its one-letter form, or 0 */
+	int key;	  /* what vs_cli_next returns for it: a letter, or >= 256 */
+	const char *arg;  /* its value's name ("PATH"); NULL: a switch */
+	const char *def;  /* its default ("30 s"), or NULL */
+	const char *help; /* what it does (one paragraph) */
+};
+struct vs_cli_section {
+	const char *title; /* "Exit status" */
+	const char *text;
+};
+struct vs_cli_help {
+	const char *name;     /* "target", "trace record": after "vioscope " */
+	const char *summary;  /* one line: the man page's NAME, `vioscope --help`'s list */
+	const char *synopsis; /* usage forms without "vioscope NAME " ('\n' between); a line
+				 that starts with a space goes on with the form above */
+	const char *text;     /* what it does */
+	const struct vs_cli_opt *opts;	       /* up to {0}: --help and --version are added */
+	const struct vs_cli_section *sections; /* up to {0}; may be NULL */
+	const char *words; /* what its operands may be, for the completion ("lun_add ...") */
+};
+/* Register a struct vs_cli_help, so that the man pages and the completion find it.  (The
+ * section is not named as a function is: GNU as takes a section's name for its start.) */
+#define VS_CLI_HELP(var)                                                                           \
+	static const struct vs_cli_help *const vs_cli_help_##var                                   \
+	    __attribute__((used, section("vs_cli_help_table"), aligned(8))) = &(var)
+/* The registered helps: [*first, *first + count), in link order. */
+void vs_cli_helps(const struct vs_cli_help *const **first, size_t *count);
+/* The help of "target", "trace record"...: NULL when that command has none registered. */
+const struct vs_cli_help *vs_cli_help_find(const char *name);
+/* Print it as --help does (to stdout for --help, stderr after a usage error). */
+void vs_cli_help_print(const struct vs_cli_help *h, FILE *f);
+/* The help source's text laid out: paragraphs filled to width after indent spaces,
+ * kept lines as they are. */
+void vs_cli_text_print(FILE *f, const char *text, unsigned indent, unsigned width);
+
+/* This build, for --version and every --json: "0.1.0", the commit it was built from
+ * ("f4fd8b3c07a1", "-dirty" when the tree had uncommitted changes; "unknown" outside git)
+ * and its date, filled in by the build (tools/version.c.in). */
+extern const char vs_cli_version[], vs_cli_commit[], vs_cli_commit_date[];
+/* The trace flavour of this binary ("cold"), set by main. */
+extern const char *vs_cli_flavour;
+/* "vioscope 0.1.0 (commit f4fd8b3c07a1 of 2025-01-02, cold flavour)" and a newline. */
+void vs_cli_version_print(FILE *f);
+/* The JSON members every --json output starts with, without the braces:
+ *   "vioscope": {"version": ..., "commit": ..., "flavour": ...},
+ *   "time": "2025-01-02T10:11:12.345Z", "argv": ["vioscope", "bench", ...]
+ * (the command line as given: with the defaults the help states, the configuration). */
+void vs_cli_json_meta(FILE *f);
+/* s as a JSON string, quotes included. */
+void vs_cli_json_string(FILE *f, const char *s);
+/* ISO 8601 UTC with milliseconds ("2025-01-02T10:11:12.345Z") of CLOCK_REALTIME now. */
+void vs_cli_timestamp(char *buf, size_t len);
+
+/* A command's option parser, built from its help's option table:
+ *
+ *	struct vs_cli_args a;
+ *	int c;
+ *
+ *	vs_cli_begin(&a, &target_help, argc, argv);
+ *	while ((c = vs_cli_next(&a)) != VS_CLI_END) {
+ *		switch (c) {
+ *		case VS_CLI_EXIT:	// --help or --version printed, or a bad option
+ *			return a.status; // told (0, or VS_EXIT_USAGE)
+ *		case 's': path = a.value; break;
+ *		...
+ *	}
+ *	// operands: argv[a.next .. argc)
+ *
+ * Options may come anywhere among the operands (getopt_long's order); "--" ends them. */
+enum { VS_CLI_END = -1, VS_CLI_EXIT = -2 };
+#define VS_CLI_MAX_OPTS 48
+struct vs_cli_args {
+	const struct vs_cli_help *help;
+	int argc;
+	char **argv;
+	const char *value;			  /* the current option's value */
+	int next;				  /* after VS_CLI_END: the first operand */
+	int status;				  /* after VS_CLI_EXIT: the exit status */
+	struct option lopts[VS_CLI_MAX_OPTS + 3]; /* + help, version, the end */
+	char sopts[2 * VS_CLI_MAX_OPTS + 8];
+};
+void vs_cli_begin(struct vs_cli_args *a, const struct vs_cli_help *h, int argc, char **argv);
+int vs_cli_next(struct vs_cli_args *a);
+/* "vioscope NAME: <message>" on stderr (the one error format of every command);
+ * returns VS_EXIT_USAGE, for `return vs_cli_usage_error(...)`. */
+int vs_cli_usage_error(const struct vs_cli_help *h, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* The same line for any status (a command that could not run, failed): returns status. */
+int vs_cli_error(const struct vs_cli_help *h, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* main()'s argv, for commands that re-execute themselves (set by main). */
 extern char **vs_cli_argv;

@@ -54,6 +54,11 @@ static void test_ram_null_sizes(void **state)
 	expect_open("ram=2k", "ram", 2048, false);
 	expect_open("null=1G", "null", 1ull << 30, false);
 	expect_open("null=3T", "null", 3ull << 40, false);
+	/* iB and B after the unit, either case: still powers of 1024 (issue 24). */
+	expect_open("ram=1MiB", "ram", 1ull << 20, false);
+	expect_open("ram=1MB", "ram", 1ull << 20, false);
+	expect_open("null=2gib", "null", 2ull << 30, false);
+	expect_open("ram=4096B", "ram", 4096, false);
 }
 
 static void test_bad_sizes(void **state)
@@ -64,7 +69,8 @@ static void test_bad_sizes(void **state)
 	expect_fail("ram=", -EINVAL);
 	expect_fail("ram=0", -EINVAL);
 	expect_fail("null=0K", -EINVAL);
-	expect_fail("ram=1MB", -EINVAL);
+	expect_fail("ram=1Mi", -EINVAL); /* iB or B after the unit, or nothing */
+	expect_fail("ram=1.5G", -EINVAL);
 	expect_fail("ram=-1", -EINVAL);
 	expect_fail("ram= 1", -EINVAL);
 	expect_fail("ram=M", -EINVAL);

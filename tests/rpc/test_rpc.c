@@ -654,7 +654,7 @@ static void test_socket_path(void **state)
 	assert_true(fd >= 0);
 	assert_int_equal(write(fd, "keep me", 7), 7);
 	close(fd);
-	assert_int_equal(run_target(x->t.tg.dir, path, err, sizeof(err)), 1);
+	assert_int_equal(run_target(x->t.tg.dir, path, err, sizeof(err)), 3);
 	assert_non_null(strstr(err, "exists and is not a socket"));
 	fd = open(path, O_RDONLY);
 	assert_int_equal(read(fd, content, sizeof(content)), 7);
@@ -662,7 +662,7 @@ static void test_socket_path(void **state)
 	assert_string_equal(content, "keep me");
 	unlink(path);
 
-	assert_int_equal(run_target(x->t.tg.dir, x->rpc, err, sizeof(err)), 1);
+	assert_int_equal(run_target(x->t.tg.dir, x->rpc, err, sizeof(err)), 3);
 	assert_non_null(strstr(err, "another process is listening"));
 	fd = rpc_connect(x->rpc); /* the first target's socket is still its own */
 	still_serving(x, fd, 3);
@@ -1199,6 +1199,8 @@ static void test_lun_root_confines_paths(void **state)
 	assert_int_equal(mkdir(root, 0700), 0);
 	snprintf(path, sizeof(path), "%s/a.img", root);
 	make_file(path, 1 << 20);
+	snprintf(path, sizeof(path), "%s/b.img", root); /* a.img is LUN 1's, and locked */
+	make_file(path, 1 << 20);
 	snprintf(path, sizeof(path), "%s/outside.img", files);
 	make_file(path, 1 << 20);
 	snprintf(path, sizeof(path), "%s/escape", root);
@@ -1207,7 +1209,7 @@ static void test_lun_root_confines_paths(void **state)
 	fd = rpc_connect(x->rpc);
 
 	lun_add_ok(fd, 1, "file=a.img");
-	snprintf(spec, sizeof(spec), "file=%s/a.img,ro", root);
+	snprintf(spec, sizeof(spec), "file=%s/b.img,ro", root);
 	lun_add_ok(fd, 2, spec);
 	snprintf(spec, sizeof(spec), "file=%s/outside.img", files);
 	lun_add_refused(fd, 3, spec, "not beneath the LUN root", "EXDEV");

@@ -54,7 +54,7 @@ static void test_duplicate_lun(void **state)
 	assert_non_null(strstr(err, "LUN 3 given twice"));
 }
 
-/* A missing image file: exit status 1, and the message names the file. */
+/* A missing image file: exit status 3 (could not run), and the message names the file. */
 static void test_missing_file(void **state)
 {
 	char *args[] = {"vioscope", "target",
@@ -64,11 +64,12 @@ static void test_missing_file(void **state)
 	char err[1024];
 
 	(void)state;
-	assert_int_equal(run(args, err, sizeof(err)), 1);
+	assert_int_equal(run(args, err, sizeof(err)), 3);
 	assert_non_null(strstr(err, "/nonexistent/disk.img"));
 }
 
-/* A 6 KiB LUN with 4096-byte blocks: exit status 1, naming both sizes. */
+/* A 6 KiB LUN with 4096-byte blocks: exit status 2 (the command line's), naming both
+ * sizes. */
 static void test_size_not_block_multiple(void **state)
 {
 	char *args[] = {"vioscope", "target",	"--socket",	"/tmp/vs-cli-bs.sock",
@@ -77,12 +78,12 @@ static void test_size_not_block_multiple(void **state)
 	char err[1024];
 
 	(void)state;
-	assert_int_equal(run(args, err, sizeof(err)), 1);
+	assert_int_equal(run(args, err, sizeof(err)), 2);
 	assert_non_null(strstr(err, "6144"));
 	assert_non_null(strstr(err, "4096"));
 }
 
-/* A test-only option on the command line without --testing: exit status 1, naming the
+/* A test-only option on the command line without --testing: exit status 2, naming the
  * switch, before anything listens (the socket path cannot be used either: on dcf1c4a
  * the LUN opened with its fault armed and the target failed later, at the socket). */
 static void test_test_option_needs_testing(void **state)
@@ -94,13 +95,13 @@ static void test_test_option_needs_testing(void **state)
 	char err[1024];
 
 	(void)state;
-	assert_int_equal(run(args, err, sizeof(err)), 1);
+	assert_int_equal(run(args, err, sizeof(err)), 2);
 	if (!strstr(err, "LUN 0 (ram=1M,drop-write=3): 'drop-write=3' is a test-only option "
 			 "(the target must be started with --testing)"))
 		fail_msg("%s", err);
 }
 
-/* --lun-root: a file LUN outside it is refused at start, exit status 1, naming the root.
+/* --lun-root: a file LUN outside it is refused at start, exit status 3, naming the root.
  * (On dcf1c4a the option did not exist: exit status 2.) */
 static void test_lun_root_refuses_outside(void **state)
 {
@@ -120,7 +121,7 @@ static void test_lun_root_refuses_outside(void **state)
 	assert_int_equal(ftruncate(fd, 1 << 20), 0);
 	close(fd);
 	snprintf(lun, sizeof(lun), "0:file=%s", img);
-	assert_int_equal(run(args, err, sizeof(err)), 1);
+	assert_int_equal(run(args, err, sizeof(err)), 3);
 	if (!strstr(err, "not beneath the LUN root"))
 		fail_msg("%s", err);
 	tmpdir_remove(dir);

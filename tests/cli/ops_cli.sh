@@ -1,0 +1,367 @@
+#!/usr/bin/env bash
+# The `vioscope` command line as a user meets it, one scenario per call (ctest: ops_cli.NAME):
+#   tests/cli/ops_cli.sh NAME BUILD_DIR SOURCE_DIR
+# Every wait is bounded (DEADLINE seconds); a target the test starts is killed at the end
+# whatever happens.  Exit 0 pass, 1 fail, 77 skipped.
+set -uo pipefail
+name=$1
+build=$(cd "$2" && pwd)
+src=$(cd "$3" && pwd)
+V=$build/tools/vioscope
+DEADLINE=${OPS_CLI_DEADLINE:-20}
+work=$(mktemp -d /tmp/vs-ops-cli.XXXXXX)
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do
+		kill -KILL "$p" 2>/dev/null
+		wait "$p" 2>/dev/null
+	done
+	rm -rf "$work"
+}
+trap cleanup EXIT
+fail() {
+	echo "FAIL ($name): $*" >&2
+	for f in out err; do [[ -s $work/$f ]] && { echo "--- $f:" >&2; head -c 4000 "$work/$f" >&2; }; done
+	exit 1
+}
+
+# run CMD...: exit status in $rc, stdout in $work/out, stderr in $work/err.
+run() {
+	timeout -k 5 "$DEADLINE" "$@" >"$work/out" 2>"$work/err"
+	rc=$?
+}
+# expect RC PATTERN CMD...: CMD exits RC and its stderr holds PATTERN (grep -E).
+expect() {
+	local want=$1 pattern=$2
+	shift 2
+	run "$@"
+	[[ $rc == "$want" ]] || fail "'$*' exited $rc, not $want"
+	grep -qE -- "$pattern" "$work/err" || fail "'$*': no /$pattern/ in its stderr"
+}
+# A target in the background (stderr into $work/TAG.err): its pid in $last (and pids).
+start_target() {
+	local tag=$1
+	shift
+	"$V" target "$@" 2>"$work/$tag.err" &
+	pids+=($!)
+	last=$!
+	last_err=$work/$tag.err
+}
+# wait_socket PATH: until it is a listening socket (it appears only then), while the
+# target started last still runs.
+wait_socket() {
+	local end=$((SECONDS + DEADLINE))
+	until [[ -S $1 ]]; do
+		kill -0 "$last" 2>/dev/null || fail "the target exited: $(cat "$last_err")"
+		((SECONDS < end)) || fail "no socket at $1 within $DEADLINE s"
+		sleep 0.05
+	done
+}
+# stop_target PID: SIGTERM, and it must exit 0.
+stop_target() {
+	kill -TERM "$1"
+	timeout -k 5 "$DEADLINE" tail --pid="$1" -f /dev/null
+	wait "$1"
+	local st=$?
+	[[ $st == 0 ]] || fail "the target (pid $1) exited $st after SIGTERM"
+}
+commands() {
+	"$V" --help | awk '/^Commands:/ { on = 1; next } on && /^$/ { exit } on { print $1 }'
+}
+# The machine's memory, RAM and swap, in KiB.
+machine_kib() {
+	awk '/^(MemTotal|SwapTotal):/ { s += $2 } END { print s }' /proc/meminfo
+}
+
+# ---- help ---------------------------------------------------------------------------------
+help_of_every_command() {
+	local n=0
+	for c in $(commands); do
+		run "$V" "$c" --help
+		[[ $rc == 0 ]] || fail "'vioscope $c --help' exited $rc"
+		grep -q '^usage: vioscope' "$work/out" || fail "'vioscope $c --help' printed no usage"
+		[[ ! -s $work/err ]] || fail "'vioscope $c --help' wrote to stderr"
+		n=$((n + 1))
+	done
+	((n >= 6)) || fail "only $n commands listed by vioscope --help"
+	# Defaults, and every option the docs give (issue 24, items 5 and 11).
+	run "$V" target --help
+	for want in '--queues N +request queues, 1..16: give QEMU the same num_queues \(default: 1\)' \
+		'\(default: 512\)' '\(default: 32\)' '\(default: 30 s\)' \
+		'\(default: root and the target.s own uid\)' ',log-writes=LOG' ',delay=USEC' \
+		',drop-write=K' ',misdirect-write=K' ',stale-read=K' ',fail-flush=K' ',gate=KIND' \
+		'3 could not start'; do
+		tr -s ' \n' ' ' <"$work/out" | grep -qE -- "$want" ||
+			fail "vioscope target --help lacks /$want/"
+	done
+	run "$V" rpc --help
+	for want in '\(default: 60 s\)' '\(default: \$VIOSCOPE_RPC_SOCKET\)' '--json' \
+		'lun_add id=N spec=BACKEND' 'stats \[interval=true\]'; do
+		tr -s ' \n' ' ' <"$work/out" | grep -qE -- "$want" || fail "vioscope rpc --help lacks /$want/"
+	done
+	# `vioscope help CMD` is the same text.
+	"$V" target --help >"$work/a"
+	"$V" help target >"$work/b"
+	cmp -s "$work/a" "$work/b" || fail "'vioscope help target' differs from 'vioscope target --help'"
+}
+
+version_of_every_command() {
+	local commit='[0-9a-f]{12}(-dirty)?' re
+	if c=$(git -C "$src" rev-parse --short=12 HEAD 2>/dev/null); then
+		commit="$c(-dirty)?"
+	fi
+	re="^vioscope [0-9]+\.[0-9]+\.[0-9]+ \(commit $commit of [0-9]{4}-[0-9]{2}-[0-9]{2}, cold flavour\)$"
+	run "$V" --version
+	[[ $rc == 0 ]] && grep -qE "$re" "$work/out" || fail "vioscope --version: $(cat "$work/out")"
+	for c in $(commands); do
+		run "$V" "$c" --version
+		[[ $rc == 0 ]] || fail "'vioscope $c --version' exited $rc"
+		grep -qE "$re" "$work/out" || fail "'vioscope $c --version' printed: $(cat "$work/out")"
+	done
+	run "$build/tools/vioscope-all" target --version
+	grep -qE "all flavour\)$" "$work/out" || fail "vioscope-all --version: $(cat "$work/out")"
+}
+
+one_error_format() {
+	expect 2 "^vioscope target: unknown option '--frobnicate' \(see --help\)$" \
+		"$V" target --frobnicate
+	expect 2 "^vioscope rpc: unknown option '--frobnicate'" "$V" rpc --frobnicate lun_list
+	expect 2 "^vioscope target: option '--poll' takes no value$" "$V" target --poll=3
+	expect 2 "^vioscope target: option '--queues' needs a value" "$V" target --queues
+	expect 2 "^vioscope target: --queues '0': expected a whole number in 1..16$" \
+		"$V" target --socket "$work/s" --lun 0:ram=1M --queues 0
+	expect 2 "^vioscope: unknown command 'frobnicate'" "$V" frobnicate
+	expect 2 "^vioscope help: no command 'frobnicate'" "$V" help frobnicate
+}
+
+# ---- exit status ------------------------------------------------------------------------------
+target_usage_errors_exit_2() {
+	local s=$work/s
+	expect 2 "LUN 0 \(ram\): bad backend spec 'ram': ram needs a size \(ram=SIZE, e\.g\. ram=1G\)" \
+		"$V" target --socket "$s" --lun 0:ram
+	expect 2 "bad size '-5'" "$V" target --socket "$s" --lun 0:ram=-5
+	expect 2 "bad size '1.5G'" "$V" target --socket "$s" --lun 0:ram=1.5G
+	expect 2 "bad size '0'" "$V" target --socket "$s" --lun 0:null=0
+	expect 2 "size 6144 bytes is not a whole number of 4096-byte blocks" \
+		"$V" target --socket "$s" --lun 0:ram=6K --block-size 4096
+	expect 2 "'drop-write=3' is a test-only option" "$V" target --socket "$s" --lun 0:ram=1M,drop-write=3
+	expect 2 "unknown option 'frob'" "$V" target --socket "$s" --lun "0:file=$work/x.img,frob"
+	expect 2 "unknown backend 'disk'" "$V" target --socket "$s" --lun 0:disk=1G
+	expect 2 "--rpc $s names the --socket path" "$V" target --socket "$s" --rpc "$s" --lun 0:ram=1M
+	expect 2 "names the --socket path" "$V" target --socket "$s" --rpc "$work/./s" --lun 0:ram=1M
+	(cd "$work" && expect 2 "names the --socket path" "$V" target --socket s --rpc "$work/s" --lun 0:ram=1M) ||
+		exit 1
+	[[ ! -e $s ]] || fail "a refused command line left $s behind"
+}
+
+target_cannot_run_exits_3() {
+	expect 3 "LUN 0 \(file=$work/missing.img\): .*No such file or directory" \
+		"$V" target --socket "$work/s" --lun "0:file=$work/missing.img"
+	expect 3 "" "$V" target --socket "$work/s" --lun-root "$work/nowhere" --lun 0:file=x.img
+	touch "$work/taken"
+	expect 3 "taken" "$V" target --socket "$work/taken" --lun 0:ram=1M
+	start_target a --socket "$work/a.sock" --lun 0:ram=1M
+	wait_socket "$work/a.sock"
+	expect 3 "^vioscope target: --rpc: .*another process is listening" \
+		"$V" target --socket "$work/b.sock" --rpc "$work/a.sock" --lun 0:ram=1M
+	stop_target "$last"
+}
+
+rpc_exit_status() {
+	expect 3 "^vioscope rpc: cannot connect to $work/nothing" "$V" rpc --socket "$work/nothing" lun_list
+	expect 2 "^vioscope rpc: which METHOD" "$V" rpc --socket "$work/nothing"
+	expect 2 "^vioscope rpc: --count goes with --watch" "$V" rpc --socket "$work/r" --count 2 stats
+	start_target a --socket "$work/a.sock" --rpc "$work/r" --lun 0:ram=1M
+	wait_socket "$work/r"
+	expect 1 "^vioscope rpc: lun_add: LUN 0 exists \(ram=1M\) \(code -32000, EEXIST\)" \
+		"$V" rpc --socket "$work/r" lun_add id=0 spec=ram=1M
+	run "$V" rpc --socket "$work/r" --json lun_list
+	[[ $rc == 0 ]] || fail "rpc --json lun_list exited $rc"
+	python3 - "$work/out" <<-'EOF' || fail "rpc --json lun_list: not the envelope"
+		import json, sys
+		j = json.load(open(sys.argv[1]))
+		assert j["vioscope"]["version"] and j["vioscope"]["commit"] and j["time"].endswith("Z")
+		assert j["method"] == "lun_list" and j["result"][0]["spec"] == "ram=1M"
+		assert j["argv"][1:] == ["rpc", "--socket", j["socket"], "--json", "lun_list"]
+	EOF
+	stop_target "$last"
+}
+
+# ---- the image lock -------------------------------------------------------------------------
+image_locked_between_targets() {
+	local img=$work/disk.img
+	truncate -s 16M "$img"
+	start_target a --socket "$work/a.sock" --rpc "$work/a.rpc" --lun "0:file=$img"
+	local a=$last
+	wait_socket "$work/a.sock"
+	# A second writer, or a reader while it writes, is refused and leaves no socket.
+	expect 3 "LUN 0 \(file=$img\): file=$img: $img is in use: another LUN or process .* holds a lock on it" \
+		"$V" target --socket "$work/b.sock" --lun "0:file=$img"
+	[[ ! -e $work/b.sock ]] || fail "the refused target left its socket"
+	expect 3 "is in use.*failed to get the shared lock" "$V" target --socket "$work/b.sock" --lun "0:file=$img,ro"
+	# A LUN added at run time to the same target: refused too.
+	expect 1 "lun_add: LUN 1 \(file=$img\): .*is in use.*EBUSY" \
+		"$V" rpc --socket "$work/a.rpc" lun_add id=1 "spec=file=$img"
+	# Once the first is gone, the image is free again.
+	stop_target "$a"
+	start_target b --socket "$work/b.sock" --lun "0:file=$img"
+	wait_socket "$work/b.sock"
+	stop_target "$last"
+	# Readers share.
+	start_target r1 --socket "$work/r1.sock" --lun "0:file=$img,ro"
+	local r1=$last
+	wait_socket "$work/r1.sock"
+	start_target r2 --socket "$work/r2.sock" --lun "0:file=$img,ro"
+	wait_socket "$work/r2.sock"
+	stop_target "$last"
+	stop_target "$r1"
+}
+
+image_locked_between_luns() {
+	local img=$work/disk.img
+	truncate -s 16M "$img"
+	expect 3 "LUN 1 \(file=$img\): .*is in use" \
+		"$V" target --socket "$work/s" --lun "0:file=$img" --lun "1:file=$img"
+	start_target ro --socket "$work/s" --lun "0:file=$img,ro" --lun "1:file=$img,ro"
+	wait_socket "$work/s"
+	stop_target "$last"
+}
+
+ram_beyond_the_machine() {
+	local kib half
+	kib=$(machine_kib)
+	expect 3 "LUN 0 \(ram=$((kib + 1048576))K\): .* is more than this machine's memory can hold" \
+		"$V" target --socket "$work/s" --lun "0:ram=$((kib + 1048576))K"
+	# Together: each fits, both do not.
+	half=$((kib / 2 + 1024))
+	expect 3 "LUN 1 \(ram=${half}K\): .*of which this process's RAM LUNs hold" \
+		"$V" target --socket "$work/s" --lun "0:ram=${half}K" --lun "1:ram=${half}K"
+	# Growing past it at run time (within the 64 GiB the LUN may grow to).
+	if ((kib + 1048576 < 64 * 1048576)); then
+		start_target a --socket "$work/a.sock" --rpc "$work/r" --lun 0:ram=1M
+		wait_socket "$work/r"
+		expect 1 "lun_resize: .*growing by .* is more than this machine's memory can hold" \
+			"$V" rpc --socket "$work/r" lun_resize id=0 "size=$((kib + 1048576))K"
+		stop_target "$last"
+	fi
+}
+
+sizes_and_times_with_units() {
+	start_target a --socket "$work/a.sock" --rpc "$work/r" --worker-timeout 1m \
+		--lun 0:ram=64MiB --lun 1:null=512KiB
+	wait_socket "$work/r"
+	run "$V" rpc --socket "$work/r" --timeout 1m lun_list
+	[[ $rc == 0 ]] || fail "rpc --timeout 1m exited $rc"
+	grep -q '"bytes": 67108864' "$work/out" && grep -q '"bytes": 524288' "$work/out" ||
+		fail "ram=64MiB and null=512KiB are not 67108864 and 524288 bytes"
+	run "$V" rpc --socket "$work/r" lun_resize id=0 size=1GiB
+	grep -q '"bytes": 1073741824' "$work/out" || fail "size=1GiB did not make 1073741824 bytes"
+	run "$V" rpc --socket "$work/r" stats --watch 100ms --count 1
+	[[ $rc == 0 ]] || fail "stats --watch 100ms exited $rc"
+	stop_target "$last"
+}
+
+# ---- man pages and completion ---------------------------------------------------------------------
+man_pages_from_the_help() {
+	local page version
+	[[ -f $build/man/vioscope.1 ]] || fail "no $build/man/vioscope.1"
+	version=$("$V" --version | sed -E 's/^vioscope ([^ ]+) .*/\1/')
+	for c in $(commands); do
+		page=$build/man/vioscope-$c.1
+		[[ -f $page ]] || fail "no man page for $c ($page)"
+		LC_ALL=C.UTF-8 MANWIDTH=2000 man --warnings -l "$page" >"$work/man" 2>"$work/err" ||
+			fail "man -l $page failed"
+		[[ ! -s $work/err ]] || fail "man -l $page warned: $(cat "$work/err")"
+		grep -q "vioscope $version" "$work/man" || fail "$page does not say vioscope $version"
+		# It says what --help says: the same options, the same defaults.
+		"$V" "$c" --help >"$work/help"
+		tr -s ' \n' ' ' <"$work/man" >"$work/man1"
+		for o in $(grep -oE -- '(^|[^a-z-])--[a-z][a-z-]*' "$work/help" | grep -oE -- '--.*' | sort -u); do
+			grep -qF -- "$o" "$work/man1" || fail "$page lacks $o, which '$c --help' names"
+		done
+		tr -s ' \n' ' ' <"$work/help" >"$work/help1"
+		while read -r d; do
+			grep -qF -- "$d" "$work/man1" || fail "$page lacks '$d'"
+		done < <(grep -oE '\(default: [^)]*\)' "$work/help1" | sort -u)
+	done
+}
+
+complete_words() { # WORD...: what _vioscope offers for the last word
+	bash -c 'source "$0"; COMP_WORDS=("${@}"); COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); _vioscope
+		printf "%s\n" "${COMPREPLY[@]}"' "$completion" "$@"
+}
+
+completion_from_the_help() {
+	completion=$build/bash-completion/vioscope
+	[[ -f $completion ]] || fail "no $completion"
+	complete_words vioscope tar | grep -qx target || fail "'vioscope tar<TAB>' does not offer target"
+	complete_words vioscope target --so | grep -qx -- --socket || fail "no --socket for target"
+	complete_words vioscope target --ad | grep -qx -- --adaptive-poll || fail "no --adaptive-poll"
+	[[ $(complete_words vioscope rpc lun_r | sort | tr '\n' ' ') == "lun_remove lun_resize " ]] ||
+		fail "rpc lun_r<TAB>: $(complete_words vioscope rpc lun_r)"
+	touch "$work/sockfile"
+	complete_words vioscope target --socket "$work/sock" | grep -qx "$work/sockfile" ||
+		fail "no file names after --socket"
+	complete_words vioscope trace --dr | grep -qx -- --dry-run || fail "no --dry-run for trace"
+	bash -c 'source "$0"; complete -p vioscope-all' "$completion" | grep -q _vioscope ||
+		fail "vioscope-all has no completion"
+}
+
+# ---- the install tree ------------------------------------------------------------------------------
+install_tree() {
+	local p=$work/prefix
+	cmake --install "$build" --prefix "$p" >"$work/out" 2>"$work/err" || fail "cmake --install failed"
+	for f in bin/vioscope bin/vioscope-off bin/vioscope-all bin/vioscope-cold-print \
+		bin/vioscope-all-print include/vioscope/trace.h include/vioscope/target.h \
+		include/vioscope/initiator.h lib/libvioscope_trace.so \
+		lib/libvioscope_target-cold.a lib/libvioscope_initiator-all.a \
+		lib/pkgconfig/vioscope-target-cold.pc lib/pkgconfig/vioscope-initiator-cold.pc \
+		share/man/man1/vioscope.1 share/man/man1/vioscope-trace.1 \
+		share/man/man1/vioscope-target.1 share/bash-completion/completions/vioscope \
+		lib/systemd/system/vioscope-target@.service; do
+		[[ -e $p/$f ]] || fail "cmake --install did not place $f"
+	done
+	# man finds the pages there; the installed flavours say which they are.
+	MANPATH=$p/share/man man -w vioscope-trace | grep -q "^$p/" || fail "man -w vioscope-trace"
+	MANPATH=$p/share/man MANWIDTH=200 man vioscope-target 2>/dev/null | grep -q -- '--lun-root DIR' ||
+		fail "man vioscope-target does not show --lun-root"
+	"$p/bin/vioscope-all-print" --version | grep -q "all-print flavour" || fail "vioscope-all-print"
+	completion=$p/share/bash-completion/completions/vioscope
+	complete_words vioscope rp | grep -qx rpc || fail "the installed completion"
+	# The unit runs the installed binary, and systemd accepts it.
+	local unit=$p/lib/systemd/system/vioscope-target@.service
+	grep -q "^ExecStart=$p/bin/vioscope target --socket %t/vioscope/%i/vhost.sock" "$unit" ||
+		fail "the unit's ExecStart: $(grep ExecStart "$unit")"
+	grep -q '^Type=notify$' "$unit" && grep -q '^KillSignal=SIGTERM$' "$unit" || fail "Type=notify, SIGTERM"
+	if command -v systemd-analyze >/dev/null; then
+		mkdir "$work/units"
+		cp "$unit" "$work/units/vioscope-target@check.service"
+		# (with the installed man pages: it checks that Documentation= names a page)
+		MANPATH=$p/share/man systemd-analyze verify "$work/units/vioscope-target@check.service" \
+			>"$work/out" 2>"$work/err" ||
+			fail "systemd-analyze verify refused the unit"
+		! grep -q 'vioscope-target@' "$work/err" || fail "systemd-analyze verify: $(cat "$work/err")"
+	else
+		echo "systemd-analyze not found: the unit file is not verified" >&2
+	fi
+	# target.h and initiator.h with their libraries, through pkg-config, out of the tree.
+	cp -r "$src/examples" "$work/ex"
+	PKG_CONFIG_PATH=$p/lib/pkgconfig make -s -C "$work/ex" loopback >"$work/out" 2>"$work/err" ||
+		fail "the pkg-config build of examples/loopback.c failed"
+	VIOSCOPE_TRACE_DIR=$work "$work/ex/loopback" >"$work/out" 2>"$work/err" ||
+		fail "loopback (installed target and initiator) failed"
+	grep -q "4096 bytes written and read back" "$work/out" || fail "loopback printed: $(cat "$work/out")"
+}
+
+case $name in
+help_of_every_command | version_of_every_command | one_error_format | \
+	target_usage_errors_exit_2 | target_cannot_run_exits_3 | rpc_exit_status | \
+	image_locked_between_targets | image_locked_between_luns | ram_beyond_the_machine | \
+	sizes_and_times_with_units | man_pages_from_the_help | completion_from_the_help | install_tree)
+	cd "$work" && "$name" && echo "ok: $name"
+	;;
+*)
+	echo "usage: $0 NAME BUILD_DIR SOURCE_DIR (no test '$name')" >&2
+	exit 2
+	;;
+esac
