@@ -171,7 +171,6 @@ static bool wait_text(const char *path, const char *want)
 	}
 }
 
-
 /* The test frontend on a target's socket: guest memory, 2 request queues (the target is
  * started with --queues 2), direct descriptors. */
 static const struct fe_opts ops_fe_opts = {.nq = 4, .direct = true};
