@@ -113,16 +113,6 @@ bool trace_owner_running(const struct vs_shm *s)
 	return vs_shm_owner_alive(s) && !__atomic_load_n(&s->hdr->exited, __ATOMIC_RELAXED);
 }
 
-void trace_json_head(FILE *f, const char *command)
-{
-	char when[32];
-	time_t now = time(NULL);
-	struct tm tm;
-	strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tm));
-	fprintf(f, "\n  \"version\": \"%s\",\n  \"timestamp\": \"%s\",\n  \"command\": \"%s\"",
-		VIOSCOPE_VERSION, when, command);
-}
-
 /* A level or spec given on the command line, checked before anything is opened: 0, or
  * 2 (said why). */
 static int spec_syntax(const char *sub, const char *what, const char *spec, uint32_t *level)

@@ -21,9 +21,6 @@ int trace_open_target(const char *sub, const char *arg, struct vs_shm *s);
 /* Is the process of an opened trace file running? */
 bool trace_owner_running(const struct vs_shm *s);
 
-/* A JSON document's first members: "version", "timestamp" (UTC, ISO 8601), "command". */
-void trace_json_head(FILE *f, const char *command);
-
 /* `trace list` and `trace show` (cmd_trace_show.c); `trace latency` is in commands.h. */
 int trace_list(int argc, char **argv);
 int trace_show(int argc, char **argv);

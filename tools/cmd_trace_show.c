@@ -165,8 +165,8 @@ int trace_list(int argc, char **argv)
 		return VS_EXIT_CANNOT_RUN;
 	}
 	if (json) {
-		printf("{");
-		trace_json_head(stdout, "trace list");
+		printf("{\n  ");
+		vs_cli_json_meta(stdout); /* the build, the time, the command line */
 		printf(",\n  \"trace_dir\": ");
 		vs_fputs_json(vs_shm_dir(), stdout);
 		printf(",\n  \"processes\": [\n");
@@ -302,8 +302,8 @@ static void show_json(const struct vs_shm *s, const uint32_t *counts)
 	const struct vs_meta *m = &s->meta;
 	int32_t rpid;
 	enum recorder_state rs = recorder_of(s, &rpid);
-	printf("{");
-	trace_json_head(stdout, "trace show");
+	printf("{\n  ");
+	vs_cli_json_meta(stdout);
 	printf(",\n  \"trace_dir\": ");
 	vs_fputs_json(vs_shm_dir(), stdout);
 	printf(",\n  \"pid\": %d,\n  \"program\": ", s->snap.pid);

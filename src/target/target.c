@@ -48,15 +48,7 @@ void tq_log(struct vs_target *t, const char *fmt, ...)
 
 void tq_note(struct vs_target *t, const char *fmt, ...)
 {
-	char line[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-	VS_INFO(VHOST, "%s", line);
-	if (t->log)
-		t->log(t->log_arg, line);
+	VS_LOG_LINE(&t->log, INFO, VHOST, fmt);
 }
 
 void tq_fail(struct vs_target *t, const char *fmt, ...)

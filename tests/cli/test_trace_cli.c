@@ -884,8 +884,11 @@ static json_t *load_json_or_fail(const char *path)
 	json_t *doc = json_load_file(path, 0, &jerr);
 	if (!doc)
 		fail_msg("%s: not JSON: %s (line %d)", path, jerr.text, jerr.line);
-	assert_non_null(json_string_value(json_object_get(doc, "version")));
-	assert_non_null(json_string_value(json_object_get(doc, "timestamp")));
+	/* what every --json carries (vs_cli_json_meta): the build, the time, the command line */
+	assert_non_null(
+	    json_string_value(json_object_get(json_object_get(doc, "vioscope"), "version")));
+	assert_non_null(json_string_value(json_object_get(doc, "time")));
+	assert_true(json_is_array(json_object_get(doc, "argv")));
 	return doc;
 }
 
