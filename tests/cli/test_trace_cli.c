@@ -113,7 +113,7 @@ static void target_start(const struct th_tmpdir *td, struct target *t)
 	t->pid = watched(th_spawn(argv, env, NULL, t->log, t->log));
 	snprintf(t->pidstr, sizeof t->pidstr, "%d", (int)t->pid);
 	th_shm_path(t->shm, sizeof t->shm, td->dir, t->pid);
-	assert_true(th_wait_until(target_ready, t, DEADLINE_MS));
+	assert_true(wait_until(target_ready, t, DEADLINE_MS));
 }
 
 static void target_stop(struct target *t)
@@ -546,7 +546,7 @@ static void test_force_takes_the_recording_over(void **state)
 		const struct vs_shm *shm;
 		pid_t pid;
 	} is_b = {&shm, b};
-	assert_true(th_wait_until(recorder_is, &is_b, DEADLINE_MS));
+	assert_true(wait_until(recorder_is, &is_b, DEADLINE_MS));
 	vs_shm_close(&shm);
 
 	assert_int_equal(th_let_go_and_wait(&w), 0);
@@ -595,7 +595,7 @@ static void test_dead_recorder_is_detected(void **state)
 		const struct vs_shm *shm;
 		pid_t pid;
 	} is_b = {&shm, b};
-	assert_true(th_wait_until(recorder_is, &is_b, DEADLINE_MS));
+	assert_true(wait_until(recorder_is, &is_b, DEADLINE_MS));
 	vs_shm_close(&shm);
 	assert_int_equal(th_let_go_and_wait(&w), 0);
 	assert_int_equal(th_wait_within(b, DEADLINE_MS), 0);
@@ -759,7 +759,7 @@ static void test_live_filters_without_changing_the_process(void **state)
 	const char *env[] = {td->env_dir, NULL};
 	pid_t live = watched(th_spawn(argv, env, NULL, out, err));
 	struct shows ticks = {out, " tick "};
-	assert_true(th_wait_until(file_shows, &ticks, DEADLINE_MS)); /* live is running */
+	assert_true(wait_until(file_shows, &ticks, DEADLINE_MS)); /* live is running */
 	app_setting(&s, &level, &mask);
 	assert_int_equal(level, VS_LEVEL_VERBOSE);
 	assert_int_equal(mask, 0xffffffffu);
@@ -789,7 +789,7 @@ static void test_live_enable_sets_the_process_and_says_so(void **state)
 	const char *env[] = {td->env_dir, NULL};
 	pid_t live = watched(th_spawn(argv, env, NULL, out, err));
 	struct shows ticks = {out, " tick "};
-	assert_true(th_wait_until(file_shows, &ticks, DEADLINE_MS));
+	assert_true(wait_until(file_shows, &ticks, DEADLINE_MS));
 	assert_int_equal(kill(live, SIGINT), 0);
 	assert_int_equal(th_wait_within(live, DEADLINE_MS), 0);
 	assert_true(th_file_contains(err, "tracing set to verbose:test (for every reader"));
