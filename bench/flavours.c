@@ -274,7 +274,7 @@ int bench_flavours(struct bench_opts *o, char **profiles, int rounds, const char
 	/* r: the rounds done, or the index of the one cut short */
 	flavour_table(&t, v, ran, lost, cut ? r + 1 : r, have_fio ? fio : NULL);
 	if (o->json)
-		bench_table_json(stdout, &t);
+		bench_table_json(stdout, &t, vs_cli_json_meta);
 	else
 		bench_table_print(stdout, &t);
 	if (vs_interrupted())

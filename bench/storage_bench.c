@@ -313,7 +313,9 @@ static int run_profiles(struct bench_opts *o, char **profiles, int nprof, bool f
 		nres++;
 	}
 	if (o->json) {
-		printf("{\"flavour\": \"%s\", \"seed\": %llu, \"trace_lost\": %llu",
+		printf("{");
+		vs_cli_json_meta(stdout); /* the build, the time, the command line */
+		printf(", \"flavour\": \"%s\", \"seed\": %llu, \"trace_lost\": %llu",
 		       vs_trace_flavour(), (unsigned long long)o->seed, (unsigned long long)lost);
 		if (vs_interrupted())
 			printf(", \"interrupted\": \"%s\"", vs_signal_name(vs_interrupted()));

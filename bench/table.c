@@ -188,12 +188,17 @@ static void ratio_json(FILE *f, const struct bench_ratio *r)
 		r->noise ? "true" : "false");
 }
 
-void bench_table_json(FILE *f, const struct bench_table *t)
+void bench_table_json(FILE *f, const struct bench_table *t, void (*head)(FILE *f))
 {
 	static const char *const key[BENCH_NCOLS] = {"mib_s_1", "mib_s_2", "iops_2", "mean_us_2"};
 
+	fputc('{', f);
+	if (head) {
+		head(f);
+		fputs(", ", f);
+	}
 	fprintf(f,
-		"{\"columns\": [\"%s\", \"%s\"], \"rounds\": %d, \"confidence\": %.2f, "
+		"\"columns\": [\"%s\", \"%s\"], \"rounds\": %d, \"confidence\": %.2f, "
 		"\"rows\": [",
 		t->title[0], t->title[1], t->rounds, BENCH_CONFIDENCE);
 	for (int i = 0; i < t->nrows; i++) {

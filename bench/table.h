@@ -66,7 +66,8 @@ struct bench_table {
 };
 
 void bench_table_print(FILE *f, const struct bench_table *t);
-void bench_table_json(FILE *f, const struct bench_table *t);
+/* head (may be NULL) prints the first members of the object (the build and command line). */
+void bench_table_json(FILE *f, const struct bench_table *t, void (*head)(FILE *f));
 /* Bars of the two throughput columns with whiskers from min to max; 0 or -errno (why). */
 int bench_table_svg(const char *path, const struct bench_table *t, char *why, size_t whylen);
 

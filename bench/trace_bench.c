@@ -727,7 +727,9 @@ int cmd_bench_trace(int argc, char **argv)
 		if (!strcmp(res[i].name, "floor-tsc+store24") && res[i].threads == 1)
 			floor1 = res[i].med;
 	if (json) {
-		printf("[\n");
+		printf("{");
+		vs_cli_json_meta(stdout); /* the build, the time, the command line */
+		printf(", \"cases\": [\n");
 		for (size_t i = 0; i < nres; i++) {
 			printf("  {\"name\": \"%s\", \"threads\": %d, \"ns_min\": %.2f, "
 			       "\"ns_median\": %.2f, \"ns_max\": %.2f",
@@ -739,7 +741,7 @@ int cmd_bench_trace(int argc, char **argv)
 				       (unsigned long long)res[i].dropped);
 			printf("}%s\n", i + 1 < nres ? "," : "");
 		}
-		printf("]\n");
+		printf("]}\n");
 	} else {
 		printf("%-24s %7s %9s %9s %9s %9s %8s\n", "case", "threads", "ns min", "ns median",
 		       "ns max", "x floor", "instr");

@@ -25,6 +25,7 @@ int trace_latency(int argc, char **argv)
 		switch (c) {
 		case 'j':
 			o.json = true;
+			o.json_head = vs_cli_json_meta;
 			break;
 		case 'b':
 			o.by = !strcmp(optarg, "lun")	  ? 0

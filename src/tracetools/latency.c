@@ -731,8 +731,15 @@ int vs_trace_latency(const char *const *paths, unsigned npaths, const struct vs_
 		size_t n;
 	} rep_ = {set.r, set.n}, *rep = &rep_;
 	bool first = true;
+	if (o->json && o->json_head) {
+		fputc('{', out);
+		o->json_head(out);
+		fputc(',', out);
+	} else if (o->json) {
+		fputc('{', out);
+	}
 	if (o->json)
-		fprintf(out, "{\"sides\":\"%s\",\"requests\":%zu,\"stages\":[\n",
+		fprintf(out, "\"sides\":\"%s\",\"requests\":%zu,\"stages\":[\n",
 			have_drv && have_dev ? "both"
 			: have_drv	     ? "driver"
 					     : "device",

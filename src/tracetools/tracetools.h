@@ -312,6 +312,9 @@ struct vs_latency_opts {
 	int by;		 /* -1: all together, 0: per LUN, 1: per queue, 2: per opcode */
 	unsigned slow;	 /* show the N slowest requests and their threads' events */
 	const char *svg; /* also draw the stage distributions into this SVG file */
+	/* json: the caller's first members of the object, e.g. the build and command line
+	 * (followed by a comma); NULL: none */
+	void (*json_head)(FILE *out);
 };
 /* Stage s's name ("backend"), NULL past the last; a stage's values (ns) of the
  * requests that have it, into out (room for set->n); returns how many. */

@@ -149,7 +149,7 @@ static char *render(const struct bench_table *t, bool json)
 
 	assert_non_null(f);
 	if (json)
-		bench_table_json(f, t);
+		bench_table_json(f, t, NULL);
 	else
 		bench_table_print(f, t);
 	fclose(f);

@@ -181,6 +181,21 @@ bench_trace_exit_status)
 	said notmp "$work/none"
 	nothing_left
 	;;
+json_meta)
+	# Every --json document opens with the build, the time and the command line as given:
+	# bench, bench trace and the flavour table's (bench_table_json) the same way.
+	expect 0 bench "$bin" bench --target null=64M --profile rnd4k-q1t1 --time 0.2 --json
+	expect 0 trace "$bin" bench trace --rounds 1 --events 1000 --no-callgrind --no-sustained --json
+	for name in bench trace; do
+		python3 - "$work/$name.out" <<'PY' || fail "$name: --json without the build, time and argv"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["vioscope"]["version"] and d["vioscope"]["commit"] and d["vioscope"]["flavour"]
+assert d["time"].endswith("Z") and "--json" in d["argv"]
+PY
+	done
+	nothing_left
+	;;
 bench_record_dir)
 	# --record DIR holds one run: a second run into it is refused (3), not mixed in; a
 	# recording that could not start never says "no trace event lost".

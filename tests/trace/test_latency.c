@@ -220,6 +220,9 @@ static void test_delay_shows_in_backend_stage_only(void **state)
 	(void)state;
 	char *json = latency("--json", "--slow", "6", initiator_cap, target_cap);
 	assert_non_null(strstr(json, "\"sides\":\"both\""));
+	/* what every --json opens with: the build, the time, the command line */
+	assert_non_null(strstr(json, "{\"vioscope\": {\"version\": "));
+	assert_non_null(strstr(json, "\"argv\": ["));
 	assert_true(figure(json, "backend", "count") >= 8);
 	assert_true(figure(json, "backend", "max_ns") >= (long long)hold_ns / 2);
 	assert_true(figure(json, "backend", "p50_ns") < (long long)hold_ns / 10);
