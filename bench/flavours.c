@@ -288,9 +288,7 @@ int bench_flavours(struct bench_opts *o, char **profiles, int rounds, const char
 	} else if (svg && t.nrows && !o->json) {
 		printf("Bars: %s\n", svg);
 	}
-	char cmd[PATH_MAX + 16];
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
-	if (vs_job_run(cmd) != 0)
+	if (vs_remove_tree(tmp) < 0)
 		rc = VS_EXIT_FAILED;
 	if (image[0])
 		unlink(image);

@@ -119,9 +119,7 @@ void vs_bench_lttng_stop(void)
 		sessiond_pid = 0;
 	}
 	if (home[0]) {
-		char cmd[300];
-		snprintf(cmd, sizeof cmd, "rm -rf '%s'", home);
-		if (system(cmd) != 0)
+		if (vs_remove_tree(home) < 0)
 			fprintf(stderr, "bench trace: could not remove %s\n", home);
 		home[0] = '\0';
 	}

@@ -772,8 +772,7 @@ int cmd_bench_trace(int argc, char **argv)
 	free(samples);
 out:
 	fclose(fprintf_file);
-	snprintf(path, sizeof path, "rm -rf '%s'", dir);
-	if (vs_job_run(path) != 0 && rc == VS_EXIT_OK)
+	if (vs_remove_tree(dir) < 0 && rc == VS_EXIT_OK)
 		rc = VS_EXIT_FAILED;
 	fflush(stdout);
 	return vs_interrupt_status(rc);

@@ -323,10 +323,8 @@ static int cmd_demo(int argc, char **argv)
 out:
 	if (vs_interrupted()) {
 		/* Its directory goes too when the demo made it; VIOSCOPE_DEMO_DIR is the user's. */
-		char cmd[PATH_MAX + 16];
 		if (made[0]) {
-			snprintf(cmd, sizeof cmd, "rm -rf '%s'", made);
-			if (vs_job_run(cmd) != 0)
+			if (vs_remove_tree(made) < 0)
 				fprintf(stderr, "demo: could not remove %s\n", made);
 		}
 		printf("vioscope demo: interrupted by %s: what it started is stopped, what it made "

@@ -255,6 +255,9 @@ void vs_interrupt_pass_end(int target);
 int vs_job_start(const char *cmd, int *out_fd, int *pid);
 int vs_job_wait(int pid);
 int vs_job_run(const char *cmd);
+/* Remove path and everything beneath it, links not followed, in this process (works after
+ * Ctrl-C, when a job would get the signal): 0 (also when it is not there) or -errno. */
+int vs_remove_tree(const char *path);
 
 /* A `vioscope` subcommand.  Each command file registers itself with VS_CLI_COMMAND, so the
  * CLI's main() lists whatever was linked in (the benchmarks live outside tools/). */
