@@ -746,33 +746,24 @@ static int setup(void **state)
 	return th_tmpdir_setup(state, "hostile-shm");
 }
 
-static int teardown(void **state)
-{
-	return th_tmpdir_teardown(state);
-}
+#define TMPDIR_TEST(f) cmocka_unit_test_setup_teardown(f, setup, th_tmpdir_teardown)
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_setup_teardown(test_planted_file_of_another_user_is_refused, setup,
-					    teardown),
-	    cmocka_unit_test_setup_teardown(test_hard_linked_file_is_refused, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_fifo_or_directory_is_refused, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_file_writable_by_others_is_refused, setup,
-					    teardown),
-	    cmocka_unit_test_setup_teardown(test_runtime_does_not_use_planted_files, setup,
-					    teardown),
-	    cmocka_unit_test_setup_teardown(test_geometry_rewritten_after_open, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_geometry_rewritten_while_dumping, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_ring_copy_against_a_lapping_writer, setup,
-					    teardown),
-	    cmocka_unit_test_setup_teardown(test_file_truncated_under_the_mapping, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_file_truncated_while_recording, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_record_bounds_a_head_past_the_ring, setup,
-					    teardown),
-	    cmocka_unit_test_setup_teardown(test_list_escapes_names, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_errors_quoting_the_file_are_escaped, setup,
-					    teardown),
+	    TMPDIR_TEST(test_planted_file_of_another_user_is_refused),
+	    TMPDIR_TEST(test_hard_linked_file_is_refused),
+	    TMPDIR_TEST(test_fifo_or_directory_is_refused),
+	    TMPDIR_TEST(test_file_writable_by_others_is_refused),
+	    TMPDIR_TEST(test_runtime_does_not_use_planted_files),
+	    TMPDIR_TEST(test_geometry_rewritten_after_open),
+	    TMPDIR_TEST(test_geometry_rewritten_while_dumping),
+	    TMPDIR_TEST(test_ring_copy_against_a_lapping_writer),
+	    TMPDIR_TEST(test_file_truncated_under_the_mapping),
+	    TMPDIR_TEST(test_file_truncated_while_recording),
+	    TMPDIR_TEST(test_record_bounds_a_head_past_the_ring),
+	    TMPDIR_TEST(test_list_escapes_names),
+	    TMPDIR_TEST(test_errors_quoting_the_file_are_escaped),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
