@@ -83,6 +83,14 @@ static struct vs_shm_header *map_other(const char *path, size_t size)
 	return p;
 }
 
+/* A forged file (write_forged) and a second mapping of it, to rewrite it through. */
+static struct vs_shm_header *write_forged_mapped(const struct th_tmpdir *td, struct forge_shm *g,
+						 char *path, size_t len)
+{
+	write_forged(td, g, path, len);
+	return map_other(path, g->size);
+}
+
 /* The messages of a capture, in order, into MSGS (at most MAX); returns how many. */
 struct msgs {
 	char text[64][32];
@@ -411,8 +419,7 @@ static void test_geometry_rewritten_while_dumping(void **state)
 	char path[600], why[512];
 	unsigned ok = 0, refused = 0;
 
-	write_forged(td, &g, path, sizeof path);
-	f.h = map_other(path, g.size);
+	f.h = write_forged_mapped(td, &g, path, sizeof path);
 	memcpy(&f.good, f.h, sizeof f.good);
 	assert_int_equal(pthread_create(&f.th, NULL, flip_main, &f), 0);
 	assert_true(wait_until(flipping, &f, 60000));
@@ -663,8 +670,7 @@ static void test_record_bounds_a_head_past_the_ring(void **state)
 	struct forge_shm g;
 	char path[600], pidstr[32];
 
-	write_forged(td, &g, path, sizeof path);
-	struct vs_shm_header *h = map_other(path, g.size);
+	struct vs_shm_header *h = write_forged_mapped(td, &g, path, sizeof path);
 	struct vs_shm_ring *r0 = (struct vs_shm_ring *)((uint8_t *)h + g.rings_off);
 	r0->head = 3 * RING + 64;
 	munmap(h, g.size);
@@ -690,8 +696,7 @@ static void test_list_escapes_names(void **state)
 	struct forge_shm g;
 	char path[600];
 
-	write_forged(td, &g, path, sizeof path);
-	struct vs_shm_header *h = map_other(path, g.size);
+	struct vs_shm_header *h = write_forged_mapped(td, &g, path, sizeof path);
 	memset(h->exe, 'e', sizeof h->exe);
 	memcpy(h->exe, "\x1b[2J\x1b]0;owned\x07", 14);
 	memcpy(h->flavour, "\x1b[31mREDREDREDRE", 16);
@@ -723,8 +728,7 @@ static void test_errors_quoting_the_file_are_escaped(void **state)
 	struct forge_shm g;
 	char path[600], pidstr[32];
 
-	write_forged(td, &g, path, sizeof path);
-	struct vs_shm_header *h = map_other(path, g.size);
+	struct vs_shm_header *h = write_forged_mapped(td, &g, path, sizeof path);
 	uint8_t *meta = (uint8_t *)h + g.meta_off;
 	uint8_t *name = memmem(meta, h->meta_used, "\x04\0TEST", 6); /* the provider's flag */
 	assert_non_null(name);
