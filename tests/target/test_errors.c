@@ -124,9 +124,11 @@ static void test_broken_ring_isolated(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    FX_TEST(test_buffer_outside_memory), FX_TEST(test_buffer_wraps),
-	    FX_TEST(test_short_request),	 FX_TEST(test_short_response),
-	    FX_TEST(test_broken_ring_isolated),
+	    cmocka_unit_test_setup_teardown(test_buffer_outside_memory, fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_buffer_wraps, fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_short_request, fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_short_response, fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_broken_ring_isolated, fx_setup, fx_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -171,9 +171,14 @@ static void test_overrun(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    FX_TEST(test_inquiry_lun0), FX_TEST(test_rw_ram),	   FX_TEST(test_rw_file_sync),
-	    FX_TEST(test_bad_target),	FX_TEST(test_unknown_lun), FX_TEST(test_split_headers),
-	    FX_TEST(test_indirect),	FX_TEST(test_overrun),
+	    cmocka_unit_test_setup_teardown(test_inquiry_lun0, fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_rw_ram, fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_rw_file_sync, fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_bad_target, fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_unknown_lun, fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_split_headers, fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_indirect, fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_overrun, fx_setup, fx_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
