@@ -88,6 +88,46 @@ static inline int run_op(struct vs_backend *be, struct vs_io_ctx *ctx, enum vs_b
 	return run_bio(be, ctx, &bio);
 }
 
+/* Open the backend spec (failing the test with the reason it was refused) and an I/O
+ * context of depth. */
+static inline void open_pair(const char *spec, struct vs_backend **be, struct vs_io_ctx **ctx,
+			     unsigned depth)
+{
+	char err[256];
+
+	if (vs_backend_open(be, spec, err, sizeof(err)))
+		fail_msg("%s: %s", spec, err);
+	assert_int_equal(vs_io_ctx_create(ctx, depth), 0);
+}
+
+/* Close the context and the backend, nothing left in flight. */
+static inline void close_pair(struct vs_backend *be, struct vs_io_ctx *ctx)
+{
+	assert_int_equal(vs_io_ctx_inflight(ctx), 0);
+	vs_io_ctx_destroy(ctx);
+	vs_backend_close(be);
+}
+
+/* One 512-byte bio and what it needs while in flight. */
+struct bio512 {
+	struct vs_bio bio;
+	struct iovec iov;
+	struct waiter w;
+	char buf[512];
+};
+
+/* Submit b: op over 512 bytes at off, its buffer filled with byte first (what a write
+ * writes).  It completes on a later reap. */
+static inline void submit_512(struct vs_backend *be, struct vs_io_ctx *ctx, struct bio512 *b,
+			      enum vs_bio_op op, uint64_t off, int byte)
+{
+	memset(b->buf, byte, sizeof(b->buf));
+	b->iov = (struct iovec){b->buf, sizeof(b->buf)};
+	b->w = (struct waiter){0};
+	bio_init(&b->bio, op, off, &b->iov, 1, sizeof(b->buf), &b->w);
+	assert_int_equal(vs_backend_submit(be, ctx, &b->bio), 0);
+}
+
 /* Split [buf, buf+len) into iovecs of irregular sizes (1, 7, 4089, 13, ... bytes). */
 static inline int scatter(struct iovec *iov, int max, char *buf, size_t len)
 {
@@ -118,6 +158,29 @@ static inline bool all_zero(const char *buf, size_t len)
 		if (buf[i])
 			return false;
 	return true;
+}
+
+/* DISCARD, then WRITE_ZEROES, of [zoff, zoff + zlen) in len bytes of pattern written at 0:
+ * read back, zeros inside, the pattern untouched outside. */
+static inline void zeroing_reads_zeros(struct vs_backend *be, struct vs_io_ctx *ctx, size_t len,
+				       uint64_t zoff, uint64_t zlen)
+{
+	static const enum vs_bio_op ops[] = {VS_BIO_DISCARD, VS_BIO_WRITE_ZEROES};
+	char *ref = malloc(len), *back = malloc(len);
+
+	assert_true(ref && back);
+	for (unsigned k = 0; k < 2; k++) {
+		fill_pattern(ref, len, 11 + k);
+		ref[zoff] |= 1; /* the range starts with a byte that is not zero */
+		assert_int_equal(run_rw(be, ctx, VS_BIO_WRITE, 0, ref, len, false), 0);
+		assert_int_equal(run_op(be, ctx, ops[k], zoff, zlen), 0);
+		assert_int_equal(run_rw(be, ctx, VS_BIO_READ, 0, back, len, false), 0);
+		assert_memory_equal(back, ref, zoff);
+		assert_true(all_zero(back + zoff, zlen));
+		assert_memory_equal(back + zoff + zlen, ref + zoff + zlen, len - zoff - zlen);
+	}
+	free(ref);
+	free(back);
 }
 
 /* A scratch file of size bytes (pattern filled) in dir; returns its path in path. */

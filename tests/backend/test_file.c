@@ -103,8 +103,7 @@ static void test_round_trip_many_inflight(void **state)
 		assert_int_equal(w[i].res, 0);
 		assert_memory_equal(rbuf + (size_t)i * BS, ref + (size_t)i * BS + 5, BS);
 	}
-	vs_io_ctx_destroy(ctx);
-	vs_backend_close(be);
+	close_pair(be, ctx);
 	free(ref);
 	free(back);
 	free(rbuf);
@@ -128,8 +127,7 @@ static void test_read_past_eof_is_eio(void **state)
 	assert_int_equal(run_rw(be, ctx, VS_BIO_READ, FSZ / 2 - 8192, buf, 8192, false), 0);
 	read_file(path, ref, 8192, FSZ / 2 - 8192);
 	assert_memory_equal(buf, ref, 8192);
-	vs_io_ctx_destroy(ctx);
-	vs_backend_close(be);
+	close_pair(be, ctx);
 }
 
 /* A FUA write completes with 0, a FLUSH after it too, and the data is in the file. */
@@ -147,21 +145,16 @@ static void test_fua_then_flush(void **state)
 	assert_int_equal(run_op(be, ctx, VS_BIO_FLUSH, 0, 0), 0);
 	read_file(path, back, sizeof(back), 8192);
 	assert_memory_equal(buf, back, sizeof(buf));
-	vs_io_ctx_destroy(ctx);
-	vs_backend_close(be);
+	close_pair(be, ctx);
 }
 
 /* DISCARD and WRITE_ZEROES of unaligned ranges read back as zeros, leave the rest and
  * keep the file size. */
 static void test_discard_reads_zeros(void **state)
 {
-	enum vs_bio_op ops[] = {VS_BIO_DISCARD, VS_BIO_WRITE_ZEROES};
 	struct vs_backend *be;
 	struct vs_io_ctx *ctx;
 	char path[512];
-	size_t len = 65536;
-	char *ref = malloc(len), *back = malloc(len);
-	uint64_t zoff = 4096 + 100, zlen = 40000;
 	struct stat st;
 
 	(void)state;
@@ -171,22 +164,10 @@ static void test_discard_reads_zeros(void **state)
 		skip();
 	}
 	assert_int_equal(vs_io_ctx_create(&ctx, 4), 0);
-	for (int k = 0; k < 2; k++) {
-		fill_pattern(ref, len, 11 + (unsigned)k);
-		ref[zoff] |= 1;
-		assert_int_equal(run_rw(be, ctx, VS_BIO_WRITE, 0, ref, len, false), 0);
-		assert_int_equal(run_op(be, ctx, ops[k], zoff, zlen), 0);
-		assert_int_equal(run_rw(be, ctx, VS_BIO_READ, 0, back, len, false), 0);
-		assert_memory_equal(back, ref, zoff);
-		assert_true(all_zero(back + zoff, zlen));
-		assert_memory_equal(back + zoff + zlen, ref + zoff + zlen, len - zoff - zlen);
-	}
+	zeroing_reads_zeros(be, ctx, 65536, 4096 + 100, 40000);
 	assert_int_equal(stat(path, &st), 0);
 	assert_int_equal(st.st_size, FSZ);
-	vs_io_ctx_destroy(ctx);
-	vs_backend_close(be);
-	free(ref);
-	free(back);
+	close_pair(be, ctx);
 }
 
 /* Read-only: reads work; writes, discards and write-zeroes get -EROFS at submit. */
@@ -205,8 +186,7 @@ static void test_read_only_rejects_writes(void **state)
 	assert_int_equal(run_op(be, ctx, VS_BIO_DISCARD, 0, 4096), -EROFS);
 	assert_int_equal(run_op(be, ctx, VS_BIO_WRITE_ZEROES, 0, 4096), -EROFS);
 	assert_int_equal(run_op(be, ctx, VS_BIO_FLUSH, 0, 0), 0);
-	vs_io_ctx_destroy(ctx);
-	vs_backend_close(be);
+	close_pair(be, ctx);
 }
 
 static void test_out_of_range(void **state)
@@ -223,8 +203,7 @@ static void test_out_of_range(void **state)
 			 -ERANGE);
 	assert_int_equal(run_op(be, ctx, VS_BIO_DISCARD, FSZ, 1), -ERANGE);
 	assert_int_equal(vs_io_ctx_inflight(ctx), 0);
-	vs_io_ctx_destroy(ctx);
-	vs_backend_close(be);
+	close_pair(be, ctx);
 }
 
 /* O_DIRECT: aligned bios go straight through; misaligned buffers and unaligned
@@ -296,8 +275,7 @@ static void test_direct_aligned_and_misaligned(void **state)
 	read_file(path, back, 65536, 2 * 65536);
 	assert_memory_equal(back, mis, 65536);
 	assert_int_equal(run_op(be, ctx, VS_BIO_FLUSH, 0, 0), 0);
-	vs_io_ctx_destroy(ctx);
-	vs_backend_close(be);
+	close_pair(be, ctx);
 	free(abuf);
 	free(ref);
 }
@@ -327,8 +305,7 @@ static void test_file_ctx_full_eagain(void **state)
 		assert_true(vs_io_ctx_reap(ctx, true) >= 0);
 	assert_int_equal(w[0].res + w[1].res, 0);
 	assert_int_equal(run_bio(be, ctx, &bio[2]), 0);
-	vs_io_ctx_destroy(ctx);
-	vs_backend_close(be);
+	close_pair(be, ctx);
 }
 
 int main(void)

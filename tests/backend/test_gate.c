@@ -11,27 +11,6 @@
 
 #define WAIT_MS 10000
 
-static void open_pair(const char *spec, struct vs_backend **be, struct vs_io_ctx **ctx)
-{
-	char err[256];
-
-	if (vs_backend_open(be, spec, err, sizeof(err)))
-		fail_msg("%s: %s", spec, err);
-	assert_int_equal(vs_io_ctx_create(ctx, 16), 0);
-}
-
-/* Submit a write of len bytes of byte at off (buf: the caller's, alive until done). */
-static void submit_write(struct vs_backend *be, struct vs_io_ctx *ctx, struct vs_bio *bio,
-			 struct iovec *iov, char *buf, uint64_t off, size_t len, int byte,
-			 struct waiter *w)
-{
-	memset(buf, byte, len);
-	*iov = (struct iovec){buf, len};
-	bio_init(bio, VS_BIO_WRITE, off, iov, 1, len, w);
-	w->calls = 0;
-	assert_int_equal(vs_backend_submit(be, ctx, bio), 0);
-}
-
 static bool holds(struct vs_backend *be, struct vs_io_ctx *ctx, uint64_t off, size_t len, int byte)
 {
 	char buf[4096];
@@ -58,36 +37,32 @@ static void test_gate_holds_the_chosen_writes(void **state)
 {
 	struct vs_backend *be;
 	struct vs_io_ctx *ctx;
-	struct vs_bio bio[4];
-	struct iovec iov[4];
-	struct waiter w[4];
-	char buf[4][512];
+	struct bio512 wr[4];
 
 	(void)state;
-	open_pair("ram=1M,gate=write:2-3", &be, &ctx);
+	open_pair("ram=1M,gate=write:2-3", &be, &ctx, 16);
 	for (unsigned i = 0; i < 4; i++)
-		submit_write(be, ctx, &bio[i], &iov[i], buf[i], 4096 * i, 512, 'a' + (int)i, &w[i]);
+		submit_512(be, ctx, &wr[i], VS_BIO_WRITE, 4096 * i, 'a' + (int)i);
 	assert_int_equal(vs_backend_gate_held(be), 2);
 	reap_now(ctx);
-	assert_int_equal(w[0].calls, 1);
-	assert_int_equal(w[1].calls, 0);
-	assert_int_equal(w[2].calls, 0);
-	assert_int_equal(w[3].calls, 1);
+	assert_int_equal(wr[0].w.calls, 1);
+	assert_int_equal(wr[1].w.calls, 0);
+	assert_int_equal(wr[2].w.calls, 0);
+	assert_int_equal(wr[3].w.calls, 1);
 	assert_int_equal(vs_io_ctx_inflight(ctx), 2);
 	assert_true(holds(be, ctx, 4096, 512, 0)); /* held before the backend saw it */
 	assert_int_equal(vs_backend_gate_release(be, 1), 1);
 	assert_int_equal(vs_backend_gate_held(be), 1);
-	while (!w[1].calls)
+	while (!wr[1].w.calls)
 		assert_true(vs_io_ctx_reap(ctx, true) >= 0);
-	assert_int_equal(w[1].res, 0);
-	assert_int_equal(w[2].calls, 0);
+	assert_int_equal(wr[1].w.res, 0);
+	assert_int_equal(wr[2].w.calls, 0);
 	assert_true(holds(be, ctx, 4096, 512, 'b'));
 	assert_int_equal(vs_backend_gate_open(be), 1);
-	while (!w[2].calls)
+	while (!wr[2].w.calls)
 		assert_true(vs_io_ctx_reap(ctx, true) >= 0);
 	assert_true(holds(be, ctx, 8192, 512, 'c'));
-	vs_io_ctx_destroy(ctx);
-	vs_backend_close(be);
+	close_pair(be, ctx);
 }
 
 struct releaser {
@@ -120,7 +95,7 @@ static void test_gate_released_by_another_thread(void **state)
 	assert_int_equal(tmpdir_make(dir, sizeof(dir), NULL, "gate"), 0);
 	make_file(dir, "img", 1 << 20, path, sizeof(path));
 	snprintf(spec, sizeof(spec), "file=%s,gate=flush", path);
-	open_pair(spec, &r.be, &ctx);
+	open_pair(spec, &r.be, &ctx, 16);
 	bio_init(&flush, VS_BIO_FLUSH, 0, NULL, 0, 0, &w);
 	assert_int_equal(vs_backend_submit(r.be, ctx, &flush), 0);
 	assert_int_equal(pthread_create(&thr, NULL, release_when_held, &r), 0);
@@ -129,8 +104,7 @@ static void test_gate_released_by_another_thread(void **state)
 	assert_int_equal(pthread_join(thr, NULL), 0);
 	assert_int_equal(r.rc, 0);
 	assert_int_equal(w.res, 0);
-	vs_io_ctx_destroy(ctx);
-	vs_backend_close(r.be);
+	close_pair(r.be, ctx);
 	tmpdir_remove(dir);
 }
 
@@ -144,7 +118,7 @@ static void test_bounded_wait(void **state)
 	struct waiter w = {0};
 
 	(void)state;
-	open_pair("ram=1M,gate=flush", &be, &ctx);
+	open_pair("ram=1M,gate=flush", &be, &ctx, 16);
 	bio_init(&flush, VS_BIO_FLUSH, 0, NULL, 0, 0, &w);
 	assert_int_equal(vs_backend_submit(be, ctx, &flush), 0);
 	assert_int_equal(vs_io_ctx_wait(ctx, 20), -ETIMEDOUT);
@@ -155,8 +129,7 @@ static void test_bounded_wait(void **state)
 	while (!w.calls)
 		assert_true(vs_io_ctx_reap(ctx, false) >= 0);
 	assert_int_equal(w.res, 0);
-	vs_io_ctx_destroy(ctx);
-	vs_backend_close(be);
+	close_pair(be, ctx);
 }
 
 /* A backend closed while its gate holds a bio: the bio fails with -ECANCELED. */
@@ -164,19 +137,16 @@ static void test_gate_close_fails_what_it_holds(void **state)
 {
 	struct vs_backend *be;
 	struct vs_io_ctx *ctx;
-	struct vs_bio bio;
-	struct iovec iov;
-	struct waiter w;
-	char buf[512];
+	struct bio512 wr;
 
 	(void)state;
-	open_pair("ram=1M,gate=any", &be, &ctx);
-	submit_write(be, ctx, &bio, &iov, buf, 0, 512, 'x', &w);
+	open_pair("ram=1M,gate=any", &be, &ctx, 16);
+	submit_512(be, ctx, &wr, VS_BIO_WRITE, 0, 'x');
 	assert_int_equal(vs_backend_gate_held(be), 1);
 	vs_backend_close(be);
-	while (!w.calls)
+	while (!wr.w.calls)
 		assert_true(vs_io_ctx_reap(ctx, true) >= 0);
-	assert_int_equal(w.res, -ECANCELED);
+	assert_int_equal(wr.w.res, -ECANCELED);
 	vs_io_ctx_destroy(ctx);
 }
 
@@ -188,11 +158,10 @@ static void test_fail_flush(void **state)
 	struct vs_io_ctx *ctx;
 
 	(void)state;
-	open_pair("ram=1M,fail-flush=2", &be, &ctx);
+	open_pair("ram=1M,fail-flush=2", &be, &ctx, 16);
 	assert_int_equal(run_op(be, ctx, VS_BIO_FLUSH, 0, 0), 0);
 	assert_int_equal(run_op(be, ctx, VS_BIO_FLUSH, 0, 0), -EIO);
-	vs_io_ctx_destroy(ctx);
-	vs_backend_close(be);
+	close_pair(be, ctx);
 }
 
 /* fail-flush=1 on a file: the first flush fails with -EIO, and every flush after it too
@@ -208,7 +177,7 @@ static void test_flush_error_is_kept(void **state)
 	assert_int_equal(tmpdir_make(dir, sizeof(dir), NULL, "gate"), 0);
 	make_file(dir, "img", 1 << 20, path, sizeof(path));
 	snprintf(spec, sizeof(spec), "file=%s,fail-flush=1", path);
-	open_pair(spec, &be, &ctx);
+	open_pair(spec, &be, &ctx, 16);
 	memset(buf, 'w', sizeof(buf));
 	assert_int_equal(run_rw(be, ctx, VS_BIO_WRITE, 0, buf, sizeof(buf), false), 0);
 	assert_int_equal(vs_backend_flush_error(be), 0);
@@ -221,8 +190,7 @@ static void test_flush_error_is_kept(void **state)
 	snprintf(spec, sizeof(spec), "file=%s", path);
 	assert_int_equal(vs_backend_open(&be, spec, NULL, 0), 0);
 	assert_int_equal(run_op(be, ctx, VS_BIO_FLUSH, 0, 0), 0);
-	vs_io_ctx_destroy(ctx);
-	vs_backend_close(be);
+	close_pair(be, ctx);
 	tmpdir_remove(dir);
 }
 
@@ -258,10 +226,7 @@ static void test_gate_socket(void **state)
 	int lfd, fd;
 	struct vs_backend *be;
 	struct vs_io_ctx *ctx;
-	struct vs_bio bio;
-	struct iovec iov;
-	struct waiter w;
-	char buf[512];
+	struct bio512 wr;
 
 	(void)state;
 	assert_int_equal(tmpdir_make(dir, sizeof(dir), NULL, "gate"), 0);
@@ -269,21 +234,20 @@ static void test_gate_socket(void **state)
 	lfd = gate_listen(path);
 	assert_true(lfd >= 0);
 	snprintf(spec, sizeof(spec), "ram=1M,gate=write,gate-sock=%s", path);
-	open_pair(spec, &be, &ctx);
+	open_pair(spec, &be, &ctx, 16);
 	fd = gate_accept(lfd, WAIT_MS);
 	assert_true(fd >= 0);
-	submit_write(be, ctx, &bio, &iov, buf, 0, 512, 's', &w);
+	submit_512(be, ctx, &wr, VS_BIO_WRITE, 0, 's');
 	assert_int_equal(line_recv(fd, line, sizeof(line), WAIT_MS), 0);
 	assert_string_equal(line, "held 1 1");
 	assert_int_equal(write(fd, "release 1\n", 10), 10);
-	while (!w.calls)
+	while (!wr.w.calls)
 		assert_true(vs_io_ctx_reap(ctx, true) >= 0);
-	assert_int_equal(w.res, 0);
+	assert_int_equal(wr.w.res, 0);
 	assert_int_equal(line_recv(fd, line, sizeof(line), WAIT_MS), 0);
 	assert_string_equal(line, "held 0 1");
 	assert_true(holds(be, ctx, 0, 512, 's'));
-	vs_io_ctx_destroy(ctx);
-	vs_backend_close(be);
+	close_pair(be, ctx);
 	close(fd);
 	close(lfd);
 	tmpdir_remove(dir);

@@ -7,20 +7,6 @@
 
 #include "../lwlog.h"
 
-static void open_pair(const char *spec, struct vs_backend **be, struct vs_io_ctx **ctx)
-{
-	char err[256];
-
-	assert_int_equal(vs_backend_open(be, spec, err, sizeof(err)), 0);
-	assert_int_equal(vs_io_ctx_create(ctx, 16), 0);
-}
-
-static void close_pair(struct vs_backend *be, struct vs_io_ctx *ctx)
-{
-	vs_io_ctx_destroy(ctx);
-	vs_backend_close(be);
-}
-
 static void write_fill(struct vs_backend *be, struct vs_io_ctx *ctx, uint64_t off, size_t len,
 		       int byte, bool fua)
 {
@@ -53,7 +39,7 @@ static void test_drop_write(void **state)
 	struct vs_io_ctx *ctx;
 
 	(void)state;
-	open_pair("ram=1M,drop-write=2", &be, &ctx);
+	open_pair("ram=1M,drop-write=2", &be, &ctx, 16);
 	write_fill(be, ctx, 0, 4096, 'a', false);
 	write_fill(be, ctx, 8192, 4096, 'b', false); /* dropped */
 	write_fill(be, ctx, 16384, 4096, 'c', false);
@@ -71,7 +57,7 @@ static void test_misdirect_write(void **state)
 	struct vs_io_ctx *ctx;
 
 	(void)state;
-	open_pair("ram=1M,misdirect-write=1", &be, &ctx);
+	open_pair("ram=1M,misdirect-write=1", &be, &ctx, 16);
 	write_fill(be, ctx, 4096, 2048, 'm', false);
 	assert_true(holds(be, ctx, 4096, 512, 0));
 	assert_true(holds(be, ctx, 4608, 2048, 'm'));
@@ -88,7 +74,7 @@ static void test_stale_read(void **state)
 	struct vs_io_ctx *ctx;
 
 	(void)state;
-	open_pair("ram=1M,stale-read=2", &be, &ctx);
+	open_pair("ram=1M,stale-read=2", &be, &ctx, 16);
 	write_fill(be, ctx, 0, 8192, 'o', false);
 	write_fill(be, ctx, 4096, 8192, 'n', false);
 	assert_true(holds(be, ctx, 0, 4096, 'o'));    /* no overlap: still armed */
@@ -172,7 +158,7 @@ static void test_log_order(void **state)
 	assert_int_equal(tmpdir_make(dir, sizeof(dir), NULL, "hooks"), 0);
 	snprintf(log, sizeof(log), "%s/log", dir);
 	snprintf(spec, sizeof(spec), "ram=1M,log-writes=%s", log);
-	open_pair(spec, &be, &ctx);
+	open_pair(spec, &be, &ctx, 16);
 	write_fill(be, ctx, 0, 1024, 'p', false);  /* waits for the flush */
 	write_fill(be, ctx, 4096, 512, 'f', true); /* FUA: logged at once */
 	/* The flush, then a write that completes after the flush was submitted. */
@@ -217,7 +203,7 @@ static void test_log_stops_on_partial_sector(void **state)
 	assert_int_equal(tmpdir_make(dir, sizeof(dir), NULL, "hooks"), 0);
 	snprintf(log, sizeof(log), "%s/log", dir);
 	snprintf(spec, sizeof(spec), "ram=1M,log-writes=%s", log);
-	open_pair(spec, &be, &ctx);
+	open_pair(spec, &be, &ctx, 16);
 	write_fill(be, ctx, 0, 512, 'a', true);
 	write_fill(be, ctx, 100, 512, 'b', true);
 	write_fill(be, ctx, 1024, 512, 'c', true);

@@ -14,22 +14,6 @@ static bool fd_readable(int fd)
 	return poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
 }
 
-static void open_pair(const char *spec, struct vs_backend **be, struct vs_io_ctx **ctx,
-		      unsigned depth)
-{
-	char err[128];
-
-	assert_int_equal(vs_backend_open(be, spec, err, sizeof(err)), 0);
-	assert_int_equal(vs_io_ctx_create(ctx, depth), 0);
-}
-
-static void close_pair(struct vs_backend *be, struct vs_io_ctx *ctx)
-{
-	assert_int_equal(vs_io_ctx_inflight(ctx), 0);
-	vs_io_ctx_destroy(ctx);
-	vs_backend_close(be);
-}
-
 /* Written through one irregular split, read back through another: same bytes. */
 static void test_ram_round_trip_scattered(void **state)
 {
@@ -63,22 +47,18 @@ static void test_deferred_completion_signals_fd(void **state)
 {
 	struct vs_backend *be;
 	struct vs_io_ctx *ctx;
-	char buf[512];
-	struct iovec iov = {buf, sizeof(buf)};
-	struct waiter w = {0};
-	struct vs_bio bio;
+	struct bio512 rd;
 
 	(void)state;
 	open_pair("ram=64K", &be, &ctx, 4);
-	bio_init(&bio, VS_BIO_READ, 0, &iov, 1, sizeof(buf), &w);
-	assert_int_equal(vs_backend_submit(be, ctx, &bio), 0);
-	assert_int_equal(w.calls, 0);
+	submit_512(be, ctx, &rd, VS_BIO_READ, 0, 0);
+	assert_int_equal(rd.w.calls, 0);
 	assert_int_equal(vs_io_ctx_inflight(ctx), 1);
 	assert_int_equal(vs_io_ctx_submit(ctx), 0);
 	assert_true(fd_readable(vs_io_ctx_fd(ctx)));
 	assert_int_equal(vs_io_ctx_reap(ctx, false), 1);
-	assert_int_equal(w.calls, 1);
-	assert_int_equal(w.res, 0);
+	assert_int_equal(rd.w.calls, 1);
+	assert_int_equal(rd.w.res, 0);
 	assert_int_equal(vs_io_ctx_inflight(ctx), 0);
 	assert_false(fd_readable(vs_io_ctx_fd(ctx)));
 	assert_int_equal(vs_io_ctx_reap(ctx, true), 0); /* nothing in flight: no block */
@@ -172,28 +152,13 @@ static void test_null_reads_zeros(void **state)
  * data untouched outside. */
 static void test_ram_discard_reads_zeros(void **state)
 {
-	enum vs_bio_op ops[] = {VS_BIO_DISCARD, VS_BIO_WRITE_ZEROES};
 	struct vs_backend *be;
 	struct vs_io_ctx *ctx;
-	size_t len = 5 * 4096;
-	char *src = malloc(len), *dst = malloc(len);
-	uint64_t zoff = 1000, zlen = 3 * 4096 + 500;
 
 	(void)state;
 	open_pair("ram=1M", &be, &ctx, 4);
-	for (int k = 0; k < 2; k++) {
-		fill_pattern(src, len, 3);
-		src[0] |= 1; /* no zero byte in the range we check for zeros */
-		assert_int_equal(run_rw(be, ctx, VS_BIO_WRITE, 0, src, len, false), 0);
-		assert_int_equal(run_op(be, ctx, ops[k], zoff, zlen), 0);
-		assert_int_equal(run_rw(be, ctx, VS_BIO_READ, 0, dst, len, false), 0);
-		assert_memory_equal(dst, src, zoff);
-		assert_true(all_zero(dst + zoff, zlen));
-		assert_memory_equal(dst + zoff + zlen, src + zoff + zlen, len - zoff - zlen);
-	}
+	zeroing_reads_zeros(be, ctx, 5 * 4096, 1000, 3 * 4096 + 500);
 	close_pair(be, ctx);
-	free(src);
-	free(dst);
 }
 
 /* Out of range and malformed bios come back from submit; done() never runs. */
@@ -276,18 +241,14 @@ static void test_destroy_drains(void **state)
 {
 	struct vs_backend *be;
 	struct vs_io_ctx *ctx;
-	char buf[512];
-	struct iovec iov = {buf, sizeof(buf)};
-	struct waiter w = {0};
-	struct vs_bio bio;
+	struct bio512 wr;
 
 	(void)state;
 	open_pair("ram=64K", &be, &ctx, 4);
-	bio_init(&bio, VS_BIO_WRITE, 0, &iov, 1, sizeof(buf), &w);
-	assert_int_equal(vs_backend_submit(be, ctx, &bio), 0);
+	submit_512(be, ctx, &wr, VS_BIO_WRITE, 0, 'w');
 	vs_io_ctx_destroy(ctx);
-	assert_int_equal(w.calls, 1);
-	assert_int_equal(w.res, 0);
+	assert_int_equal(wr.w.calls, 1);
+	assert_int_equal(wr.w.res, 0);
 	vs_backend_close(be);
 }
 

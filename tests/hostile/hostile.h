@@ -33,6 +33,8 @@ struct sess {
  * test left running. */
 int sess_setup(void **state);
 int sess_teardown(void **state);
+/* A cmocka test on the sess_setup fixture. */
+#define SESS_TEST(f) cmocka_unit_test_setup_teardown(f, sess_setup, sess_teardown)
 /* Start the target with args (`vioscope target` options after --socket, NULL-terminated;
  * "%F", "%R", "%D" expanded: target.h), connect and set up o->nq rings (a frontend left
  * closed when o is NULL).  0 or -errno, the target's stderr printed on failure. */

@@ -213,12 +213,9 @@ static void lun_reset_during_a_32mib_read(void **state)
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_setup_teardown(full_control_ring_does_not_starve_a_new_call_fd,
-					    sess_setup, sess_teardown),
-	    cmocka_unit_test_setup_teardown(abort_task_during_a_32mib_read, sess_setup,
-					    sess_teardown),
-	    cmocka_unit_test_setup_teardown(lun_reset_during_a_32mib_read, sess_setup,
-					    sess_teardown),
+	    SESS_TEST(full_control_ring_does_not_starve_a_new_call_fd),
+	    SESS_TEST(abort_task_during_a_32mib_read),
+	    SESS_TEST(lun_reset_during_a_32mib_read),
 	};
 
 	return hostile_init(argc, argv) ?: cmocka_run_group_tests(tests, NULL, NULL);

@@ -237,14 +237,11 @@ static void shutdown_flush_held(void **state)
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_setup_teardown(queue_stop_past_the_worker_timeout_fails_cleanly,
-					    sess_setup, sess_teardown),
-	    cmocka_unit_test_setup_teardown(sigterm_past_the_worker_timeout_still_stops, sess_setup,
-					    sess_teardown),
-	    cmocka_unit_test_setup_teardown(sigterm_while_a_removal_flush_is_held, sess_setup,
-					    sess_teardown),
-	    cmocka_unit_test_setup_teardown(disconnect_flush_held, sess_setup, sess_teardown),
-	    cmocka_unit_test_setup_teardown(shutdown_flush_held, sess_setup, sess_teardown),
+	    SESS_TEST(queue_stop_past_the_worker_timeout_fails_cleanly),
+	    SESS_TEST(sigterm_past_the_worker_timeout_still_stops),
+	    SESS_TEST(sigterm_while_a_removal_flush_is_held),
+	    SESS_TEST(disconnect_flush_held),
+	    SESS_TEST(shutdown_flush_held),
 	};
 
 	return hostile_init(argc, argv) ?: cmocka_run_group_tests(tests, NULL, NULL);

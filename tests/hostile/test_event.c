@@ -190,8 +190,7 @@ static void full_event_ring_does_not_starve_the_control_thread(void **state)
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_setup_teardown(full_event_ring_does_not_starve_the_control_thread,
-					    sess_setup, sess_teardown),
+	    SESS_TEST(full_event_ring_does_not_starve_the_control_thread),
 	};
 
 	return hostile_init(argc, argv) ?: cmocka_run_group_tests(tests, NULL, NULL);

@@ -409,20 +409,14 @@ static void ring_set_up_on_a_started_ring_is_refused(void **state)
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_setup_teardown(call_fd_at_its_counter_limit_ends_the_session,
-					    sess_setup, sess_teardown),
-	    cmocka_unit_test_setup_teardown(call_fd_made_blocking_again_is_interrupted, sess_setup,
-					    sess_teardown),
-	    cmocka_unit_test_setup_teardown(one_blocking_kick_for_two_queues_of_one_worker,
-					    sess_setup, sess_teardown),
-	    cmocka_unit_test_setup_teardown(socket_at_eof_as_kick_is_refused, sess_setup,
-					    sess_teardown),
-	    cmocka_unit_test_setup_teardown(pipe_as_call_is_refused, sess_setup, sess_teardown),
-	    cmocka_unit_test_setup_teardown(device_as_err_is_refused, sess_setup, sess_teardown),
-	    cmocka_unit_test_setup_teardown(each_fd_message_malformed_200_times_leaks_no_fd,
-					    sess_setup, sess_teardown),
-	    cmocka_unit_test_setup_teardown(ring_set_up_on_a_started_ring_is_refused, sess_setup,
-					    sess_teardown),
+	    SESS_TEST(call_fd_at_its_counter_limit_ends_the_session),
+	    SESS_TEST(call_fd_made_blocking_again_is_interrupted),
+	    SESS_TEST(one_blocking_kick_for_two_queues_of_one_worker),
+	    SESS_TEST(socket_at_eof_as_kick_is_refused),
+	    SESS_TEST(pipe_as_call_is_refused),
+	    SESS_TEST(device_as_err_is_refused),
+	    SESS_TEST(each_fd_message_malformed_200_times_leaks_no_fd),
+	    SESS_TEST(ring_set_up_on_a_started_ring_is_refused),
 	};
 
 	return hostile_init(argc, argv) ?: cmocka_run_group_tests(tests, NULL, NULL);

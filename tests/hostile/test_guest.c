@@ -261,17 +261,17 @@ static void mode_select_pages_past_the_parameter_list(void **state)
 	assert_int_equal(((uint8_t *)fe_slot_in(&s->fe, 0))[4 + 2] & 0x04, 0x04);
 }
 
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_setup_teardown(lba_plus_length_wrapping_at_2_64, setup, teardown),
-	    cmocka_unit_test_setup_teardown(unmap_with_65_descriptors, setup, teardown),
-	    cmocka_unit_test_setup_teardown(unmap_with_block_descriptors_past_the_list, setup,
-					    teardown),
-	    cmocka_unit_test_setup_teardown(unmap_range_wrapping_at_2_64, setup, teardown),
-	    cmocka_unit_test_setup_teardown(write_same_of_2_32_minus_1_blocks, setup, teardown),
-	    cmocka_unit_test_setup_teardown(mode_select_pages_past_the_parameter_list, setup,
-					    teardown),
+	    T(lba_plus_length_wrapping_at_2_64),
+	    T(unmap_with_65_descriptors),
+	    T(unmap_with_block_descriptors_past_the_list),
+	    T(unmap_range_wrapping_at_2_64),
+	    T(write_same_of_2_32_minus_1_blocks),
+	    T(mode_select_pages_past_the_parameter_list),
 	};
 
 	return hostile_init(argc, argv) ?: cmocka_run_group_tests(tests, NULL, NULL);

@@ -289,16 +289,11 @@ static void memory_table_changes_with_1000_requests_in_flight(void **state)
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_setup_teardown(memory_shrunk_under_the_rings_ends_the_session,
-					    sess_setup, sess_teardown),
-	    cmocka_unit_test_setup_teardown(ram_read_into_shrunk_memory_ends_the_session,
-					    sess_setup, sess_teardown),
-	    cmocka_unit_test_setup_teardown(file_io_on_shrunk_memory_is_a_check_condition,
-					    sess_setup, sess_teardown),
-	    cmocka_unit_test_setup_teardown(bad_memory_tables_are_refused, sess_setup,
-					    sess_teardown),
-	    cmocka_unit_test_setup_teardown(memory_table_changes_with_1000_requests_in_flight,
-					    sess_setup, sess_teardown),
+	    SESS_TEST(memory_shrunk_under_the_rings_ends_the_session),
+	    SESS_TEST(ram_read_into_shrunk_memory_ends_the_session),
+	    SESS_TEST(file_io_on_shrunk_memory_is_a_check_condition),
+	    SESS_TEST(bad_memory_tables_are_refused),
+	    SESS_TEST(memory_table_changes_with_1000_requests_in_flight),
 	};
 
 	return hostile_init(argc, argv) ?: cmocka_run_group_tests(tests, NULL, NULL);

@@ -40,6 +40,7 @@ struct fx {
 	struct vs_ini *ini;
 	struct vs_ini_queue *q;
 	uint8_t *buf; /* 1 MiB of the initiator's shared memory */
+	int fd;	      /* a client of the management socket (fx_client), or -1 */
 };
 
 /* Connect to the management socket, waiting for it to appear (it comes after the
@@ -61,6 +62,7 @@ static struct fx *fx_start(const char *lun0, const char *lun1, const char *const
 	unsigned n = 0;
 
 	assert_non_null(x);
+	x->fd = -1;
 	tgt_init(&x->t);
 	snprintf(x->rpc, sizeof(x->rpc), "%s/rpc.sock", x->t.tg.dir);
 	snprintf(x->log, sizeof(x->log), "%s", x->t.tg.log);
@@ -89,8 +91,20 @@ static struct fx *fx_open(const char *lun0, const char *lun1)
 	return fx_start(lun0, lun1, NULL, true);
 }
 
+/* A target with LUN 0 (16 MiB of RAM), the management socket and more options, no
+ * initiator; x->fd a client connected to the socket. */
+static struct fx *fx_client(const char *const *more)
+{
+	struct fx *x = fx_start("0:ram=16M", NULL, more, false);
+
+	x->fd = rpc_connect(x->rpc);
+	return x;
+}
+
 static void fx_close(struct fx *x)
 {
+	if (x->fd >= 0)
+		close(x->fd);
 	if (x->ini)
 		vs_ini_close(x->ini);
 	tgt_fini(&x->t);
@@ -256,6 +270,17 @@ static void io_roundtrip(struct fx *x, int idx, uint64_t lba, uint32_t n, uint64
 	assert_true(pattern_check(x->buf, len, seed, lba * 512));
 }
 
+/* A request line of method with params (JSON: an object, but for the test that it must be). */
+static const char *req(const char *method, const char *params)
+{
+	static char line[2048];
+
+	snprintf(line, sizeof(line),
+		 "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"%.32s\",\"params\":%.1900s}", method,
+		 params);
+	return line;
+}
+
 /* ---- JSON-RPC errors ------------------------------------------------------------------- */
 
 /* Every malformed request gets its JSON-RPC error, the target's refusals carry its own
@@ -281,51 +306,25 @@ static void test_errors(void **state)
 		     "'id' must be", NULL);
 	expect_error(fd, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"lun_explode\"}", -32601,
 		     "method 'lun_explode' not found", NULL);
-	expect_error(fd, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"lun_add\",\"params\":[1]}",
-		     -32602, "params must be an object", NULL);
-	expect_error(fd,
-		     "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"lun_add\",\"params\":{\"spec\":"
-		     "\"ram=1M\"}}",
-		     -32602, "missing param 'id'", NULL);
-	expect_error(
-	    fd,
-	    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"lun_add\",\"params\":{\"id\":\"1\","
-	    "\"spec\":\"ram=1M\"}}",
-	    -32602, "param 'id': expected a whole number in 0..255", NULL);
-	expect_error(fd,
-		     "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"lun_add\",\"params\":{\"id\":256,"
-		     "\"spec\":\"ram=1M\"}}",
-		     -32602, "param 'id'", NULL);
-	expect_error(fd,
-		     "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"lun_add\",\"params\":{\"id\":1,"
-		     "\"spec\":7}}",
-		     -32602, "param 'spec'", NULL);
-	expect_error(
-	    fd, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"lun_remove\",\"params\":{\"lun\":1}}",
-	    -32602, "lun_remove takes no param 'lun'", NULL);
-	expect_error(fd,
-		     "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"lun_resize\",\"params\":{\"id\":0,"
-		     "\"size\":\"12Q\"}}",
-		     -32602, "param 'size'", NULL);
-	expect_error(fd,
-		     "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"trace_set\",\"params\":{\"spec\":"
-		     "\"loud:everything\"}}",
-		     -32602, "param 'spec'", NULL);
+	expect_error(fd, req("lun_add", "[1]"), -32602, "params must be an object", NULL);
+	expect_error(fd, req("lun_add", "{\"spec\":\"ram=1M\"}"), -32602, "missing param 'id'",
+		     NULL);
+	expect_error(fd, req("lun_add", "{\"id\":\"1\",\"spec\":\"ram=1M\"}"), -32602,
+		     "param 'id': expected a whole number in 0..255", NULL);
+	expect_error(fd, req("lun_add", "{\"id\":256,\"spec\":\"ram=1M\"}"), -32602, "param 'id'",
+		     NULL);
+	expect_error(fd, req("lun_add", "{\"id\":1,\"spec\":7}"), -32602, "param 'spec'", NULL);
+	expect_error(fd, req("lun_remove", "{\"lun\":1}"), -32602,
+		     "lun_remove takes no param 'lun'", NULL);
+	expect_error(fd, req("lun_resize", "{\"id\":0,\"size\":\"12Q\"}"), -32602, "param 'size'",
+		     NULL);
+	expect_error(fd, req("trace_set", "{\"spec\":\"loud:everything\"}"), -32602, "param 'spec'",
+		     NULL);
 	/* The target's own refusals: a duplicate LUN, a missing one, a bad backend. */
-	expect_error(fd,
-		     "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"lun_add\",\"params\":{\"id\":0,"
-		     "\"spec\":\"ram=1M\"}}",
-		     -32000, "0", "EEXIST");
-	expect_error(
-	    fd, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"lun_remove\",\"params\":{\"id\":9}}",
-	    -32000, "9", "ENOENT");
-	expect_error(fd,
-		     "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"lun_resize\",\"params\":{\"id\":9,"
-		     "\"size\":4096}}",
-		     -32000, "9", "ENOENT");
-	expect_error(fd,
-		     "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"lun_add\",\"params\":{\"id\":2,"
-		     "\"spec\":\"file=/nonexistent/dir/img\"}}",
+	expect_error(fd, req("lun_add", "{\"id\":0,\"spec\":\"ram=1M\"}"), -32000, "0", "EEXIST");
+	expect_error(fd, req("lun_remove", "{\"id\":9}"), -32000, "9", "ENOENT");
+	expect_error(fd, req("lun_resize", "{\"id\":9,\"size\":4096}"), -32000, "9", "ENOENT");
+	expect_error(fd, req("lun_add", "{\"id\":2,\"spec\":\"file=/nonexistent/dir/img\"}"),
 		     -32000, "/nonexistent/dir/img", "ENOENT");
 	/* A batch: one response per request, in order; a notification gets none. */
 	r = exchange(fd, "[{\"jsonrpc\":\"2.0\",\"id\":\"a\",\"method\":\"lun_list\"},"
@@ -378,10 +377,7 @@ static void test_lun_lifecycle(void **state)
 			 0);
 	assert_true(pattern_check(x->buf, 16 * 512, 11, 8000 * 512)); /* kept */
 	/* A size that is not whole blocks is the target's to refuse. */
-	expect_error(fd,
-		     "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"lun_resize\",\"params\":{\"id\":1,"
-		     "\"size\":1000}}",
-		     -32000, "", "EINVAL");
+	expect_error(fd, req("lun_resize", "{\"id\":1,\"size\":1000}"), -32000, "", "EINVAL");
 
 	r = call_ok(fd, "lun_remove", "{\"id\":1}");
 	assert_int_equal(json_integer_value(json_object_get(r, "id")), 1);
@@ -460,6 +456,30 @@ static json_t *stats_lun(json_t *st, unsigned id)
 	return NULL;
 }
 
+/* LUN id's counters moved by exactly reads (read_bytes) and writes (write_bytes) from
+ * before to after. */
+static void lun_moved(json_t *before, json_t *after, unsigned id, uint64_t reads,
+		      uint64_t read_bytes, uint64_t writes, uint64_t write_bytes)
+{
+	json_t *a = stats_lun(after, id), *b = stats_lun(before, id);
+
+	assert_int_equal(jget(a, "reads") - jget(b, "reads"), reads);
+	assert_int_equal(jget(a, "writes") - jget(b, "writes"), writes);
+	assert_int_equal(jget(a, "read_bytes") - jget(b, "read_bytes"), read_bytes);
+	assert_int_equal(jget(a, "write_bytes") - jget(b, "write_bytes"), write_bytes);
+}
+
+/* count requests of op on the LUN at index idx, one after another from LBA 0, each of
+ * blocks in nseg segments. */
+static void io_run(struct fx *x, enum vs_ini_op op, int idx, int count, uint32_t blocks,
+		   unsigned nseg)
+{
+	for (int k = 0; k < count; k++)
+		assert_int_equal(io_sync(x->q, op, (unsigned)idx, (uint64_t)k * blocks, blocks,
+					 x->buf, (size_t)blocks * 512, nseg),
+				 0);
+}
+
 /* A known workload (LUN 0: 5 reads of 4 KiB, 3 writes of 8 KiB; LUN 3: 2 reads of 512 B,
  * 7 writes of 64 KiB) moves each LUN's counters, the queue's and the target's by exactly
  * that much. */
@@ -469,45 +489,25 @@ static void test_stats_match(void **state)
 	int fd = rpc_connect(x->rpc);
 	struct vs_ini_lun info;
 	int i0 = ini_index(x->ini, 0, &info), i3 = ini_index(x->ini, 3, &info);
-	json_t *before, *after, *a, *b, *qa, *qb;
+	json_t *before, *after, *a, *qa, *qb;
 
 	(void)state;
 	assert_true(i0 >= 0 && i3 >= 0);
 	before = call_ok(fd, "stats", "{}");
-	for (int k = 0; k < 3; k++)
-		assert_int_equal(io_sync(x->q, VS_INI_WRITE, (unsigned)i0, (uint64_t)k * 16, 16,
-					 x->buf, 8192, 1),
-				 0);
-	for (int k = 0; k < 5; k++)
-		assert_int_equal(
-		    io_sync(x->q, VS_INI_READ, (unsigned)i0, (uint64_t)k * 8, 8, x->buf, 4096, 1),
-		    0);
-	for (int k = 0; k < 7; k++)
-		assert_int_equal(io_sync(x->q, VS_INI_WRITE, (unsigned)i3, (uint64_t)k * 128, 128,
-					 x->buf, 65536, 2),
-				 0);
-	for (int k = 0; k < 2; k++)
-		assert_int_equal(
-		    io_sync(x->q, VS_INI_READ, (unsigned)i3, (uint64_t)k, 1, x->buf, 512, 1), 0);
+	io_run(x, VS_INI_WRITE, i0, 3, 16, 1);
+	io_run(x, VS_INI_READ, i0, 5, 8, 1);
+	io_run(x, VS_INI_WRITE, i3, 7, 128, 2);
+	io_run(x, VS_INI_READ, i3, 2, 1, 1);
 	after = call_ok(fd, "stats", "{}");
 
+	lun_moved(before, after, 0, 5, 5 * 4096, 3, 3 * 8192);
 	a = stats_lun(after, 0);
-	b = stats_lun(before, 0);
-	assert_int_equal(jget(a, "reads") - jget(b, "reads"), 5);
-	assert_int_equal(jget(a, "writes") - jget(b, "writes"), 3);
-	assert_int_equal(jget(a, "read_bytes") - jget(b, "read_bytes"), 5 * 4096);
-	assert_int_equal(jget(a, "write_bytes") - jget(b, "write_bytes"), 3 * 8192);
 	assert_int_equal(jget(a, "in_flight"), 0);
 	assert_int_equal(jget(a, "failures"), 0);
 	assert_true(jget(json_object_get(a, "read_latency_ns"), "p50") > 0);
 	assert_true(jget(json_object_get(a, "write_latency_ns"), "p99") >=
 		    jget(json_object_get(a, "write_latency_ns"), "p50"));
-	a = stats_lun(after, 3);
-	b = stats_lun(before, 3);
-	assert_int_equal(jget(a, "reads") - jget(b, "reads"), 2);
-	assert_int_equal(jget(a, "writes") - jget(b, "writes"), 7);
-	assert_int_equal(jget(a, "read_bytes") - jget(b, "read_bytes"), 2 * 512);
-	assert_int_equal(jget(a, "write_bytes") - jget(b, "write_bytes"), 7 * 65536);
+	lun_moved(before, after, 3, 2, 2 * 512, 7, 7 * 65536);
 	qa = json_array_get(json_object_get(after, "queues"), 0);
 	qb = json_array_get(json_object_get(before, "queues"), 0);
 	assert_int_equal(jget(qa, "requests") - jget(qb, "requests"), 17);
@@ -700,21 +700,36 @@ static void test_shutdown(void **state)
 
 /* ---- the client ------------------------------------------------------------------------ */
 
-/* `vioscope rpc ARGS` (socket of x): exit status, stdout+stderr in out. */
-static int cli(struct fx *x, char *out, size_t outlen, const char *args)
+/* The shell command line cmd: exit status (-1: it did not exit), what it wrote in out. */
+static int run_cmd(const char *cmd, char *out, size_t outlen)
 {
-	char cmd[1024];
+	FILE *f = popen(cmd, "r");
 	size_t n;
-	FILE *f;
 	int st;
 
-	snprintf(cmd, sizeof(cmd), "%s rpc --socket %s %s 2>&1", VIOSCOPE_BIN, x->rpc, args);
-	f = popen(cmd, "r");
 	assert_non_null(f);
 	n = fread(out, 1, outlen - 1, f);
 	out[n] = 0;
 	st = pclose(f);
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* `vioscope rpc ARGS` (socket of x): exit status, stdout+stderr in out. */
+static int cli(struct fx *x, char *out, size_t outlen, const char *args)
+{
+	char cmd[1024];
+
+	snprintf(cmd, sizeof(cmd), "%s rpc --socket %s %s 2>&1", VIOSCOPE_BIN, x->rpc, args);
+	return run_cmd(cmd, out, outlen);
+}
+
+/* `vioscope trace show` of x's target: exit status, stdout+stderr in out. */
+static int trace_show(struct fx *x, char *out, size_t outlen)
+{
+	char cmd[256];
+
+	snprintf(cmd, sizeof(cmd), "%s trace show %d 2>&1", VIOSCOPE_BIN, (int)x->t.tg.pid);
+	return run_cmd(cmd, out, outlen);
 }
 
 /* The client sends id=1 as a number and spec=ram=2M as a string, prints the result as
@@ -747,21 +762,10 @@ static void test_client(void **state)
 	assert_non_null(strstr(out, "not found"));
 	/* trace_set takes effect in the target as `trace enable` would: `trace show` says so. */
 	assert_int_equal(cli(x, out, sizeof(out), "trace_set spec=verbose:target.io"), 0);
-	{
-		char cmd[256];
-		FILE *f;
-		size_t n;
-
-		snprintf(cmd, sizeof(cmd), "%s trace show %d 2>&1", VIOSCOPE_BIN, (int)x->t.tg.pid);
-		f = popen(cmd, "r");
-		assert_non_null(f);
-		n = fread(out, 1, sizeof(out) - 1, f);
-		out[n] = 0;
-		assert_int_equal(pclose(f), 0);
-		if (!strstr(out, "target       verbose  on: io ") ||
-		    !strstr(out, "scsi         verbose  on: - "))
-			fail_msg("trace_set had no effect:\n%s", out);
-	}
+	assert_int_equal(trace_show(x, out, sizeof(out)), 0);
+	if (!strstr(out, "target       verbose  on: io ") ||
+	    !strstr(out, "scsi         verbose  on: - "))
+		fail_msg("trace_set had no effect:\n%s", out);
 	assert_int_equal(cli(x, out, sizeof(out), "trace_set spec=loud"), 1);
 	assert_int_equal(cli(x, out, sizeof(out), "lun_add 1"), 2);
 	assert_int_equal(cli(x, out, sizeof(out), "lun_list --watch 1"), 2);
@@ -792,17 +796,6 @@ static bool log_has(struct fx *x, const char *text, uint64_t ms)
 			return false;
 		usleep(10000);
 	}
-}
-
-/* A request line of method with params (a JSON object). */
-static const char *req(const char *method, const char *params)
-{
-	static char line[2048];
-
-	snprintf(line, sizeof(line),
-		 "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"%.32s\",\"params\":%.1900s}", method,
-		 params);
-	return line;
 }
 
 /* Let other users reach the management socket (the test runs as root). */
@@ -1034,14 +1027,27 @@ static void test_a_flood_waits_its_turn(void **state)
 	fx_close(x);
 }
 
+/* A batch of count stats requests (ids 0, 1, ...). */
+static const char *stats_batch(unsigned count)
+{
+	static char batch[4096];
+	size_t n = (size_t)snprintf(batch, sizeof(batch), "[");
+
+	for (unsigned k = 0; k < count; k++)
+		n += (size_t)snprintf(batch + n, sizeof(batch) - n,
+				      "%s{\"jsonrpc\":\"2.0\",\"id\":%u,\"method\":\"stats\"}",
+				      k ? "," : "", k);
+	snprintf(batch + n, sizeof(batch) - n, "]");
+	return batch;
+}
+
 /* A batch is bounded before any of it runs: 254 lun_adds, whose replies could pass 1 MiB,
  * are refused whole and add nothing; 16 stats over 64 LUNs too; 4 are answered.  (On
  * dcf1c4a all 254 LUNs were added, and the 16 stats answered in one go: 1,500 of them took
  * ~0.28 s of the server's thread, and hundreds of MB with 256 LUNs.) */
 static void test_batch_bounded_before_it_runs(void **state)
 {
-	struct fx *x = fx_start("0:ram=16M", NULL, NULL, false);
-	int fd = rpc_connect(x->rpc);
+	struct fx *x = fx_client(NULL);
 	static char batch[65536];
 	char params[64], ids[1024];
 	size_t n = 0;
@@ -1055,34 +1061,21 @@ static void test_batch_bounded_before_it_runs(void **state)
 				      "\"params\":{\"id\":%u,\"spec\":\"null=1M\"}}",
 				      k > 1 ? "," : "", k, k);
 	snprintf(batch + n, sizeof(batch) - n, "]");
-	expect_error(fd, batch, -32600, "nothing of it was run", NULL);
-	list_ids(fd, ids, sizeof(ids));
+	expect_error(x->fd, batch, -32600, "nothing of it was run", NULL);
+	list_ids(x->fd, ids, sizeof(ids));
 	assert_string_equal(ids, "0,");
 
 	for (unsigned k = 1; k < 64; k++) {
 		snprintf(params, sizeof(params), "{\"id\":%u,\"spec\":\"null=1M\"}", k);
-		json_decref(call_ok(fd, "lun_add", params));
+		json_decref(call_ok(x->fd, "lun_add", params));
 	}
-	n = (size_t)snprintf(batch, sizeof(batch), "[");
-	for (unsigned k = 0; k < 16; k++)
-		n += (size_t)snprintf(batch + n, sizeof(batch) - n,
-				      "%s{\"jsonrpc\":\"2.0\",\"id\":%u,\"method\":\"stats\"}",
-				      k ? "," : "", k);
-	snprintf(batch + n, sizeof(batch) - n, "]");
-	expect_error(fd, batch, -32600, "could take more than 1048576 bytes", NULL);
-	n = (size_t)snprintf(batch, sizeof(batch), "[");
-	for (unsigned k = 0; k < 4; k++)
-		n += (size_t)snprintf(batch + n, sizeof(batch) - n,
-				      "%s{\"jsonrpc\":\"2.0\",\"id\":%u,\"method\":\"stats\"}",
-				      k ? "," : "", k);
-	snprintf(batch + n, sizeof(batch) - n, "]");
-	r = exchange(fd, batch);
+	expect_error(x->fd, stats_batch(16), -32600, "could take more than 1048576 bytes", NULL);
+	r = exchange(x->fd, stats_batch(4));
 	assert_int_equal(json_array_size(r), 4);
 	assert_int_equal(json_array_size(json_object_get(
 			     json_object_get(json_array_get(r, 3), "result"), "luns")),
 			 64);
 	json_decref(r);
-	close(fd);
 	fx_close(x);
 }
 
@@ -1091,8 +1084,7 @@ static void test_batch_bounded_before_it_runs(void **state)
  * never runs.  (On dcf1c4a the lun_add ran.) */
 static void test_uid_not_allowed_is_refused(void **state)
 {
-	struct fx *x = fx_start("0:ram=16M", NULL, NULL, false);
-	int fd = rpc_connect(x->rpc);
+	struct fx *x = fx_client(NULL);
 	char reply[4096], ids[64];
 
 	(void)state;
@@ -1102,10 +1094,9 @@ static void test_uid_not_allowed_is_refused(void **state)
 			 0);
 	if (!strstr(reply, "uid 65534 may not use this management socket (--rpc-allow)"))
 		fail_msg("nobody was answered: %s", reply);
-	list_ids(fd, ids, sizeof(ids));
+	list_ids(x->fd, ids, sizeof(ids));
 	assert_string_equal(ids, "0,");
 	assert_true(log_has(x, "uid 65534 is not allowed (--rpc-allow)", DEADLINE_MS));
-	close(fd);
 	fx_close(x);
 }
 
@@ -1115,22 +1106,15 @@ static void test_rpc_allow_names_who_may(void **state)
 {
 	static const char *const more[] = {"--rpc-allow", "65534", NULL};
 	struct fx *x = fx_start("0:ram=16M", NULL, more, false);
-	char reply[4096], cmd[512];
+	char reply[4096];
 	static char out[4096];
-	FILE *f;
-	size_t n;
 
 	(void)state;
 	open_to_others(x);
 	assert_int_equal(as_nobody(x->rpc, req("lun_list", "{}"), reply, sizeof(reply)), 0);
 	if (!strstr(reply, "\"result\":[{\"id\":0"))
 		fail_msg("nobody was not served: %s", reply);
-	snprintf(cmd, sizeof(cmd), "%s rpc --socket %s lun_list 2>&1", VIOSCOPE_BIN, x->rpc);
-	f = popen(cmd, "r");
-	assert_non_null(f);
-	n = fread(out, 1, sizeof(out) - 1, f);
-	out[n] = 0;
-	assert_int_equal(WEXITSTATUS(pclose(f)), 1);
+	assert_int_equal(cli(x, out, sizeof(out), "lun_list"), 1);
 	if (!strstr(out, "uid 0 may not use this management socket (--rpc-allow)"))
 		fail_msg("root was not refused: %s", out);
 	fx_close(x);
@@ -1191,7 +1175,6 @@ static void test_lun_root_confines_paths(void **state)
 	const char *more[] = {"--lun-root", root, NULL};
 	struct fx *x;
 	char files[64]; /* a directory for the files only */
-	int fd;
 
 	(void)state;
 	assert_int_equal(tmpdir_make(files, sizeof(files), NULL, "rpc-files"), 0);
@@ -1205,23 +1188,21 @@ static void test_lun_root_confines_paths(void **state)
 	make_file(path, 1 << 20);
 	snprintf(path, sizeof(path), "%s/escape", root);
 	assert_int_equal(symlink("../outside.img", path), 0);
-	x = fx_start("0:ram=16M", NULL, more, false);
-	fd = rpc_connect(x->rpc);
+	x = fx_client(more);
 
-	lun_add_ok(fd, 1, "file=a.img");
+	lun_add_ok(x->fd, 1, "file=a.img");
 	snprintf(spec, sizeof(spec), "file=%s/b.img,ro", root);
-	lun_add_ok(fd, 2, spec);
+	lun_add_ok(x->fd, 2, spec);
 	snprintf(spec, sizeof(spec), "file=%s/outside.img", files);
-	lun_add_refused(fd, 3, spec, "not beneath the LUN root", "EXDEV");
-	lun_add_refused(fd, 3, "file=../outside.img", "resolves outside the LUN root", "EXDEV");
-	lun_add_refused(fd, 3, "file=escape", "resolves outside the LUN root", "EXDEV");
-	lun_add_refused(fd, 3, "ram=1M,log-writes=../stolen.log", "resolves outside", "EXDEV");
+	lun_add_refused(x->fd, 3, spec, "not beneath the LUN root", "EXDEV");
+	lun_add_refused(x->fd, 3, "file=../outside.img", "resolves outside the LUN root", "EXDEV");
+	lun_add_refused(x->fd, 3, "file=escape", "resolves outside the LUN root", "EXDEV");
+	lun_add_refused(x->fd, 3, "ram=1M,log-writes=../stolen.log", "resolves outside", "EXDEV");
 	snprintf(path, sizeof(path), "%s/stolen.log", files);
 	assert_int_equal(access(path, F_OK), -1);
-	lun_add_ok(fd, 3, "ram=1M,log-writes=fresh.log");
+	lun_add_ok(x->fd, 3, "ram=1M,log-writes=fresh.log");
 	snprintf(path, sizeof(path), "%s/fresh.log", root);
 	assert_int_equal(access(path, F_OK), 0);
-	close(fd);
 	fx_close(x);
 	tmpdir_remove(files);
 }
@@ -1239,8 +1220,8 @@ static off_t file_size(const char *path)
  * still created its log, and both the file and the symlink's target were truncated.) */
 static void test_spec_checked_before_side_effects(void **state)
 {
-	struct fx *x = fx_start("0:ram=16M", NULL, NULL, false);
-	int fd = rpc_connect(x->rpc), v;
+	struct fx *x = fx_client(NULL);
+	int v;
 	char odd[128], victim[128], planted[128], log[128], spec[512];
 
 	(void)state;
@@ -1255,17 +1236,16 @@ static void test_spec_checked_before_side_effects(void **state)
 	assert_int_equal(symlink(victim, planted), 0);
 
 	snprintf(spec, sizeof(spec), "file=%s,log-writes=%s", odd, log);
-	lun_add_refused(fd, 1, spec, "not a whole number of 512-byte blocks", "EINVAL");
+	lun_add_refused(x->fd, 1, spec, "not a whole number of 512-byte blocks", "EINVAL");
 	assert_int_equal(access(log, F_OK), -1);
 	snprintf(spec, sizeof(spec), "ram=1M,log-writes=%s", victim);
-	lun_add_refused(fd, 1, spec, "it exists (a log is never overwritten", "EEXIST");
+	lun_add_refused(x->fd, 1, spec, "it exists (a log is never overwritten", "EEXIST");
 	snprintf(spec, sizeof(spec), "ram=1M,log-writes=%s", planted);
-	lun_add_refused(fd, 1, spec, "it exists (a log is never overwritten", "EEXIST");
+	lun_add_refused(x->fd, 1, spec, "it exists (a log is never overwritten", "EEXIST");
 	assert_int_equal(file_size(victim), 7);
 	snprintf(spec, sizeof(spec), "ram=1M,log-writes=%s", log);
-	lun_add_ok(fd, 1, spec);
+	lun_add_ok(x->fd, 1, spec);
 	assert_int_equal(file_size(log), 512); /* its super block */
-	close(fd);
 	fx_close(x);
 }
 
@@ -1277,25 +1257,21 @@ static void test_test_options_need_testing(void **state)
 	static const char *const opts[] = {"delay=1000", "delay-every=2", "drop-write=1",
 					   "misdirect-write=1", "stale-read=1"};
 	static const char *const testing[] = {"--testing", NULL};
-	struct fx *x = fx_start("0:ram=16M", NULL, NULL, false);
-	int fd = rpc_connect(x->rpc);
+	struct fx *x = fx_client(NULL);
 	char spec[128], ids[64];
 
 	(void)state;
 	for (unsigned i = 0; i < sizeof(opts) / sizeof(opts[0]); i++) {
 		snprintf(spec, sizeof(spec), "ram=1M,%s", opts[i]);
-		lun_add_refused(fd, 1, spec,
+		lun_add_refused(x->fd, 1, spec,
 				"is a test-only option (the target must be started with --testing)",
 				"EPERM");
 	}
-	list_ids(fd, ids, sizeof(ids));
+	list_ids(x->fd, ids, sizeof(ids));
 	assert_string_equal(ids, "0,");
-	close(fd);
 	fx_close(x);
-	x = fx_start("0:ram=16M", NULL, testing, false);
-	fd = rpc_connect(x->rpc);
-	lun_add_ok(fd, 1, "ram=1M,delay=1000,drop-write=1");
-	close(fd);
+	x = fx_client(testing);
+	lun_add_ok(x->fd, 1, "ram=1M,delay=1000,drop-write=1");
 	fx_close(x);
 }
 
@@ -1304,28 +1280,18 @@ static void test_test_options_need_testing(void **state)
  * verbose:nosuchflag succeeded and turned every flag off.) */
 static void test_trace_set_checks_flags(void **state)
 {
-	struct fx *x = fx_start("0:ram=16M", NULL, NULL, false);
-	int fd = rpc_connect(x->rpc);
+	struct fx *x = fx_client(NULL);
 	static char out[65536];
-	char cmd[256];
-	FILE *f;
-	size_t n;
 
 	(void)state;
-	json_decref(call_ok(fd, "trace_set", "{\"spec\":\"verbose:target.io\"}"));
-	expect_error(fd, req("trace_set", "{\"spec\":\"verbose:nosuchflag\"}"), -32602,
+	json_decref(call_ok(x->fd, "trace_set", "{\"spec\":\"verbose:target.io\"}"));
+	expect_error(x->fd, req("trace_set", "{\"spec\":\"verbose:nosuchflag\"}"), -32602,
 		     "unknown flag 'nosuchflag' (known: ", NULL);
-	expect_error(fd, req("trace_set", "{\"spec\":\"verbose:target.nosuch\"}"), -32602,
+	expect_error(x->fd, req("trace_set", "{\"spec\":\"verbose:target.nosuch\"}"), -32602,
 		     "provider 'target' has no flag 'nosuch'", NULL);
-	snprintf(cmd, sizeof(cmd), "%s trace show %d 2>&1", VIOSCOPE_BIN, (int)x->t.tg.pid);
-	f = popen(cmd, "r");
-	assert_non_null(f);
-	n = fread(out, 1, sizeof(out) - 1, f);
-	out[n] = 0;
-	assert_int_equal(pclose(f), 0);
+	assert_int_equal(trace_show(x, out, sizeof(out)), 0);
 	if (!strstr(out, "target       verbose  on: io "))
 		fail_msg("the refused spec changed the settings:\n%s", out);
-	close(fd);
 	fx_close(x);
 }
 
@@ -1334,19 +1300,17 @@ static void test_trace_set_checks_flags(void **state)
  * 9223372036854775807 bytes.) */
 static void test_sizes_beyond_int64(void **state)
 {
-	struct fx *x = fx_start("0:ram=16M", NULL, NULL, false);
-	int fd = rpc_connect(x->rpc);
+	struct fx *x = fx_client(NULL);
 	char ids[64];
 
 	(void)state;
-	lun_add_refused(fd, 1, "null=18446744073709551104", "is too large", "EINVAL");
-	lun_add_refused(fd, 1, "null=9223372036854775808", "is too large", "EINVAL");
-	lun_add_refused(fd, 1, "null=8388608T", "is too large", "EINVAL");
-	expect_error(fd, req("lun_resize", "{\"id\":0,\"size\":\"16777216T\"}"), -32602,
+	lun_add_refused(x->fd, 1, "null=18446744073709551104", "is too large", "EINVAL");
+	lun_add_refused(x->fd, 1, "null=9223372036854775808", "is too large", "EINVAL");
+	lun_add_refused(x->fd, 1, "null=8388608T", "is too large", "EINVAL");
+	expect_error(x->fd, req("lun_resize", "{\"id\":0,\"size\":\"16777216T\"}"), -32602,
 		     "more than 9223372036854775807 bytes", NULL);
-	list_ids(fd, ids, sizeof(ids));
+	list_ids(x->fd, ids, sizeof(ids));
 	assert_string_equal(ids, "0,");
-	close(fd);
 	fx_close(x);
 }
 

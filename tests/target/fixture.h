@@ -36,5 +36,7 @@ int fx_connect(struct fx *x);
 int fx_setup(void **state);
 int fx_setup_with(void **state, const char *lun0_opts);
 int fx_teardown(void **state);
+/* A cmocka test on the fx_setup fixture. */
+#define FX_TEST(f) cmocka_unit_test_setup_teardown(f, fx_setup, fx_teardown)
 
 #endif /* TESTS_TARGET_FIXTURE_H */

@@ -609,18 +609,16 @@ static void test_removal_flush_held_across_a_reconnect(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_setup_teardown(test_errors, fx_setup, fx_teardown),
-	    cmocka_unit_test_setup_teardown(test_add, fx_setup, fx_teardown),
-	    cmocka_unit_test_setup_teardown(test_remove, fx_setup, fx_teardown),
-	    cmocka_unit_test_setup_teardown(test_resize, fx_setup, fx_teardown),
-	    cmocka_unit_test_setup_teardown(test_events_missed, fx_setup, fx_teardown),
-	    cmocka_unit_test_setup_teardown(test_remove_in_flight, fx_setup, fx_teardown),
-	    cmocka_unit_test_setup_teardown(test_churn_under_io, fx_setup, fx_teardown),
-	    cmocka_unit_test_setup_teardown(test_no_frontend, fx_setup, fx_teardown),
-	    cmocka_unit_test_setup_teardown(test_shrink_waits_for_writes_in_flight, fx_setup,
-					    fx_teardown),
-	    cmocka_unit_test_setup_teardown(test_removal_flush_held_across_a_reconnect, fx_setup,
-					    fx_teardown),
+	    FX_TEST(test_errors),
+	    FX_TEST(test_add),
+	    FX_TEST(test_remove),
+	    FX_TEST(test_resize),
+	    FX_TEST(test_events_missed),
+	    FX_TEST(test_remove_in_flight),
+	    FX_TEST(test_churn_under_io),
+	    FX_TEST(test_no_frontend),
+	    FX_TEST(test_shrink_waits_for_writes_in_flight),
+	    FX_TEST(test_removal_flush_held_across_a_reconnect),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

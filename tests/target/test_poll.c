@@ -222,8 +222,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_poll_rw_reconnect, setup_poll, fx_teardown),
-	    cmocka_unit_test_setup_teardown(test_event_mode_needs_kick, fx_setup, fx_teardown),
-	    cmocka_unit_test_setup_teardown(test_event_mode_idle_sleeps, fx_setup, fx_teardown),
+	    FX_TEST(test_event_mode_needs_kick),
+	    FX_TEST(test_event_mode_idle_sleeps),
 	    cmocka_unit_test_setup_teardown(test_poll_mode_idle_spins, setup_poll, fx_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

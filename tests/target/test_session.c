@@ -125,8 +125,8 @@ static void test_flush_error_outlives_the_session(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_setup_teardown(test_reconnect_keeps_data, fx_setup, fx_teardown),
-	    cmocka_unit_test_setup_teardown(test_ring_stop_restart, fx_setup, fx_teardown),
+	    FX_TEST(test_reconnect_keeps_data),
+	    FX_TEST(test_ring_stop_restart),
 	    cmocka_unit_test_setup_teardown(test_flush_error_outlives_the_session, setup_fail_flush,
 					    fx_teardown),
 	};

@@ -239,13 +239,13 @@ static void test_abort_task_in_flight(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_setup_teardown(test_lun_reset_unit_attention, fx_setup, fx_teardown),
-	    cmocka_unit_test_setup_teardown(test_nexus_reset, fx_setup, fx_teardown),
-	    cmocka_unit_test_setup_teardown(test_abort_task_idle, fx_setup, fx_teardown),
-	    cmocka_unit_test_setup_teardown(test_query_task_set_idle, fx_setup, fx_teardown),
-	    cmocka_unit_test_setup_teardown(test_clear_aca_rejected, fx_setup, fx_teardown),
-	    cmocka_unit_test_setup_teardown(test_tmf_bad_address, fx_setup, fx_teardown),
-	    cmocka_unit_test_setup_teardown(test_an_query, fx_setup, fx_teardown),
+	    FX_TEST(test_lun_reset_unit_attention),
+	    FX_TEST(test_nexus_reset),
+	    FX_TEST(test_abort_task_idle),
+	    FX_TEST(test_query_task_set_idle),
+	    FX_TEST(test_clear_aca_rejected),
+	    FX_TEST(test_tmf_bad_address),
+	    FX_TEST(test_an_query),
 	    cmocka_unit_test_setup_teardown(test_abort_task_set_under_load, fx_setup_gated,
 					    fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_abort_task_in_flight, fx_setup_gated, fx_teardown),

@@ -376,12 +376,9 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN); /* a print still in the pipe when it closes: EPIPE, not death */
 	vs_trace_set_spec(QUIET);
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_setup_teardown(test_lun_reset_held_inside_a_lun_being_removed,
-					    fx_setup, fx_teardown),
-	    cmocka_unit_test_setup_teardown(test_nexus_reset_held_inside_a_lun_being_removed,
-					    fx_setup, fx_teardown),
-	    cmocka_unit_test_setup_teardown(test_resets_back_to_back_while_a_lun_comes_and_goes,
-					    fx_setup, fx_teardown),
+	    FX_TEST(test_lun_reset_held_inside_a_lun_being_removed),
+	    FX_TEST(test_nexus_reset_held_inside_a_lun_being_removed),
+	    FX_TEST(test_resets_back_to_back_while_a_lun_comes_and_goes),
 	};
 
 	if (argc > 1) /* one test by name */

@@ -386,26 +386,20 @@ static int setup(void **state)
 	return th_tmpdir_setup(state, "hostile-capture");
 }
 
-static int teardown(void **state)
-{
-	return th_tmpdir_teardown(state);
-}
+#define TMPDIR_TEST(f) cmocka_unit_test_setup_teardown(f, setup, th_tmpdir_teardown)
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_setup_teardown(
-		test_million_sections_each_a_thread_decode_in_linear_work, setup, teardown),
-	    cmocka_unit_test_setup_teardown(
-		test_million_sections_of_one_thread_decode_in_linear_work, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_capture_zeroed_after_open, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_capture_scrambled_after_open, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_capture_truncated_after_open, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_capture_rewritten_while_decoding, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_text_output_escapes_control_characters, setup,
-					    teardown),
-	    cmocka_unit_test_setup_teardown(test_json_output_uses_json_escapes, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_chrome_output_uses_json_escapes, setup, teardown),
+	    TMPDIR_TEST(test_million_sections_each_a_thread_decode_in_linear_work),
+	    TMPDIR_TEST(test_million_sections_of_one_thread_decode_in_linear_work),
+	    TMPDIR_TEST(test_capture_zeroed_after_open),
+	    TMPDIR_TEST(test_capture_scrambled_after_open),
+	    TMPDIR_TEST(test_capture_truncated_after_open),
+	    TMPDIR_TEST(test_capture_rewritten_while_decoding),
+	    TMPDIR_TEST(test_text_output_escapes_control_characters),
+	    TMPDIR_TEST(test_json_output_uses_json_escapes),
+	    TMPDIR_TEST(test_chrome_output_uses_json_escapes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -83,6 +83,14 @@ static struct vs_shm_header *map_other(const char *path, size_t size)
 	return p;
 }
 
+/* A forged file (write_forged) and a second mapping of it, to rewrite it through. */
+static struct vs_shm_header *write_forged_mapped(const struct th_tmpdir *td, struct forge_shm *g,
+						 char *path, size_t len)
+{
+	write_forged(td, g, path, len);
+	return map_other(path, g->size);
+}
+
 /* The messages of a capture, in order, into MSGS (at most MAX); returns how many. */
 struct msgs {
 	char text[64][32];
@@ -411,8 +419,7 @@ static void test_geometry_rewritten_while_dumping(void **state)
 	char path[600], why[512];
 	unsigned ok = 0, refused = 0;
 
-	write_forged(td, &g, path, sizeof path);
-	f.h = map_other(path, g.size);
+	f.h = write_forged_mapped(td, &g, path, sizeof path);
 	memcpy(&f.good, f.h, sizeof f.good);
 	assert_int_equal(pthread_create(&f.th, NULL, flip_main, &f), 0);
 	assert_true(wait_until(flipping, &f, 60000));
@@ -664,8 +671,7 @@ static void test_record_bounds_a_head_past_the_ring(void **state)
 	struct forge_shm g;
 	char path[600], pidstr[32];
 
-	write_forged(td, &g, path, sizeof path);
-	struct vs_shm_header *h = map_other(path, g.size);
+	struct vs_shm_header *h = write_forged_mapped(td, &g, path, sizeof path);
 	struct vs_shm_ring *r0 = (struct vs_shm_ring *)((uint8_t *)h + g.rings_off);
 	r0->head = 3 * RING + 64;
 	munmap(h, g.size);
@@ -691,8 +697,7 @@ static void test_list_escapes_names(void **state)
 	struct forge_shm g;
 	char path[600];
 
-	write_forged(td, &g, path, sizeof path);
-	struct vs_shm_header *h = map_other(path, g.size);
+	struct vs_shm_header *h = write_forged_mapped(td, &g, path, sizeof path);
 	memset(h->exe, 'e', sizeof h->exe);
 	memcpy(h->exe, "\x1b[2J\x1b]0;owned\x07", 14);
 	memcpy(h->flavour, "\x1b[31mREDREDREDRE", 16);
@@ -724,8 +729,7 @@ static void test_errors_quoting_the_file_are_escaped(void **state)
 	struct forge_shm g;
 	char path[600], pidstr[32];
 
-	write_forged(td, &g, path, sizeof path);
-	struct vs_shm_header *h = map_other(path, g.size);
+	struct vs_shm_header *h = write_forged_mapped(td, &g, path, sizeof path);
 	uint8_t *meta = (uint8_t *)h + g.meta_off;
 	uint8_t *name = memmem(meta, h->meta_used, "\x04\0TEST", 6); /* the provider's flag */
 	assert_non_null(name);
@@ -747,33 +751,24 @@ static int setup(void **state)
 	return th_tmpdir_setup(state, "hostile-shm");
 }
 
-static int teardown(void **state)
-{
-	return th_tmpdir_teardown(state);
-}
+#define TMPDIR_TEST(f) cmocka_unit_test_setup_teardown(f, setup, th_tmpdir_teardown)
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_setup_teardown(test_planted_file_of_another_user_is_refused, setup,
-					    teardown),
-	    cmocka_unit_test_setup_teardown(test_hard_linked_file_is_refused, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_fifo_or_directory_is_refused, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_file_writable_by_others_is_refused, setup,
-					    teardown),
-	    cmocka_unit_test_setup_teardown(test_runtime_does_not_use_planted_files, setup,
-					    teardown),
-	    cmocka_unit_test_setup_teardown(test_geometry_rewritten_after_open, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_geometry_rewritten_while_dumping, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_ring_copy_against_a_lapping_writer, setup,
-					    teardown),
-	    cmocka_unit_test_setup_teardown(test_file_truncated_under_the_mapping, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_file_truncated_while_recording, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_record_bounds_a_head_past_the_ring, setup,
-					    teardown),
-	    cmocka_unit_test_setup_teardown(test_list_escapes_names, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_errors_quoting_the_file_are_escaped, setup,
-					    teardown),
+	    TMPDIR_TEST(test_planted_file_of_another_user_is_refused),
+	    TMPDIR_TEST(test_hard_linked_file_is_refused),
+	    TMPDIR_TEST(test_fifo_or_directory_is_refused),
+	    TMPDIR_TEST(test_file_writable_by_others_is_refused),
+	    TMPDIR_TEST(test_runtime_does_not_use_planted_files),
+	    TMPDIR_TEST(test_geometry_rewritten_after_open),
+	    TMPDIR_TEST(test_geometry_rewritten_while_dumping),
+	    TMPDIR_TEST(test_ring_copy_against_a_lapping_writer),
+	    TMPDIR_TEST(test_file_truncated_under_the_mapping),
+	    TMPDIR_TEST(test_file_truncated_while_recording),
+	    TMPDIR_TEST(test_record_bounds_a_head_past_the_ring),
+	    TMPDIR_TEST(test_list_escapes_names),
+	    TMPDIR_TEST(test_errors_quoting_the_file_are_escaped),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -357,6 +357,14 @@ static bool live_exited(void *opaque)
 	return r == v->pid || v->pid < 0;
 }
 
+/* A process ticking (verbose:test) and `trace live` on it, once the view shows ticks. */
+static void live_on_a_ticker(struct th_tmpdir *td, struct ticker *t, struct live_view *v)
+{
+	ticker_start(td, t, "verbose:test");
+	live_start(td, v, t->pid);
+	assert_true(wait_until(live_shows_ticks, v, 30000));
+}
+
 /* The tick numbers `trace live` printed: the first and last, and whether every one in
  * between is there, once, in order, with no loss marker. */
 static void live_ticks(const char *path, uint32_t *first, uint32_t *last, bool *contiguous)
@@ -388,12 +396,9 @@ static void live_ticks(const char *path, uint32_t *first, uint32_t *last, bool *
  * by itself (exit 0) when the process exits, with the last ticks shown. */
 static void test_live_view_follows_until_the_process_exits(void **state)
 {
-	struct th_tmpdir *td = *state;
 	struct ticker t;
 	struct live_view v;
-	ticker_start(td, &t, "verbose:test");
-	live_start(td, &v, t.pid);
-	assert_true(wait_until(live_shows_ticks, &v, 30000));
+	live_on_a_ticker(*state, &t, &v);
 	uint32_t now = tick_count(&t);
 	wait_ticks(&t, now, 300);
 	ticker_quit(&t);
@@ -411,12 +416,9 @@ static void test_live_view_follows_until_the_process_exits(void **state)
  * on ticking. */
 static void test_live_view_stops_on_sigint(void **state)
 {
-	struct th_tmpdir *td = *state;
 	struct ticker t;
 	struct live_view v;
-	ticker_start(td, &t, "verbose:test");
-	live_start(td, &v, t.pid);
-	assert_true(wait_until(live_shows_ticks, &v, 30000));
+	live_on_a_ticker(*state, &t, &v);
 	assert_int_equal(kill(v.pid, SIGINT), 0);
 	assert_true(wait_until(live_exited, &v, 30000));
 	assert_int_equal(v.pid, -1);

@@ -146,17 +146,18 @@ static void test_iov_copy(void **state)
 	assert_int_equal(vs_iov_to_buf(iov, 2, 7, out, 1), 0);
 }
 
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_setup_teardown(test_gpa_inside_region, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_gpa_crossing_is_null, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_gpa_outside_and_overflow, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_uva, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_iov_split_across_adjacent_regions, setup,
-					    teardown),
-	    cmocka_unit_test_setup_teardown(test_iov_into_gap, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_iov_limits, setup, teardown),
+	    T(test_gpa_inside_region),
+	    T(test_gpa_crossing_is_null),
+	    T(test_gpa_outside_and_overflow),
+	    T(test_uva),
+	    T(test_iov_split_across_adjacent_regions),
+	    T(test_iov_into_gap),
+	    T(test_iov_limits),
 	    cmocka_unit_test(test_iov_no_wrap),
 	    cmocka_unit_test(test_add_rules),
 	    cmocka_unit_test(test_iov_copy),
