@@ -106,9 +106,14 @@ help_of_every_command() {
 }
 
 version_of_every_command() {
-	local commit='[0-9a-f]{12}(-dirty)?' re
-	if c=$(git -C "$src" rev-parse --short=12 HEAD 2>/dev/null); then
-		commit="$c(-dirty)?"
+	# The commit the binary was built from (the build writes it into tools/version.c; a
+	# commit made since does not change the binary), and it is one of this tree's commits.
+	local commit='[0-9a-f]{12}(-dirty)?' re c
+	c=$(sed -n 's/^const char vs_cli_commit\[\] = "\(.*\)";$/\1/p' "$build/tools/version.c")
+	if [[ -n "$c" && "$c" != unknown ]]; then
+		git -C "$src" cat-file -e "${c%-dirty}^{commit}" 2>/dev/null ||
+			! git -C "$src" rev-parse 2>/dev/null || fail "built from $c, not a commit here"
+		commit="$c"
 	fi
 	re="^vioscope [0-9]+\.[0-9]+\.[0-9]+ \(commit $commit of [0-9]{4}-[0-9]{2}-[0-9]{2}, cold flavour\)$"
 	run "$V" --version
