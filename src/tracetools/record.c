@@ -138,8 +138,15 @@ static int claim_recording(struct vs_shm *s, bool force, struct vs_dump_stats *s
 			break;
 		}
 	}
-	__atomic_store_n(&s->hdr->mode, VS_MODE_STREAM, __ATOMIC_RELEASE);
 	return 0;
+}
+
+/* Streaming begins (the owner stops overwriting and leaves the tail to us) once the
+ * recording is whole: claimed, and the --enable spec applied.  Anyone who sees stream
+ * mode with our pid (the tests, `trace show`) may count on both. */
+static void begin_streaming(struct vs_shm *s)
+{
+	__atomic_store_n(&s->hdr->mode, VS_MODE_STREAM, __ATOMIC_RELEASE);
 }
 
 /* Back to the flight recorder, unless another recorder has taken over meanwhile. */
@@ -208,6 +215,7 @@ int vs_trace_record(const char *target, const char *out, const struct vs_record_
 		if (rc < 0)
 			goto out;
 	}
+	begin_streaming(&s);
 	if (o->started)
 		o->started(o->opaque);
 

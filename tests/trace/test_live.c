@@ -176,6 +176,7 @@ static void test_record_enables_and_stops_on_sigint(void **state)
 	vs_shm_close(&shm);
 
 	th_walk_or_fail(td->cap, on_tick, &d);
+	assert_true(d.n >= 5);
 	assert_true(d.contiguous);
 	assert_true(d.first <= on_at);
 	assert_true(d.last >= on_at + 4);
