@@ -32,11 +32,12 @@ static void io_bio_done(struct vs_bio *bio, int res)
 	 * here: this one says what it would, with the tag.  The bio's operation and range
 	 * are in its submit event (same tag and bio number): not repeated, so the record is
 	 * small and the site, off, costs this function no saved register. */
-	VS_STAGE(SCSI, backend_done, "tag %#llx: bio done, res %d (bio %u)",
-		 (tag, (unsigned long long)cmd->tag), (res, res), (bio, (unsigned)(bio - st->bio)));
 	st->inflight--;
 	if (res < 0 && !st->err)
 		st->err = res;
+	/* After the state is updated, so that res is not needed past the site. */
+	VS_STAGE(SCSI, backend_done, "tag %#llx: bio done, res %d (bio %u)",
+		 (tag, (unsigned long long)cmd->tag), (res, res), (bio, (unsigned)(bio - st->bio)));
 	if (!st->err && st->next < st->nbio) {
 		io_issue(cmd); /* we were waiting for a free slot */
 		return;
