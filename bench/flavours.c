@@ -16,6 +16,7 @@
 
 #include "bench/storage.h"
 #include "bench/table.h"
+#include "tracetools/tracetools.h"
 #include "util/util.h"
 
 /* The seed driver's table: a sequential and a random column (--profile twice overrides). */
@@ -79,6 +80,10 @@ static int run_child(const char *bin, const struct flavour_run *f, const struct 
 	}
 	close(fd);
 	rc = vs_job_wait(pid);
+	/* Ctrl-C as the run was starting, before its handlers were in place: sh -c execs the
+	 * run, so pid is the run's, and its trace file is ours to remove. */
+	if (rc >= 128)
+		vs_shm_remove_reaped(pid);
 	if (!buf)
 		return -ENOMEM;
 	buf[len] = '\0';

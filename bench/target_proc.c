@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "bench/storage.h"
+#include "tracetools/tracetools.h"
 #include "util/util.h"
 
 #define DEFAULT_IMAGE_SIZE (1ull << 30)
@@ -80,6 +81,10 @@ int bench_target_stop(int pid)
 {
 	int rc = vs_child_stop(pid, SIGTERM, TARGET_STOP_MS);
 
+	/* Ended by a signal (SIGTERM before its handler was in place, or SIGKILL after the
+	 * timeout): it could not remove its trace file. */
+	if (rc != 0 && (rc >= 128 || rc == -ETIMEDOUT))
+		vs_shm_remove_reaped(pid);
 	return rc == 0 ? 0 : rc == -ETIMEDOUT ? -ETIMEDOUT : -EIO;
 }
 

@@ -36,7 +36,6 @@ int child_target_start(struct child_target *c, const char *exe, const char *sock
 int child_target_stop(struct child_target *c, int sig)
 {
 	int pid = c->pid, rc;
-	char path[512];
 
 	if (pid <= 0)
 		return 0;
@@ -44,10 +43,7 @@ int child_target_stop(struct child_target *c, int sig)
 	c->pid = -1;
 	if (sig == SIGKILL || rc < 0 || rc >= 128) {
 		/* A killed process cannot remove its trace file: do it for it. */
-		snprintf(path, sizeof(path), "%s/%s%d", vs_shm_dir(), VS_SHM_PREFIX, pid);
-		unlink(path);
-		snprintf(path, sizeof(path), "%s/.vioscope-init-%d", vs_shm_dir(), pid);
-		unlink(path);
+		vs_shm_remove_reaped(pid);
 		return sig == SIGKILL && rc == 128 + SIGKILL ? 0 : rc;
 	}
 	return rc;

@@ -357,9 +357,22 @@ int vs_rt_file_create(void)
 	size_t data_off = (rings_off + nrings * sizeof(struct vs_shm_ring) + 4095) & ~(size_t)4095;
 	size_t size = data_off + (size_t)nrings * ring_size;
 
+	/* Ctrl-C and kill(1) wait until the file is in place: a process they ended between
+	 * mkostemp and rename would leave a temporary file nobody knows is its (a program's
+	 * own handlers are not installed yet when this runs from a constructor, so Ctrl-C
+	 * on a process group that is just starting ends it here). */
+	sigset_t stop_signals, was;
+	sigemptyset(&stop_signals);
+	sigaddset(&stop_signals, SIGINT);
+	sigaddset(&stop_signals, SIGTERM);
+	sigaddset(&stop_signals, SIGHUP);
+	sigaddset(&stop_signals, SIGQUIT);
+	pthread_sigmask(SIG_BLOCK, &stop_signals, &was);
 	rc = map_shm(size);
-	if (rc < 0)
+	if (rc < 0) {
+		pthread_sigmask(SIG_SETMASK, &was, NULL);
 		return rc;
+	}
 	struct vs_shm_header *h = vs_rt.hdr;
 	h->version = VS_SHM_VERSION;
 	h->header_size = sizeof *h;
@@ -409,6 +422,7 @@ int vs_rt_file_create(void)
 		unlink(vs_rt.tmp_path);
 		vs_rt.path[0] = '\0';
 	}
+	pthread_sigmask(SIG_SETMASK, &was, NULL);
 	if (!rt.atexit_done) {
 		rt.key_ok = pthread_key_create(&rt.key, thread_exit) == 0;
 		atexit(on_exit_cleanup);

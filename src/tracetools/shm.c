@@ -11,6 +11,7 @@
  * before it parses them; and survives the file shrinking under its mapping.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pwd.h>
@@ -25,6 +26,27 @@
 
 #include "tracetools/tracetools.h"
 #include "util/util.h"
+
+void vs_shm_remove_reaped(int pid)
+{
+	char path[1024], init_prefix[64];
+	if (pid <= 0)
+		return;
+	snprintf(path, sizeof path, "%s/%s%d", vs_shm_dir(), VS_SHM_PREFIX, pid);
+	unlink(path);
+	/* runtime.c names it .vioscope-init-PID-XXXXXX (mkostemp) */
+	int n = snprintf(init_prefix, sizeof init_prefix, ".vioscope-init-%d-", pid);
+	DIR *d = opendir(vs_shm_dir());
+	struct dirent *e;
+	while (d && (e = readdir(d))) {
+		if (strncmp(e->d_name, init_prefix, (size_t)n) != 0)
+			continue;
+		snprintf(path, sizeof path, "%s/%s", vs_shm_dir(), e->d_name);
+		unlink(path);
+	}
+	if (d)
+		closedir(d);
+}
 
 bool vs_shm_owner_alive(const struct vs_shm *s)
 {

@@ -75,6 +75,11 @@ int vs_shm_meta_now(const struct vs_shm *s, void **blob, size_t *len, char *why,
 /* Is the process that wrote this file alive (same pid and start time, from the
  * snapshot)? */
 bool vs_shm_owner_alive(const struct vs_shm *s);
+/* Remove what a child we started and reaped left in the trace directory because a
+ * signal ended it: its trace file and the temporary one of its start (SIGKILL there).
+ * Only for a pid of our own that we have waited for: another process's file of a dead
+ * pid is its flight record, kept for `trace dump`. */
+void vs_shm_remove_reaped(int pid);
 /* A recorder holds an OFD write lock on one byte of the trace file, at
  * VS_SHM_RECORDER_LOCK + its pid (past any file's end: a lock may lie beyond it).  The
  * kernel drops it when the recorder exits, however it exits, so whether the recorder_pid
