@@ -38,9 +38,10 @@
 #define REQ0	 VS_VIRTIO_SCSI_VQ_REQ0
 #define QSIZE	 256
 #define COMMANDS 4000
-/* On a loaded machine the racer may get no CPU while the first 4,000 run: go on, up to
- * this many, until one chain in flight was hit. */
-#define MAX_COMMANDS   40000
+/* On a loaded machine the racer may get no CPU while the first 4,000 run (or while the
+ * next 36,000 run: 1 run in 40 beside three CPU hogs): go on until one chain in flight
+ * was hit, for up to this long. */
+#define HIT_DEADLINE_MS 60000
 #define RACER_START_MS 10000
 #define DEPTH	       32
 #define BLOCKS	       64 /* LBAs read, each filled with its own pattern first */
@@ -168,6 +169,7 @@ static void descriptors_rewritten_while_the_target_pops_them(void **state)
 	while (__atomic_load_n(&r.rewrites, __ATOMIC_RELAXED) == 0 && vs_mono_ns() < deadline)
 		sched_yield();
 	assert_true(__atomic_load_n(&r.rewrites, __ATOMIC_RELAXED) > 0);
+	const uint64_t hit_deadline = vs_mono_ns() + HIT_DEADLINE_MS * 1000000ull;
 	/* Slots 1..DEPTH, one command each at a time. */
 	for (unsigned s = 0; s < DEPTH; s++, posted++, inflight++) {
 		uint16_t head;
@@ -194,7 +196,7 @@ static void descriptors_rewritten_while_the_target_pops_them(void **state)
 		} else {
 			refused++;
 		}
-		if (posted < COMMANDS || (refused == 0 && posted < MAX_COMMANDS)) {
+		if (posted < COMMANDS || (refused == 0 && vs_mono_ns() < hit_deadline)) {
 			lba_of[s] = posted % BLOCKS;
 			assert_int_equal(read_block(&fe, &mu, s + 1, lba_of[s], &head), 0);
 			slot_of[head] = (uint16_t)s;
