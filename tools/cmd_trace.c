@@ -551,7 +551,7 @@ static int trace_clean(int argc, char **argv)
 	struct dirent *e;
 	int removed = 0, rc = VS_EXIT_OK;
 	while ((e = readdir(d))) {
-		static const char init_prefix[] = ".vioscope-init-";
+		static const char init_prefix[] = VS_SHM_INIT_PREFIX;
 		if (!strncmp(e->d_name, init_prefix, sizeof init_prefix - 1)) {
 			/* A process killed while setting its file up leaves this behind. */
 			char path[1024];

@@ -187,8 +187,8 @@ const char *vs_shm_dir(void)
  * with O_EXCL, mode 0600; fstat makes sure it is what we made. */
 static int create_exclusive(void)
 {
-	snprintf(vs_rt.tmp_path, sizeof vs_rt.tmp_path, "%s/.vioscope-init-%d-XXXXXX", vs_shm_dir(),
-		 (int)getpid());
+	snprintf(vs_rt.tmp_path, sizeof vs_rt.tmp_path, "%s/" VS_SHM_INIT_PREFIX "%d-XXXXXX",
+		 vs_shm_dir(), (int)getpid());
 	int fd = mkostemp(vs_rt.tmp_path, O_CLOEXEC);
 	struct stat st;
 	if (fd < 0)

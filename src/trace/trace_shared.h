@@ -22,6 +22,8 @@
 #define VS_SHM_MAGIC   "VSTRSHM2"
 #define VS_SHM_VERSION 2
 #define VS_SHM_PREFIX  "vioscope-trace-"
+/* the file while it is made: PREFIX PID "-" and mkostemp's six characters */
+#define VS_SHM_INIT_PREFIX ".vioscope-init-"
 
 enum vs_ring_state { VS_RING_FREE = 0, VS_RING_ACTIVE = 1, VS_RING_RETIRED = 2 };
 enum vs_trace_mode { VS_MODE_FLIGHT = 0, VS_MODE_STREAM = 1 };

@@ -34,8 +34,7 @@ void vs_shm_remove_reaped(int pid)
 		return;
 	snprintf(path, sizeof path, "%s/%s%d", vs_shm_dir(), VS_SHM_PREFIX, pid);
 	unlink(path);
-	/* runtime.c names it .vioscope-init-PID-XXXXXX (mkostemp) */
-	int n = snprintf(init_prefix, sizeof init_prefix, ".vioscope-init-%d-", pid);
+	int n = snprintf(init_prefix, sizeof init_prefix, VS_SHM_INIT_PREFIX "%d-", pid);
 	DIR *d = opendir(vs_shm_dir());
 	struct dirent *e;
 	while (d && (e = readdir(d))) {
