@@ -222,8 +222,10 @@ int bench_flavours(struct bench_opts *o, char **profiles, int rounds, const char
 				fprintf(stderr, "\r  round %d/%d: %-24s", r + 1, rounds,
 					flavour_runs[f].label);
 			int crc = run_child(bin, &flavour_runs[f], o, tmp, r, &out);
-			if (vs_interrupted()) {
-				free(out); /* a run cut short is no round's figure */
+			/* A run cut short is no round's figure; one that ended whole just before
+			 * Ctrl-C (exit status 0, its JSON read) is kept. */
+			if (vs_interrupted() && (crc != 0 || !out)) {
+				free(out);
 				cut = true;
 				break;
 			}
@@ -250,6 +252,10 @@ int bench_flavours(struct bench_opts *o, char **profiles, int rounds, const char
 			ran[f][r] = true;
 			lost[f] += (uint64_t)bench_json_number(out, "trace_lost", 0);
 			free(out);
+			if (vs_interrupted()) {
+				cut = true;
+				break;
+			}
 		}
 		if (cut)
 			break;

@@ -60,6 +60,15 @@ foreach(flavour ${VIOSCOPE_FLAVOURS})
   endforeach()
 endforeach()
 
+# A sanitized build's libraries call the sanitizers' runtime: whatever links them must
+# link that runtime too, so the flag travels with the installed trace runtime.
+set(VIOSCOPE_LINK_SANITIZE "")
+if(VIOSCOPE_SANITIZE)
+  set(VIOSCOPE_LINK_SANITIZE "-fsanitize=address,undefined")
+elseif(VIOSCOPE_TSAN)
+  set(VIOSCOPE_LINK_SANITIZE "-fsanitize=thread")
+endif()
+
 # What the target's archive needs besides the trace runtime (the CMake package and
 # pkg-config say it).
 set(VIOSCOPE_CMAKE_TARGET_DEPS "uring")
