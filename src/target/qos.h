@@ -20,7 +20,7 @@ enum qos_unit { QOS_IOPS, QOS_BPS, QOS_UNITS };
 
 /* Highest rate accepted: 2^40 a second (1 TiB/s, a trillion IOPS) keeps every product
  * below 2^64 with 128-bit intermediates to spare. */
-#define QOS_RATE_MAX (1ull << 40)
+#define QOS_RATE_MAX (1ull << 40) /* = VS_TARGET_QOS_MAX */
 
 /* What an operator sets: 0 = unlimited; a burst of 0 = the default (qos_burst_default). */
 struct qos_limits {
