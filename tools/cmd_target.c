@@ -164,7 +164,7 @@ static const struct vs_cli_help target_help = {
     .synopsis = "--socket PATH --lun N:BACKEND [--lun N:BACKEND ...] [--queues N]\n"
 		" [--block-size 512|4096] [--workers N] [--poll | --adaptive-poll US]\n"
 		" [--worker-timeout S] [--rpc PATH [--rpc-allow USERS]] [--lun-root DIR]\n"
-		" [--testing]",
+		" [--qos N:LIMITS ...] [--testing]",
     .text = "A vhost-user back-end for QEMU's vhost-user-scsi-pci: the guest's own virtio_scsi "
 	    "driver sees one SCSI target with up to 256 LUNs, each on an image file, a block "
 	    "device, a Ceph RBD image, memory or nothing (null). One frontend at a time; when "
