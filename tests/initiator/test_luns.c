@@ -124,7 +124,7 @@ static void write_read(struct fx *x, unsigned idx, uint64_t lba, uint64_t seed)
 static void test_lun_appears(void **state)
 {
 	struct fx *x = fx_open(NULL);
-	struct vs_target_lun l = {3, "ram=4M"};
+	struct vs_target_lun l = {.id = 3, .spec = "ram=4M"};
 	struct vs_ini_lun info;
 	unsigned g = vs_ini_lun_generation(x->ini);
 	char err[256];

@@ -135,7 +135,7 @@ static void write_read(struct fx *x, unsigned lun, uint32_t lba, uint8_t seed)
 
 static int add(struct fx *x, unsigned id, const char *spec, char *why, size_t whylen)
 {
-	struct vs_target_lun l = {id, spec};
+	struct vs_target_lun l = {.id = id, .spec = spec};
 	return vs_target_lun_add(x->g.t, &l, why, whylen);
 }
 
