@@ -43,8 +43,8 @@ int qos_limits_check(const struct qos_limits *l, char *why, size_t whylen)
 		}
 		if (l->burst[i] && !l->rate[i]) {
 			if (why)
-				snprintf(why, whylen, "%s %s burst without a %s %s limit", d, u,
-					 d, u);
+				snprintf(why, whylen, "%s %s burst without a %s %s limit", d, u, d,
+					 u);
 			return -EINVAL;
 		}
 	}
@@ -67,9 +67,9 @@ void qos_set_limits(struct qos_set *s, const struct qos_limits *l, uint64_t now)
 	s->lim = *l;
 	for (unsigned i = 0; i < QOS_LIMITS; i++) {
 		struct qos_bucket *b = &s->b[i];
-		uint64_t burst = l->burst[i] ? l->burst[i]
-					     : qos_burst_default((enum qos_unit)(i / QOS_DIRS),
-								 l->rate[i]);
+		uint64_t burst = l->burst[i]
+				     ? l->burst[i]
+				     : qos_burst_default((enum qos_unit)(i / QOS_DIRS), l->rate[i]);
 
 		memset(b, 0, sizeof(*b));
 		if (!l->rate[i])

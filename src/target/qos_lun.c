@@ -49,9 +49,10 @@ static uint64_t *field(struct vs_target_qos *q, const char *name, size_t len, bo
 			if (len - pl != strlen(kinds[k]) || strncmp(name + pl, kinds[k], len - pl))
 				continue;
 			*bytes = k & 1;
-			return k == 0 ? &q->iops[d] : k == 1 ? &q->bps[d]
-				       : k == 2	       ? &q->burst_iops[d]
-							: &q->burst_bps[d];
+			return k == 0	? &q->iops[d]
+			       : k == 1 ? &q->bps[d]
+			       : k == 2 ? &q->burst_iops[d]
+					: &q->burst_bps[d];
 		}
 	}
 	return NULL;
@@ -110,8 +111,9 @@ void vs_target_qos_format(const struct vs_target_qos *q, char *buf, size_t len)
 
 		for (unsigned k = 0; k < 4; k++)
 			if (v[k] && n < len)
-				n += (size_t)snprintf(buf + n, len - n, "%s%s%s=%llu", n ? "," : "",
-						      prefix[d], kinds[k], (unsigned long long)v[k]);
+				n +=
+				    (size_t)snprintf(buf + n, len - n, "%s%s%s=%llu", n ? "," : "",
+						     prefix[d], kinds[k], (unsigned long long)v[k]);
 	}
 	if (!n && len)
 		snprintf(buf, len, "none");

@@ -413,7 +413,7 @@ static void test_churn_under_io(void **state)
 	struct fx *x = *state;
 	/* at least 100 adds and removes of LUN 2, and on until this thread has done 30 rounds */
 	struct lun_churn c = {
-	    .t = x->g.t, .lun = {2, "ram=4M"}, .min_cycles = 100, .min_rounds = 30};
+	    .t = x->g.t, .lun = {.id = 2, .spec = "ram=4M"}, .min_cycles = 100, .min_rounds = 30};
 	uint64_t deadline = vs_mono_ns() + 60000000000ull;
 	unsigned rounds = 0;
 

@@ -94,8 +94,8 @@ static void stream_init(struct fx *x, struct stream *s, unsigned lun)
 	assert_non_null(s->w);
 	assert_non_null(s->buf);
 	for (unsigned i = 0; i < DEPTH; i++) {
-		waiter_prep(&s->w[i], VS_INI_READ, lun, i * BLOCKS, BLOCKS, s->buf + i * 4096,
-			    4096, 1);
+		waiter_prep(&s->w[i], VS_INI_READ, lun, i * BLOCKS, BLOCKS, s->buf + i * 4096, 4096,
+			    1);
 		assert_int_equal(waiter_submit(x->q, &s->w[i]), 0);
 	}
 }
