@@ -229,9 +229,8 @@ static int parse_qos(const char *arg, struct vs_target_qos *qos, bool *given)
 	uint64_t id;
 
 	if (!colon || colon == arg || (size_t)(colon - arg) >= sizeof(num))
-		return vs_cli_usage_error(&target_help,
-					  "--qos '%s': expected N:LIMITS (e.g. 0:iops=1000,bps=50M)",
-					  arg);
+		return vs_cli_usage_error(
+		    &target_help, "--qos '%s': expected N:LIMITS (e.g. 0:iops=1000,bps=50M)", arg);
 	memcpy(num, arg, (size_t)(colon - arg));
 	num[colon - arg] = 0;
 	if (vs_parse_u64(num, 0, VS_TARGET_MAX_LUNS - 1, &id))
@@ -369,8 +368,8 @@ static int parse_options(int argc, char **argv, struct vs_target_config *cfg,
 		}
 	for (unsigned id = 0; id < VS_TARGET_MAX_LUNS; id++)
 		if (qos_given[id])
-			return vs_cli_usage_error(&target_help, "--qos for LUN %u, which no --lun gives",
-						  id);
+			return vs_cli_usage_error(&target_help,
+						  "--qos for LUN %u, which no --lun gives", id);
 	if (*rpc_allow && !*rpc_path)
 		return vs_cli_usage_error(&target_help, "--rpc-allow without --rpc");
 	/* Else the management socket would find the target's own listening there. */

@@ -33,7 +33,7 @@
 enum vs_qos_dir { VS_QOS_READ, VS_QOS_WRITE, VS_QOS_TOTAL, VS_QOS_DIRS };
 #define VS_TARGET_QOS_MAX (1ull << 40) /* highest limit or burst */
 struct vs_target_qos {
-	uint64_t iops[VS_QOS_DIRS], bps[VS_QOS_DIRS];		/* by enum vs_qos_dir */
+	uint64_t iops[VS_QOS_DIRS], bps[VS_QOS_DIRS];		  /* by enum vs_qos_dir */
 	uint64_t burst_iops[VS_QOS_DIRS], burst_bps[VS_QOS_DIRS]; /* 0: the default */
 };
 /* Parse "iops=N,bps=SIZE,read_iops=..,write_bps=..,burst_iops=..,read_burst_bps=.." (every

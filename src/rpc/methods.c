@@ -150,7 +150,10 @@ static const char *const qos_kind[4] = {"iops", "bps", "burst_iops", "burst_bps"
 
 static uint64_t *qos_field(struct vs_target_qos *q, unsigned d, unsigned k)
 {
-	return k == 0 ? &q->iops[d] : k == 1 ? &q->bps[d] : k == 2 ? &q->burst_iops[d] : &q->burst_bps[d];
+	return k == 0	? &q->iops[d]
+	       : k == 1 ? &q->bps[d]
+	       : k == 2 ? &q->burst_iops[d]
+			: &q->burst_bps[d];
 }
 
 /* Every limit, 0 when unlimited (bursts: 0 when the default). */
@@ -260,12 +263,12 @@ static json_t *m_qos_set(struct vs_rpc *rpc, struct rpc_session *s, json_t *para
 			if (!json_object_get(params, name))
 				continue;
 			if ((k & 1) ? param_size(params, name, qos_field(&q, d, k), e)
-				    : param_uint(params, name, VS_TARGET_QOS_MAX, qos_field(&q, d, k), e))
+				    : param_uint(params, name, VS_TARGET_QOS_MAX,
+						 qos_field(&q, d, k), e))
 				return NULL;
 			if (*qos_field(&q, d, k) > VS_TARGET_QOS_MAX)
-				return fail(e, VS_RPC_INVALID_PARAMS, 0,
-					    "param '%s': at most %llu", name,
-					    (unsigned long long)VS_TARGET_QOS_MAX);
+				return fail(e, VS_RPC_INVALID_PARAMS, 0, "param '%s': at most %llu",
+					    name, (unsigned long long)VS_TARGET_QOS_MAX);
 		}
 	rc = vs_target_qos_set(rpc->cfg.target, (unsigned)id, &q, err, sizeof(err));
 	if (rc)
@@ -294,17 +297,16 @@ static json_t *lun_stats_json(const struct vs_target_lun_stats *s)
 
 	for (unsigned k = 0; keys && k < 16; k++)
 		json_array_append_new(keys, num(s->sense_keys[k]));
-	return json_pack("{s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o,"
-			 " s:{s:o, s:o, s:o}, s:{s:o, s:o, s:o}}",
-			 "id", (json_int_t)s->id, "reads", num(s->reads), "writes", num(s->writes),
-			 "flushes", num(s->flushes), "unmaps", num(s->unmaps), "others",
-			 num(s->others), "read_bytes", num(s->read_bytes), "write_bytes",
-			 num(s->write_bytes), "sense_keys", keys, "failures", num(s->failures),
-			 "in_flight", num(s->in_flight), "throttled", num(s->throttled),
-			 "throttled_ns", num(s->throttled_ns), "read_latency_ns", "p50",
-			 num(s->read_p50_ns), "p99", num(s->read_p99_ns), "p999",
-			 num(s->read_p999_ns), "write_latency_ns", "p50", num(s->write_p50_ns),
-			 "p99", num(s->write_p99_ns), "p999", num(s->write_p999_ns));
+	return json_pack(
+	    "{s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o,"
+	    " s:{s:o, s:o, s:o}, s:{s:o, s:o, s:o}}",
+	    "id", (json_int_t)s->id, "reads", num(s->reads), "writes", num(s->writes), "flushes",
+	    num(s->flushes), "unmaps", num(s->unmaps), "others", num(s->others), "read_bytes",
+	    num(s->read_bytes), "write_bytes", num(s->write_bytes), "sense_keys", keys, "failures",
+	    num(s->failures), "in_flight", num(s->in_flight), "throttled", num(s->throttled),
+	    "throttled_ns", num(s->throttled_ns), "read_latency_ns", "p50", num(s->read_p50_ns),
+	    "p99", num(s->read_p99_ns), "p999", num(s->read_p999_ns), "write_latency_ns", "p50",
+	    num(s->write_p50_ns), "p99", num(s->write_p99_ns), "p999", num(s->write_p999_ns));
 }
 
 /* An optional boolean named name: 0 (*out false when absent), or -1 with e set. */
@@ -540,8 +542,8 @@ static json_t *handle_one(struct vs_rpc *rpc, struct rpc_session *s, json_t *req
 	m = find_method(json_string_value(v));
 	if (!m) {
 		fail(&e, VS_RPC_METHOD_NOT_FOUND, 0,
-		     "method '%s' not found (lun_add, lun_remove, lun_resize, lun_list, qos_set, stats, "
-		     "trace_set, shutdown)",
+		     "method '%s' not found (lun_add, lun_remove, lun_resize, lun_list, qos_set, "
+		     "stats, trace_set, shutdown)",
 		     json_string_value(v));
 		goto reply;
 	}

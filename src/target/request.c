@@ -364,8 +364,8 @@ static bool req_park(struct tq *q, struct treq *r)
 	r->qos_bytes = k == TS_READ ? r->cmd.in_len : r->cmd.out_len;
 	now = vs_mono_ns();
 	/* Behind its LUN's parked ones without asking: its order is kept. */
-	if (!q->parked_lun[r->lun] && qos_admit(&set, 1, (enum qos_dir)r->qos_dir, r->qos_bytes,
-						now, &when))
+	if (!q->parked_lun[r->lun] &&
+	    qos_admit(&set, 1, (enum qos_dir)r->qos_dir, r->qos_bytes, now, &when))
 		return false;
 	r->t_park = now;
 	r->park_next = NULL;

@@ -239,8 +239,8 @@ struct worker {
 	 * go; wake_fd and park_check make it look at its parked requests now (a TMF marked
 	 * some, or limits changed). */
 	int timer_fd, wake_fd;
-	uint64_t timer_at; /* what timer_fd is armed for (0: disarmed) */
-	int park_check;	   /* atomic */
+	uint64_t timer_at;	    /* what timer_fd is armed for (0: disarmed) */
+	int park_check;		    /* atomic */
 	struct vs_io_ctx *io;	    /* NULL on the control thread */
 	struct vs_vq_elem *scratch; /* control thread: one chain at a time */
 	struct tq *queues[TQ_MAX];  /* running queues (worker thread) */

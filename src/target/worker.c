@@ -40,7 +40,7 @@
 #define EV_IO	 1ull
 #define EV_POST	 2ull
 #define EV_QUEUE 3ull
-#define EV_TIMER (1ull << 32) /* a parked request may go (request workers) */
+#define EV_TIMER (1ull << 32)	/* a parked request may go (request workers) */
 #define EV_WAKE	 (EV_TIMER + 1) /* look at the parked requests (worker_park_check) */
 
 #define INTERRUPT_MS 1000 /* a command unanswered this long: interrupt the worker */

@@ -219,7 +219,8 @@ static void test_churn_under_io(void **state)
 {
 	struct fx *x = fx_open(NULL);
 	/* at least 30 adds and removes, and on until this thread has done 30 rounds */
-	struct lun_churn c = {.t = x->tg, .lun = {.id = 5, .spec = "ram=1M"}, .min_cycles = 30, .min_rounds = 30};
+	struct lun_churn c = {
+	    .t = x->tg, .lun = {.id = 5, .spec = "ram=1M"}, .min_cycles = 30, .min_rounds = 30};
 	uint64_t end = now_ms() + 60000;
 	struct vs_ini_lun info;
 	unsigned rounds = 0;

@@ -384,14 +384,12 @@ static void test_qos_set(void **state)
 	expect_error(fd, req("qos_set", "{\"id\":0,\"iopss\":5}"), -32602,
 		     "qos_set takes no param 'iopss'", NULL);
 	expect_error(fd, req("qos_set", "{\"id\":0,\"iops\":-1}"), -32602, "param 'iops'", NULL);
-	expect_error(fd, req("qos_set", "{\"id\":0,\"iops\":\"5\"}"), -32602, "param 'iops'",
-		     NULL);
+	expect_error(fd, req("qos_set", "{\"id\":0,\"iops\":\"5\"}"), -32602, "param 'iops'", NULL);
 	expect_error(fd, req("qos_set", "{\"id\":0,\"write_iops\":1099511627777}"), -32602,
 		     "param 'write_iops'", NULL);
 	expect_error(fd, req("qos_set", "{\"id\":0,\"bps\":\"2T\"}"), -32602,
 		     "param 'bps': at most", NULL);
-	expect_error(fd, req("qos_set", "{\"id\":0,\"bps\":\"5Q\"}"), -32602, "param 'bps'",
-		     NULL);
+	expect_error(fd, req("qos_set", "{\"id\":0,\"bps\":\"5Q\"}"), -32602, "param 'bps'", NULL);
 	expect_error(fd, req("qos_set", "{\"id\":0,\"burst_iops\":5}"), -32000,
 		     "total iops burst without a total iops limit", "EINVAL");
 	expect_error(fd, req("qos_set", "{\"id\":9,\"iops\":5}"), -32000, "no LUN 9", "ENOENT");
