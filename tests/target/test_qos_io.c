@@ -22,8 +22,11 @@
 #include "target/target_int.h"
 
 #define DEADLINE_MS 60000 /* any wait: fails the test rather than hang */
-#define DEPTH	    8	  /* requests in flight per LUN */
-#define BLOCKS	    8	  /* 4 KiB reads of 512-byte blocks */
+#define DEPTH                                                                                      \
+	32	 /* requests in flight per LUN: a limit of 200 holds 160 ms of them, so            \
+		    the test thread may be off the CPU that long without the LUN                   \
+		    running out of requests to hold */
+#define BLOCKS 8 /* 4 KiB reads of 512-byte blocks */
 
 struct fx {
 	struct tgt tg;
@@ -126,26 +129,27 @@ static void stream_drain(struct fx *x, struct stream *s)
 	free(s->w);
 }
 
-/* Drive limited (and other, when not NULL) until limited completed skip + count more;
- * the limited LUN's rate over those count, per second, from the run's own clock. */
-static double measure(struct fx *x, struct stream *limited, struct stream *other, uint64_t skip,
-		      uint64_t count)
+/* Drive the streams for at least span_ns after skip completions of the first (its burst);
+ * its rate over that span, per second, counted by the target as it pushed the answers (the
+ * test thread being off the CPU does not move what it counts). */
+static double measure(struct fx *x, struct stream *s, unsigned n, uint64_t skip, uint64_t span_ns)
 {
-	uint64_t end = now_ms() + DEADLINE_MS, start = limited->done + skip, t0 = 0, t1;
+	uint64_t end = now_ms() + DEADLINE_MS, start = s[0].done + skip, t0 = 0, c0 = 0, t1;
 
 	for (;;) {
 		vs_ini_poll(x->q, 64);
-		stream_turn(x, limited);
-		if (other)
-			stream_turn(x, other);
-		if (!t0 && limited->done >= start)
+		for (unsigned i = 0; i < n; i++)
+			stream_turn(x, &s[i]);
+		if (!t0 && s[0].done >= start) {
+			c0 = lun_stats(x, s[0].lun).reads;
 			t0 = vs_mono_ns();
-		if (t0 && limited->done >= start + count)
+		}
+		if (t0 && vs_mono_ns() - t0 >= span_ns)
 			break;
 		assert_true(now_ms() < end);
 	}
 	t1 = vs_mono_ns();
-	return (double)(limited->done - start) * 1e9 / (double)(t1 - t0);
+	return (double)(lun_stats(x, s[0].lun).reads - c0) * 1e9 / (double)(t1 - t0);
 }
 
 static void assert_rate(double got, double limit)
@@ -155,44 +159,75 @@ static void assert_rate(double got, double limit)
 	assert_true(got / limit > 0.8 && got / limit < 1.2);
 }
 
-/* A LUN limited to 200 IOPS gets 200 (after its burst: a tenth of a second's worth), while
- * the unlimited LUN beside it on the same ring and worker keeps going: its requests are
- * not queued behind the limited one's. */
-static void limit_beside_unlimited(bool poll)
+/* A LUN limited to 200 IOPS gets 200 over a second (after its burst: a tenth of a
+ * second's worth). */
+static void limit_holds(bool poll)
 {
 	struct fx *x = fx_open(poll);
-	struct stream a, b;
-	double rate;
+	struct stream a;
 
 	qos_set(x, 0, 200, 0);
 	stream_init(x, &a, 0);
-	stream_init(x, &b, 1);
-	rate = measure(x, &a, &b, 20, 100);
-	assert_rate(rate, 200);
-	print_message("unlimited LUN: %llu reads while the limited one did %llu\n",
-		      (unsigned long long)b.done, (unsigned long long)a.done);
-	assert_true(b.done >= 5 * a.done);
+	assert_rate(measure(x, &a, 1, 20, 1000000000), 200);
 	stream_drain(x, &a);
-	stream_drain(x, &b);
 	assert_true(lun_stats(x, 0).throttled > 0 && lun_stats(x, 0).throttled_ns > 0);
 	assert_int_equal(lun_stats(x, 1).throttled, 0);
 	fx_close(x);
 }
 
-static void test_limit_beside_unlimited(void **state)
+static void test_limit_holds(void **state)
 {
 	(void)state;
-	limit_beside_unlimited(false);
+	limit_holds(false);
 }
 
 /* The same with busy-polling workers (the release is by the clock, not the timer). */
-static void test_limit_beside_unlimited_poll(void **state)
+static void test_limit_holds_poll(void **state)
 {
 	(void)state;
-	limit_beside_unlimited(true);
+	limit_holds(true);
 }
 
-/* qos_set at run time: 100 IOPS, then 400, each achieved as set. */
+/* The unlimited LUN beside one limited to 2 IOPS, on the same ring and worker, is not
+ * queued behind it: it completes 1,000 reads before the limited one completes 20 (10 s
+ * at its limit; behind it, the unlimited one would go at its pace, a few a second). */
+static void unlimited_beside(bool poll)
+{
+	struct fx *x = fx_open(poll);
+	uint64_t end = now_ms() + DEADLINE_MS;
+	struct stream s[2];
+
+	qos_set(x, 0, 2, 0);
+	stream_init(x, &s[0], 0);
+	stream_init(x, &s[1], 1);
+	while (s[1].done < 1000) {
+		vs_ini_poll(x->q, 64);
+		stream_turn(x, &s[0]);
+		stream_turn(x, &s[1]);
+		assert_true(s[0].done < 20);
+		assert_true(now_ms() < end);
+	}
+	print_message("unlimited LUN: %llu reads while the limited one did %llu\n",
+		      (unsigned long long)s[1].done, (unsigned long long)s[0].done);
+	stream_drain(x, &s[1]);
+	qos_set(x, 0, 0, 0); /* its last ones need not wait */
+	stream_drain(x, &s[0]);
+	fx_close(x);
+}
+
+static void test_unlimited_beside_limited(void **state)
+{
+	(void)state;
+	unlimited_beside(false);
+}
+
+static void test_unlimited_beside_limited_poll(void **state)
+{
+	(void)state;
+	unlimited_beside(true);
+}
+
+/* qos_set at run time: 100 IOPS, then 200, each achieved as set. */
 static void test_qos_set_takes_effect(void **state)
 {
 	struct fx *x = fx_open(false);
@@ -201,9 +236,9 @@ static void test_qos_set_takes_effect(void **state)
 	(void)state;
 	qos_set(x, 0, 100, 0);
 	stream_init(x, &a, 0);
-	assert_rate(measure(x, &a, NULL, 10, 50), 100);
-	qos_set(x, 0, 400, 0);
-	assert_rate(measure(x, &a, NULL, 40, 200), 400);
+	assert_rate(measure(x, &a, 1, 10, 1000000000), 100);
+	qos_set(x, 0, 200, 0);
+	assert_rate(measure(x, &a, 1, 20, 1000000000), 200);
 	stream_drain(x, &a);
 	fx_close(x);
 }
@@ -306,8 +341,10 @@ static void test_stop_runs_parked(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_limit_beside_unlimited),
-	    cmocka_unit_test(test_limit_beside_unlimited_poll),
+	    cmocka_unit_test(test_limit_holds),
+	    cmocka_unit_test(test_limit_holds_poll),
+	    cmocka_unit_test(test_unlimited_beside_limited),
+	    cmocka_unit_test(test_unlimited_beside_limited_poll),
 	    cmocka_unit_test(test_qos_set_takes_effect),
 	    cmocka_unit_test(test_unlimit_releases_parked),
 	    cmocka_unit_test(test_tmf_answers_parked),
