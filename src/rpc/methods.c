@@ -194,7 +194,7 @@ static json_t *lun_json(struct vs_rpc *rpc, unsigned id, struct rpc_error *e)
 static json_t *m_lun_add(struct vs_rpc *rpc, struct rpc_session *s, json_t *params,
 			 struct rpc_error *e)
 {
-	struct vs_target_lun lun;
+	struct vs_target_lun lun = {.id = 0};
 	char err[512] = "";
 	uint64_t id;
 	int rc;
