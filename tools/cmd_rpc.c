@@ -55,7 +55,9 @@ static const struct vs_cli_section rpc_sections[] = {
      "  lun_add id=N spec=BACKEND   a LUN at run time (any `target --lun` backend)\n"
      "  lun_remove id=N             after its requests in flight, flushed\n"
      "  lun_resize id=N size=SIZE   files grow or shrink, RAM grows\n"
-     "  lun_list                    the LUNs\n"
+     "  lun_list                    the LUNs (with their QoS limits)\n"
+     "  qos_set id=N [iops=N] [bps=SIZE] [read_iops=N] ...   a LUN's QoS limits, all at\n"
+     "                              once (absent or 0: unlimited; names as `target --qos`)\n"
      "  stats [interval=true]       counters and latency per LUN and queue\n"
      "  trace_set spec=LEVEL[:FLAG,...]   the target's tracing, at once\n"
      "  shutdown                    stop the target as SIGTERM does\n"
@@ -86,7 +88,7 @@ static const struct vs_cli_help rpc_help = {
 	    "stderr.",
     .opts = rpc_opts,
     .sections = rpc_sections,
-    .words = "lun_add lun_remove lun_resize lun_list stats trace_set shutdown",
+    .words = "lun_add lun_remove lun_resize lun_list qos_set stats trace_set shutdown",
 };
 VS_CLI_HELP(rpc_help);
 

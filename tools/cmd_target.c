@@ -60,6 +60,7 @@ enum {
 	OPT_RPC_ALLOW,
 	OPT_LUN_ROOT,
 	OPT_TESTING,
+	OPT_QOS,
 };
 
 static const struct vs_cli_opt target_opts[] = {
@@ -69,6 +70,12 @@ static const struct vs_cli_opt target_opts[] = {
      "on is replaced, anything else there is refused"},
     {"lun", 0, OPT_LUN, "N:BACKEND", NULL,
      "LUN N (0..255) on BACKEND (see Backends); at least one, each N once"},
+    {"qos", 0, OPT_QOS, "N:LIMITS", NULL,
+     "QoS limits of LUN N (given with --lun), comma-separated: [read_|write_]iops=N, "
+     "[read_|write_]bps=SIZE (K/M/G/T: powers of 1024), and their bursts "
+     "[read_|write_]burst_iops=N, [read_|write_]burst_bps=SIZE (default: a tenth of a second's "
+     "worth); no prefix: reads and writes together. Reads and writes over a limit wait in the "
+     "target, in order. Changed at run time with `rpc qos_set`"},
     {"queues", 0, OPT_QUEUES, "N", "1", "request queues, 1..16: give QEMU the same num_queues"},
     {"block-size", 0, OPT_BLOCK_SIZE, "B", "512",
      "logical block size, 512 or 4096; every LUN's size must be a whole number of blocks"},
@@ -157,7 +164,7 @@ static const struct vs_cli_help target_help = {
     .synopsis = "--socket PATH --lun N:BACKEND [--lun N:BACKEND ...] [--queues N]\n"
 		" [--block-size 512|4096] [--workers N] [--poll | --adaptive-poll US]\n"
 		" [--worker-timeout S] [--rpc PATH [--rpc-allow USERS]] [--lun-root DIR]\n"
-		" [--testing]",
+		" [--qos N:LIMITS ...] [--testing]",
     .text = "A vhost-user back-end for QEMU's vhost-user-scsi-pci: the guest's own virtio_scsi "
 	    "driver sees one SCSI target with up to 256 LUNs, each on an image file, a block "
 	    "device, a Ceph RBD image, memory or nothing (null). One frontend at a time; when "
@@ -214,6 +221,29 @@ static int parse_lun(const char *arg, struct vs_target_lun *l, const struct vs_t
 	return 0;
 }
 
+/* "N:LIMITS" into qos[N] (given[N] set): 0, or VS_EXIT_USAGE after saying why. */
+static int parse_qos(const char *arg, struct vs_target_qos *qos, bool *given)
+{
+	const char *colon = strchr(arg, ':');
+	char num[16], err[512];
+	uint64_t id;
+
+	if (!colon || colon == arg || (size_t)(colon - arg) >= sizeof(num))
+		return vs_cli_usage_error(
+		    &target_help, "--qos '%s': expected N:LIMITS (e.g. 0:iops=1000,bps=50M)", arg);
+	memcpy(num, arg, (size_t)(colon - arg));
+	num[colon - arg] = 0;
+	if (vs_parse_u64(num, 0, VS_TARGET_MAX_LUNS - 1, &id))
+		return vs_cli_usage_error(&target_help, "--qos '%s': LUN number '%s' is not 0..%u",
+					  arg, num, VS_TARGET_MAX_LUNS - 1);
+	if (given[id])
+		return vs_cli_usage_error(&target_help, "--qos: LUN %u given twice", (unsigned)id);
+	if (vs_target_qos_parse(colon + 1, &qos[id], err, sizeof(err)))
+		return vs_cli_usage_error(&target_help, "--qos '%s': %s", arg, err);
+	given[id] = true;
+	return 0;
+}
+
 /* "root,qemu,1000" into uids: 0, or VS_EXIT_USAGE after saying why. */
 static int parse_users(const char *list, uint32_t *uids, unsigned *n)
 {
@@ -249,6 +279,8 @@ static int parse_options(int argc, char **argv, struct vs_target_config *cfg,
 			 struct vs_target_lun *luns, const char **rpc_path, const char **rpc_allow,
 			 bool *done)
 {
+	static struct vs_target_qos qos[VS_TARGET_MAX_LUNS];
+	bool qos_given[VS_TARGET_MAX_LUNS] = {false};
 	struct vs_cli_args a;
 	double secs;
 	uint64_t v;
@@ -316,6 +348,10 @@ static int parse_options(int argc, char **argv, struct vs_target_config *cfg,
 		case OPT_TESTING:
 			cfg->testing = true;
 			break;
+		case OPT_QOS:
+			if ((rc = parse_qos(a.value, qos, qos_given)))
+				return rc;
+			break;
 		}
 	}
 	if (a.next < argc)
@@ -325,6 +361,15 @@ static int parse_options(int argc, char **argv, struct vs_target_config *cfg,
 		return vs_cli_usage_error(&target_help, "--socket PATH is required");
 	if (!cfg->nluns)
 		return vs_cli_usage_error(&target_help, "at least one --lun N:BACKEND is required");
+	for (unsigned i = 0; i < cfg->nluns; i++)
+		if (qos_given[luns[i].id]) {
+			luns[i].qos = &qos[luns[i].id];
+			qos_given[luns[i].id] = false;
+		}
+	for (unsigned id = 0; id < VS_TARGET_MAX_LUNS; id++)
+		if (qos_given[id])
+			return vs_cli_usage_error(&target_help,
+						  "--qos for LUN %u, which no --lun gives", id);
 	if (*rpc_allow && !*rpc_path)
 		return vs_cli_usage_error(&target_help, "--rpc-allow without --rpc");
 	/* Else the management socket would find the target's own listening there. */

@@ -412,7 +412,9 @@ static size_t rpc_op(struct fz_session *s, struct vs_rpc *rpc, const uint8_t *da
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct vs_target_lun luns[3] = {{0, "ram=1M"}, {1, "null=1M"}, {2, lun2_spec}};
+	struct vs_target_lun luns[3] = {{.id = 0, .spec = "ram=1M"},
+					{.id = 1, .spec = "null=1M"},
+					{.id = 2, .spec = lun2_spec}};
 	/* The target confines file specs to the fuzzer's directory itself too (--lun-root):
 	 * what the filter might let through by mistake is refused there. */
 	struct vs_target_config cfg = {

@@ -40,7 +40,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct vs_target_lun luns[2] = {{0, "ram=1M"}, {1, "null=1M"}};
+	struct vs_target_lun luns[2] = {{.id = 0, .spec = "ram=1M"}, {.id = 1, .spec = "null=1M"}};
 	struct vs_target_config cfg = {.num_queues = 2, .workers = 2, .nluns = 2, .luns = luns};
 	struct fz_session s;
 	size_t used;

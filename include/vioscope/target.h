@@ -26,11 +26,30 @@
 #define VS_TARGET_ADAPTIVE_POLL_OFF (~0u)
 #define VS_TARGET_ADAPTIVE_POLL_MAX 1000000 /* microseconds */
 
+/* QoS limits of a LUN: reads and writes (other commands are never held), per second, by
+ * direction and in total; 0: unlimited.  Each limit is a token bucket of `burst` requests
+ * or bytes (0: a tenth of a second's worth, at least 1); a request over a limit waits in
+ * the target, in order, until it may go.  See docs/TARGET.md. */
+enum vs_qos_dir { VS_QOS_READ, VS_QOS_WRITE, VS_QOS_TOTAL, VS_QOS_DIRS };
+#define VS_TARGET_QOS_MAX (1ull << 40) /* highest limit or burst */
+struct vs_target_qos {
+	uint64_t iops[VS_QOS_DIRS], bps[VS_QOS_DIRS];		  /* by enum vs_qos_dir */
+	uint64_t burst_iops[VS_QOS_DIRS], burst_bps[VS_QOS_DIRS]; /* 0: the default */
+};
+/* Parse "iops=N,bps=SIZE,read_iops=..,write_bps=..,burst_iops=..,read_burst_bps=.." (every
+ * limit: [read_|write_]iops, [read_|write_]bps, [read_|write_]burst_iops,
+ * [read_|write_]burst_bps; sizes take K/M/G/T; "none": all unlimited) into *q, zeroed
+ * first.  0, or -EINVAL with why naming the item. */
+int vs_target_qos_parse(const char *spec, struct vs_target_qos *q, char *why, size_t whylen);
+/* Format q as vs_target_qos_parse() reads it ("none" when unlimited). */
+void vs_target_qos_format(const struct vs_target_qos *q, char *buf, size_t len);
+
 struct vs_target_lun {
 	unsigned id; /* 0..VS_TARGET_MAX_LUNS-1 */
 	/* backend spec: "file=PATH[,ro][,direct]", "ram=SIZE", "null=SIZE",
 	 * "rbd=POOL/IMAGE[,conf=PATH][,id=USER][,ro][,timeout=SECONDS]" */
 	const char *spec;
+	const struct vs_target_qos *qos; /* NULL: unlimited */
 };
 
 struct vs_target_config {
@@ -155,7 +174,14 @@ int vs_target_lun_remove(struct vs_target *t, unsigned id, char *why, size_t why
  * -errno.  The same size: 0, no event. */
 int vs_target_lun_resize(struct vs_target *t, unsigned id, uint64_t new_bytes, char *why,
 			 size_t whylen);
+/* Set LUN id's QoS limits (all of them: what q leaves 0 is unlimited), from now on, for
+ * requests waiting already too.  Any thread.  0; -ENOENT (no such LUN), -EINVAL (a limit
+ * out of range, a burst without its limit: nothing changed). */
+int vs_target_qos_set(struct vs_target *t, unsigned id, const struct vs_target_qos *q, char *why,
+		      size_t whylen);
+
 struct vs_target_lun_info {
+	struct vs_target_qos qos;
 	unsigned id;
 	char spec[256]; /* as given (truncated if longer) */
 	char kind[8];	/* "file", "ram", "null", "rbd" */
@@ -177,6 +203,8 @@ struct vs_target_lun_stats {
 	uint64_t in_flight;	 /* popped, not yet pushed */
 	uint64_t read_p50_ns, read_p99_ns, read_p999_ns; /* 0 when no reads yet */
 	uint64_t write_p50_ns, write_p99_ns, write_p999_ns;
+	uint64_t throttled;    /* requests that waited for the LUN's QoS limits */
+	uint64_t throttled_ns; /* the time they waited, summed */
 };
 struct vs_target_queue_stats {
 	unsigned queue;	   /* request queue 0.. (virtqueue index - 2) */

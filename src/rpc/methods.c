@@ -144,11 +144,39 @@ static int param_size(json_t *params, const char *name, uint64_t *out, struct rp
 
 /* ---- methods --------------------------------------------------------------------------- */
 
+/* QoS limits by name, as qos_set and the --qos option take them: {prefix}{kind}. */
+static const char *const qos_prefix[VS_QOS_DIRS] = {"read_", "write_", ""};
+static const char *const qos_kind[4] = {"iops", "bps", "burst_iops", "burst_bps"};
+
+static uint64_t *qos_field(struct vs_target_qos *q, unsigned d, unsigned k)
+{
+	return k == 0	? &q->iops[d]
+	       : k == 1 ? &q->bps[d]
+	       : k == 2 ? &q->burst_iops[d]
+			: &q->burst_bps[d];
+}
+
+/* Every limit, 0 when unlimited (bursts: 0 when the default). */
+static json_t *qos_json(const struct vs_target_qos *q)
+{
+	struct vs_target_qos c = *q;
+	json_t *j = json_object();
+	char name[32];
+
+	for (unsigned d = 0; j && d < VS_QOS_DIRS; d++)
+		for (unsigned k = 0; k < 4; k++) {
+			snprintf(name, sizeof(name), "%s%s", qos_prefix[d], qos_kind[k]);
+			json_object_set_new(j, name, num(*qos_field(&c, d, k)));
+		}
+	return j;
+}
+
 static json_t *lun_info_json(const struct vs_target_lun_info *l)
 {
-	return json_pack("{s:I, s:o, s:s, s:o, s:I, s:b}", "id", (json_int_t)l->id, "spec",
+	return json_pack("{s:I, s:o, s:s, s:o, s:I, s:b, s:o}", "id", (json_int_t)l->id, "spec",
 			 text(l->spec), "kind", l->kind, "bytes", num(l->bytes), "block_size",
-			 (json_int_t)l->block_size, "read_only", l->read_only);
+			 (json_int_t)l->block_size, "read_only", l->read_only, "qos",
+			 qos_json(&l->qos));
 }
 
 /* The LUN's entry in the target's list, as JSON (an application error if it is gone). */
@@ -166,7 +194,7 @@ static json_t *lun_json(struct vs_rpc *rpc, unsigned id, struct rpc_error *e)
 static json_t *m_lun_add(struct vs_rpc *rpc, struct rpc_session *s, json_t *params,
 			 struct rpc_error *e)
 {
-	struct vs_target_lun lun;
+	struct vs_target_lun lun = {.id = 0};
 	char err[512] = "";
 	uint64_t id;
 	int rc;
@@ -215,6 +243,39 @@ static json_t *m_lun_resize(struct vs_rpc *rpc, struct rpc_session *s, json_t *p
 	return lun_json(rpc, (unsigned)id, e);
 }
 
+/* Limits absent are 0 (unlimited): the call sets all of them.  Every param is checked before
+ * the target is asked, and the target checks the set before it changes anything. */
+static json_t *m_qos_set(struct vs_rpc *rpc, struct rpc_session *s, json_t *params,
+			 struct rpc_error *e)
+{
+	struct vs_target_qos q;
+	char err[512] = "", name[32];
+	uint64_t id;
+	int rc;
+
+	(void)s;
+	memset(&q, 0, sizeof(q));
+	if (param_uint(params, "id", VS_TARGET_MAX_LUNS - 1, &id, e))
+		return NULL;
+	for (unsigned d = 0; d < VS_QOS_DIRS; d++)
+		for (unsigned k = 0; k < 4; k++) {
+			snprintf(name, sizeof(name), "%s%s", qos_prefix[d], qos_kind[k]);
+			if (!json_object_get(params, name))
+				continue;
+			if ((k & 1) ? param_size(params, name, qos_field(&q, d, k), e)
+				    : param_uint(params, name, VS_TARGET_QOS_MAX,
+						 qos_field(&q, d, k), e))
+				return NULL;
+			if (*qos_field(&q, d, k) > VS_TARGET_QOS_MAX)
+				return fail(e, VS_RPC_INVALID_PARAMS, 0, "param '%s': at most %llu",
+					    name, (unsigned long long)VS_TARGET_QOS_MAX);
+		}
+	rc = vs_target_qos_set(rpc->cfg.target, (unsigned)id, &q, err, sizeof(err));
+	if (rc)
+		return target_fail(e, rc, err);
+	return lun_json(rpc, (unsigned)id, e);
+}
+
 static json_t *m_lun_list(struct vs_rpc *rpc, struct rpc_session *s, json_t *params,
 			  struct rpc_error *e)
 {
@@ -236,16 +297,16 @@ static json_t *lun_stats_json(const struct vs_target_lun_stats *s)
 
 	for (unsigned k = 0; keys && k < 16; k++)
 		json_array_append_new(keys, num(s->sense_keys[k]));
-	return json_pack("{s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o,"
-			 " s:{s:o, s:o, s:o}, s:{s:o, s:o, s:o}}",
-			 "id", (json_int_t)s->id, "reads", num(s->reads), "writes", num(s->writes),
-			 "flushes", num(s->flushes), "unmaps", num(s->unmaps), "others",
-			 num(s->others), "read_bytes", num(s->read_bytes), "write_bytes",
-			 num(s->write_bytes), "sense_keys", keys, "failures", num(s->failures),
-			 "in_flight", num(s->in_flight), "read_latency_ns", "p50",
-			 num(s->read_p50_ns), "p99", num(s->read_p99_ns), "p999",
-			 num(s->read_p999_ns), "write_latency_ns", "p50", num(s->write_p50_ns),
-			 "p99", num(s->write_p99_ns), "p999", num(s->write_p999_ns));
+	return json_pack(
+	    "{s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o,"
+	    " s:{s:o, s:o, s:o}, s:{s:o, s:o, s:o}}",
+	    "id", (json_int_t)s->id, "reads", num(s->reads), "writes", num(s->writes), "flushes",
+	    num(s->flushes), "unmaps", num(s->unmaps), "others", num(s->others), "read_bytes",
+	    num(s->read_bytes), "write_bytes", num(s->write_bytes), "sense_keys", keys, "failures",
+	    num(s->failures), "in_flight", num(s->in_flight), "throttled", num(s->throttled),
+	    "throttled_ns", num(s->throttled_ns), "read_latency_ns", "p50", num(s->read_p50_ns),
+	    "p99", num(s->read_p99_ns), "p999", num(s->read_p999_ns), "write_latency_ns", "p50",
+	    num(s->write_p50_ns), "p99", num(s->write_p99_ns), "p999", num(s->write_p999_ns));
 }
 
 /* An optional boolean named name: 0 (*out false when absent), or -1 with e set. */
@@ -374,7 +435,7 @@ struct method {
 	const char *name;
 	json_t *(*fn)(struct vs_rpc *rpc, struct rpc_session *s, json_t *params,
 		      struct rpc_error *e);
-	const char *params[3]; /* the names it takes (NULL-terminated) */
+	const char *params[14]; /* the names it takes (NULL-terminated) */
 };
 
 static const struct method methods[] = {
@@ -382,6 +443,11 @@ static const struct method methods[] = {
     {"lun_remove", m_lun_remove, {"id", NULL}},
     {"lun_resize", m_lun_resize, {"id", "size", NULL}},
     {"lun_list", m_lun_list, {NULL}},
+    {"qos_set",
+     m_qos_set,
+     {"id", "iops", "read_iops", "write_iops", "bps", "read_bps", "write_bps", "burst_iops",
+      "read_burst_iops", "write_burst_iops", "burst_bps", "read_burst_bps", "write_burst_bps",
+      NULL}},
     {"stats", m_stats, {"interval", NULL}},
     {"trace_set", m_trace_set, {"spec", NULL}},
     {"shutdown", m_shutdown, {NULL}},
@@ -476,8 +542,8 @@ static json_t *handle_one(struct vs_rpc *rpc, struct rpc_session *s, json_t *req
 	m = find_method(json_string_value(v));
 	if (!m) {
 		fail(&e, VS_RPC_METHOD_NOT_FOUND, 0,
-		     "method '%s' not found (lun_add, lun_remove, lun_resize, lun_list, stats, "
-		     "trace_set, shutdown)",
+		     "method '%s' not found (lun_add, lun_remove, lun_resize, lun_list, qos_set, "
+		     "stats, trace_set, shutdown)",
 		     json_string_value(v));
 		goto reply;
 	}
@@ -547,9 +613,10 @@ static size_t reply_bound(json_t *req, struct rpc_sizes n)
 	if (!strcmp(method, "stats"))
 		bound += (size_t)n.luns * 1536 + (size_t)n.queues * 256;
 	else if (!strcmp(method, "lun_list"))
-		bound += (size_t)n.luns * 2048;
-	else if (!strcmp(method, "lun_add") || !strcmp(method, "lun_resize"))
-		bound += 2048;
+		bound += (size_t)n.luns * 2560;
+	else if (!strcmp(method, "lun_add") || !strcmp(method, "lun_resize") ||
+		 !strcmp(method, "qos_set"))
+		bound += 2560;
 	return bound;
 }
 
@@ -608,7 +675,7 @@ struct rpc_line *rpc_line_start(struct vs_rpc *rpc, struct rpc_session *session,
 		if (bound > VS_RPC_MAX_REPLY) {
 			*reply = refuse_line(
 			    "a batch of %zu requests whose replies could take more than %u bytes "
-			    "(stats: 1.5 KiB a LUN, lun_list: 2 KiB a LUN, others 4 KiB): "
+			    "(stats: 1.5 KiB a LUN, lun_list: 2.5 KiB a LUN, others 4 KiB): "
 			    "nothing of it was run; send fewer requests a line",
 			    json_array_size(req), VS_RPC_MAX_REPLY);
 			json_decref(req);

@@ -3,7 +3,8 @@
  * The control queue: task management functions and asynchronous-notification requests
  * (virtio 1.2, 5.6.6.2), on the control thread.
  *
- * A TMF that aborts or resets acts on requests of every request queue: it marks the
+ * A TMF that aborts or resets acts on requests of every request queue (those parked by QoS
+ * too: their workers answer them without running them): it marks the
  * matching in-flight requests (under each queue's lock), then waits until their workers
  * have completed them (with VS_VIRTIO_SCSI_S_ABORTED or _RESET) and published the used
  * entries, and only then answers.  Drivers rely on that order: Linux polls its request
@@ -42,7 +43,7 @@ struct tmf_match {
 /* Count the in-flight requests matching m, marking them when m->mark is set. */
 static unsigned tmf_scan(struct vs_target *t, const struct tmf_match *m)
 {
-	unsigned found = 0;
+	unsigned found = 0, marked_all = 0;
 
 	for (unsigned i = VS_VIRTIO_SCSI_VQ_REQ0; i < VS_VIRTIO_SCSI_VQ_REQ0 + t->num_queues; i++) {
 		struct tq *q = &t->q[i];
@@ -59,6 +60,7 @@ static unsigned tmf_scan(struct vs_target *t, const struct tmf_match *m)
 				marked++;
 			}
 		}
+		marked_all += marked;
 		if (marked) {
 			/* Counted before the lock drops: the completion decrements after. */
 			pthread_mutex_lock(&t->tmf_lock);
@@ -67,6 +69,10 @@ static unsigned tmf_scan(struct vs_target *t, const struct tmf_match *m)
 		}
 		pthread_mutex_unlock(&q->lock);
 	}
+	/* Some may be parked by QoS, never to complete on their own before their limits let
+	 * them: their workers answer them now (tq_park_release). */
+	if (marked_all)
+		worker_park_check(t);
 	return found;
 }
 

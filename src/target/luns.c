@@ -120,6 +120,10 @@ static int lun_publish(struct vs_target *t, const struct vs_target_lun *l, struc
 
 	if (!(t->spec[l->id] = strdup(l->spec)))
 		return tq_err(why, whylen, -ENOMEM, "LUN %u: out of memory", l->id);
+	/* its limits before its first request */
+	tq_qos_reset(t, l->id);
+	if (l->qos)
+		tq_qos_apply(t, l->id, l->qos);
 	/* atomic: the statistics' readers look at be[] without luns_lock */
 	__atomic_store_n(&t->be[l->id], be, __ATOMIC_RELEASE);
 	if ((rc = vs_scsi_dev_attach(t->dev, l->id, lun))) {
@@ -149,6 +153,8 @@ int vs_target_lun_check(const struct vs_target_config *cfg, const struct vs_targ
 			       VS_TARGET_MAX_LUNS - 1);
 	if (!l->spec || !*l->spec)
 		return vs_fail(why, whylen, -EINVAL, "LUN %u: no backend", l->id);
+	if ((rc = tq_qos_check(l->qos, l->id, why, whylen)))
+		return rc;
 	rc = vs_backend_spec_check(l->spec, &o, cause, sizeof(cause));
 	if (rc)
 		return vs_fail(why, whylen, rc, "LUN %u (%s): %s", l->id, l->spec,
@@ -167,6 +173,8 @@ int tq_lun_open(struct vs_target *t, const struct vs_target_lun *l, char *why, s
 			      VS_TARGET_MAX_LUNS - 1);
 	if (!l->spec || !*l->spec)
 		return tq_err(why, whylen, -EINVAL, "LUN %u: no backend", l->id);
+	if ((rc = tq_qos_check(l->qos, l->id, why, whylen)))
+		return rc;
 	if ((rc = lun_build(t, l, &be, &lun, why, whylen)))
 		return rc;
 	if ((rc = lun_publish(t, l, be, lun, why, whylen))) {
@@ -218,6 +226,8 @@ int vs_target_lun_add(struct vs_target *t, const struct vs_target_lun *l, char *
 			      VS_TARGET_MAX_LUNS - 1);
 	if (!l->spec || !*l->spec)
 		return tq_err(why, whylen, -EINVAL, "LUN %u: no backend", l->id);
+	if ((rc = tq_qos_check(l->qos, l->id, why, whylen)))
+		return rc;
 	/* The id is reserved first: a second add of it is refused while this one opens. */
 	pthread_mutex_lock(&t->luns_lock);
 	if (!(rc = lun_check(t, l->id, TQ_LUN_FREE, why, whylen)))
@@ -386,6 +396,8 @@ int vs_target_lun_remove(struct vs_target *t, unsigned id, char *why, size_t why
 	pthread_mutex_unlock(&t->luns_lock);
 	if (rc)
 		return rc;
+	/* Its parked requests go now (and find it gone), not when its limits would let them. */
+	tq_qos_reset(t, id);
 	/* ... then the grace period: a TMF that loaded the LUN from the table before it was
 	 * unpublished is done with it once we had tmf_lun_lock (control.c), and requests are
 	 * done with it once those tracked until now completed. */
@@ -489,6 +501,7 @@ unsigned vs_target_lun_list(struct vs_target *t, struct vs_target_lun_info *out,
 			i->block_size = vs_scsi_lun_block_size(lun);
 			i->bytes = vs_scsi_lun_blocks(lun) * i->block_size;
 			i->read_only = vs_scsi_lun_read_only(lun);
+			tq_qos_info(t, id, &i->qos);
 		}
 		n++;
 	}

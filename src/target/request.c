@@ -318,20 +318,11 @@ static bool req_prepare(struct tq *q, struct treq *r)
 	return true;
 }
 
-static void req_start(struct tq *q, struct treq *r)
+/* Hand a tracked request to the SCSI layer. */
+static void req_exec(struct tq *q, struct treq *r)
 {
-	int rc;
+	int rc = vs_scsi_exec(q->t->dev, r->lun, &r->cmd, q->w->io);
 
-	if (VS_HP_COMPILED && !VS_STATS)
-		r->t_start = vs_mono_ns(); /* tq_req_age_ns */
-	if (!req_prepare(q, r)) {
-		req_put(q, r);
-		return;
-	}
-	tq_inflight_set(q, q->inflight + 1);
-	ts_req_start(q, r);
-	req_track(q, r);
-	rc = vs_scsi_exec(q->t->dev, r->lun, &r->cmd, q->w->io);
 	if (rc < 0) {
 		/* Our own bug (a malformed cmd), never the guest's: answer and go on. */
 		bool wake;
@@ -349,6 +340,101 @@ static void req_start(struct tq *q, struct treq *r)
 		if (wake)
 			tmf_release(q->t);
 	}
+}
+
+/* ---- QoS: parking what is over its LUN's limit ------------------------------------------ */
+/* Whether r waits for its LUN's QoS (then it is parked, at the tail).  Only reads and
+ * writes are limited: a TEST UNIT READY or a flush slowed down helps nobody. */
+static bool req_park(struct tq *q, struct treq *r)
+{
+	struct qos_set *set;
+	enum ts_kind k;
+	uint64_t now, when = 0;
+
+	r->qos_dir = QOS_DIRS;
+	if (__builtin_expect(r->lun >= VS_TARGET_MAX_LUNS, 0))
+		return false;
+	set = &q->t->qos[r->lun];
+	if (__builtin_expect(!qos_limited(set), 1))
+		return false;
+	k = ts_kind_of(r->hdr.cdb);
+	if (k != TS_READ && k != TS_WRITE)
+		return false;
+	r->qos_dir = k == TS_READ ? QOS_READ : QOS_WRITE;
+	r->qos_bytes = k == TS_READ ? r->cmd.in_len : r->cmd.out_len;
+	now = vs_mono_ns();
+	/* Behind its LUN's parked ones without asking: its order is kept. */
+	if (!q->parked_lun[r->lun] &&
+	    qos_admit(&set, 1, (enum qos_dir)r->qos_dir, r->qos_bytes, now, &when))
+		return false;
+	r->t_park = now;
+	r->park_next = NULL;
+	if (q->park_tail)
+		q->park_tail->park_next = r;
+	else
+		q->park_head = r;
+	q->park_tail = r;
+	q->parked_lun[r->lun]++;
+	if (when && (!q->park_until || when < q->park_until))
+		q->park_until = when;
+	VS_VERBOSE_HP(IO, "q %u tag %#llx lun %u: parked by QoS", q->idx,
+		      (unsigned long long)r->tag, r->lun);
+	return true;
+}
+
+void tq_park_release(struct tq *q, uint64_t now, bool all)
+{
+	uint64_t blocked[VS_TARGET_MAX_LUNS / 64] = {0}, next = 0, when = 0;
+	struct treq **link = &q->park_head, *r, *prev = NULL;
+
+	while ((r = *link)) {
+		struct qos_set *set = &q->t->qos[r->lun];
+		uint64_t bit = 1ull << (r->lun % 64);
+		uint8_t resp;
+
+		pthread_mutex_lock(&q->lock);
+		resp = r->abort_resp;
+		pthread_mutex_unlock(&q->lock);
+		if (!resp && !all) {
+			/* one refusal per LUN and pass: its later ones stay behind it */
+			if ((blocked[r->lun / 64] & bit) ||
+			    !qos_admit(&set, 1, (enum qos_dir)r->qos_dir, r->qos_bytes, now,
+				       &when)) {
+				if (!(blocked[r->lun / 64] & bit) && (!next || when < next))
+					next = when;
+				blocked[r->lun / 64] |= bit;
+				prev = r;
+				link = &r->park_next;
+				continue;
+			}
+		}
+		*link = r->park_next;
+		if (q->park_tail == r)
+			q->park_tail = prev;
+		q->parked_lun[r->lun]--;
+		qos_account(set, now > r->t_park ? now - r->t_park : 0);
+		if (resp)
+			req_done(&r->cmd); /* answered with the TMF's response, never run */
+		else
+			req_exec(q, r);
+	}
+	q->park_until = next;
+}
+
+static void req_start(struct tq *q, struct treq *r)
+{
+	if (VS_HP_COMPILED && !VS_STATS)
+		r->t_start = vs_mono_ns(); /* tq_req_age_ns */
+	if (!req_prepare(q, r)) {
+		req_put(q, r);
+		return;
+	}
+	tq_inflight_set(q, q->inflight + 1);
+	ts_req_start(q, r);
+	req_track(q, r);
+	if (req_park(q, r))
+		return;
+	req_exec(q, r);
 }
 
 /* Pop and start one request (vs_vq_dev_drain's handler): 1 handled, 0 the ring is empty,

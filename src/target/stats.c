@@ -266,6 +266,9 @@ static bool lun_read(struct vs_target *t, unsigned id, struct ts_lun *sum,
 	out->write_p50_ns = ts_ticks_ns(t, ts_percentile(sum->hist[TS_WRITE], 0.50));
 	out->write_p99_ns = ts_ticks_ns(t, ts_percentile(sum->hist[TS_WRITE], 0.99));
 	out->write_p999_ns = ts_ticks_ns(t, ts_percentile(sum->hist[TS_WRITE], 0.999));
+	/* since the LUN was added (tq_qos_reset), kept by qos.c, not per worker */
+	out->throttled = __atomic_load_n(&t->qos[id].throttled, __ATOMIC_RELAXED);
+	out->throttled_ns = __atomic_load_n(&t->qos[id].throttled_ns, __ATOMIC_RELAXED);
 	return interval;
 }
 

@@ -474,8 +474,12 @@ static int target_create(struct vs_target **out, const struct vs_target_config *
 	pthread_mutex_init(&t->tmf_lun_lock, NULL);
 	tq_events_init(t);
 	ts_init(t);
+	for (unsigned i = 0; i < VS_TARGET_MAX_LUNS; i++)
+		qos_set_init(&t->qos[i]);
 	t->workers = calloc(t->nworkers, sizeof(*t->workers));
 	if (!t->workers) {
+		for (unsigned i = 0; i < VS_TARGET_MAX_LUNS; i++)
+			qos_set_fini(&t->qos[i]);
 		ts_fini(t);
 		tq_events_fini(t);
 		pthread_mutex_destroy(&t->luns_lock);
@@ -485,8 +489,9 @@ static int target_create(struct vs_target **out, const struct vs_target_config *
 		return tq_err(why, whylen, -ENOMEM, "out of memory");
 	}
 	for (unsigned i = 0; i < t->nworkers; i++)
-		t->workers[i].epfd = t->workers[i].cmd_fd = -1;
-	t->ctl.epfd = t->ctl.cmd_fd = -1;
+		t->workers[i].epfd = t->workers[i].cmd_fd = t->workers[i].timer_fd =
+		    t->workers[i].wake_fd = -1;
+	t->ctl.epfd = t->ctl.cmd_fd = t->ctl.timer_fd = t->ctl.wake_fd = -1;
 	queues_init(t);
 	*out = t;
 
@@ -626,6 +631,7 @@ int vs_target_destroy(struct vs_target *t)
 		if (!t->flush_stuck[i])		     /* else an abandoned flush keeps it */
 			vs_backend_close(t->be[i]);
 		free(t->spec[i]);
+		qos_set_fini(&t->qos[i]);
 	}
 	tq_events_fini(t);
 	pthread_mutex_destroy(&t->luns_lock);

@@ -15,6 +15,7 @@
 #include "backend/backend.h"
 #include "proto/virtio_scsi_proto.h"
 #include "scsi/scsi.h"
+#include "target/qos.h"
 #include "util/util.h"
 #include "vhost/vhost_dev.h"
 #include "virtio/virtio.h"
@@ -139,6 +140,10 @@ struct treq {
 	struct treq *next_free;	  /* pool link (worker thread) */
 	struct treq *prev, *next; /* in-flight list (under q->lock) */
 	struct treq *all_next;	  /* every request of the pool, for freeing */
+	struct treq *park_next;	  /* parked over a QoS limit (q->park_head, worker thread) */
+	uint64_t t_park;	  /* when parked, monotonic ns */
+	uint64_t qos_bytes;	  /* what QoS charges it: its data buffer's bytes */
+	uint8_t qos_dir;	  /* enum qos_dir, QOS_DIRS: not limited (not a read or write) */
 	uint64_t tag;		  /* le-decoded virtio tag: what TMFs match */
 	uint64_t seq;		  /* the queue's track_seq when tracked (under q->lock) */
 	unsigned lun;
@@ -182,6 +187,12 @@ struct tq {
 	pthread_mutex_t lock; /* the in-flight list and the TMF marks in it */
 	struct treq active;   /* in-flight list head (a sentinel) */
 	uint64_t track_seq;   /* requests tracked so far (under lock): luns.c's drains */
+	/* Requests over their LUN's QoS limit, tracked and counted in flight, not yet run:
+	 * FIFO per LUN (a LUN's later request parks behind its earlier ones, another LUN's
+	 * does not).  Owner worker only. */
+	struct treq *park_head, *park_tail;
+	uint64_t park_until; /* the earliest a parked one may go (monotonic ns) */
+	uint16_t parked_lun[VS_TARGET_MAX_LUNS];
 };
 
 enum wcmd { WCMD_NONE, WCMD_START, WCMD_STOP, WCMD_CALLFD, WCMD_EXIT };
@@ -224,6 +235,12 @@ struct worker {
 	pthread_t thread;
 	bool started;
 	int epfd, cmd_fd;
+	/* request workers: QoS.  The timer wakes a sleeping worker when a parked request may
+	 * go; wake_fd and park_check make it look at its parked requests now (a TMF marked
+	 * some, or limits changed). */
+	int timer_fd, wake_fd;
+	uint64_t timer_at;	    /* what timer_fd is armed for (0: disarmed) */
+	int park_check;		    /* atomic */
 	struct vs_io_ctx *io;	    /* NULL on the control thread */
 	struct vs_vq_elem *scratch; /* control thread: one chain at a time */
 	struct tq *queues[TQ_MAX];  /* running queues (worker thread) */
@@ -303,6 +320,9 @@ struct vs_target {
 	struct ts_lun *ts_base[VS_TARGET_MAX_LUNS];
 	uint64_t ts_gen[VS_TARGET_MAX_LUNS]; /* times each LUN was cleared (added): marks */
 
+	/* QoS limits per LUN (qos.c), checked by every worker that pops a request of it */
+	struct qos_set qos[VS_TARGET_MAX_LUNS];
+
 	/* a TMF waiting for marked requests to complete */
 	pthread_mutex_t tmf_lock;
 	pthread_cond_t tmf_cond;
@@ -348,6 +368,9 @@ void worker_fini(struct worker *w);
  * or -ETIMEDOUT when the worker did not finish it within the worker timeout (then the
  * worker is lost for good: see worker.c). */
 int worker_cmd(struct worker *w, enum wcmd cmd, struct tq *q, int arg);
+/* Any thread: make every request worker look at its parked requests (a TMF marked some,
+ * QoS limits changed). */
+void worker_park_check(struct vs_target *t);
 /* One pass of w (worker_main's body; manual mode calls it directly). */
 void worker_pass(struct worker *w);
 /* Manual mode: run the request workers until no TMF waits for their requests. */
@@ -381,6 +404,14 @@ int tq_flush_backends(struct vs_target *t, struct vs_backend *const *be, unsigne
 /* luns.c: open l's backend, make it a SCSI LUN and attach it (during create).  0, or
  * -errno with why set and nothing left behind. */
 int tq_lun_open(struct vs_target *t, const struct vs_target_lun *l, char *why, size_t whylen);
+
+/* qos_lun.c: a LUN's limits, given as the user does (NULL: unlimited) */
+int tq_qos_check(const struct vs_target_qos *q, unsigned id, char *why, size_t whylen);
+/* Any thread: from now on (parked requests are looked at again). */
+void tq_qos_apply(struct vs_target *t, unsigned id, const struct vs_target_qos *q);
+/* Unlimited, counters 0: a LUN added or removed. */
+void tq_qos_reset(struct vs_target *t, unsigned id);
+void tq_qos_info(struct vs_target *t, unsigned id, struct vs_target_qos *q);
 
 /* events.c */
 void tq_events_init(struct vs_target *t);
@@ -463,6 +494,10 @@ static inline uint64_t tq_req_age_ns(struct tq *q, const struct treq *r)
 /* request.c */
 void tq_req_process(struct tq *q);
 void tq_req_pool_free(struct tq *q);
+/* Run or complete the parked requests that may go at now (those a TMF marked are
+ * completed with its response; all: every one runs, a queue stopping); updates
+ * q->park_until. */
+void tq_park_release(struct tq *q, uint64_t now, bool all);
 
 /* control.c */
 void tq_ctl_process(struct tq *q);

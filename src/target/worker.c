@@ -29,6 +29,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include "target/target_int.h"
@@ -39,6 +40,8 @@
 #define EV_IO	 1ull
 #define EV_POST	 2ull
 #define EV_QUEUE 3ull
+#define EV_TIMER (1ull << 32)	/* a parked request may go (request workers) */
+#define EV_WAKE	 (EV_TIMER + 1) /* look at the parked requests (worker_park_check) */
 
 #define INTERRUPT_MS 1000 /* a command unanswered this long: interrupt the worker */
 
@@ -212,6 +215,10 @@ static bool cmd_run(struct worker *w)
 		break;
 	case WCMD_STOP:
 		q_stop_begin(w, q);
+		/* Parked requests run now, whatever their limits: the frontend takes the ring
+		 * back once its requests are done, and one never run would be lost. */
+		if (q->park_head)
+			tq_park_release(q, vs_mono_ns(), true);
 		if (q->inflight) {
 			w->stopping = q; /* finished by a later pass */
 			return true;
@@ -364,6 +371,63 @@ static inline bool q_due(struct tq *q)
 	return q->kind != TQ_EVENT || tq_events_waiting(q->t);
 }
 
+void worker_park_check(struct vs_target *t)
+{
+	for (unsigned i = 0; i < t->nworkers; i++) {
+		struct worker *w = &t->workers[i];
+
+		__atomic_store_n(&w->park_check, 1, __ATOMIC_RELEASE);
+		if (w->wake_fd >= 0 && !t->manual)
+			own_signal(w->wake_fd);
+	}
+}
+
+/* Release the parked requests whose time has come (or that a TMF marked): the clock is
+ * read only while some are parked. */
+static void park_pass(struct worker *w)
+{
+	bool check = __atomic_load_n(&w->park_check, __ATOMIC_RELAXED) &&
+		     __atomic_exchange_n(&w->park_check, 0, __ATOMIC_ACQ_REL);
+	uint64_t now = 0;
+
+	for (unsigned i = 0; i < w->nq; i++) {
+		struct tq *q = w->queues[i];
+
+		if (!q->park_head)
+			continue;
+		if (!now)
+			now = vs_mono_ns();
+		if (check || now >= q->park_until)
+			tq_park_release(q, now, false);
+	}
+}
+
+/* Event mode: have the timer wake the worker when the first parked request may go, so that
+ * a queue waiting for its limit costs no CPU (poll mode: park_pass compares the clock). */
+static void park_arm(struct worker *w)
+{
+	struct itimerspec its = {{0, 0}, {0, 0}};
+	uint64_t next = 0;
+
+	if (w->timer_fd < 0 || w->poll)
+		return;
+	for (unsigned i = 0; i < w->nq; i++) {
+		const struct tq *q = w->queues[i];
+
+		if (q->park_head && q->park_until && (!next || q->park_until < next))
+			next = q->park_until;
+	}
+	if (next == w->timer_at)
+		return;
+	its.it_value.tv_sec = (time_t)(next / 1000000000);
+	its.it_value.tv_nsec = (long)(next % 1000000000);
+	if (timerfd_settime(w->timer_fd, TFD_TIMER_ABSTIME, &its, NULL) < 0) {
+		VS_ERROR(QUEUE, "worker %u: timerfd_settime: %s", w->id, strerror(errno));
+		return;
+	}
+	w->timer_at = next;
+}
+
 void worker_pass(struct worker *w)
 {
 	if (VS_STATS)
@@ -373,6 +437,8 @@ void worker_pass(struct worker *w)
 		if (__builtin_expect(rc < 0, 0))
 			VS_ERROR(IO, "worker %u: reap failed: %s", w->id, strerror(-rc));
 	}
+	if (w->io)
+		park_pass(w);
 	for (unsigned i = 0; i < w->nq; i++) {
 		struct tq *q = w->queues[i];
 
@@ -390,6 +456,7 @@ void worker_pass(struct worker *w)
 		int rc = vs_io_ctx_submit(w->io);
 		if (__builtin_expect(rc < 0, 0))
 			VS_ERROR(IO, "worker %u: submit failed: %s", w->id, strerror(-rc));
+		park_arm(w);
 	}
 	for (unsigned i = 0; i < w->nq; i++)
 		if (w->queues[i]->unsignalled)
@@ -433,7 +500,10 @@ static void worker_wait(struct worker *w, int timeout)
 	}
 	for (int i = 0; i < n; i++) {
 		uint64_t tag = ev[i].data.u64;
-		if (tag == EV_POST) {
+		if (tag == EV_TIMER || tag == EV_WAKE) {
+			/* park_pass looks at the clock and the flag: only quiet the fd */
+			own_drain(tag == EV_TIMER ? w->timer_fd : w->wake_fd);
+		} else if (tag == EV_POST) {
 			own_drain(w->t->ev_fd); /* an event was posted: deliver it */
 			w->t->q[VS_VIRTIO_SCSI_VQ_EVENT].kicked = true;
 		} else if (tag >= EV_QUEUE && tag - EV_QUEUE < TQ_MAX) {
@@ -585,7 +655,7 @@ int worker_init(struct vs_target *t, struct worker *w, unsigned id, bool ctl, bo
 	w->id = id;
 	w->ctl = ctl;
 	w->poll = poll && !ctl;
-	w->epfd = w->cmd_fd = -1;
+	w->epfd = w->cmd_fd = w->timer_fd = w->wake_fd = -1;
 	pthread_mutex_init(&w->lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -608,6 +678,16 @@ int worker_init(struct vs_target *t, struct worker *w, unsigned id, bool ctl, bo
 		w->scratch = malloc(sizeof(*w->scratch));
 		return w->scratch ? 0 : -ENOMEM;
 	}
+	w->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	w->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (w->timer_fd < 0 || w->wake_fd < 0)
+		return -errno;
+	ev.data.u64 = EV_TIMER;
+	if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->timer_fd, &ev) < 0)
+		return -errno;
+	ev.data.u64 = EV_WAKE;
+	if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->wake_fd, &ev) < 0)
+		return -errno;
 	rc = vs_io_ctx_create(&w->io, t->manual ? TQ_IO_DEPTH_MANUAL : TQ_IO_DEPTH);
 	if (rc) {
 		VS_ERROR(INIT, "worker %u: I/O context: %s", id, strerror(-rc));
@@ -659,10 +739,14 @@ void worker_fini(struct worker *w)
 		close(w->epfd);
 	if (w->cmd_fd >= 0)
 		close(w->cmd_fd);
+	if (w->timer_fd >= 0)
+		close(w->timer_fd);
+	if (w->wake_fd >= 0)
+		close(w->wake_fd);
 	free(w->scratch);
 	ts_worker_fini(w);
 	pthread_mutex_destroy(&w->lock);
 	pthread_cond_destroy(&w->cond);
 	memset(w, 0, sizeof(*w));
-	w->epfd = w->cmd_fd = -1;
+	w->epfd = w->cmd_fd = w->timer_fd = w->wake_fd = -1;
 }

@@ -192,8 +192,8 @@ static int start_in_process(struct target *tg, const struct target_opts *o)
 		expand(tg, o->luns[cfg.nluns], specs[cfg.nluns], sizeof(specs[0]));
 		if (!(colon = strchr(specs[cfg.nluns], ':')))
 			return -EINVAL;
-		luns[cfg.nluns] =
-		    (struct vs_target_lun){(unsigned)atoi(specs[cfg.nluns]), colon + 1};
+		luns[cfg.nluns] = (struct vs_target_lun){.id = (unsigned)atoi(specs[cfg.nluns]),
+							 .spec = colon + 1};
 	}
 	tg->stop = 0;
 	if ((rc = vs_target_create(&tg->t, &cfg, err, sizeof(err)))) {

@@ -124,7 +124,7 @@ static void write_read(struct fx *x, unsigned idx, uint64_t lba, uint64_t seed)
 static void test_lun_appears(void **state)
 {
 	struct fx *x = fx_open(NULL);
-	struct vs_target_lun l = {3, "ram=4M"};
+	struct vs_target_lun l = {.id = 3, .spec = "ram=4M"};
 	struct vs_ini_lun info;
 	unsigned g = vs_ini_lun_generation(x->ini);
 	char err[256];
@@ -219,7 +219,8 @@ static void test_churn_under_io(void **state)
 {
 	struct fx *x = fx_open(NULL);
 	/* at least 30 adds and removes, and on until this thread has done 30 rounds */
-	struct lun_churn c = {.t = x->tg, .lun = {5, "ram=1M"}, .min_cycles = 30, .min_rounds = 30};
+	struct lun_churn c = {
+	    .t = x->tg, .lun = {.id = 5, .spec = "ram=1M"}, .min_cycles = 30, .min_rounds = 30};
 	uint64_t end = now_ms() + 60000;
 	struct vs_ini_lun info;
 	unsigned rounds = 0;

@@ -344,6 +344,71 @@ static void test_errors(void **state)
 	fx_close(x);
 }
 
+/* ---- QoS -------------------------------------------------------------------------------- */
+
+/* LUN 0's qos object from lun_list: "iops=N,read_bps=N" of its non-zero limits. */
+static void qos_of(int fd, char *out, size_t len)
+{
+	json_t *list = call_ok(fd, "lun_list", "{}");
+	json_t *q = json_object_get(json_array_get(list, 0), "qos"), *v;
+	const char *key;
+	size_t n = 0;
+
+	assert_non_null(q);
+	out[0] = 0;
+	json_object_foreach(q, key, v)
+	{
+		if (json_integer_value(v))
+			n += (size_t)snprintf(out + n, len - n, "%s=%lld,", key,
+					      (long long)json_integer_value(v));
+	}
+	json_decref(list);
+}
+
+/* qos_set: bad params refused before anything changes (each names what was wrong), a
+ * valid call sets every limit at once (absent ones unlimited) and lun_list shows them. */
+static void test_qos_set(void **state)
+{
+	struct fx *x = fx_open("0:ram=1M", NULL);
+	int fd = rpc_connect(x->rpc);
+	char got[512];
+	json_t *r;
+
+	(void)state;
+	r = call_ok(fd, "qos_set", "{\"id\":0,\"iops\":1000,\"read_bps\":\"50M\"}");
+	json_decref(r);
+	qos_of(fd, got, sizeof(got));
+	assert_string_equal(got, "read_bps=52428800,iops=1000,");
+
+	expect_error(fd, req("qos_set", "{\"iops\":5}"), -32602, "missing param 'id'", NULL);
+	expect_error(fd, req("qos_set", "{\"id\":0,\"iopss\":5}"), -32602,
+		     "qos_set takes no param 'iopss'", NULL);
+	expect_error(fd, req("qos_set", "{\"id\":0,\"iops\":-1}"), -32602, "param 'iops'", NULL);
+	expect_error(fd, req("qos_set", "{\"id\":0,\"iops\":\"5\"}"), -32602, "param 'iops'", NULL);
+	expect_error(fd, req("qos_set", "{\"id\":0,\"write_iops\":1099511627777}"), -32602,
+		     "param 'write_iops'", NULL);
+	expect_error(fd, req("qos_set", "{\"id\":0,\"bps\":\"2T\"}"), -32602,
+		     "param 'bps': at most", NULL);
+	expect_error(fd, req("qos_set", "{\"id\":0,\"bps\":\"5Q\"}"), -32602, "param 'bps'", NULL);
+	expect_error(fd, req("qos_set", "{\"id\":0,\"burst_iops\":5}"), -32000,
+		     "total iops burst without a total iops limit", "EINVAL");
+	expect_error(fd, req("qos_set", "{\"id\":9,\"iops\":5}"), -32000, "no LUN 9", "ENOENT");
+	expect_error(fd, req("qos_set", "{\"id\":256,\"iops\":5}"), -32602, "param 'id'", NULL);
+	/* none of them changed anything */
+	qos_of(fd, got, sizeof(got));
+	assert_string_equal(got, "read_bps=52428800,iops=1000,");
+
+	/* absent is unlimited: all limits are set by each call */
+	json_decref(call_ok(fd, "qos_set", "{\"id\":0,\"write_iops\":10,\"write_burst_iops\":2}"));
+	qos_of(fd, got, sizeof(got));
+	assert_string_equal(got, "write_iops=10,write_burst_iops=2,");
+	json_decref(call_ok(fd, "qos_set", "{\"id\":0}"));
+	qos_of(fd, got, sizeof(got));
+	assert_string_equal(got, "");
+	close(fd);
+	fx_close(x);
+}
+
 /* ---- LUNs ------------------------------------------------------------------------------ */
 
 /* lun_add, lun_resize and lun_remove change what lun_list says and what the initiator
@@ -1318,6 +1383,7 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_errors),
+	    cmocka_unit_test(test_qos_set),
 	    cmocka_unit_test(test_lun_lifecycle),
 	    cmocka_unit_test(test_stats_match),
 	    cmocka_unit_test(test_long_line),

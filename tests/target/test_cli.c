@@ -54,6 +54,30 @@ static void test_duplicate_lun(void **state)
 	assert_non_null(strstr(err, "LUN 3 given twice"));
 }
 
+/* --qos mistakes are the command line's (exit status 2), each named: a burst without its
+ * limit, a LUN no --lun gives, a limit that does not exist, a size that is none. */
+static void test_qos_mistakes(void **state)
+{
+	static const char *const cases[][2] = {
+	    {"0:burst_iops=5", "total iops burst without a total iops limit"},
+	    {"1:iops=5", "--qos for LUN 1, which no --lun gives"},
+	    {"0:iopz=5", "'iopz=5': expected"},
+	    {"0:bps=5Q", "'5Q' is not a size"},
+	    {"0:write_iops=1099511627777", "write iops limit or burst above"},
+	};
+	char err[1024];
+
+	(void)state;
+	for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *args[] = {"vioscope", "target", "--socket",	   "/tmp/x", "--lun",
+				"0:ram=1M", "--qos",  (char *)cases[i][0], NULL};
+
+		assert_int_equal(run(args, err, sizeof(err)), 2);
+		if (!strstr(err, cases[i][1]))
+			fail_msg("--qos %s: wanted '%s', got: %s", cases[i][0], cases[i][1], err);
+	}
+}
+
 /* A missing image file: exit status 3 (could not run), and the message names the file. */
 static void test_missing_file(void **state)
 {
@@ -174,6 +198,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_unknown_option),
 	    cmocka_unit_test(test_duplicate_lun),
+	    cmocka_unit_test(test_qos_mistakes),
 	    cmocka_unit_test(test_missing_file),
 	    cmocka_unit_test(test_size_not_block_multiple),
 	    cmocka_unit_test(test_test_option_needs_testing),

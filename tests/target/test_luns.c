@@ -135,7 +135,7 @@ static void write_read(struct fx *x, unsigned lun, uint32_t lba, uint8_t seed)
 
 static int add(struct fx *x, unsigned id, const char *spec, char *why, size_t whylen)
 {
-	struct vs_target_lun l = {id, spec};
+	struct vs_target_lun l = {.id = id, .spec = spec};
 	return vs_target_lun_add(x->g.t, &l, why, whylen);
 }
 
@@ -413,7 +413,7 @@ static void test_churn_under_io(void **state)
 	struct fx *x = *state;
 	/* at least 100 adds and removes of LUN 2, and on until this thread has done 30 rounds */
 	struct lun_churn c = {
-	    .t = x->g.t, .lun = {2, "ram=4M"}, .min_cycles = 100, .min_rounds = 30};
+	    .t = x->g.t, .lun = {.id = 2, .spec = "ram=4M"}, .min_cycles = 100, .min_rounds = 30};
 	uint64_t deadline = vs_mono_ns() + 60000000000ull;
 	unsigned rounds = 0;
 

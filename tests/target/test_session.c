@@ -102,7 +102,7 @@ static int setup_fail_flush(void **state)
 static void test_flush_error_outlives_the_session(void **state)
 {
 	struct fx *x = *state;
-	struct vs_target_lun l0 = {0, x->g.file};
+	struct vs_target_lun l0 = {.id = 0, .spec = x->g.file};
 	char err[256], spec[128];
 	uint8_t a[1024];
 

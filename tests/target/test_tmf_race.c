@@ -251,7 +251,7 @@ static bool churn_two_pairs(struct churn *c)
 static void *churn_main(void *arg)
 {
 	struct churn *c = arg;
-	struct vs_target_lun l = {2, "ram=1M"};
+	struct vs_target_lun l = {.id = 2, .spec = "ram=1M"};
 
 	for (unsigned i = 0; i < RACE_CYCLES && !c->rc; i++) {
 		if ((c->rc = vs_target_lun_add(c->t, &l, c->err, sizeof(c->err))))
