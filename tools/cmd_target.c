@@ -425,7 +425,8 @@ static int load_config(const char *path, struct vs_config *conf, struct vs_targe
 	int rc = vs_config_load(path, conf, err, sizeof(err));
 
 	if (rc)
-		return vs_cli_error(&target_help, rc == -EINVAL ? VS_EXIT_USAGE : VS_EXIT_CANNOT_RUN,
+		return vs_cli_error(&target_help,
+				    rc == -EINVAL ? VS_EXIT_USAGE : VS_EXIT_CANNOT_RUN,
 				    "--config %s", err);
 	vs_config_target(conf, cfg, luns);
 	cfg->log = log_line;
@@ -458,7 +459,8 @@ static void reload(struct vs_config_live *live, const struct vs_target_config *c
 	}
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	snprintf(state, sizeof(state), "RELOADING=1\nMONOTONIC_USEC=%llu",
-		 (unsigned long long)ts.tv_sec * 1000000ull + (unsigned long long)ts.tv_nsec / 1000);
+		 (unsigned long long)ts.tv_sec * 1000000ull +
+		     (unsigned long long)ts.tv_nsec / 1000);
 	cli_sd_notify(state);
 	vs_config_live_reload(live); /* each step, or why nothing changed, is logged */
 	notify_ready(cfg, rpc_path);
@@ -547,8 +549,8 @@ static int cmd_target(int argc, char **argv)
 
 			running = NULL;
 			vs_target_destroy(t);
-			return vs_cli_error(&target_help, VS_EXIT_USAGE, "--config %s: path too long",
-					    conf.path);
+			return vs_cli_error(&target_help, VS_EXIT_USAGE,
+					    "--config %s: path too long", conf.path);
 		}
 		has_live = true;
 	}

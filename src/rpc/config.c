@@ -300,8 +300,9 @@ static int parse_controller(struct ctx *x, json_t *o, struct vs_config *c, struc
 				x->depth--;
 			}
 		} else {
-			rc = bad(x, "unknown key '%s' (a controller has name, socket, queues and luns)",
-				 key);
+			rc = bad(
+			    x, "unknown key '%s' (a controller has name, socket, queues and luns)",
+			    key);
 		}
 		x->depth--;
 		if (rc)
@@ -396,8 +397,8 @@ static int parse_top(struct ctx *x, json_t *root, struct vs_config *c, struct sp
 	return 0;
 }
 
-int vs_config_parse(const char *text, size_t len, const char *name, struct vs_config *c,
-		    char *err, size_t errlen)
+int vs_config_parse(const char *text, size_t len, const char *name, struct vs_config *c, char *err,
+		    size_t errlen)
 {
 	struct spec_at at[VS_TARGET_MAX_LUNS];
 	struct ctx x = {.text = text, .len = len, .name = name, .err = err, .errlen = errlen};
@@ -504,10 +505,11 @@ void vs_config_target(const struct vs_config *c, struct vs_target_config *tc,
 
 /* ---- saving ---------------------------------------------------------------------------- */
 
-char *vs_config_dump(const struct vs_config *c, const struct vs_target_lun_info *luns,
-		     unsigned n, const char *trace)
+char *vs_config_dump(const struct vs_config *c, const struct vs_target_lun_info *luns, unsigned n,
+		     const char *trace)
 {
-	json_t *root = json_object(), *ctl = json_object(), *jl = json_array(), *ctls = json_array();
+	json_t *root = json_object(), *ctl = json_object(), *jl = json_array(),
+	       *ctls = json_array();
 	char *text = NULL;
 
 	if (!root || !ctl || !jl || !ctls)

@@ -61,8 +61,8 @@ struct vs_config {
  * so). */
 int vs_config_load(const char *path, struct vs_config *c, char *err, size_t errlen);
 /* The same on text already read (name is only for messages). */
-int vs_config_parse(const char *text, size_t len, const char *name, struct vs_config *c,
-		    char *err, size_t errlen);
+int vs_config_parse(const char *text, size_t len, const char *name, struct vs_config *c, char *err,
+		    size_t errlen);
 
 /* The target's settings from c (luns: VS_TARGET_MAX_LUNS entries, pointing into c). */
 void vs_config_target(const struct vs_config *c, struct vs_target_config *tc,
@@ -70,8 +70,8 @@ void vs_config_target(const struct vs_config *c, struct vs_target_config *tc,
 
 /* c as the file's JSON text (malloc'd; NULL: out of memory), its LUNs and trace replaced
  * by what is live: luns (n of them) and trace ("" none). */
-char *vs_config_dump(const struct vs_config *c, const struct vs_target_lun_info *luns,
-		     unsigned n, const char *trace);
+char *vs_config_dump(const struct vs_config *c, const struct vs_target_lun_info *luns, unsigned n,
+		     const char *trace);
 
 /* Replace path with text atomically: a temporary file beside it (O_EXCL, 0600), written,
  * fsync'd, renamed over path, and the directory fsync'd; on any error the temporary file

@@ -12,7 +12,8 @@
 
 #include "rpc/config_live.h"
 
-static void say(struct vs_config_live *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(struct vs_config_live *l, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 static void say(struct vs_config_live *l, const char *fmt, ...)
 {
 	char line[2048];
@@ -27,8 +28,8 @@ static void say(struct vs_config_live *l, const char *fmt, ...)
 }
 
 int vs_config_live_init(struct vs_config_live *l, const struct vs_config *c, const char *path,
-			bool autosave, struct vs_target *t, void (*log)(void *arg, const char *line),
-			void *log_arg)
+			bool autosave, struct vs_target *t,
+			void (*log)(void *arg, const char *line), void *log_arg)
 {
 	memset(l, 0, sizeof(*l));
 	if (strlen(path) >= sizeof(l->path))
@@ -67,8 +68,8 @@ static int save_locked(struct vs_config_live *l, const char *to, char *err, size
 	return rc;
 }
 
-int vs_config_live_save(struct vs_config_live *l, const char *name, const char **written,
-			char *err, size_t errlen)
+int vs_config_live_save(struct vs_config_live *l, const char *name, const char **written, char *err,
+			size_t errlen)
 {
 	static char to[PATH_MAX]; /* under the lock; the caller reads it before the next */
 	const char *slash = strrchr(l->path, '/');
@@ -84,8 +85,8 @@ int vs_config_live_save(struct vs_config_live *l, const char *name, const char *
 	pthread_mutex_lock(&l->lock);
 	if (!name)
 		snprintf(to, sizeof(to), "%s", l->path);
-	else if (snprintf(to, sizeof(to), "%.*s%s", slash ? (int)(slash - l->path) + 1 : 0,
-			  l->path, name) >= (int)sizeof(to)) {
+	else if (snprintf(to, sizeof(to), "%.*s%s", slash ? (int)(slash - l->path) + 1 : 0, l->path,
+			  name) >= (int)sizeof(to)) {
 		snprintf(err, errlen, "'%.64s': the path is too long", name);
 		rc = -ENAMETOOLONG;
 		goto out;
@@ -105,8 +106,9 @@ void vs_config_live_changed(struct vs_config_live *l)
 		return;
 	pthread_mutex_lock(&l->lock);
 	if (save_locked(l, l->path, err, sizeof(err)))
-		say(l, "config: autosave failed, %s still holds the configuration before the "
-		       "change: %s",
+		say(l,
+		    "config: autosave failed, %s still holds the configuration before the "
+		    "change: %s",
 		    l->path, err);
 	pthread_mutex_unlock(&l->lock);
 }

@@ -27,16 +27,16 @@ struct vs_config_live {
 
 /* l for a target started from c, read from path.  0, or -ENAMETOOLONG. */
 int vs_config_live_init(struct vs_config_live *l, const struct vs_config *c, const char *path,
-			bool autosave, struct vs_target *t, void (*log)(void *arg, const char *line),
-			void *log_arg);
+			bool autosave, struct vs_target *t,
+			void (*log)(void *arg, const char *line), void *log_arg);
 void vs_config_live_fini(struct vs_config_live *l);
 
 /* Write the live configuration (the settings, the target's LUNs now, the trace spec) to
  * the --config file, or, with name, to the file of that name in its directory: a plain
  * name (no '/', not starting with '.'), so that a client of the management socket can
  * write nowhere else.  Atomically (vs_config_write).  0, or -errno with err saying why. */
-int vs_config_live_save(struct vs_config_live *l, const char *name, const char **written,
-			char *err, size_t errlen);
+int vs_config_live_save(struct vs_config_live *l, const char *name, const char **written, char *err,
+			size_t errlen);
 
 /* A change was made (a LUN added, removed, resized; the trace spec): with autosave, save
  * to the --config file, a failure logged (the change stays made). */

@@ -500,7 +500,8 @@ static void test_config_restart_restores(void **state)
 	assert_true(wait_accepts(vhost));
 	assert_true(wait_accepts(rpc));
 	snprintf(spec, sizeof(spec), "spec=file=%s", disk);
-	assert_int_equal(rpc_run(&s, out, &text, "--socket", rpc, "lun_add", "id=1", spec, NULL), 0);
+	assert_int_equal(rpc_run(&s, out, &text, "--socket", rpc, "lun_add", "id=1", spec, NULL),
+			 0);
 	free(text);
 	assert_int_equal(
 	    rpc_run(&s, out, &text, "--socket", rpc, "trace_set", "spec=verbose:vhost", NULL), 0);
