@@ -150,7 +150,8 @@ static const struct vs_cli_section target_sections[] = {
      "its pid; a frontend dropped and why; a LUN, flush or worker given up on; the request "
      "counts at exit. Under systemd (a Type=notify unit such as vioscope-target@.service) the "
      "target reports itself ready once both sockets listen (READY=1), reloading on SIGHUP "
-     "(RELOADING=1, then READY=1) and stopping on a signal (STOPPING=1). Trace flags for more: `vioscope trace enable PID "
+     "(RELOADING=1, then READY=1) and stopping on a signal (STOPPING=1). Trace flags for more: "
+     "`vioscope trace enable PID "
      "verbose:vhost,queue,io` (docs/TARGET.md)."},
     {"Signals", "SIGINT and SIGTERM (and the management socket's shutdown): finish the requests in "
 		"flight, flush the files (fdatasync), remove the sockets and exit 0. SIGHUP: "
