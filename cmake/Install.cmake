@@ -12,6 +12,7 @@
 #   share/man/man1/vioscope.1, vioscope-<command>.1          from each command's help
 #   share/bash-completion/completions/vioscope               the same
 #   lib/systemd/system/vioscope-target@.service              a target per instance
+#   lib/systemd/system/vioscope-target-config@.service       the same, from a --config file
 include(CMakePackageConfigHelpers)
 
 install(FILES ${PROJECT_SOURCE_DIR}/include/vioscope/trace.h
@@ -142,9 +143,11 @@ install(FILES ${PROJECT_BINARY_DIR}/bash-completion/vioscope
 # /etc/vioscope/target-NAME.conf); Type=notify, readiness from the target itself.  Made at
 # install time: its ExecStart names the binary where `--prefix` put it.  lib/, not the
 # multiarch libdir: systemd reads PREFIX/lib/systemd/system.
-install(CODE "
-  set(VIOSCOPE_UNIT_BINDIR \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_BINDIR}\")
-  configure_file(\"${PROJECT_SOURCE_DIR}/cmake/vioscope-target@.service.in\"
-    \"${PROJECT_BINARY_DIR}/systemd/vioscope-target@.service\" @ONLY)")
-install(FILES ${PROJECT_BINARY_DIR}/systemd/vioscope-target@.service
-  DESTINATION lib/systemd/system)
+foreach(unit vioscope-target@ vioscope-target-config@)
+  install(CODE "
+    set(VIOSCOPE_UNIT_BINDIR \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_BINDIR}\")
+    configure_file(\"${PROJECT_SOURCE_DIR}/cmake/${unit}.service.in\"
+      \"${PROJECT_BINARY_DIR}/systemd/${unit}.service\" @ONLY)")
+  install(FILES ${PROJECT_BINARY_DIR}/systemd/${unit}.service
+    DESTINATION lib/systemd/system)
+endforeach()

@@ -8,22 +8,30 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <vioscope/target.h>
 #include <vioscope/trace.h>
 
+#include "rpc/config.h"
+#include "rpc/config_live.h"
 #include "rpc/rpc.h"
 #include "tools/commands.h"
 #include "util/util.h"
 
-static volatile sig_atomic_t stop_requested;
+/* serving_paused makes vs_target_run return to the main loop, which then stops, or reloads
+ * the configuration file and serves again. */
+static volatile sig_atomic_t stop_requested, reload_requested, serving_paused;
 static struct vs_target *running;
 
 static void on_signal(int sig)
 {
-	(void)sig;
-	stop_requested = 1;
+	if (sig == SIGHUP)
+		reload_requested = 1;
+	else
+		stop_requested = 1;
+	serving_paused = 1;
 	vs_target_wake(running); /* async-signal-safe: one eventfd write */
 }
 
@@ -32,6 +40,7 @@ static void rpc_shutdown(void *arg)
 {
 	(void)arg;
 	stop_requested = 1;
+	serving_paused = 1;
 	vs_target_wake(running);
 }
 
@@ -61,6 +70,8 @@ enum {
 	OPT_LUN_ROOT,
 	OPT_TESTING,
 	OPT_QOS,
+	OPT_CONFIG,
+	OPT_CONFIG_AUTOSAVE,
 };
 
 static const struct vs_cli_opt target_opts[] = {
@@ -105,6 +116,13 @@ static const struct vs_cli_opt target_opts[] = {
     {"testing", 0, OPT_TESTING, NULL, NULL,
      "allow the test-only backend options (see Backends); without it a spec naming one is "
      "refused"},
+    {"config", 0, OPT_CONFIG, "FILE", NULL,
+     "every setting and LUN from FILE (JSON, the shape the management socket's save_config "
+     "writes: docs/TARGET.md), checked whole before anything is created; then no other "
+     "option but --config-autosave. SIGHUP reloads it"},
+    {"config-autosave", 0, OPT_CONFIG_AUTOSAVE, NULL, NULL,
+     "with --config: after every change made over the management socket (a LUN added, "
+     "removed, resized; trace_set) write the live configuration back to FILE, atomically"},
     {0},
 };
 
@@ -138,20 +156,25 @@ static const struct vs_cli_section target_sections[] = {
      "One line each on stderr: listening; each frontend that connects and disconnects, with "
      "its pid; a frontend dropped and why; a LUN, flush or worker given up on; the request "
      "counts at exit. Under systemd (a Type=notify unit such as vioscope-target@.service) the "
-     "target reports itself ready once both sockets listen (READY=1) and stopping on a "
-     "signal (STOPPING=1). Trace flags for more: `vioscope trace enable PID "
+     "target reports itself ready once both sockets listen (READY=1), reloading on SIGHUP "
+     "(RELOADING=1, then READY=1) and stopping on a signal (STOPPING=1). Trace flags for more: "
+     "`vioscope trace enable PID "
      "verbose:vhost,queue,io` (docs/TARGET.md)."},
     {"Signals", "SIGINT and SIGTERM (and the management socket's shutdown): finish the requests in "
-		"flight, flush the files (fdatasync), remove the sockets and exit 0."},
+		"flight, flush the files (fdatasync), remove the sockets and exit 0. SIGHUP: "
+		"read the --config file again and apply what changed (LUNs added, removed, "
+		"replaced; the trace spec), or log why not and change nothing."},
     {"Exit status",
      "  0  stopped by SIGINT, SIGTERM or shutdown, everything flushed\n"
      "  1  failed while serving: a worker or a flush given up on, a flush that failed, the\n"
      "     socket failing\n"
      "  2  a mistake in the command line: an unknown option, a malformed LUN spec (its\n"
      "     backend, options, size, or a size that is not whole blocks), a test-only option\n"
-     "     without --testing, --rpc naming the --socket path\n"
+     "     without --testing, --rpc naming the --socket path, a --config file that is not\n"
+     "     valid (its path, line and column are named) or given with other options\n"
      "  3  could not start: an image missing or in use, a socket path taken, more RAM\n"
-     "     than the machine has, a Ceph cluster out of reach, a --lun-root that is not there"},
+     "     than the machine has, a Ceph cluster out of reach, a --lun-root that is not\n"
+     "     there, a --config file that cannot be read"},
     {"Examples",
      "  vioscope target --socket /tmp/vs.sock --lun 0:file=disk.img --lun 1:ram=1G --queues 2\n"
      "  vioscope target --socket /run/vs.sock --lun 0:rbd=rbd/vm1 --rpc /run/vs-rpc.sock"},
@@ -164,7 +187,8 @@ static const struct vs_cli_help target_help = {
     .synopsis = "--socket PATH --lun N:BACKEND [--lun N:BACKEND ...] [--queues N]\n"
 		" [--block-size 512|4096] [--workers N] [--poll | --adaptive-poll US]\n"
 		" [--worker-timeout S] [--rpc PATH [--rpc-allow USERS]] [--lun-root DIR]\n"
-		" [--qos N:LIMITS ...] [--testing]",
+		" [--qos N:LIMITS ...] [--testing]\n"
+		"--config FILE [--config-autosave]",
     .text = "A vhost-user back-end for QEMU's vhost-user-scsi-pci: the guest's own virtio_scsi "
 	    "driver sees one SCSI target with up to 256 LUNs, each on an image file, a block "
 	    "device, a Ceph RBD image, memory or nothing (null). One frontend at a time; when "
@@ -273,11 +297,26 @@ static int parse_users(const char *list, uint32_t *uids, unsigned *n)
 	return 0;
 }
 
+static const char *opt_name(int key)
+{
+	for (const struct vs_cli_opt *o = target_opts; o->name; o++)
+		if (o->key == key)
+			return o->name;
+	return "?";
+}
+
+/* What --config and --config-autosave say. */
+struct config_opts {
+	const char *path; /* NULL: the command line holds the settings */
+	bool autosave;
+	int setting; /* the first option that is a setting (with --config, refused) */
+};
+
 /* The options into cfg (and the management socket's): 0, or the exit status after saying
  * why (--help and --version: 0 after printing, with *done set). */
 static int parse_options(int argc, char **argv, struct vs_target_config *cfg,
 			 struct vs_target_lun *luns, const char **rpc_path, const char **rpc_allow,
-			 bool *done)
+			 struct config_opts *conf, bool *done)
 {
 	static struct vs_target_qos qos[VS_TARGET_MAX_LUNS];
 	bool qos_given[VS_TARGET_MAX_LUNS] = {false};
@@ -288,10 +327,18 @@ static int parse_options(int argc, char **argv, struct vs_target_config *cfg,
 
 	vs_cli_begin(&a, &target_help, argc, argv);
 	while ((c = vs_cli_next(&a)) != VS_CLI_END) {
+		if (c >= OPT_SOCKET && c <= OPT_TESTING && !conf->setting)
+			conf->setting = c;
 		switch (c) {
 		case VS_CLI_EXIT:
 			*done = true;
 			return a.status;
+		case OPT_CONFIG:
+			conf->path = a.value;
+			break;
+		case OPT_CONFIG_AUTOSAVE:
+			conf->autosave = true;
+			break;
 		case OPT_SOCKET:
 			cfg->socket_path = a.value;
 			break;
@@ -357,6 +404,17 @@ static int parse_options(int argc, char **argv, struct vs_target_config *cfg,
 	if (a.next < argc)
 		return vs_cli_usage_error(&target_help, "unexpected argument '%s' (see --help)",
 					  argv[a.next]);
+	/* One source for each setting: the file is what save_config writes back, and a
+	 * command-line value beside it would be lost there or fight it at a reload. */
+	if (conf->path && conf->setting)
+		return vs_cli_usage_error(&target_help,
+					  "--%s with --config: with a configuration file every "
+					  "setting is the file's",
+					  opt_name(conf->setting));
+	if (conf->autosave && !conf->path)
+		return vs_cli_usage_error(&target_help, "--config-autosave without --config");
+	if (conf->path)
+		return 0;
 	if (!cfg->socket_path || !*cfg->socket_path)
 		return vs_cli_usage_error(&target_help, "--socket PATH is required");
 	if (!cfg->nluns)
@@ -403,27 +461,105 @@ static void notify_ready(const struct vs_target_config *cfg, const char *rpc_pat
 			strerror(-rc));
 }
 
+/* The settings from the --config file into cfg and the management socket's: 0, or the
+ * exit status after saying why (what the file says: 2; a file that cannot be read: 3). */
+static int load_config(const char *path, struct vs_config *conf, struct vs_target_config *cfg,
+		       struct vs_target_lun *luns, const char **rpc_path, uint32_t *allow,
+		       unsigned *nallow)
+{
+	char err[1024];
+	int rc = vs_config_load(path, conf, err, sizeof(err));
+
+	if (rc)
+		return vs_cli_error(&target_help,
+				    rc == -EINVAL ? VS_EXIT_USAGE : VS_EXIT_CANNOT_RUN,
+				    "--config %s", err);
+	vs_config_target(conf, cfg, luns);
+	cfg->log = log_line;
+	*rpc_path = conf->rpc[0] ? conf->rpc : NULL;
+	if (*rpc_path && same_path(*rpc_path, cfg->socket_path))
+		return vs_cli_usage_error(&target_help,
+					  "--config %s: rpc %s names the controller's socket: the "
+					  "management socket needs a path of its own",
+					  path, *rpc_path);
+	for (unsigned i = 0; i < conf->nallow; i++)
+		allow[(*nallow)++] = conf->allow_uids[i];
+	/* Applied as the check: a refused spec changes nothing (vs_trace_set_spec_why). */
+	if (conf->trace[0] && vs_trace_set_spec_why(conf->trace, err, sizeof(err)) < 0)
+		return vs_cli_usage_error(&target_help, "--config %s: trace '%s': %s", path,
+					  conf->trace, err);
+	return 0;
+}
+
+/* SIGHUP: the --config file again, systemd told (RELOADING=1, then READY=1). */
+static void reload(struct vs_config_live *live, const struct vs_target_config *cfg,
+		   const char *rpc_path)
+{
+	struct timespec ts;
+	char state[128];
+
+	if (!live) {
+		fprintf(stderr, "vioscope target: SIGHUP: started without --config, nothing to "
+				"reload\n");
+		return;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	snprintf(state, sizeof(state), "RELOADING=1\nMONOTONIC_USEC=%llu",
+		 (unsigned long long)ts.tv_sec * 1000000ull +
+		     (unsigned long long)ts.tv_nsec / 1000);
+	cli_sd_notify(state);
+	vs_config_live_reload(live); /* each step, or why nothing changed, is logged */
+	notify_ready(cfg, rpc_path);
+}
+
+/* Serve until a stop is asked for, reloading the configuration on each SIGHUP. */
+static int serve(struct vs_config_live *live, const struct vs_target_config *cfg,
+		 const char *rpc_path)
+{
+	for (;;) {
+		int rc = 0;
+
+		/* Cleared before the flags are looked at: a signal after this stops the next
+		 * vs_target_run at once. */
+		serving_paused = 0;
+		if (!stop_requested && !reload_requested)
+			rc = vs_target_run(running, &serving_paused);
+		if (rc || stop_requested)
+			return rc;
+		if (reload_requested) {
+			reload_requested = 0;
+			reload(live, cfg, rpc_path);
+		}
+	}
+}
+
 static int cmd_target(int argc, char **argv)
 {
 	static struct vs_target_lun luns[VS_TARGET_MAX_LUNS];
+	static struct vs_config conf_file;
+	static struct vs_config_live live;
 	struct vs_target_config cfg = {
 	    .num_queues = 1, .block_size = 512, .luns = luns, .log = log_line};
+	struct config_opts conf = {0};
 	struct sigaction sa;
 	const char *rpc_path = NULL, *rpc_allow = NULL;
 	uint32_t allow[VS_RPC_MAX_ALLOW];
 	unsigned nallow = 0;
 	struct vs_rpc *rpc = NULL;
-	bool done = false;
+	bool done = false, has_live = false;
 	char err[512];
 	int rc;
 
-	rc = parse_options(argc, argv, &cfg, luns, &rpc_path, &rpc_allow, &done);
+	rc = parse_options(argc, argv, &cfg, luns, &rpc_path, &rpc_allow, &conf, &done);
 	if (rc || done)
+		return rc;
+	if (conf.path &&
+	    (rc = load_config(conf.path, &conf_file, &cfg, luns, &rpc_path, allow, &nallow)))
 		return rc;
 	if (rpc_path) {
 		if (rpc_allow && (rc = parse_users(rpc_allow, allow, &nallow)))
 			return rc;
-		if (!rpc_allow) { /* the default: root and our own uid */
+		if (!nallow) { /* the default: root and our own uid */
 			allow[nallow++] = 0;
 			if (geteuid())
 				allow[nallow++] = geteuid();
@@ -439,7 +575,11 @@ static int cmd_target(int argc, char **argv)
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	/* A file-size limit (RLIMIT_FSIZE) fails the write that passes it (EFBIG: a save of
+	 * the configuration, a write log) instead of killing the target and its guest's disk. */
+	signal(SIGXFSZ, SIG_IGN);
 
 	{
 		struct vs_target *t;
@@ -448,13 +588,26 @@ static int cmd_target(int argc, char **argv)
 			return vs_cli_error(&target_help, VS_EXIT_CANNOT_RUN, "%s", err);
 		running = t;
 	}
+	if (conf.path) {
+		if (vs_config_live_init(&live, &conf_file, conf.path, conf.autosave, running,
+					log_line, NULL)) {
+			struct vs_target *t = running;
+
+			running = NULL;
+			vs_target_destroy(t);
+			return vs_cli_error(&target_help, VS_EXIT_USAGE,
+					    "--config %s: path too long", conf.path);
+		}
+		has_live = true;
+	}
 	if (rpc_path) {
 		struct vs_rpc_config rc_cfg = {.path = rpc_path,
 					       .target = running,
 					       .shutdown = rpc_shutdown,
 					       .log = log_line,
 					       .allow_uids = allow,
-					       .nallow_uids = nallow};
+					       .nallow_uids = nallow,
+					       .live = has_live ? &live : NULL};
 
 		if (vs_rpc_start(&rpc, &rc_cfg, err, sizeof(err))) {
 			struct vs_target *t = running;
@@ -470,7 +623,7 @@ static int cmd_target(int argc, char **argv)
 		cfg.num_queues == 1 ? "" : "s", cfg.poll ? "poll" : "event",
 		rpc_path ? "; management socket " : "", rpc_path ? rpc_path : "");
 	notify_ready(&cfg, rpc_path);
-	rc = vs_target_run(running, &stop_requested);
+	rc = serve(has_live ? &live : NULL, &cfg, rpc_path);
 	cli_sd_notify("STOPPING=1\nSTATUS=stopping: finishing requests, flushing");
 	if (rc)
 		fprintf(stderr, "vioscope target: serving failed: %s\n", strerror(-rc));
@@ -482,6 +635,8 @@ static int cmd_target(int argc, char **argv)
 		sigset_t block;
 
 		vs_rpc_stop(rpc); /* no method may reach a target being torn down */
+		if (has_live)
+			vs_config_live_fini(&live);
 		vs_target_get_stats(t, &st);
 		fprintf(stderr,
 			"vioscope target: %llu requests; idle spells ended by the adaptive poll "
@@ -493,6 +648,7 @@ static int cmd_target(int argc, char **argv)
 		sigemptyset(&block);
 		sigaddset(&block, SIGINT);
 		sigaddset(&block, SIGTERM);
+		sigaddset(&block, SIGHUP);
 		sigprocmask(SIG_BLOCK, &block, NULL);
 		running = NULL;
 		int frc = vs_target_destroy(t);

@@ -16,6 +16,7 @@
 #include <vioscope/target.h>
 #include <vioscope/trace.h>
 
+#include "rpc/config_live.h"
 #include "rpc/rpc_int.h"
 #include "util/util.h"
 
@@ -207,6 +208,7 @@ static json_t *m_lun_add(struct vs_rpc *rpc, struct rpc_session *s, json_t *para
 	rc = vs_target_lun_add(rpc->cfg.target, &lun, err, sizeof(err));
 	if (rc)
 		return target_fail(e, rc, err);
+	vs_config_live_changed(rpc->cfg.live);
 	return lun_json(rpc, lun.id, e);
 }
 
@@ -223,6 +225,7 @@ static json_t *m_lun_remove(struct vs_rpc *rpc, struct rpc_session *s, json_t *p
 	rc = vs_target_lun_remove(rpc->cfg.target, (unsigned)id, err, sizeof(err));
 	if (rc)
 		return target_fail(e, rc, err);
+	vs_config_live_changed(rpc->cfg.live);
 	return json_pack("{s:I}", "id", (json_int_t)id);
 }
 
@@ -240,6 +243,7 @@ static json_t *m_lun_resize(struct vs_rpc *rpc, struct rpc_session *s, json_t *p
 	rc = vs_target_lun_resize(rpc->cfg.target, (unsigned)id, size, err, sizeof(err));
 	if (rc)
 		return target_fail(e, rc, err);
+	vs_config_live_changed(rpc->cfg.live);
 	return lun_json(rpc, (unsigned)id, e);
 }
 
@@ -412,12 +416,36 @@ static json_t *m_trace_set(struct vs_rpc *rpc, struct rpc_session *s, json_t *pa
 	char why[400];
 
 	(void)s;
-	(void)rpc;
 	if (param_str(params, "spec", &spec, e))
 		return NULL;
-	if (vs_trace_set_spec_why(spec, why, sizeof(why)) < 0)
+	/* Through the live configuration, when there is one: save_config then writes it. */
+	if ((rpc->cfg.live ? vs_config_live_trace(rpc->cfg.live, spec, why, sizeof(why))
+			   : vs_trace_set_spec_why(spec, why, sizeof(why))) < 0)
 		return fail(e, VS_RPC_INVALID_PARAMS, 0, "param 'spec': '%.64s': %s", spec, why);
+	vs_config_live_changed(rpc->cfg.live);
 	return json_pack("{s:s}", "spec", spec);
+}
+
+static json_t *m_save_config(struct vs_rpc *rpc, struct rpc_session *s, json_t *params,
+			     struct rpc_error *e)
+{
+	const char *name = NULL, *written = NULL;
+	char err[1024] = "";
+	int rc;
+
+	(void)s;
+	if (json_object_get(params, "path") && param_str(params, "path", &name, e))
+		return NULL;
+	if (!rpc->cfg.live)
+		return fail(e, VS_RPC_TARGET_ERROR, ENOTSUP,
+			    "the target was started without --config: there is no configuration "
+			    "file to save to");
+	rc = vs_config_live_save(rpc->cfg.live, name, &written, err, sizeof(err));
+	if (rc == -EINVAL)
+		return fail(e, VS_RPC_INVALID_PARAMS, 0, "param 'path': %s", err);
+	if (rc)
+		return target_fail(e, rc, err);
+	return json_pack("{s:o}", "path", text(written));
 }
 
 static json_t *m_shutdown(struct vs_rpc *rpc, struct rpc_session *s, json_t *params,
@@ -450,6 +478,7 @@ static const struct method methods[] = {
       NULL}},
     {"stats", m_stats, {"interval", NULL}},
     {"trace_set", m_trace_set, {"spec", NULL}},
+    {"save_config", m_save_config, {"path", NULL}},
     {"shutdown", m_shutdown, {NULL}},
 };
 
@@ -543,7 +572,7 @@ static json_t *handle_one(struct vs_rpc *rpc, struct rpc_session *s, json_t *req
 	if (!m) {
 		fail(&e, VS_RPC_METHOD_NOT_FOUND, 0,
 		     "method '%s' not found (lun_add, lun_remove, lun_resize, lun_list, qos_set, "
-		     "stats, trace_set, shutdown)",
+		     "stats, trace_set, save_config, shutdown)",
 		     json_string_value(v));
 		goto reply;
 	}
@@ -617,6 +646,8 @@ static size_t reply_bound(json_t *req, struct rpc_sizes n)
 	else if (!strcmp(method, "lun_add") || !strcmp(method, "lun_resize") ||
 		 !strcmp(method, "qos_set"))
 		bound += 2560;
+	else if (!strcmp(method, "save_config"))
+		bound += 6 * 4096; /* the path written, escaped */
 	return bound;
 }
 

@@ -5,7 +5,7 @@
  * neither a slow method nor a stuck client ever touches the target's data path.
  *
  * Methods (docs/TARGET.md): lun_add, lun_remove, lun_resize, lun_list, stats, trace_set,
- * shutdown.  They call the target's public API (include/vioscope/target.h) and nothing
+ * save_config, shutdown.  They call the target's public API (include/vioscope/target.h) and nothing
  * below it.
  */
 #ifndef VS_RPC_H
@@ -37,6 +37,7 @@ enum vs_rpc_code {
 };
 
 struct vs_target;
+struct vs_config_live;
 
 struct vs_rpc_config {
 	const char *path;	  /* the socket (created 0600; removed by vs_rpc_stop) */
@@ -51,6 +52,10 @@ struct vs_rpc_config {
 	 * error line saying so and is closed.  None: root and this process's own uid. */
 	const uint32_t *allow_uids;
 	unsigned nallow_uids; /* at most VS_RPC_MAX_ALLOW */
+	/* The configuration file the target was started from (rpc/config_live.h), for
+	 * save_config, autosave after every change and trace_set's spec; NULL: save_config
+	 * is refused. */
+	struct vs_config_live *live;
 };
 
 struct vs_rpc;

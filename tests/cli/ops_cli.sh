@@ -323,7 +323,8 @@ install_tree() {
 		lib/pkgconfig/vioscope-target-cold.pc lib/pkgconfig/vioscope-initiator-cold.pc \
 		share/man/man1/vioscope.1 share/man/man1/vioscope-trace.1 \
 		share/man/man1/vioscope-target.1 share/bash-completion/completions/vioscope \
-		lib/systemd/system/vioscope-target@.service; do
+		lib/systemd/system/vioscope-target@.service \
+		lib/systemd/system/vioscope-target-config@.service; do
 		[[ -e $p/$f ]] || fail "cmake --install did not place $f"
 	done
 	# man finds the pages there; the installed flavours say which they are.
@@ -338,14 +339,22 @@ install_tree() {
 	grep -q "^ExecStart=$p/bin/vioscope target --socket %t/vioscope/%i/vhost.sock" "$unit" ||
 		fail "the unit's ExecStart: $(grep ExecStart "$unit")"
 	grep -q '^Type=notify$' "$unit" && grep -q '^KillSignal=SIGTERM$' "$unit" || fail "Type=notify, SIGTERM"
+	local conf=$p/lib/systemd/system/vioscope-target-config@.service
+	grep -q "^ExecStart=$p/bin/vioscope target --config /etc/vioscope/%i.json --config-autosave$" "$conf" ||
+		fail "the config unit's ExecStart: $(grep ExecStart "$conf")"
+	grep -q '^Type=notify$' "$conf" && grep -q '^ExecReload=/bin/kill -HUP $MAINPID$' "$conf" ||
+		fail "the config unit: Type=notify, ExecReload"
 	if command -v systemd-analyze >/dev/null; then
 		mkdir "$work/units"
 		cp "$unit" "$work/units/vioscope-target@check.service"
+		cp "$conf" "$work/units/vioscope-target-config@check.service"
 		# (with the installed man pages: it checks that Documentation= names a page)
-		MANPATH=$p/share/man systemd-analyze verify "$work/units/vioscope-target@check.service" \
-			>"$work/out" 2>"$work/err" ||
-			fail "systemd-analyze verify refused the unit"
-		! grep -q 'vioscope-target@' "$work/err" || fail "systemd-analyze verify: $(cat "$work/err")"
+		for u in vioscope-target@check vioscope-target-config@check; do
+			MANPATH=$p/share/man systemd-analyze verify "$work/units/$u.service" \
+				>"$work/out" 2>"$work/err" ||
+				fail "systemd-analyze verify refused $u"
+			! grep -q 'vioscope-target' "$work/err" || fail "systemd-analyze verify: $(cat "$work/err")"
+		done
 	else
 		echo "systemd-analyze not found: the unit file is not verified" >&2
 	fi
@@ -358,11 +367,186 @@ install_tree() {
 	grep -q "4096 bytes written and read back" "$work/out" || fail "loopback printed: $(cat "$work/out")"
 }
 
+# ---- the configuration file (--config) ----------------------------------------------------
+
+# write_config FILE SOCKET [RPC]: a valid configuration, LUN 0 on RAM and LUN 1 on null.
+write_config() {
+	local rpc=${3:+"\"rpc\": \"$3\","}
+	cat >"$1" <<-EOF
+		{ $rpc
+		  "controllers": [
+		    { "name": "vm1", "socket": "$2", "queues": 2,
+		      "luns": [ { "id": 0, "spec": "ram=1M" },
+		                { "id": 1, "spec": "null=1M" } ] }
+		  ]
+		}
+	EOF
+}
+# col_of FILE LINE TEXT: the column where TEXT starts on LINE of FILE (what the target must
+# name).
+col_of() {
+	local l
+	l=$(sed -n "$2p" "$1")
+	l=${l%%"$3"*}
+	echo $((${#l} + 1))
+}
+# refused PATTERN: `target --config bad.json` exits 2 saying PATTERN, and no socket is left.
+refused() {
+	expect 2 "$1" "$V" target --config "$work/bad.json"
+	[[ ! -e $work/vs.sock ]] || fail "a refused configuration left $work/vs.sock"
+}
+
+# A file that is not valid is refused whole, with its path, line and column (and the JSON
+# path of a value at fault), exit 2, and nothing is created; one that cannot be read exits 3.
+config_invalid_refused() {
+	local sock=$work/vs.sock f=$work/bad.json
+	printf '{\n  "controllers": [\n    {"name": "vm1", "socket": "%s",, "luns": []}\n]}\n' \
+		"$sock" >"$f"
+	refused "vioscope target: --config $f:3:[0-9]+: "
+	write_config "$f" "$sock"
+	sed -i 's/"queues": 2/"queue": 2/' "$f"
+	refused "--config $f:3:$(col_of "$f" 3 '"queue"'): controllers\[0\]\.queue: unknown key 'queue'"
+	write_config "$f" "$sock"
+	sed -i 's/"queues": 2/"queues": "2"/' "$f"
+	refused "$f:3:$(col_of "$f" 3 '"queues"'): controllers\[0\]\.queues: expected a whole number in 1\.\.16"
+	write_config "$f" "$sock"
+	sed -i 's/"null=1M"/"null"/' "$f"
+	refused "$f:5:$(col_of "$f" 5 '"spec"'): controllers\[0\]\.luns\[1\]\.spec: LUN 1 \(null\): bad backend spec"
+	write_config "$f" "$sock"
+	sed -i 's/"id": 1/"id": 0/' "$f"
+	refused "$f:5:$(col_of "$f" 5 '"id"'): controllers\[0\]\.luns\[1\]\.id: LUN 0 given twice"
+	write_config "$f" "$sock"
+	sed -i 's/^  \]$/  , { "name": "vm2", "socket": "x", "luns": [ { "id": 0, "spec": "ram=1M" } ] } ]/' "$f"
+	refused "$f:6:5: controllers\[1\]: a second controller: multiple controllers are not supported yet"
+	write_config "$f" "$sock"
+	expect 2 "--socket with --config" "$V" target --config "$f" --socket "$sock"
+	expect 2 "--config-autosave without --config" "$V" target --config-autosave --socket "$sock" --lun 0:ram=1M
+	expect 3 "--config $work/none.json: cannot open: No such file" "$V" target --config "$work/none.json"
+	[[ ! -e $sock ]] || fail "a refused configuration left $sock"
+}
+
+# rpc_ok METHOD [K=V...]: the call succeeds (stdout in $work/out).
+rpc_ok() {
+	run "$V" rpc --socket "$work/rpc.sock" "$@"
+	[[ $rc == 0 ]] || fail "rpc $* exited $rc"
+}
+# only_files DIR NAME...: DIR holds exactly these (no temporary file left).
+only_files() {
+	local dir=$1 got
+	shift
+	got=$(cd "$dir" && ls -A | sort | tr '\n' ' ')
+	[[ $got == "$(printf '%s\n' "$@" | sort | tr '\n' ' ')" ]] || fail "$dir holds: $got"
+}
+
+# save_config writes the live configuration over the file, owner-only, leaving no temporary
+# file; a name is written beside it, a path anywhere else is refused; a write that fails
+# (a file-size limit: even root cannot pass it) leaves the old file whole and no temporary.
+config_save_atomic() {
+	local d=$work/cfg f
+	mkdir "$d"
+	f=$d/target.json
+	write_config "$f" "$work/vs.sock" "$work/rpc.sock"
+	start_target t --config "$f"
+	wait_socket "$work/rpc.sock"
+	rpc_ok lun_add id=2 spec=null=2M
+	rpc_ok save_config
+	grep -q "\"path\": \"$f\"" "$work/out" || fail "save_config answered: $(cat "$work/out")"
+	grep -q '"spec": "null=2M"' "$f" || fail "the saved file lacks LUN 2: $(cat "$f")"
+	[[ $(stat -c %a "$f") == 600 ]] || fail "the saved file's mode is $(stat -c %a "$f")"
+	rpc_ok save_config path=copy.json
+	cmp -s "$f" "$d/copy.json" || fail "copy.json differs from the file"
+	only_files "$d" target.json copy.json
+	for bad in ../x.json /tmp/x.json .hidden ""; do
+		run "$V" rpc --socket "$work/rpc.sock" save_config "path=$bad"
+		[[ $rc == 1 ]] || fail "save_config path=$bad exited $rc"
+	done
+	only_files "$d" target.json copy.json
+	[[ ! -e $work/x.json ]] || fail "save_config wrote outside the directory"
+	stop_target "$last"
+
+	# 40 LUNs: more than the 1 KiB file-size limit the second target runs under.
+	write_config "$f" "$work/vs.sock" "$work/rpc.sock"
+	for i in $(seq 2 41); do
+		sed -i "s|{ \"id\": 1, \"spec\": \"null=1M\" }|&, { \"id\": $i, \"spec\": \"null=1M\" }|" "$f"
+	done
+	cp "$f" "$work/before.json"
+	rm -f "$d/copy.json"
+	"$V" target --config "$f" 2>"$work/t2.err" &
+	pids+=($!)
+	last=$!
+	last_err=$work/t2.err
+	wait_socket "$work/rpc.sock"
+	prlimit --pid "$last" --fsize=1024 # once it serves: its own start writes no more
+	run "$V" rpc --socket "$work/rpc.sock" save_config
+	[[ $rc == 1 ]] || fail "save_config under a 1 KiB file-size limit exited $rc"
+	grep -q "File too large" "$work/err" || fail "save_config said: $(cat "$work/err")"
+	cmp -s "$f" "$work/before.json" || fail "a failed save changed the file"
+	only_files "$d" target.json
+	stop_target "$last"
+}
+
+# --config-autosave: each change over the socket is in the file when its reply comes.
+config_autosave() {
+	local f=$work/target.json
+	write_config "$f" "$work/vs.sock" "$work/rpc.sock"
+	start_target t --config "$f" --config-autosave
+	wait_socket "$work/rpc.sock"
+	rpc_ok lun_add id=5 spec=ram=2M
+	grep -q '"spec": "ram=2M"' "$f" || fail "lun_add not saved: $(cat "$f")"
+	rpc_ok lun_remove id=1
+	! grep -q '"null=1M"' "$f" || fail "lun_remove not saved: $(cat "$f")"
+	rpc_ok trace_set spec=verbose:vhost
+	grep -q '"trace": "verbose:vhost"' "$f" || fail "trace_set not saved: $(cat "$f")"
+	run "$V" rpc --socket "$work/rpc.sock" lun_add id=5 spec=ram=1M
+	grep -q '"spec": "ram=2M"' "$f" || fail "a refused lun_add changed the file"
+	stop_target "$last"
+}
+
+# wait_log TEXT: until the target started last logged TEXT.
+wait_log() {
+	local end=$((SECONDS + DEADLINE))
+	until grep -qF -- "$1" "$last_err"; do
+		((SECONDS < end)) || fail "no '$1' in the target's log within $DEADLINE s: $(cat "$last_err")"
+		sleep 0.05
+	done
+}
+# lun_ids: the LUN ids lun_list reports, on one line.
+lun_ids() {
+	rpc_ok --table lun_list
+	awk 'NR > 1 { printf "%s ", $1 }' "$work/out"
+}
+
+# SIGHUP applies the file's changes (a LUN removed, one added); a file that is invalid or
+# changes what takes a restart changes nothing, and says why.
+config_sighup_reload() {
+	local f=$work/target.json
+	write_config "$f" "$work/vs.sock" "$work/rpc.sock"
+	start_target t --config "$f"
+	wait_socket "$work/rpc.sock"
+	sed -i 's/"id": 1, "spec": "null=1M"/"id": 3, "spec": "null=2M"/' "$f"
+	kill -HUP "$last"
+	wait_log "reload: $f: removed LUN 1 (null=1M), added LUN 3 (null=2M)"
+	[[ $(lun_ids) == "0 3 " ]] || fail "after the reload, LUNs $(lun_ids)"
+	cp "$f" "$work/good.json"
+	sed -i 's/"id": 3, "spec": "null=2M"/"id": 4, "spec": "null=2M", "ro": true/' "$f"
+	kill -HUP "$last"
+	wait_log "reload: $f:5:$(col_of "$f" 5 '"ro"'): controllers[0].luns[1].ro: unknown key 'ro'"
+	wait_log "; nothing changed"
+	[[ $(lun_ids) == "0 3 " ]] || fail "an invalid file changed the LUNs: $(lun_ids)"
+	cp "$work/good.json" "$f"
+	sed -i 's/"queues": 2/"queues": 1/; s/"id": 3/"id": 6/' "$f"
+	kill -HUP "$last"
+	wait_log "controllers[0].queues changed: that takes a restart; nothing changed"
+	[[ $(lun_ids) == "0 3 " ]] || fail "a file needing a restart changed the LUNs: $(lun_ids)"
+	stop_target "$last"
+}
+
 case $name in
 help_of_every_command | version_of_every_command | one_error_format | \
 	target_usage_errors_exit_2 | target_cannot_run_exits_3 | rpc_exit_status | \
 	image_locked_between_targets | image_locked_between_luns | ram_beyond_the_machine | \
-	sizes_and_times_with_units | man_pages_from_the_help | completion_from_the_help | install_tree)
+	sizes_and_times_with_units | man_pages_from_the_help | completion_from_the_help | install_tree | \
+	config_invalid_refused | config_save_atomic | config_autosave | config_sighup_reload)
 	cd "$work" && "$name" && echo "ok: $name"
 	;;
 *)

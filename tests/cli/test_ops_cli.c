@@ -434,6 +434,159 @@ static void test_watch_reports_the_interval(void **state)
 	scratch_remove(&s);
 }
 
+/* ---- the configuration file: restart and reload ------------------------------------------- */
+
+/* path holds text (0600). */
+static void put_file(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+}
+
+/* A configuration with one RAM LUN 0 and a management socket. */
+static void put_config(const char *path, const char *vhost, const char *rpc)
+{
+	char text[1024];
+
+	snprintf(text, sizeof(text),
+		 "{\"rpc\": \"%s\",\n \"controllers\": [{\"name\": \"t\", \"socket\": \"%s\", "
+		 "\"queues\": 2,\n  \"luns\": [{\"id\": 0, \"spec\": \"ram=1M\"}]}]}\n",
+		 rpc, vhost);
+	put_file(path, text);
+}
+
+/* The byte at offset i of the test image: every block differs. */
+static uint8_t image_byte(size_t i)
+{
+	return (uint8_t)(i / 512 * 7 + i % 251);
+}
+
+/* A target started from a config; a file LUN added over the management socket, the trace
+ * spec changed, save_config; stopped and started from the saved file: lun_list has the
+ * LUN with its spec, the trace spec is in the file, and the test frontend reads the
+ * image's bytes from the LUN. */
+static void test_config_restart_restores(void **state)
+{
+	struct scratch s;
+	uint8_t image[8192], block[512];
+	char spec[200], *text;
+	json_error_t jerr;
+	json_t *root, *list;
+	struct fe fe;
+	struct gmem mem;
+	pid_t pid;
+
+	(void)state;
+	scratch_make(&s);
+	const char *vhost = scratch_path(&s, "vhost.sock"), *rpc = scratch_path(&s, "rpc.sock"),
+		   *out = scratch_path(&s, "out"), *conf = scratch_path(&s, "target.json"),
+		   *disk = scratch_path(&s, "disk.img");
+	char *argv[] = {"vioscope", "target", "--config", (char *)conf, NULL};
+
+	for (size_t i = 0; i < sizeof(image); i++)
+		image[i] = image_byte(i);
+	put_file(disk, "");
+	{
+		int fd = open(disk, O_WRONLY | O_CLOEXEC);
+
+		assert_int_equal(write(fd, image, sizeof(image)), (ssize_t)sizeof(image));
+		close(fd);
+	}
+	put_config(conf, vhost, rpc);
+	pid = spawn(argv, NULL, NULL, NULL);
+	assert_true(wait_accepts(vhost));
+	assert_true(wait_accepts(rpc));
+	snprintf(spec, sizeof(spec), "spec=file=%s", disk);
+	assert_int_equal(rpc_run(&s, out, &text, "--socket", rpc, "lun_add", "id=1", spec, NULL),
+			 0);
+	free(text);
+	assert_int_equal(
+	    rpc_run(&s, out, &text, "--socket", rpc, "trace_set", "spec=verbose:vhost", NULL), 0);
+	free(text);
+	assert_int_equal(rpc_run(&s, out, &text, "--socket", rpc, "save_config", NULL), 0);
+	free(text);
+	assert_int_equal(kill(pid, SIGTERM), 0);
+	assert_int_equal(wait_exit(pid), 0);
+	text = slurp(conf);
+	if (!strstr(text, "\"trace\": \"verbose:vhost\"") || !strstr(text, spec + 5))
+		fail_msg("the saved configuration lacks the LUN or the trace spec:\n%s", text);
+	free(text);
+
+	pid = spawn(argv, NULL, NULL, NULL);
+	assert_true(wait_accepts(vhost));
+	assert_true(wait_accepts(rpc));
+	assert_int_equal(rpc_run(&s, out, &text, "--socket", rpc, "--json", "lun_list", NULL), 0);
+	root = json_loads(text, 0, &jerr);
+	list = json_object_get(root, "result");
+	if (json_array_size(list) != 2)
+		fail_msg("lun_list after the restart:\n%s", text);
+	assert_int_equal(json_integer_value(json_object_get(json_array_get(list, 1), "id")), 1);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(list, 1), "spec")),
+			    spec + 5);
+	json_decref(root);
+	free(text);
+	ops_fe_open(&fe, &mem, vhost);
+	for (uint32_t lba = 0; lba < sizeof(image) / 512; lba++) {
+		struct fe_cmd c = {.lun = 1, .in = block, .in_len = sizeof(block)};
+
+		cdb10(c.cdb, 0x28, 0, lba, 1); /* READ(10) */
+		assert_int_equal(fe_scsi(&fe, VS_VIRTIO_SCSI_VQ_REQ0, &c), 0);
+		assert_int_equal(c.resp.status, 0);
+		assert_memory_equal(block, image + lba * 512, 512);
+	}
+	ops_fe_close(&fe, &mem);
+	assert_int_equal(kill(pid, SIGTERM), 0);
+	assert_int_equal(wait_exit(pid), 0);
+	scratch_remove(&s);
+}
+
+/* Under systemd a SIGHUP reload is announced: RELOADING=1 (with MONOTONIC_USEC), then
+ * READY=1 once the file was applied; the target still serves after it. */
+static void test_notify_reload(void **state)
+{
+	struct scratch s;
+	char env[160], msg[1024], name[64];
+	int fd;
+	pid_t pid;
+
+	(void)state;
+	snprintf(name, sizeof(name), "/tmp/vs-ops-notify-reload-%d", (int)getpid());
+	fd = notify_socket(name);
+	scratch_make(&s);
+	const char *vhost = scratch_path(&s, "vhost.sock"), *rpc = scratch_path(&s, "rpc.sock"),
+		   *conf = scratch_path(&s, "target.json");
+	char *argv[] = {"vioscope", "target", "--config", (char *)conf, NULL};
+
+	put_config(conf, vhost, rpc);
+	snprintf(env, sizeof(env), "NOTIFY_SOCKET=%s", name);
+	pid = spawn(argv, NULL, NULL, env);
+	notify_recv(fd, msg, sizeof(msg));
+	if (!strstr(msg, "READY=1")) {
+		kill(pid, SIGKILL);
+		wait_exit(pid);
+		fail_msg("no READY=1 from the target within %d ms (got '%s')", DEADLINE_MS, msg);
+	}
+	assert_int_equal(kill(pid, SIGHUP), 0);
+	notify_recv(fd, msg, sizeof(msg));
+	if (!strstr(msg, "RELOADING=1") || !strstr(msg, "MONOTONIC_USEC="))
+		fail_msg("no RELOADING=1 after SIGHUP (got '%s')", msg);
+	notify_recv(fd, msg, sizeof(msg));
+	if (!strstr(msg, "READY=1"))
+		fail_msg("no READY=1 after the reload (got '%s')", msg);
+	assert_true(accepts(vhost));
+	assert_int_equal(kill(pid, SIGTERM), 0);
+	notify_recv(fd, msg, sizeof(msg));
+	if (!strstr(msg, "STOPPING=1"))
+		fail_msg("no STOPPING=1 after SIGTERM (got '%s')", msg);
+	assert_int_equal(wait_exit(pid), 0);
+	close(fd);
+	unlink(name);
+	scratch_remove(&s);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct {
@@ -444,6 +597,8 @@ int main(int argc, char **argv)
 	    {"notify_ready_abstract", cmocka_unit_test(test_notify_ready_abstract)},
 	    {"frontend_connect_logged", cmocka_unit_test(test_frontend_connect_logged)},
 	    {"watch_reports_the_interval", cmocka_unit_test(test_watch_reports_the_interval)},
+	    {"config_restart_restores", cmocka_unit_test(test_config_restart_restores)},
+	    {"notify_reload", cmocka_unit_test(test_notify_reload)},
 	};
 
 	if (argc != 3) {

@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The target's configuration file (`vioscope target --config FILE`, docs/TARGET.md): JSON
+ * in the shape `save_config` writes, so that a saved file starts the same target again.
+ * Target-wide settings at the top, and "controllers", each a vhost-user-scsi device with
+ * its socket, queues and LUNs.  One controller for now: the target serves one socket.
+ *
+ * Everything a file says is checked here before anything is created (the LUN specs with
+ * vs_target_lun_check), and an error names the file, the line and column of the value at
+ * fault and its JSON path, so that a target never starts half-configured and the operator
+ * finds the mistake.
+ */
+#ifndef VS_RPC_CONFIG_H
+#define VS_RPC_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <vioscope/target.h>
+
+#include "rpc/rpc.h"
+
+#define VS_CONFIG_MAX_BYTES   (1u << 20) /* a longer file is refused: 256 LUNs fit in 100 KiB */
+#define VS_CONFIG_MAX_PATH    108	 /* a socket path: what sockaddr_un holds */
+#define VS_CONFIG_MAX_NAME    64
+#define VS_CONFIG_MAX_SPEC    256 /* as vs_target_lun_info keeps it */
+#define VS_CONFIG_MAX_TRACE   256
+#define VS_CONFIG_MAX_LUNROOT 4096
+
+struct vs_config_lun {
+	unsigned id;
+	char spec[VS_CONFIG_MAX_SPEC];
+};
+
+struct vs_config {
+	/* Target-wide; 0 or "" where absent: the command line's default. */
+	unsigned workers;
+	bool poll;
+	bool has_adaptive_poll;
+	unsigned adaptive_poll_us; /* 0: off */
+	unsigned block_size;	   /* 512 or 4096 */
+	unsigned worker_timeout_ms;
+	char rpc[VS_CONFIG_MAX_PATH];
+	unsigned nallow; /* rpc_allow: as written (a name or a uid) and resolved */
+	char allow[VS_RPC_MAX_ALLOW][VS_CONFIG_MAX_NAME];
+	uint32_t allow_uids[VS_RPC_MAX_ALLOW];
+	char lun_root[VS_CONFIG_MAX_LUNROOT];
+	bool testing;
+	char trace[VS_CONFIG_MAX_TRACE];
+	/* The one controller. */
+	char name[VS_CONFIG_MAX_NAME];
+	char socket[VS_CONFIG_MAX_PATH];
+	unsigned queues; /* 1 when absent */
+	unsigned nluns;
+	struct vs_config_lun luns[VS_TARGET_MAX_LUNS];
+};
+
+/* Read and check path into c: 0; -EINVAL when what it says is wrong (a usage error: err is
+ * "PATH:LINE:COLUMN: JSON.PATH: what"); another -errno when it cannot be read (err says
+ * so). */
+int vs_config_load(const char *path, struct vs_config *c, char *err, size_t errlen);
+/* The same on text already read (name is only for messages). */
+int vs_config_parse(const char *text, size_t len, const char *name, struct vs_config *c, char *err,
+		    size_t errlen);
+
+/* The target's settings from c (luns: VS_TARGET_MAX_LUNS entries, pointing into c). */
+void vs_config_target(const struct vs_config *c, struct vs_target_config *tc,
+		      struct vs_target_lun *luns);
+
+/* c as the file's JSON text (malloc'd; NULL: out of memory), its LUNs and trace replaced
+ * by what is live: luns (n of them) and trace ("" none). */
+char *vs_config_dump(const struct vs_config *c, const struct vs_target_lun_info *luns, unsigned n,
+		     const char *trace);
+
+/* Replace path with text atomically: a temporary file beside it (O_EXCL, 0600), written,
+ * fsync'd, renamed over path, and the directory fsync'd; on any error the temporary file
+ * is removed and path is left as it was.  0, or -errno with err saying which step. */
+int vs_config_write(const char *path, const char *text, char *err, size_t errlen);
+
+#endif
