@@ -220,6 +220,17 @@ struct spec_at {
 	struct step path[5];
 };
 
+/* A LUN's QoS limits: a string as `--qos N:LIMITS` takes them ("iops=500,burst_iops=50"). */
+static int get_qos(struct ctx *x, json_t *v, struct vs_target_qos *q)
+{
+	char text[VS_CONFIG_MAX_SPEC], why[256];
+	int rc = get_str(x, v, text, sizeof(text));
+
+	if (!rc && vs_target_qos_parse(text, q, why, sizeof(why)))
+		rc = bad(x, "%s", why);
+	return rc;
+}
+
 static int parse_lun(struct ctx *x, json_t *o, struct vs_config *c, struct spec_at *at)
 {
 	struct vs_config_lun *l = &c->luns[c->nluns];
@@ -242,8 +253,10 @@ static int parse_lun(struct ctx *x, json_t *o, struct vs_config *c, struct spec_
 		} else if (!strcmp(key, "spec")) {
 			has_spec = !(rc = get_str(x, v, l->spec, sizeof(l->spec)));
 			memcpy(at->path, x->path, sizeof(at->path));
+		} else if (!strcmp(key, "qos")) {
+			rc = get_qos(x, v, &l->qos);
 		} else {
-			rc = bad(x, "unknown key '%s' (a LUN has id and spec)", key);
+			rc = bad(x, "unknown key '%s' (a LUN has id, spec and qos)", key);
 		}
 		x->depth--;
 		if (rc)
@@ -498,7 +511,9 @@ void vs_config_target(const struct vs_config *c, struct vs_target_config *tc,
 	tc->testing = c->testing;
 	tc->lun_root = c->lun_root[0] ? c->lun_root : NULL;
 	for (unsigned i = 0; i < c->nluns; i++)
-		luns[i] = (struct vs_target_lun){.id = c->luns[i].id, .spec = c->luns[i].spec};
+		luns[i] = (struct vs_target_lun){.id = c->luns[i].id,
+						 .spec = c->luns[i].spec,
+						 .qos = &c->luns[i].qos};
 	tc->luns = luns;
 	tc->nluns = c->nluns;
 }
@@ -547,9 +562,16 @@ char *vs_config_dump(const struct vs_config *c, const struct vs_target_lun_info 
 	json_object_set_new(ctl, "name", json_string(c->name));
 	json_object_set_new(ctl, "socket", json_string(c->socket));
 	json_object_set_new(ctl, "queues", json_integer(c->queues));
-	for (unsigned i = 0; i < n; i++)
-		json_array_append_new(jl, json_pack("{s:I, s:s}", "id", (json_int_t)luns[i].id,
-						    "spec", luns[i].spec));
+	for (unsigned i = 0; i < n; i++) {
+		char qos[VS_CONFIG_MAX_SPEC];
+		json_t *l = json_pack("{s:I, s:s}", "id", (json_int_t)luns[i].id, "spec",
+				      luns[i].spec);
+
+		vs_target_qos_format(&luns[i].qos, qos, sizeof(qos));
+		if (l && strcmp(qos, "none"))
+			json_object_set_new(l, "qos", json_string(qos));
+		json_array_append_new(jl, l);
+	}
 	json_object_set_new(ctl, "luns", jl);
 	jl = NULL;
 	json_array_append_new(ctls, ctl);

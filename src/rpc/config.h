@@ -31,6 +31,7 @@
 struct vs_config_lun {
 	unsigned id;
 	char spec[VS_CONFIG_MAX_SPEC];
+	struct vs_target_qos qos; /* "qos", as --qos and qos_set name the limits; 0: none */
 };
 
 struct vs_config {
@@ -68,8 +69,8 @@ int vs_config_parse(const char *text, size_t len, const char *name, struct vs_co
 void vs_config_target(const struct vs_config *c, struct vs_target_config *tc,
 		      struct vs_target_lun *luns);
 
-/* c as the file's JSON text (malloc'd; NULL: out of memory), its LUNs and trace replaced
- * by what is live: luns (n of them) and trace ("" none). */
+/* c as the file's JSON text (malloc'd; NULL: out of memory), its LUNs (with their QoS
+ * limits) and trace replaced by what is live: luns (n of them) and trace ("" none). */
 char *vs_config_dump(const struct vs_config *c, const struct vs_target_lun_info *luns, unsigned n,
 		     const char *trace);
 

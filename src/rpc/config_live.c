@@ -222,8 +222,18 @@ static int reload_locked(struct vs_config_live *l, struct vs_config *next,
 	for (unsigned i = 0; i < n; i++) {
 		const struct vs_config_lun *want = find_lun(next, now[i].id);
 
-		if (want && !strcmp(want->spec, now[i].spec))
+		if (want && !strcmp(want->spec, now[i].spec)) {
+			if (!memcmp(&want->qos, &now[i].qos, sizeof(want->qos)))
+				continue;
+			if ((rc = vs_target_qos_set(l->target, now[i].id, &want->qos, err,
+						    sizeof(err)))) {
+				say(l, "reload: %s: LUN %u's QoS: %s; applied before it: %s",
+				    l->path, now[i].id, err, d->len ? d->text : "nothing");
+				return rc;
+			}
+			done_add(d, "%sLUN %u's QoS", d->len ? ", " : "", now[i].id);
 			continue;
+		}
 		if ((rc = vs_target_lun_remove(l->target, now[i].id, err, sizeof(err)))) {
 			say(l, "reload: %s: removing LUN %u failed: %s; applied before it: %s",
 			    l->path, now[i].id, err, d->len ? d->text : "nothing");
@@ -232,7 +242,8 @@ static int reload_locked(struct vs_config_live *l, struct vs_config *next,
 		done_add(d, "%sremoved LUN %u (%s)", d->len ? ", " : "", now[i].id, now[i].spec);
 	}
 	for (unsigned i = 0; i < next->nluns; i++) {
-		struct vs_target_lun lun = {.id = next->luns[i].id, .spec = next->luns[i].spec};
+		struct vs_target_lun lun = {
+		    .id = next->luns[i].id, .spec = next->luns[i].spec, .qos = &next->luns[i].qos};
 		bool kept = false;
 
 		for (unsigned k = 0; k < n && !kept; k++)

@@ -277,6 +277,7 @@ static json_t *m_qos_set(struct vs_rpc *rpc, struct rpc_session *s, json_t *para
 	rc = vs_target_qos_set(rpc->cfg.target, (unsigned)id, &q, err, sizeof(err));
 	if (rc)
 		return target_fail(e, rc, err);
+	vs_config_live_changed(rpc->cfg.live);
 	return lun_json(rpc, (unsigned)id, e);
 }
 

@@ -497,6 +497,8 @@ config_autosave() {
 	! grep -q '"null=1M"' "$f" || fail "lun_remove not saved: $(cat "$f")"
 	rpc_ok trace_set spec=verbose:vhost
 	grep -q '"trace": "verbose:vhost"' "$f" || fail "trace_set not saved: $(cat "$f")"
+	rpc_ok qos_set id=5 iops=500 burst_iops=50
+	grep -q '"qos": "iops=500,burst_iops=50"' "$f" || fail "qos_set not saved: $(cat "$f")"
 	run "$V" rpc --socket "$work/rpc.sock" lun_add id=5 spec=ram=1M
 	grep -q '"spec": "ram=2M"' "$f" || fail "a refused lun_add changed the file"
 	stop_target "$last"
@@ -527,6 +529,13 @@ config_sighup_reload() {
 	kill -HUP "$last"
 	wait_log "reload: $f: removed LUN 1 (null=1M), added LUN 3 (null=2M)"
 	[[ $(lun_ids) == "0 3 " ]] || fail "after the reload, LUNs $(lun_ids)"
+	# A LUN's limits changed in the file: set as qos_set would, the LUN kept.
+	sed -i 's/"id": 0, "spec": "ram=1M"/&, "qos": "read_iops=100"/' "$f"
+	kill -HUP "$last"
+	wait_log "reload: $f: LUN 0's QoS"
+	rpc_ok --json lun_list
+	python3 -c 'import json,sys; l=json.load(open(sys.argv[1]))["result"][0]; assert l["id"] == 0 and l["qos"]["read_iops"] == 100, l' \
+		"$work/out" || fail "after the reload, lun_list: $(cat "$work/out")"
 	cp "$f" "$work/good.json"
 	sed -i 's/"id": 3, "spec": "null=2M"/"id": 4, "spec": "null=2M", "ro": true/' "$f"
 	kill -HUP "$last"

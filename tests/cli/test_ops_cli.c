@@ -464,10 +464,10 @@ static uint8_t image_byte(size_t i)
 	return (uint8_t)(i / 512 * 7 + i % 251);
 }
 
-/* A target started from a config; a file LUN added over the management socket, the trace
- * spec changed, save_config; stopped and started from the saved file: lun_list has the
- * LUN with its spec, the trace spec is in the file, and the test frontend reads the
- * image's bytes from the LUN. */
+/* A target started from a config; a file LUN added over the management socket, its QoS
+ * limit and the trace spec changed, save_config; stopped and started from the saved file:
+ * lun_list has the LUN with its spec and limit, the trace spec is in the file, and the
+ * test frontend reads the image's bytes from the LUN. */
 static void test_config_restart_restores(void **state)
 {
 	struct scratch s;
@@ -506,6 +506,9 @@ static void test_config_restart_restores(void **state)
 	assert_int_equal(
 	    rpc_run(&s, out, &text, "--socket", rpc, "trace_set", "spec=verbose:vhost", NULL), 0);
 	free(text);
+	assert_int_equal(
+	    rpc_run(&s, out, &text, "--socket", rpc, "qos_set", "id=1", "write_iops=700", NULL), 0);
+	free(text);
 	assert_int_equal(rpc_run(&s, out, &text, "--socket", rpc, "save_config", NULL), 0);
 	free(text);
 	assert_int_equal(kill(pid, SIGTERM), 0);
@@ -526,6 +529,9 @@ static void test_config_restart_restores(void **state)
 	assert_int_equal(json_integer_value(json_object_get(json_array_get(list, 1), "id")), 1);
 	assert_string_equal(json_string_value(json_object_get(json_array_get(list, 1), "spec")),
 			    spec + 5);
+	assert_int_equal(json_integer_value(json_object_get(
+			     json_object_get(json_array_get(list, 1), "qos"), "write_iops")),
+			 700);
 	json_decref(root);
 	free(text);
 	ops_fe_open(&fe, &mem, vhost);
