@@ -284,7 +284,7 @@ static __attribute__((noreturn)) void broken(const char *what)
 static bool lun_listed(struct vs_target *t, unsigned id)
 {
 	struct vs_target_lun_info luns[VS_TARGET_MAX_LUNS];
-	unsigned n = vs_target_lun_list(t, luns, VS_TARGET_MAX_LUNS);
+	unsigned n = vs_target_lun_list(t, NULL, luns, VS_TARGET_MAX_LUNS);
 
 	for (unsigned i = 0; i < n && i < VS_TARGET_MAX_LUNS; i++)
 		if (luns[i].id == id)
@@ -331,7 +331,7 @@ static void send_line(struct fz_session *s, struct vs_rpc *rpc, const char *line
 	}
 	if (verbose)
 		fprintf(stderr, "in flight: queue 2: %u, queue 3: %u\n-> %.*s\n",
-			s->t->q[2].inflight, s->t->q[3].inflight, (int)len, line);
+			s->t->ctrls->q[2].inflight, s->t->ctrls->q[3].inflight, (int)len, line);
 	cur.line = line;
 	cur.len = len;
 	cur.resp = out = vs_rpc_handle(rpc, line, len);

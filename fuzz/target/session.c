@@ -38,8 +38,8 @@ static void guest_reset(const uint8_t *image, size_t n)
 static void session_end(struct fz_session *s)
 {
 	vs_vhost_dev_reset(s->d);
-	vs_target__ops.disconnected(s->t, "fuzz");
-	vs_target__ops.connected(s->t);
+	vs_controller__ops.disconnected(vs_target__controller(s->t), "fuzz");
+	vs_controller__ops.connected(vs_target__controller(s->t));
 }
 
 void fz_session_check(struct fz_session *s)
@@ -58,8 +58,8 @@ static void settle(struct fz_session *s)
 
 void fz_session_kick(struct fz_session *s, unsigned q, unsigned passes)
 {
-	if (q < FZ_NQ && s->t->q[q].running)
-		s->t->q[q].kicked = true;
+	if (q < FZ_NQ && s->t->ctrls->q[q].running)
+		s->t->ctrls->q[q].kicked = true;
 	vs_target__pump(s->t, passes);
 }
 
@@ -118,10 +118,10 @@ size_t fz_session_begin(struct fz_session *s, const struct vs_target_config *cfg
 
 	if (vs_target__create_manual(&s->t, cfg))
 		__builtin_trap();
-	s->d = vs_vhost_dev_new(FZ_NQ, vs_target_device_features(), &vs_target__ops, s->t);
+	s->d = vs_vhost_dev_new(FZ_NQ, vs_target_device_features(), &vs_controller__ops, vs_target__controller(s->t));
 	if (!s->d)
 		__builtin_trap();
-	vs_target__ops.connected(s->t);
+	vs_controller__ops.connected(vs_target__controller(s->t));
 	return 2 + n;
 }
 

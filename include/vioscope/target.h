@@ -22,6 +22,8 @@
 #define VS_TARGET_MAX_QUEUES	    16	/* request queues */
 #define VS_TARGET_MAX_LUNS	    256 /* LUN numbers 0..255 */
 #define VS_TARGET_MAX_WORKERS	    64
+#define VS_TARGET_MAX_CONTROLLERS   64 /* vhost-user-scsi devices in one target */
+#define VS_TARGET_NAME_MAX	    63 /* a controller's name: letters, digits, - _ . */
 #define VS_TARGET_ADAPTIVE_POLL_US  32 /* default bound of the adaptive poll (event mode) */
 #define VS_TARGET_ADAPTIVE_POLL_OFF (~0u)
 #define VS_TARGET_ADAPTIVE_POLL_MAX 1000000 /* microseconds */
@@ -52,7 +54,21 @@ struct vs_target_lun {
 	const struct vs_target_qos *qos; /* NULL: unlimited */
 };
 
+/* A controller: one vhost-user-scsi device, with its socket (one frontend at a time: one
+ * VM), its request queues and its LUNs.  The target's workers serve every controller's
+ * queues. */
+struct vs_target_controller {
+	const char *name;	 /* 1..VS_TARGET_NAME_MAX of [A-Za-z0-9_.-], unique */
+	const char *socket_path; /* where to listen (created 0600) */
+	unsigned num_queues;	 /* request queues, 1..VS_TARGET_MAX_QUEUES (0: 1) */
+	unsigned nluns;		 /* >= 1 */
+	const struct vs_target_lun *luns;
+};
+#define VS_TARGET_DEFAULT_CONTROLLER "default" /* the name of the config's own controller */
+
 struct vs_target_config {
+	/* The first controller, named VS_TARGET_DEFAULT_CONTROLLER (socket_path NULL: none,
+	 * then controllers[] holds them all): */
 	const char *socket_path; /* where to listen (created 0600) */
 	unsigned num_queues;	 /* request queues, 1..VS_TARGET_MAX_QUEUES (0: 1) */
 	unsigned workers;	 /* request worker threads (0: min(queues, CPUs)) */
@@ -66,6 +82,9 @@ struct vs_target_config {
 	unsigned adaptive_poll_us;
 	unsigned nluns;			  /* >= 1 */
 	const struct vs_target_lun *luns; /* nluns entries, distinct ids */
+	/* More controllers, each with its own socket and LUNs. */
+	const struct vs_target_controller *controllers;
+	unsigned ncontrollers;
 	/* Longest a worker may take to hand a queue back (a stop waits for the queue's
 	 * in-flight I/O) or take one over; past it the target gives up: vs_target_run()
 	 * returns -ETIMEDOUT and vs_target_destroy() only flushes.  0: 30 s. */
@@ -104,7 +123,8 @@ struct vs_target_stats {
 
 struct vs_target;
 
-/* Open the backends, build the SCSI device, start the workers and listen on the socket.
+/* Start the workers; for each controller open the backends, build the SCSI device and
+ * listen on its socket (served from then on, each controller by a thread of its own).
  * 0 or -errno; on failure, err (when not NULL) says what was wrong, naming the LUN. */
 int vs_target_create(struct vs_target **t, const struct vs_target_config *cfg, char *why,
 		     size_t whylen);
@@ -118,11 +138,12 @@ int vs_target_create(struct vs_target **t, const struct vs_target_config *cfg, c
 int vs_target_lun_check(const struct vs_target_config *cfg, const struct vs_target_lun *lun,
 			char *why, size_t whylen);
 
-/* Serve frontends (one at a time, the next after a disconnect) until *stop becomes
- * non-zero; checked at once after vs_target_wake().  A frontend that misbehaves (bad
- * messages, fds that block, memory that vanishes) is dropped, with a log line saying why,
- * and the next one is served.  0, or -errno if the socket fails, -ETIMEDOUT or -EIO when
- * a worker stopped answering (see worker_timeout_ms): then only destroy is left. */
+/* Serve frontends (on each controller one at a time, the next after a disconnect) until
+ * *stop becomes non-zero; checked at once after vs_target_wake().  A frontend that
+ * misbehaves (bad messages, fds that block, memory that vanishes) is dropped, with a log
+ * line saying why, and the next one is served; the other controllers never notice.  0, or
+ * -errno if a socket fails, -ETIMEDOUT or -EIO when a worker stopped answering (see
+ * worker_timeout_ms): then only destroy is left. */
 int vs_target_run(struct vs_target *t, volatile sig_atomic_t *stop);
 
 /* Make vs_target_run() re-check *stop now.  Async-signal-safe. */
@@ -142,7 +163,36 @@ int vs_target_destroy(struct vs_target *t);
  * connected, or from the serving thread. */
 int vs_target_flush(struct vs_target *t);
 
+/* Summed over the controllers (connections: of all of them). */
 void vs_target_get_stats(const struct vs_target *t, struct vs_target_stats *s);
+
+/* Run-time controller management, any thread.  Add: as at create, listening and served
+ * when it returns; -EEXIST (the name), -EINVAL, -ENOSPC (VS_TARGET_MAX_CONTROLLERS), a
+ * LUN's or the socket's -errno.  Remove: its socket closes first (no new frontend), its
+ * frontend's queues are stopped (requests in flight complete first, bounded by
+ * worker_timeout_ms), its backends flushed and closed: to the guest, the device went away
+ * as on a hot-unplug; the other controllers are served throughout.  -ENOENT; -EBUSY (being
+ * removed already); the flush's error (removed anyway). */
+int vs_target_controller_add(struct vs_target *t, const struct vs_target_controller *c,
+			     char *why, size_t whylen);
+int vs_target_controller_remove(struct vs_target *t, const char *name, char *why,
+				size_t whylen);
+struct vs_target_controller_info {
+	char name[VS_TARGET_NAME_MAX + 1];
+	char socket_path[108];
+	unsigned num_queues;
+	unsigned nluns;
+	bool connected;	      /* a frontend is connected now */
+	int peer_pid;	      /* the frontend connected last (0: unknown) */
+	uint64_t connections; /* frontends accepted */
+};
+/* The controllers, in the order they were added, at most max: how many there are. */
+unsigned vs_target_controller_list(struct vs_target *t, struct vs_target_controller_info *out,
+				   unsigned max);
+
+/* Every function below takes the controller by name: ctrl NULL is the target's only
+ * controller (-EINVAL when it has several); a name it does not have: -ENOENT (0 for the
+ * functions returning counts). */
 
 /* Run-time LUN management.  Any thread, while the target runs (a frontend connected or
  * not).  A change takes its LUN for itself while it opens a backend, waits for requests or
@@ -155,7 +205,7 @@ void vs_target_get_stats(const struct vs_target *t, struct vs_target_stats *s);
  * on the LUN.  Events find the driver's buffers later if it has none posted (the next one
  * carries EVENTS_MISSED when more than 64 waited); with no frontend connected they are
  * dropped (a driver that connects scans anyway).  See docs/TARGET.md. */
-int vs_target_lun_add(struct vs_target *t, const struct vs_target_lun *lun, char *why,
+int vs_target_lun_add(struct vs_target *t, const char *ctrl, const struct vs_target_lun *lun, char *why,
 		      size_t whylen); /* -EEXIST, -EINVAL, or the backend open's -errno (a file
 					 that is neither a regular file nor a block device:
 					 -EINVAL); -EBUSY: the id is being added, or removed */
@@ -165,19 +215,19 @@ int vs_target_lun_add(struct vs_target *t, const struct vs_target_lun *lun, char
  * the backend is flushed (up to worker_timeout_ms: else -ETIMEDOUT, the LUN is removed and
  * its backend left open) and closed.  -ENOENT; -EBUSY (being added, resized or removed);
  * the flush's error (the LUN is removed). */
-int vs_target_lun_remove(struct vs_target *t, unsigned id, char *why, size_t whylen);
+int vs_target_lun_remove(struct vs_target *t, const char *ctrl, unsigned id, char *why, size_t whylen);
 /* file: grows or shrinks (ftruncate); ram: grows.  A shrink lowers the capacity first (new
  * commands past the new end get LBA OUT OF RANGE), waits for the LUN's requests in flight
  * (up to worker_timeout_ms: else -ETIMEDOUT and the old size is back), then cuts the file.
  * -ENOENT, -EBUSY, -EINVAL (not a whole number of blocks, 0), -ENOTSUP (null, rbd, a block
  * device, read-only, ram shrink), -ENOSPC (ram beyond its reservation), the system call's
  * -errno.  The same size: 0, no event. */
-int vs_target_lun_resize(struct vs_target *t, unsigned id, uint64_t new_bytes, char *why,
+int vs_target_lun_resize(struct vs_target *t, const char *ctrl, unsigned id, uint64_t new_bytes, char *why,
 			 size_t whylen);
 /* Set LUN id's QoS limits (all of them: what q leaves 0 is unlimited), from now on, for
  * requests waiting already too.  Any thread.  0; -ENOENT (no such LUN), -EINVAL (a limit
  * out of range, a burst without its limit: nothing changed). */
-int vs_target_qos_set(struct vs_target *t, unsigned id, const struct vs_target_qos *q, char *why,
+int vs_target_qos_set(struct vs_target *t, const char *ctrl, unsigned id, const struct vs_target_qos *q, char *why,
 		      size_t whylen);
 
 struct vs_target_lun_info {
@@ -190,7 +240,7 @@ struct vs_target_lun_info {
 	bool read_only;
 };
 /* The LUNs present, ascending id, at most max of them: how many there are. */
-unsigned vs_target_lun_list(struct vs_target *t, struct vs_target_lun_info *out, unsigned max);
+unsigned vs_target_lun_list(struct vs_target *t, const char *ctrl, struct vs_target_lun_info *out, unsigned max);
 
 /* Always-on statistics (kept without tracing).  Counters of a LUN start at 0 when the LUN
  * is added (or at start).  Latency is from pop to push, per direction. */
@@ -214,7 +264,7 @@ struct vs_target_queue_stats {
 	uint64_t notifies; /* interrupts sent (call eventfd writes) */
 };
 /* Each LUN present, ascending id, at most max: how many LUNs there are. */
-unsigned vs_target_lun_stats(struct vs_target *t, struct vs_target_lun_stats *out, unsigned max);
+unsigned vs_target_lun_stats(struct vs_target *t, const char *ctrl, struct vs_target_lun_stats *out, unsigned max);
 /* Latency over intervals (as iostat reports rates): a mark remembers where each LUN's
  * latency histograms stood when it was last used, so that the percentiles
  * vs_target_lun_stats_since() reports are those of the requests completed since then.
@@ -227,11 +277,11 @@ void vs_target_stats_mark_free(struct vs_target_stats_mark *m);
  * completed since this mark last saw that LUN (since the LUN was added, the first time and
  * after it was added again: then over_interval[i] is false, else true; over_interval may
  * be NULL); the mark moves to now.  The counters stay since the LUN was added. */
-unsigned vs_target_lun_stats_since(struct vs_target *t, struct vs_target_stats_mark *m,
+unsigned vs_target_lun_stats_since(struct vs_target *t, const char *ctrl, struct vs_target_stats_mark *m,
 				   struct vs_target_lun_stats *out, bool *over_interval,
 				   unsigned max);
 /* Each request queue, at most max: how many there are. */
-unsigned vs_target_queue_stats(struct vs_target *t, struct vs_target_queue_stats *out,
+unsigned vs_target_queue_stats(struct vs_target *t, const char *ctrl, struct vs_target_queue_stats *out,
 			       unsigned max);
 
 /* The virtio feature bits the device offers (vhost adds PROTOCOL_FEATURES). */

@@ -54,7 +54,7 @@ void vs_config_live_fini(struct vs_config_live *l)
 static int save_locked(struct vs_config_live *l, const char *to, char *err, size_t errlen)
 {
 	static struct vs_target_lun_info luns[VS_TARGET_MAX_LUNS]; /* under the lock */
-	unsigned n = vs_target_lun_list(l->target, luns, VS_TARGET_MAX_LUNS);
+	unsigned n = vs_target_lun_list(l->target, NULL, luns, VS_TARGET_MAX_LUNS);
 	char *text = vs_config_dump(&l->base, luns, n < VS_TARGET_MAX_LUNS ? n : VS_TARGET_MAX_LUNS,
 				    l->trace);
 	int rc;
@@ -216,7 +216,7 @@ static int reload_locked(struct vs_config_live *l, struct vs_config *next,
 		strcpy(l->trace, next->trace);
 		done_add(d, "%strace %s", d->len ? ", " : "", next->trace);
 	}
-	n = vs_target_lun_list(l->target, now, VS_TARGET_MAX_LUNS);
+	n = vs_target_lun_list(l->target, NULL, now, VS_TARGET_MAX_LUNS);
 	n = n < VS_TARGET_MAX_LUNS ? n : VS_TARGET_MAX_LUNS;
 	/* Removals (and the old half of a changed spec) first: the id is then free. */
 	for (unsigned i = 0; i < n; i++) {
@@ -225,7 +225,7 @@ static int reload_locked(struct vs_config_live *l, struct vs_config *next,
 		if (want && !strcmp(want->spec, now[i].spec)) {
 			if (!memcmp(&want->qos, &now[i].qos, sizeof(want->qos)))
 				continue;
-			if ((rc = vs_target_qos_set(l->target, now[i].id, &want->qos, err,
+			if ((rc = vs_target_qos_set(l->target, NULL, now[i].id, &want->qos, err,
 						    sizeof(err)))) {
 				say(l, "reload: %s: LUN %u's QoS: %s; applied before it: %s",
 				    l->path, now[i].id, err, d->len ? d->text : "nothing");
@@ -234,7 +234,7 @@ static int reload_locked(struct vs_config_live *l, struct vs_config *next,
 			done_add(d, "%sLUN %u's QoS", d->len ? ", " : "", now[i].id);
 			continue;
 		}
-		if ((rc = vs_target_lun_remove(l->target, now[i].id, err, sizeof(err)))) {
+		if ((rc = vs_target_lun_remove(l->target, NULL, now[i].id, err, sizeof(err)))) {
 			say(l, "reload: %s: removing LUN %u failed: %s; applied before it: %s",
 			    l->path, now[i].id, err, d->len ? d->text : "nothing");
 			return rc;
@@ -250,7 +250,7 @@ static int reload_locked(struct vs_config_live *l, struct vs_config *next,
 			kept = now[k].id == lun.id && !strcmp(now[k].spec, lun.spec);
 		if (kept)
 			continue;
-		if ((rc = vs_target_lun_add(l->target, &lun, err, sizeof(err)))) {
+		if ((rc = vs_target_lun_add(l->target, NULL, &lun, err, sizeof(err)))) {
 			say(l, "reload: %s: adding LUN %u failed: %s; applied before it: %s",
 			    l->path, lun.id, err, d->len ? d->text : "nothing");
 			return rc;

@@ -184,7 +184,7 @@ static json_t *lun_info_json(const struct vs_target_lun_info *l)
 static json_t *lun_json(struct vs_rpc *rpc, unsigned id, struct rpc_error *e)
 {
 	struct vs_target_lun_info luns[VS_TARGET_MAX_LUNS];
-	unsigned n = vs_target_lun_list(rpc->cfg.target, luns, VS_TARGET_MAX_LUNS);
+	unsigned n = vs_target_lun_list(rpc->cfg.target, NULL, luns, VS_TARGET_MAX_LUNS);
 
 	for (unsigned i = 0; i < n && i < VS_TARGET_MAX_LUNS; i++)
 		if (luns[i].id == id)
@@ -205,7 +205,7 @@ static json_t *m_lun_add(struct vs_rpc *rpc, struct rpc_session *s, json_t *para
 	    param_str(params, "spec", &lun.spec, e))
 		return NULL;
 	lun.id = (unsigned)id;
-	rc = vs_target_lun_add(rpc->cfg.target, &lun, err, sizeof(err));
+	rc = vs_target_lun_add(rpc->cfg.target, NULL, &lun, err, sizeof(err));
 	if (rc)
 		return target_fail(e, rc, err);
 	vs_config_live_changed(rpc->cfg.live);
@@ -222,7 +222,7 @@ static json_t *m_lun_remove(struct vs_rpc *rpc, struct rpc_session *s, json_t *p
 	(void)s;
 	if (param_uint(params, "id", VS_TARGET_MAX_LUNS - 1, &id, e))
 		return NULL;
-	rc = vs_target_lun_remove(rpc->cfg.target, (unsigned)id, err, sizeof(err));
+	rc = vs_target_lun_remove(rpc->cfg.target, NULL, (unsigned)id, err, sizeof(err));
 	if (rc)
 		return target_fail(e, rc, err);
 	vs_config_live_changed(rpc->cfg.live);
@@ -240,7 +240,7 @@ static json_t *m_lun_resize(struct vs_rpc *rpc, struct rpc_session *s, json_t *p
 	if (param_uint(params, "id", VS_TARGET_MAX_LUNS - 1, &id, e) ||
 	    param_size(params, "size", &size, e))
 		return NULL;
-	rc = vs_target_lun_resize(rpc->cfg.target, (unsigned)id, size, err, sizeof(err));
+	rc = vs_target_lun_resize(rpc->cfg.target, NULL, (unsigned)id, size, err, sizeof(err));
 	if (rc)
 		return target_fail(e, rc, err);
 	vs_config_live_changed(rpc->cfg.live);
@@ -274,7 +274,7 @@ static json_t *m_qos_set(struct vs_rpc *rpc, struct rpc_session *s, json_t *para
 				return fail(e, VS_RPC_INVALID_PARAMS, 0, "param '%s': at most %llu",
 					    name, (unsigned long long)VS_TARGET_QOS_MAX);
 		}
-	rc = vs_target_qos_set(rpc->cfg.target, (unsigned)id, &q, err, sizeof(err));
+	rc = vs_target_qos_set(rpc->cfg.target, NULL, (unsigned)id, &q, err, sizeof(err));
 	if (rc)
 		return target_fail(e, rc, err);
 	vs_config_live_changed(rpc->cfg.live);
@@ -285,7 +285,7 @@ static json_t *m_lun_list(struct vs_rpc *rpc, struct rpc_session *s, json_t *par
 			  struct rpc_error *e)
 {
 	struct vs_target_lun_info luns[VS_TARGET_MAX_LUNS];
-	unsigned n = vs_target_lun_list(rpc->cfg.target, luns, VS_TARGET_MAX_LUNS);
+	unsigned n = vs_target_lun_list(rpc->cfg.target, NULL, luns, VS_TARGET_MAX_LUNS);
 	json_t *list = json_array();
 
 	(void)s;
@@ -380,10 +380,10 @@ static json_t *m_stats(struct vs_rpc *rpc, struct rpc_session *s, json_t *params
 	jl = json_array();
 	jq = json_array();
 	vs_target_get_stats(t, &st);
-	nl = mark ? vs_target_lun_stats_since(t, mark, luns, over, VS_TARGET_MAX_LUNS)
-		  : vs_target_lun_stats(t, luns, VS_TARGET_MAX_LUNS);
+	nl = mark ? vs_target_lun_stats_since(t, NULL, mark, luns, over, VS_TARGET_MAX_LUNS)
+		  : vs_target_lun_stats(t, NULL, luns, VS_TARGET_MAX_LUNS);
 	now = vs_mono_ns();
-	nq = vs_target_queue_stats(t, queues, VS_TARGET_MAX_QUEUES);
+	nq = vs_target_queue_stats(t, NULL, queues, VS_TARGET_MAX_QUEUES);
 	for (unsigned i = 0; jl && i < nl && i < VS_TARGET_MAX_LUNS; i++) {
 		json_t *l = lun_stats_json(&luns[i]);
 
@@ -626,8 +626,8 @@ struct rpc_sizes {
 
 static struct rpc_sizes sizes_now(struct vs_rpc *rpc)
 {
-	return (struct rpc_sizes){vs_target_lun_list(rpc->cfg.target, NULL, 0),
-				  vs_target_queue_stats(rpc->cfg.target, NULL, 0)};
+	return (struct rpc_sizes){vs_target_lun_list(rpc->cfg.target, NULL, NULL, 0),
+				  vs_target_queue_stats(rpc->cfg.target, NULL, NULL, 0)};
 }
 
 /* The most bytes req's response can take, from what the target holds now: a stats answer

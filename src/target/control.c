@@ -23,13 +23,13 @@
 
 #include "target/target_int.h"
 
-void tmf_release(struct vs_target *t)
+void tmf_release(struct vs_controller *c)
 {
-	pthread_mutex_lock(&t->tmf_lock);
-	t->tmf_pending--;
-	if (!t->tmf_pending)
-		pthread_cond_broadcast(&t->tmf_cond);
-	pthread_mutex_unlock(&t->tmf_lock);
+	pthread_mutex_lock(&c->tmf_lock);
+	c->tmf_pending--;
+	if (!c->tmf_pending)
+		pthread_cond_broadcast(&c->tmf_cond);
+	pthread_mutex_unlock(&c->tmf_lock);
 }
 
 struct tmf_match {
@@ -41,12 +41,12 @@ struct tmf_match {
 };
 
 /* Count the in-flight requests matching m, marking them when m->mark is set. */
-static unsigned tmf_scan(struct vs_target *t, const struct tmf_match *m)
+static unsigned tmf_scan(struct vs_controller *c, const struct tmf_match *m)
 {
 	unsigned found = 0, marked_all = 0;
 
-	for (unsigned i = VS_VIRTIO_SCSI_VQ_REQ0; i < VS_VIRTIO_SCSI_VQ_REQ0 + t->num_queues; i++) {
-		struct tq *q = &t->q[i];
+	for (unsigned i = VS_VIRTIO_SCSI_VQ_REQ0; i < VS_VIRTIO_SCSI_VQ_REQ0 + c->num_queues; i++) {
+		struct tq *q = &c->q[i];
 		unsigned marked = 0;
 
 		pthread_mutex_lock(&q->lock);
@@ -63,33 +63,33 @@ static unsigned tmf_scan(struct vs_target *t, const struct tmf_match *m)
 		marked_all += marked;
 		if (marked) {
 			/* Counted before the lock drops: the completion decrements after. */
-			pthread_mutex_lock(&t->tmf_lock);
-			t->tmf_pending += marked;
-			pthread_mutex_unlock(&t->tmf_lock);
+			pthread_mutex_lock(&c->tmf_lock);
+			c->tmf_pending += marked;
+			pthread_mutex_unlock(&c->tmf_lock);
 		}
 		pthread_mutex_unlock(&q->lock);
 	}
 	/* Some may be parked by QoS, never to complete on their own before their limits let
 	 * them: their workers answer them now (tq_park_release). */
 	if (marked_all)
-		worker_park_check(t);
+		worker_park_check(c->t);
 	return found;
 }
 
-static void tmf_wait_all(struct vs_target *t)
+static void tmf_wait_all(struct vs_controller *c)
 {
-	if (t->manual) {
-		worker_manual_settle(t);
+	if (c->manual) {
+		worker_manual_settle(c);
 		return;
 	}
-	pthread_mutex_lock(&t->tmf_lock);
-	while (t->tmf_pending)
-		pthread_cond_wait(&t->tmf_cond, &t->tmf_lock);
-	pthread_mutex_unlock(&t->tmf_lock);
+	pthread_mutex_lock(&c->tmf_lock);
+	while (c->tmf_pending)
+		pthread_cond_wait(&c->tmf_cond, &c->tmf_lock);
+	pthread_mutex_unlock(&c->tmf_lock);
 }
 
 /* Execute one TMF; returns its response code. */
-static uint8_t tmf_exec(struct vs_target *t, const struct vs_virtio_scsi_ctrl_tmf_req *req)
+static uint8_t tmf_exec(struct vs_controller *c, const struct vs_virtio_scsi_ctrl_tmf_req *req)
 {
 	uint32_t subtype = vs_le32(req->subtype);
 	struct tmf_match m = {.tag = vs_le64(req->tag)};
@@ -105,14 +105,14 @@ static uint8_t tmf_exec(struct vs_target *t, const struct vs_virtio_scsi_ctrl_tm
 	/* The LUNs it looks up are used under tmf_lun_lock: a removal waits for it before it
 	 * destroys one (luns.c).  The unit attention first: a command arriving during the
 	 * wait below sees it. */
-	pthread_mutex_lock(&t->tmf_lun_lock);
-	lun = vs_scsi_dev_lun(t->dev, m.lun);
+	pthread_mutex_lock(&c->tmf_lun_lock);
+	lun = vs_scsi_dev_lun(c->dev, m.lun);
 	present = lun != NULL;
 	if (lun && subtype == VS_VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET)
 		vs_scsi_lun_reset(lun);
 	else if (subtype == VS_VIRTIO_SCSI_T_TMF_I_T_NEXUS_RESET)
-		vs_scsi_dev_reset(t->dev);
-	pthread_mutex_unlock(&t->tmf_lun_lock); /* lun may be freed from here on */
+		vs_scsi_dev_reset(c->dev);
+	pthread_mutex_unlock(&c->tmf_lun_lock); /* lun may be freed from here on */
 	if (!present && subtype != VS_VIRTIO_SCSI_T_TMF_I_T_NEXUS_RESET) {
 		VS_WARNING(TMF, "%u{tmf}: no LUN %u", subtype, m.lun);
 		return VS_VIRTIO_SCSI_S_INCORRECT_LUN;
@@ -121,36 +121,36 @@ static uint8_t tmf_exec(struct vs_target *t, const struct vs_virtio_scsi_ctrl_tm
 	case VS_VIRTIO_SCSI_T_TMF_ABORT_TASK:
 		m.by_tag = true;
 		m.mark = VS_VIRTIO_SCSI_S_ABORTED;
-		found = tmf_scan(t, &m);
-		tmf_wait_all(t);
+		found = tmf_scan(c, &m);
+		tmf_wait_all(c);
 		VS_INFO(TMF, "ABORT_TASK lun %u tag %#llx: %s", m.lun, (unsigned long long)m.tag,
 			found ? "aborted" : "not in flight");
 		return VS_VIRTIO_SCSI_S_FUNCTION_COMPLETE;
 	case VS_VIRTIO_SCSI_T_TMF_ABORT_TASK_SET:
 	case VS_VIRTIO_SCSI_T_TMF_CLEAR_TASK_SET:
 		m.mark = VS_VIRTIO_SCSI_S_ABORTED;
-		found = tmf_scan(t, &m);
-		tmf_wait_all(t);
+		found = tmf_scan(c, &m);
+		tmf_wait_all(c);
 		VS_INFO(TMF, "%u{tmf} lun %u: %u requests aborted", subtype, m.lun, found);
 		return VS_VIRTIO_SCSI_S_FUNCTION_COMPLETE;
 	case VS_VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET:
 		m.mark = VS_VIRTIO_SCSI_S_RESET;
-		found = tmf_scan(t, &m);
-		tmf_wait_all(t);
+		found = tmf_scan(c, &m);
+		tmf_wait_all(c);
 		VS_INFO(TMF, "LOGICAL_UNIT_RESET lun %u: %u requests reset", m.lun, found);
 		return VS_VIRTIO_SCSI_S_FUNCTION_COMPLETE;
 	case VS_VIRTIO_SCSI_T_TMF_I_T_NEXUS_RESET:
 		m.any_lun = true;
 		m.mark = VS_VIRTIO_SCSI_S_RESET;
-		found = tmf_scan(t, &m);
-		tmf_wait_all(t);
+		found = tmf_scan(c, &m);
+		tmf_wait_all(c);
 		VS_INFO(TMF, "I_T_NEXUS_RESET: %u requests reset", found);
 		return VS_VIRTIO_SCSI_S_FUNCTION_COMPLETE;
 	case VS_VIRTIO_SCSI_T_TMF_QUERY_TASK:
 		m.by_tag = true;
 		/* fall through */
 	case VS_VIRTIO_SCSI_T_TMF_QUERY_TASK_SET:
-		found = tmf_scan(t, &m);
+		found = tmf_scan(c, &m);
 		VS_INFO(TMF, "%u{tmf} lun %u tag %#llx: %u in flight", subtype, m.lun,
 			(unsigned long long)m.tag, found);
 		return found ? VS_VIRTIO_SCSI_S_FUNCTION_SUCCEEDED
@@ -193,7 +193,7 @@ static uint32_t ctl_one(struct tq *q, struct vs_vq_elem *e)
 		VS_INFO(TMF, "TMF %u{tmf} lun %02x %02x %02x %02x tag %#llx",
 			vs_le32(req.tmf.subtype), req.tmf.lun[0], req.tmf.lun[1], req.tmf.lun[2],
 			req.tmf.lun[3], (unsigned long long)vs_le64(req.tmf.tag));
-		resp = tmf_exec(q->t, &req.tmf);
+		resp = tmf_exec(q->c, &req.tmf);
 		wstat_inc(&q->w->st.tmfs);
 		VS_INFO(TMF, "TMF %u{tmf}: response %u{vscsi_response}", vs_le32(req.tmf.subtype),
 			resp);

@@ -18,84 +18,84 @@
 
 #include "target/target_int.h"
 
-void tq_events_init(struct vs_target *t)
+void tq_events_init(struct vs_controller *c)
 {
-	pthread_mutex_init(&t->ev_lock, NULL);
-	t->ev_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); /* checked by worker_init */
+	pthread_mutex_init(&c->ev_lock, NULL);
+	c->ev_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); /* checked by worker_init */
 }
 
-void tq_events_fini(struct vs_target *t)
+void tq_events_fini(struct vs_controller *c)
 {
-	if (t->ev_fd >= 0)
-		close(t->ev_fd);
-	t->ev_fd = -1;
-	pthread_mutex_destroy(&t->ev_lock);
+	if (c->ev_fd >= 0)
+		close(c->ev_fd);
+	c->ev_fd = -1;
+	pthread_mutex_destroy(&c->ev_lock);
 }
 
-void tq_events_connected(struct vs_target *t, bool connected)
+void tq_events_connected(struct vs_controller *c, bool connected)
 {
 	unsigned dropped;
 
-	pthread_mutex_lock(&t->ev_lock);
-	dropped = t->ev_count;
-	t->ev_live = connected;
-	t->ev_dropped += dropped;
-	__atomic_store_n(&t->ev_count, 0, __ATOMIC_RELAXED);
-	t->ev_head = 0;
-	t->ev_missed = false;
-	pthread_mutex_unlock(&t->ev_lock);
+	pthread_mutex_lock(&c->ev_lock);
+	dropped = c->ev_count;
+	c->ev_live = connected;
+	c->ev_dropped += dropped;
+	__atomic_store_n(&c->ev_count, 0, __ATOMIC_RELAXED);
+	c->ev_head = 0;
+	c->ev_missed = false;
+	pthread_mutex_unlock(&c->ev_lock);
 	if (dropped)
 		VS_INFO(EVENT, "%u undelivered events dropped: the frontend went away", dropped);
 }
 
-void tq_event_post(struct vs_target *t, uint32_t event, unsigned lun, uint32_t reason)
+void tq_event_post(struct vs_controller *c, uint32_t event, unsigned lun, uint32_t reason)
 {
 	uint64_t one = 1;
 	bool wake = true;
 
-	pthread_mutex_lock(&t->ev_lock);
-	if (!t->ev_live) {
-		t->ev_dropped++;
+	pthread_mutex_lock(&c->ev_lock);
+	if (!c->ev_live) {
+		c->ev_dropped++;
 		wake = false;
 		VS_INFO(EVENT, "event %s lun %u reason %#x: no frontend, dropped",
 			vs_virtio_scsi_event_name(event), lun, reason);
-	} else if (t->ev_count == TQ_EVENTS_MAX) {
-		t->ev_missed = true;
-		t->ev_dropped++;
+	} else if (c->ev_count == TQ_EVENTS_MAX) {
+		c->ev_missed = true;
+		c->ev_dropped++;
 		VS_WARNING(EVENT,
 			   "event %s lun %u reason %#x: %u events wait already, dropped "
 			   "(the next one says events were missed)",
 			   vs_virtio_scsi_event_name(event), lun, reason, TQ_EVENTS_MAX);
 	} else {
-		t->ev[(t->ev_head + t->ev_count) % TQ_EVENTS_MAX] =
+		c->ev[(c->ev_head + c->ev_count) % TQ_EVENTS_MAX] =
 		    (struct tq_event){.event = event, .reason = reason, .lun = lun};
-		__atomic_store_n(&t->ev_count, t->ev_count + 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&c->ev_count, c->ev_count + 1, __ATOMIC_RELAXED);
 		VS_INFO(EVENT, "event %s lun %u reason %#x queued (%u waiting)",
-			vs_virtio_scsi_event_name(event), lun, reason, t->ev_count);
+			vs_virtio_scsi_event_name(event), lun, reason, c->ev_count);
 	}
-	pthread_mutex_unlock(&t->ev_lock);
-	if (wake && write(t->ev_fd, &one, sizeof(one)) < 0) {
+	pthread_mutex_unlock(&c->ev_lock);
+	if (wake && write(c->ev_fd, &one, sizeof(one)) < 0) {
 		/* full counter: the control thread has a wake-up pending anyway */
 	}
 }
 
 /* The oldest pending event in wire form (EVENTS_MISSED or-ed in when some were lost), or
  * NO_EVENT when the list was emptied meanwhile (a disconnect). */
-static void event_take(struct vs_target *t, struct vs_virtio_scsi_event *ev)
+static void event_take(struct vs_controller *c, struct vs_virtio_scsi_event *ev)
 {
 	struct tq_event e = {.event = VS_VIRTIO_SCSI_T_NO_EVENT};
 
-	pthread_mutex_lock(&t->ev_lock);
-	if (t->ev_count) {
-		e = t->ev[t->ev_head];
-		t->ev_head = (t->ev_head + 1) % TQ_EVENTS_MAX;
-		__atomic_store_n(&t->ev_count, t->ev_count - 1, __ATOMIC_RELAXED);
-		if (t->ev_missed)
+	pthread_mutex_lock(&c->ev_lock);
+	if (c->ev_count) {
+		e = c->ev[c->ev_head];
+		c->ev_head = (c->ev_head + 1) % TQ_EVENTS_MAX;
+		__atomic_store_n(&c->ev_count, c->ev_count - 1, __ATOMIC_RELAXED);
+		if (c->ev_missed)
 			e.event |= VS_VIRTIO_SCSI_T_EVENTS_MISSED;
-		t->ev_missed = false;
-		t->ev_sent++;
+		c->ev_missed = false;
+		c->ev_sent++;
 	}
-	pthread_mutex_unlock(&t->ev_lock);
+	pthread_mutex_unlock(&c->ev_lock);
 	memset(ev, 0, sizeof(*ev));
 	ev->event = vs_le32(e.event);
 	ev->reason = vs_le32(e.reason);
@@ -111,7 +111,7 @@ static int event_deliver_one(void *opaque)
 	struct vs_virtio_scsi_event ev;
 	int rc;
 
-	if (!tq_events_waiting(q->t))
+	if (!tq_events_waiting(q->c))
 		return -ENOMSG; /* the buffers left in the ring wait for the next event */
 	rc = tq_pop(q, e);
 	if (rc == -EAGAIN)
@@ -126,7 +126,7 @@ static int event_deliver_one(void *opaque)
 		vs_vq_dev_push(&q->vq, e->head, 0);
 		return 1;
 	}
-	event_take(q->t, &ev);
+	event_take(q->c, &ev);
 	vs_iov_from_buf(e->in, e->in_num, 0, &ev, sizeof(ev));
 	vs_vq_dev_push(&q->vq, e->head, sizeof(ev));
 	VS_INFO(EVENT, "event %#x lun %u reason %#x delivered (head %u)", vs_le32(ev.event),
@@ -136,7 +136,7 @@ static int event_deliver_one(void *opaque)
 
 void tq_event_process(struct tq *q)
 {
-	if (!q->running || q->stopping || q->dead || !tq_events_waiting(q->t))
+	if (!q->running || q->stopping || q->dead || !tq_events_waiting(q->c))
 		return;
 	/* The request queues' budget, bad buffers included: a guest that keeps this ring full
 	 * of buffers too short to take an event (each a walk of up to 258 descriptors) while an

@@ -68,23 +68,23 @@ static void lun_name(char *buf, size_t len, const struct vs_target_lun *l,
  * unit attention is pending already; tell the driver (virtio 1.2 5.6.6.3.3). */
 static void lun_resized(void *arg, unsigned id, uint64_t blocks)
 {
-	struct vs_target *t = arg;
+	struct vs_controller *c = arg;
 
 	VS_INFO(EVENT, "LUN %u: capacity now %llu blocks", id, (unsigned long long)blocks);
-	tq_event_post(t, VS_VIRTIO_SCSI_T_PARAM_CHANGE, id,
+	tq_event_post(c, VS_VIRTIO_SCSI_T_PARAM_CHANGE, id,
 		      VS_ASC_CAPACITY_DATA_CHANGED >> 8 | (VS_ASC_CAPACITY_DATA_CHANGED & 0xff)
 							      << 8);
 }
 
 /* Open l's backend and make a SCSI LUN of it, outside luns_lock: 0 or -errno (why set),
  * nothing left behind on failure. */
-static int lun_build(struct vs_target *t, const struct vs_target_lun *l, struct vs_backend **pbe,
+static int lun_build(struct vs_controller *c, const struct vs_target_lun *l, struct vs_backend **pbe,
 		     struct vs_scsi_lun **plun, char *why, size_t whylen)
 {
 	struct vs_scsi_lun_params p = {
-	    .block_size = t->block_size, .resized = lun_resized, .resized_arg = t};
+	    .block_size = c->block_size, .resized = lun_resized, .resized_arg = c};
 	struct vs_backend_opts o = {
-	    .testing = t->testing, .root = t->lun_root, .block_size = t->block_size};
+	    .testing = c->testing, .root = c->lun_root, .block_size = c->block_size};
 	struct vs_scsi_lun *lun = NULL;
 	struct vs_backend *be = NULL;
 	char cause[512] = "", name[PATH_MAX + 8];
@@ -100,7 +100,7 @@ static int lun_build(struct vs_target *t, const struct vs_target_lun *l, struct 
 	if ((rc = vs_scsi_lun_create(&lun, &p))) {
 		rc = tq_err(why, whylen, rc,
 			    "LUN %u (%s): cannot make a %u-byte-block LUN of it (alignment %u): %s",
-			    l->id, l->spec, t->block_size, vs_backend_alignment(be), strerror(-rc));
+			    l->id, l->spec, c->block_size, vs_backend_alignment(be), strerror(-rc));
 		goto fail;
 	}
 	*pbe = be;
@@ -113,27 +113,27 @@ fail:
 
 /* Publish a built LUN (luns_lock held, or during create): it becomes PRESENT.  0 or -errno
  * (why set); the caller destroys what it built on failure. */
-static int lun_publish(struct vs_target *t, const struct vs_target_lun *l, struct vs_backend *be,
+static int lun_publish(struct vs_controller *c, const struct vs_target_lun *l, struct vs_backend *be,
 		       struct vs_scsi_lun *lun, char *why, size_t whylen)
 {
 	int rc;
 
-	if (!(t->spec[l->id] = strdup(l->spec)))
+	if (!(c->spec[l->id] = strdup(l->spec)))
 		return tq_err(why, whylen, -ENOMEM, "LUN %u: out of memory", l->id);
 	/* its limits before its first request */
-	tq_qos_reset(t, l->id);
+	tq_qos_reset(c, l->id);
 	if (l->qos)
-		tq_qos_apply(t, l->id, l->qos);
+		tq_qos_apply(c, l->id, l->qos);
 	/* atomic: the statistics' readers look at be[] without luns_lock */
-	__atomic_store_n(&t->be[l->id], be, __ATOMIC_RELEASE);
-	if ((rc = vs_scsi_dev_attach(t->dev, l->id, lun))) {
-		free(t->spec[l->id]);
-		t->spec[l->id] = NULL;
-		__atomic_store_n(&t->be[l->id], NULL, __ATOMIC_RELEASE);
+	__atomic_store_n(&c->be[l->id], be, __ATOMIC_RELEASE);
+	if ((rc = vs_scsi_dev_attach(c->dev, l->id, lun))) {
+		free(c->spec[l->id]);
+		c->spec[l->id] = NULL;
+		__atomic_store_n(&c->be[l->id], NULL, __ATOMIC_RELEASE);
 		return tq_err(why, whylen, rc, "LUN %u: attach: %s", l->id, strerror(-rc));
 	}
-	t->lun_state[l->id] = TQ_LUN_PRESENT;
-	t->flush_stuck[l->id] = false;
+	c->lun_state[l->id] = TQ_LUN_PRESENT;
+	c->flush_stuck[l->id] = false;
 	VS_INFO(INIT, "LUN %u: %s, %llu bytes, %s%s", l->id, l->spec,
 		(unsigned long long)vs_backend_size(be), vs_backend_kind(be),
 		vs_scsi_lun_read_only(lun) ? ", read-only" : "");
@@ -162,7 +162,7 @@ int vs_target_lun_check(const struct vs_target_config *cfg, const struct vs_targ
 	return 0;
 }
 
-int tq_lun_open(struct vs_target *t, const struct vs_target_lun *l, char *why, size_t whylen)
+int tq_lun_open(struct vs_controller *c, const struct vs_target_lun *l, char *why, size_t whylen)
 {
 	struct vs_scsi_lun *lun;
 	struct vs_backend *be;
@@ -175,9 +175,9 @@ int tq_lun_open(struct vs_target *t, const struct vs_target_lun *l, char *why, s
 		return tq_err(why, whylen, -EINVAL, "LUN %u: no backend", l->id);
 	if ((rc = tq_qos_check(l->qos, l->id, why, whylen)))
 		return rc;
-	if ((rc = lun_build(t, l, &be, &lun, why, whylen)))
+	if ((rc = lun_build(c, l, &be, &lun, why, whylen)))
 		return rc;
-	if ((rc = lun_publish(t, l, be, lun, why, whylen))) {
+	if ((rc = lun_publish(c, l, be, lun, why, whylen))) {
 		vs_scsi_lun_destroy(lun);
 		vs_backend_close(be);
 	}
@@ -186,10 +186,10 @@ int tq_lun_open(struct vs_target *t, const struct vs_target_lun *l, char *why, s
 
 /* Why LUN id cannot be changed now (luns_lock held): -EEXIST, -EBUSY or -ENOENT with err
  * set; 0 when it is in state want. */
-static int lun_check(struct vs_target *t, unsigned id, enum tq_lun_state want, char *why,
+static int lun_check(struct vs_controller *c, unsigned id, enum tq_lun_state want, char *why,
 		     size_t whylen)
 {
-	enum tq_lun_state s = t->lun_state[id];
+	enum tq_lun_state s = c->lun_state[id];
 
 	if (s == want)
 		return 0;
@@ -204,14 +204,14 @@ static int lun_check(struct vs_target *t, unsigned id, enum tq_lun_state want, c
 		return tq_err(why, whylen, want == TQ_LUN_FREE ? -EBUSY : -ENOENT,
 			      "LUN %u is still being removed (requests of it in flight)", id);
 	case TQ_LUN_PRESENT:
-		return tq_err(why, whylen, -EEXIST, "LUN %u exists (%s)", id, t->spec[id]);
+		return tq_err(why, whylen, -EEXIST, "LUN %u exists (%s)", id, c->spec[id]);
 	case TQ_LUN_FREE:
 		break;
 	}
 	return tq_err(why, whylen, -ENOENT, "no LUN %u", id);
 }
 
-int vs_target_lun_add(struct vs_target *t, const struct vs_target_lun *l, char *why, size_t whylen)
+int tq_lun_add(struct vs_controller *c, const struct vs_target_lun *l, char *why, size_t whylen)
 {
 	struct vs_scsi_lun *lun = NULL;
 	struct vs_backend *be = NULL;
@@ -229,25 +229,25 @@ int vs_target_lun_add(struct vs_target *t, const struct vs_target_lun *l, char *
 	if ((rc = tq_qos_check(l->qos, l->id, why, whylen)))
 		return rc;
 	/* The id is reserved first: a second add of it is refused while this one opens. */
-	pthread_mutex_lock(&t->luns_lock);
-	if (!(rc = lun_check(t, l->id, TQ_LUN_FREE, why, whylen)))
-		t->lun_state[l->id] = TQ_LUN_OPENING;
-	pthread_mutex_unlock(&t->luns_lock);
+	pthread_mutex_lock(&c->luns_lock);
+	if (!(rc = lun_check(c, l->id, TQ_LUN_FREE, why, whylen)))
+		c->lun_state[l->id] = TQ_LUN_OPENING;
+	pthread_mutex_unlock(&c->luns_lock);
 	if (rc)
 		return rc;
-	tgt_stats_lun_clear(t, l->id); /* the statistics of an added LUN start at 0 */
-	rc = lun_build(t, l, &be, &lun, why, whylen);
-	pthread_mutex_lock(&t->luns_lock);
-	if (rc || (rc = lun_publish(t, l, be, lun, why, whylen)))
-		t->lun_state[l->id] = TQ_LUN_FREE;
-	pthread_mutex_unlock(&t->luns_lock);
+	tgt_stats_lun_clear(c, l->id); /* the statistics of an added LUN start at 0 */
+	rc = lun_build(c, l, &be, &lun, why, whylen);
+	pthread_mutex_lock(&c->luns_lock);
+	if (rc || (rc = lun_publish(c, l, be, lun, why, whylen)))
+		c->lun_state[l->id] = TQ_LUN_FREE;
+	pthread_mutex_unlock(&c->luns_lock);
 	if (rc) {
 		vs_scsi_lun_destroy(lun); /* both NULL when the build failed */
 		vs_backend_close(be);
 		return rc;
 	}
 	VS_INFO(EVENT, "LUN %u added at run time: %s", l->id, l->spec);
-	tq_event_post(t, VS_VIRTIO_SCSI_T_TRANSPORT_RESET, l->id, VS_VIRTIO_SCSI_EVT_RESET_RESCAN);
+	tq_event_post(c, VS_VIRTIO_SCSI_T_TRANSPORT_RESET, l->id, VS_VIRTIO_SCSI_EVT_RESET_RESCAN);
 	return 0;
 }
 
@@ -260,22 +260,22 @@ struct lun_snap {
 /* Taken after a change every later request must see (the LUN unpublished, its capacity
  * lowered): a request tracked after this takes its queue's mutex after we released it, and
  * so runs after the change; only those tracked before may not have seen it. */
-static void lun_snapshot(struct vs_target *t, struct lun_snap *s)
+static void lun_snapshot(struct vs_controller *c, struct lun_snap *s)
 {
-	for (unsigned i = VS_VIRTIO_SCSI_VQ_REQ0; i < VS_VIRTIO_SCSI_VQ_REQ0 + t->num_queues; i++) {
-		pthread_mutex_lock(&t->q[i].lock);
-		s->seq[i] = t->q[i].track_seq;
-		pthread_mutex_unlock(&t->q[i].lock);
+	for (unsigned i = VS_VIRTIO_SCSI_VQ_REQ0; i < VS_VIRTIO_SCSI_VQ_REQ0 + c->num_queues; i++) {
+		pthread_mutex_lock(&c->q[i].lock);
+		s->seq[i] = c->q[i].track_seq;
+		pthread_mutex_unlock(&c->q[i].lock);
 	}
 }
 
 /* Requests of LUN id tracked before the snapshot and still in flight. */
-static unsigned lun_in_flight(struct vs_target *t, unsigned id, const struct lun_snap *s)
+static unsigned lun_in_flight(struct vs_controller *c, unsigned id, const struct lun_snap *s)
 {
 	unsigned n = 0;
 
-	for (unsigned i = VS_VIRTIO_SCSI_VQ_REQ0; i < VS_VIRTIO_SCSI_VQ_REQ0 + t->num_queues; i++) {
-		struct tq *q = &t->q[i];
+	for (unsigned i = VS_VIRTIO_SCSI_VQ_REQ0; i < VS_VIRTIO_SCSI_VQ_REQ0 + c->num_queues; i++) {
+		struct tq *q = &c->q[i];
 
 		pthread_mutex_lock(&q->lock);
 		for (struct treq *r = q->active.next; r != &q->active; r = r->next)
@@ -287,24 +287,24 @@ static unsigned lun_in_flight(struct vs_target *t, unsigned id, const struct lun
 
 /* Wait (up to the worker timeout) until the requests of LUN id in flight at the snapshot
  * have completed: 0 or -ETIMEDOUT.  Their number only goes down. */
-static int lun_drain(struct vs_target *t, unsigned id, const struct lun_snap *snap)
+static int lun_drain(struct vs_controller *c, unsigned id, const struct lun_snap *snap)
 {
-	uint64_t start = vs_mono_ns(), limit = (uint64_t)t->worker_timeout_ms * 1000000ull;
-	unsigned n, first = lun_in_flight(t, id, snap);
+	uint64_t start = vs_mono_ns(), limit = (uint64_t)c->worker_timeout_ms * 1000000ull;
+	unsigned n, first = lun_in_flight(c, id, snap);
 
 	if (!first)
 		return 0;
 	VS_INFO(EVENT, "LUN %u: waiting for %u requests in flight", id, first);
-	while ((n = lun_in_flight(t, id, snap))) {
+	while ((n = lun_in_flight(c, id, snap))) {
 		struct timespec ts = {0, (long)DRAIN_POLL_NS};
 
 		if (vs_mono_ns() - start >= limit) {
 			VS_ERROR(EVENT, "LUN %u: %u requests still in flight after %u ms", id, n,
-				 t->worker_timeout_ms);
+				 c->worker_timeout_ms);
 			return -ETIMEDOUT;
 		}
-		if (t->manual)
-			vs_target__pump(t, 1);
+		if (c->manual)
+			vs_target__pump(c->t, 1);
 		else
 			nanosleep(&ts, NULL);
 	}
@@ -316,14 +316,14 @@ static int lun_drain(struct vs_target *t, unsigned id, const struct lun_snap *sn
 /* ---- remove ---------------------------------------------------------------------------------- */
 /* Wait until no flush of the target (vs_target_flush) uses LUN id's backend (luns_lock held);
  * they end within the worker timeout: false when one did not. */
-static bool lun_unpinned(struct vs_target *t, unsigned id)
+static bool lun_unpinned(struct vs_controller *c, unsigned id)
 {
 	struct timespec until;
 
 	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += (time_t)(2 * t->worker_timeout_ms / 1000 + 1);
-	while (t->flush_pins[id])
-		if (pthread_cond_timedwait(&t->luns_cond, &t->luns_lock, &until) == ETIMEDOUT)
+	until.tv_sec += (time_t)(2 * c->worker_timeout_ms / 1000 + 1);
+	while (c->flush_pins[id])
+		if (pthread_cond_timedwait(&c->luns_cond, &c->luns_lock, &until) == ETIMEDOUT)
 			return false;
 	return true;
 }
@@ -331,16 +331,16 @@ static bool lun_unpinned(struct vs_target *t, unsigned id)
 /* The LUN's requests completed and its SCSI LUN is gone: flush (bounded) and close its
  * backend, and free the id.  A flush that did not finish leaves the backend open for good
  * (its flush may still complete into it).  0 or the flush's error. */
-static int lun_retire(struct vs_target *t, unsigned id, char *why, size_t whylen)
+static int lun_retire(struct vs_controller *c, unsigned id, char *why, size_t whylen)
 {
 	struct vs_backend *be;
 	bool stuck;
 	int rc = 0, res;
 
-	pthread_mutex_lock(&t->luns_lock);
-	be = t->be[id];
-	stuck = t->flush_stuck[id] || !lun_unpinned(t, id);
-	pthread_mutex_unlock(&t->luns_lock);
+	pthread_mutex_lock(&c->luns_lock);
+	be = c->be[id];
+	stuck = c->flush_stuck[id] || !lun_unpinned(c, id);
+	pthread_mutex_unlock(&c->luns_lock);
 	if (stuck) {
 		rc =
 		    tq_err(why, whylen, -ETIMEDOUT,
@@ -348,14 +348,14 @@ static int lun_retire(struct vs_target *t, unsigned id, char *why, size_t whylen
 			   "is left open",
 			   id);
 	} else {
-		tq_flush_backends(t, &be, 1, &res);
+		tq_flush_backends(c, &be, 1, &res);
 		if (res == -ETIMEDOUT) {
 			stuck = true;
 			rc = tq_err(
 			    why, whylen, res,
 			    "LUN %u removed, but its final flush did not finish within %u ms: "
 			    "its backend is left open",
-			    id, t->worker_timeout_ms);
+			    id, c->worker_timeout_ms);
 		} else if (res) {
 			rc = tq_err(why, whylen, res, "LUN %u removed, but its final flush failed",
 				    id);
@@ -363,18 +363,18 @@ static int lun_retire(struct vs_target *t, unsigned id, char *why, size_t whylen
 	}
 	if (!stuck)
 		vs_backend_close(be);
-	pthread_mutex_lock(&t->luns_lock);
-	__atomic_store_n(&t->be[id], NULL, __ATOMIC_RELEASE);
-	VS_INFO(EVENT, "LUN %u removed at run time (was %s)", id, t->spec[id]);
-	free(t->spec[id]);
-	t->spec[id] = NULL;
-	t->flush_stuck[id] = false;
-	t->lun_state[id] = TQ_LUN_FREE;
-	pthread_mutex_unlock(&t->luns_lock);
+	pthread_mutex_lock(&c->luns_lock);
+	__atomic_store_n(&c->be[id], NULL, __ATOMIC_RELEASE);
+	VS_INFO(EVENT, "LUN %u removed at run time (was %s)", id, c->spec[id]);
+	free(c->spec[id]);
+	c->spec[id] = NULL;
+	c->flush_stuck[id] = false;
+	c->lun_state[id] = TQ_LUN_FREE;
+	pthread_mutex_unlock(&c->luns_lock);
 	return rc;
 }
 
-int vs_target_lun_remove(struct vs_target *t, unsigned id, char *why, size_t whylen)
+int tq_lun_remove(struct vs_controller *c, unsigned id, char *why, size_t whylen)
 {
 	struct vs_scsi_lun *lun = NULL;
 	struct lun_snap snap;
@@ -385,45 +385,45 @@ int vs_target_lun_remove(struct vs_target *t, unsigned id, char *why, size_t why
 	if (id >= VS_TARGET_MAX_LUNS)
 		return tq_err(why, whylen, -ENOENT, "no LUN %u", id);
 	/* Unpublish (or take the one an earlier removal gave up on) ... */
-	pthread_mutex_lock(&t->luns_lock);
-	if (t->lun_state[id] == TQ_LUN_UNFINISHED ||
-	    !(rc = lun_check(t, id, TQ_LUN_PRESENT, why, whylen))) {
+	pthread_mutex_lock(&c->luns_lock);
+	if (c->lun_state[id] == TQ_LUN_UNFINISHED ||
+	    !(rc = lun_check(c, id, TQ_LUN_PRESENT, why, whylen))) {
 		rc = 0;
-		lun = t->detached[id] ? t->detached[id] : vs_scsi_dev_detach(t->dev, id);
-		t->detached[id] = NULL;
-		t->lun_state[id] = TQ_LUN_REMOVING;
+		lun = c->detached[id] ? c->detached[id] : vs_scsi_dev_detach(c->dev, id);
+		c->detached[id] = NULL;
+		c->lun_state[id] = TQ_LUN_REMOVING;
 	}
-	pthread_mutex_unlock(&t->luns_lock);
+	pthread_mutex_unlock(&c->luns_lock);
 	if (rc)
 		return rc;
 	/* Its parked requests go now (and find it gone), not when its limits would let them. */
-	tq_qos_reset(t, id);
+	tq_qos_reset(c, id);
 	/* ... then the grace period: a TMF that loaded the LUN from the table before it was
 	 * unpublished is done with it once we had tmf_lun_lock (control.c), and requests are
 	 * done with it once those tracked until now completed. */
-	pthread_mutex_lock(&t->tmf_lun_lock);
-	pthread_mutex_unlock(&t->tmf_lun_lock);
-	lun_snapshot(t, &snap);
-	if ((rc = lun_drain(t, id, &snap))) {
-		pthread_mutex_lock(&t->luns_lock);
-		t->detached[id] = lun;
-		t->lun_state[id] = TQ_LUN_UNFINISHED;
-		pthread_mutex_unlock(&t->luns_lock);
+	pthread_mutex_lock(&c->tmf_lun_lock);
+	pthread_mutex_unlock(&c->tmf_lun_lock);
+	lun_snapshot(c, &snap);
+	if ((rc = lun_drain(c, id, &snap))) {
+		pthread_mutex_lock(&c->luns_lock);
+		c->detached[id] = lun;
+		c->lun_state[id] = TQ_LUN_UNFINISHED;
+		pthread_mutex_unlock(&c->luns_lock);
 		return tq_err(why, whylen, rc,
 			      "LUN %u is gone for the driver, but requests of it did not complete "
 			      "within %u ms: its backend stays open (remove it again to retry)",
-			      id, t->worker_timeout_ms);
+			      id, c->worker_timeout_ms);
 	}
 	vs_scsi_lun_destroy(lun);
-	rc = lun_retire(t, id, why, whylen);
+	rc = lun_retire(c, id, why, whylen);
 	/* The driver is told even when the flush failed: the LUN is gone. */
-	tq_event_post(t, VS_VIRTIO_SCSI_T_TRANSPORT_RESET, id, VS_VIRTIO_SCSI_EVT_RESET_REMOVED);
+	tq_event_post(c, VS_VIRTIO_SCSI_T_TRANSPORT_RESET, id, VS_VIRTIO_SCSI_EVT_RESET_REMOVED);
 	return rc;
 }
 
 /* ---- resize ---------------------------------------------------------------------------------- */
 struct shrink {
-	struct vs_target *t;
+	struct vs_controller *c;
 	unsigned id;
 };
 
@@ -434,14 +434,14 @@ static int shrink_drain(void *arg)
 	struct shrink *sh = arg;
 	struct lun_snap snap;
 
-	lun_snapshot(sh->t, &snap);
-	return lun_drain(sh->t, sh->id, &snap);
+	lun_snapshot(sh->c, &snap);
+	return lun_drain(sh->c, sh->id, &snap);
 }
 
-int vs_target_lun_resize(struct vs_target *t, unsigned id, uint64_t new_bytes, char *why,
+int tq_lun_resize(struct vs_controller *c, unsigned id, uint64_t new_bytes, char *why,
 			 size_t whylen)
 {
-	struct shrink sh = {t, id};
+	struct shrink sh = {c, id};
 	struct vs_backend *be = NULL;
 	char cause[256] = "";
 	int rc;
@@ -450,61 +450,61 @@ int vs_target_lun_resize(struct vs_target *t, unsigned id, uint64_t new_bytes, c
 		*why = 0;
 	if (id >= VS_TARGET_MAX_LUNS)
 		return tq_err(why, whylen, -ENOENT, "no LUN %u", id);
-	pthread_mutex_lock(&t->luns_lock);
-	if (t->lun_state[id] != TQ_LUN_PRESENT) {
-		rc = t->lun_state[id] == TQ_LUN_UNFINISHED
+	pthread_mutex_lock(&c->luns_lock);
+	if (c->lun_state[id] != TQ_LUN_PRESENT) {
+		rc = c->lun_state[id] == TQ_LUN_UNFINISHED
 			 ? tq_err(why, whylen, -ENOENT, "no LUN %u", id)
-			 : lun_check(t, id, TQ_LUN_PRESENT, why, whylen);
-	} else if (!new_bytes || new_bytes % t->block_size) {
+			 : lun_check(c, id, TQ_LUN_PRESENT, why, whylen);
+	} else if (!new_bytes || new_bytes % c->block_size) {
 		rc = tq_err(why, whylen, -EINVAL,
 			    "LUN %u: %llu bytes is not a whole, non-zero number of %u-byte blocks",
-			    id, (unsigned long long)new_bytes, t->block_size);
+			    id, (unsigned long long)new_bytes, c->block_size);
 	} else {
 		rc = 0;
-		be = t->be[id];
-		t->lun_state[id] = TQ_LUN_RESIZING;
+		be = c->be[id];
+		c->lun_state[id] = TQ_LUN_RESIZING;
 	}
-	pthread_mutex_unlock(&t->luns_lock);
+	pthread_mutex_unlock(&c->luns_lock);
 	if (rc)
 		return rc;
 	/* The LUN's capacity, its unit attention and the event follow the backend's size
 	 * watcher (lun_resized), when it changed; a shrink waits for the requests in flight
 	 * between lowering the capacity and cutting the storage. */
 	if ((rc = vs_backend_resize(be, new_bytes, shrink_drain, &sh, cause, sizeof(cause))))
-		tq_err(why, whylen, rc, "LUN %u (%s): %s", id, t->spec[id], cause);
-	pthread_mutex_lock(&t->luns_lock);
-	t->lun_state[id] = TQ_LUN_PRESENT;
-	pthread_mutex_unlock(&t->luns_lock);
+		tq_err(why, whylen, rc, "LUN %u (%s): %s", id, c->spec[id], cause);
+	pthread_mutex_lock(&c->luns_lock);
+	c->lun_state[id] = TQ_LUN_PRESENT;
+	pthread_mutex_unlock(&c->luns_lock);
 	return rc;
 }
 
-unsigned vs_target_lun_list(struct vs_target *t, struct vs_target_lun_info *out, unsigned max)
+unsigned tq_lun_list(struct vs_controller *c, struct vs_target_lun_info *out, unsigned max)
 {
 	unsigned n = 0;
 
-	pthread_mutex_lock(&t->luns_lock);
+	pthread_mutex_lock(&c->luns_lock);
 	for (unsigned id = 0; id < VS_TARGET_MAX_LUNS; id++) {
 		struct vs_scsi_lun *lun;
 		struct vs_target_lun_info *i;
 
 		/* A LUN being resized exists; one being added or removed does not (yet, any
 		 * more), and its SCSI LUN may be going away without the lock. */
-		if ((t->lun_state[id] != TQ_LUN_PRESENT && t->lun_state[id] != TQ_LUN_RESIZING) ||
-		    !(lun = vs_scsi_dev_lun(t->dev, id)))
+		if ((c->lun_state[id] != TQ_LUN_PRESENT && c->lun_state[id] != TQ_LUN_RESIZING) ||
+		    !(lun = vs_scsi_dev_lun(c->dev, id)))
 			continue;
 		if (n < max && out) {
 			i = &out[n];
 			memset(i, 0, sizeof(*i));
 			i->id = id;
-			snprintf(i->spec, sizeof(i->spec), "%s", t->spec[id]);
-			snprintf(i->kind, sizeof(i->kind), "%s", vs_backend_kind(t->be[id]));
+			snprintf(i->spec, sizeof(i->spec), "%s", c->spec[id]);
+			snprintf(i->kind, sizeof(i->kind), "%s", vs_backend_kind(c->be[id]));
 			i->block_size = vs_scsi_lun_block_size(lun);
 			i->bytes = vs_scsi_lun_blocks(lun) * i->block_size;
 			i->read_only = vs_scsi_lun_read_only(lun);
-			tq_qos_info(t, id, &i->qos);
+			tq_qos_info(c, id, &i->qos);
 		}
 		n++;
 	}
-	pthread_mutex_unlock(&t->luns_lock);
+	pthread_mutex_unlock(&c->luns_lock);
 	return n;
 }

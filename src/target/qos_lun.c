@@ -132,10 +132,10 @@ int tq_qos_check(const struct vs_target_qos *q, unsigned id, char *why, size_t w
 	return 0;
 }
 
-void tq_qos_apply(struct vs_target *t, unsigned id, const struct vs_target_qos *q)
+void tq_qos_apply(struct vs_controller *c, unsigned id, const struct vs_target_qos *q)
 {
 	struct qos_limits l;
-	struct qos_set *s = &t->qos[id];
+	struct qos_set *s = &c->qos[id];
 
 	if (q)
 		to_limits(q, &l);
@@ -143,25 +143,25 @@ void tq_qos_apply(struct vs_target *t, unsigned id, const struct vs_target_qos *
 		memset(&l, 0, sizeof(l));
 	qos_set_limits(s, &l, vs_mono_ns());
 	/* requests parked under the old limits are looked at under the new ones */
-	worker_park_check(t);
+	worker_park_check(c->t);
 }
 
-void tq_qos_reset(struct vs_target *t, unsigned id)
+void tq_qos_reset(struct vs_controller *c, unsigned id)
 {
-	tq_qos_apply(t, id, NULL);
-	__atomic_store_n(&t->qos[id].throttled, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&t->qos[id].throttled_ns, 0, __ATOMIC_RELAXED);
+	tq_qos_apply(c, id, NULL);
+	__atomic_store_n(&c->qos[id].throttled, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->qos[id].throttled_ns, 0, __ATOMIC_RELAXED);
 }
 
-void tq_qos_info(struct vs_target *t, unsigned id, struct vs_target_qos *q)
+void tq_qos_info(struct vs_controller *c, unsigned id, struct vs_target_qos *q)
 {
 	struct qos_limits l;
 
-	qos_get_limits(&t->qos[id], &l);
+	qos_get_limits(&c->qos[id], &l);
 	from_limits(&l, q);
 }
 
-int vs_target_qos_set(struct vs_target *t, unsigned id, const struct vs_target_qos *q, char *why,
+int tq_qos_set(struct vs_controller *c, unsigned id, const struct vs_target_qos *q, char *why,
 		      size_t whylen)
 {
 	int rc;
@@ -175,12 +175,12 @@ int vs_target_qos_set(struct vs_target *t, unsigned id, const struct vs_target_q
 	if ((rc = tq_qos_check(q, id, why, whylen)))
 		return rc;
 	/* Under luns_lock: a LUN removed meanwhile is reset after (lun_retire), never before. */
-	pthread_mutex_lock(&t->luns_lock);
-	if (t->lun_state[id] != TQ_LUN_PRESENT && t->lun_state[id] != TQ_LUN_RESIZING)
+	pthread_mutex_lock(&c->luns_lock);
+	if (c->lun_state[id] != TQ_LUN_PRESENT && c->lun_state[id] != TQ_LUN_RESIZING)
 		rc = tq_err(why, whylen, -ENOENT, "no LUN %u", id);
 	else
-		tq_qos_apply(t, id, q);
-	pthread_mutex_unlock(&t->luns_lock);
+		tq_qos_apply(c, id, q);
+	pthread_mutex_unlock(&c->luns_lock);
 	if (!rc) {
 		char s[256];
 

@@ -121,9 +121,9 @@ static inline __attribute__((always_inline)) void ts_req_start(struct tq *q, str
 	r->ts_kind = (uint8_t)ts_kind_of(r->hdr.cdb);
 	r->t_pop = ts_pass_now(q->w); /* one read per pass: see ts_pass_now */
 	if (__builtin_expect(r->lun < VS_TARGET_MAX_LUNS, 1)) {
-		ls = q->w->ts[r->lun];
+		ls = *ts_slot(q->c, q->w, r->lun);
 		if (__builtin_expect(!ls, 0))
-			ls = ts_lun_make(q->w, r->lun); /* once per worker and LUN */
+			ls = ts_lun_make(q->c, q->w, r->lun); /* once per worker and LUN */
 		if (ls)
 			ts_add(&ls->c.popped, 1); /* outside the sequence: see struct ts_lun */
 	}
@@ -247,7 +247,7 @@ static void req_done(struct vs_scsi_cmd *cmd)
 		/* The driver polls its request queues when the TMF completes (Linux does):
 		 * the used entry must be visible before the TMF response is. */
 		tq_notify(q);
-		tmf_release(q->t);
+		tmf_release(q->c);
 	}
 }
 
@@ -321,7 +321,7 @@ static bool req_prepare(struct tq *q, struct treq *r)
 /* Hand a tracked request to the SCSI layer. */
 static void req_exec(struct tq *q, struct treq *r)
 {
-	int rc = vs_scsi_exec(q->t->dev, r->lun, &r->cmd, q->w->io);
+	int rc = vs_scsi_exec(q->c->dev, r->lun, &r->cmd, q->w->io);
 
 	if (rc < 0) {
 		/* Our own bug (a malformed cmd), never the guest's: answer and go on. */
@@ -338,7 +338,7 @@ static void req_exec(struct tq *q, struct treq *r)
 		req_reject(q, &r->elem, VS_VIRTIO_SCSI_S_FAILURE, "internal error");
 		req_put(q, r);
 		if (wake)
-			tmf_release(q->t);
+			tmf_release(q->c);
 	}
 }
 
@@ -354,7 +354,7 @@ static bool req_park(struct tq *q, struct treq *r)
 	r->qos_dir = QOS_DIRS;
 	if (__builtin_expect(r->lun >= VS_TARGET_MAX_LUNS, 0))
 		return false;
-	set = &q->t->qos[r->lun];
+	set = &q->c->qos[r->lun];
 	if (__builtin_expect(!qos_limited(set), 1))
 		return false;
 	k = ts_kind_of(r->hdr.cdb);
@@ -388,7 +388,7 @@ void tq_park_release(struct tq *q, uint64_t now, bool all)
 	struct treq **link = &q->park_head, *r, *prev = NULL;
 
 	while ((r = *link)) {
-		struct qos_set *set = &q->t->qos[r->lun];
+		struct qos_set *set = &q->c->qos[r->lun];
 		uint64_t bit = 1ull << (r->lun % 64);
 		uint8_t resp;
 

@@ -26,28 +26,35 @@ _Static_assert(sizeof(struct ts_counts) % sizeof(uint64_t) == 0, "struct ts_coun
 /* ---- the clock ---------------------------------------------------------------------------- */
 /* The TSC when it is invariant (util/clock.c: the same choice and calibration as the trace
  * runtime's); VIOSCOPE_STATS_CLOCK=monotonic forces CLOCK_MONOTONIC. */
-void ts_init(struct vs_target *t)
+void ts_clock_init(struct vs_target *t)
 {
 	double ns_per_tick = vs_tsc_clock("VIOSCOPE_STATS_CLOCK") ? vs_tsc_ns_per_tick() : 0;
 
 	t->ts_tsc = ns_per_tick > 0;
 	t->ts_ns_per_tick = t->ts_tsc ? ns_per_tick : 1.0;
-	pthread_mutex_init(&t->ts_lock, NULL);
 }
 
-void ts_worker_fini(struct worker *w)
+int ts_init(struct vs_controller *c)
 {
-	for (unsigned id = 0; id < VS_TARGET_MAX_LUNS; id++) {
-		free(w->ts[id]);
-		w->ts[id] = NULL;
-	}
+	c->ts = calloc((size_t)c->t->nworkers * VS_TARGET_MAX_LUNS, sizeof(*c->ts));
+	if (!c->ts)
+		return -ENOMEM;
+	pthread_mutex_init(&c->ts_lock, NULL);
+	return 0;
 }
 
-void ts_fini(struct vs_target *t)
+/* No worker counts for c any more (its queues stopped), no reader reads (it is gone). */
+void ts_fini(struct vs_controller *c)
 {
+	if (!c->ts)
+		return;
+	for (size_t i = 0; i < (size_t)c->t->nworkers * VS_TARGET_MAX_LUNS; i++)
+		free(c->ts[i]);
+	free(c->ts);
+	c->ts = NULL;
 	for (unsigned id = 0; id < VS_TARGET_MAX_LUNS; id++)
-		free(t->ts_base[id]);
-	pthread_mutex_destroy(&t->ts_lock);
+		free(c->ts_base[id]);
+	pthread_mutex_destroy(&c->ts_lock);
 }
 
 /* ---- the histogram ------------------------------------------------------------------------ */
@@ -91,11 +98,11 @@ uint64_t ts_percentile(const uint64_t hist[TS_BUCKETS], double p)
 /* ---- the blocks --------------------------------------------------------------------------- */
 /* Only for a LUN the device has: a guest addressing LUNs that do not exist must not make
  * the workers allocate. */
-struct ts_lun *ts_lun_make(struct worker *w, unsigned lun)
+struct ts_lun *ts_lun_make(struct vs_controller *c, struct worker *w, unsigned lun)
 {
 	struct ts_lun *ls;
 
-	if (!vs_scsi_dev_lun(w->t->dev, lun))
+	if (!vs_scsi_dev_lun(c->dev, lun))
 		return NULL;
 	ls = calloc(1, sizeof(*ls));
 	if (!ls) {
@@ -103,7 +110,7 @@ struct ts_lun *ts_lun_make(struct worker *w, unsigned lun)
 		return NULL;
 	}
 	/* Readers find it through this pointer: published with its zeroes. */
-	__atomic_store_n(&w->ts[lun], ls, __ATOMIC_RELEASE);
+	__atomic_store_n(ts_slot(c, w, lun), ls, __ATOMIC_RELEASE);
 	return ls;
 }
 
@@ -132,10 +139,11 @@ static void counts_add(const struct ts_lun *ls, uint64_t *sum)
 }
 
 /* The sum over the workers of LUN id's blocks, into sum (zeroed by the caller). */
-static void lun_sum(struct vs_target *t, unsigned id, struct ts_lun *sum)
+static void lun_sum(struct vs_controller *c, unsigned id, struct ts_lun *sum)
 {
-	for (unsigned i = 0; i < t->nworkers; i++) {
-		const struct ts_lun *ls = __atomic_load_n(&t->workers[i].ts[id], __ATOMIC_ACQUIRE);
+	for (unsigned i = 0; i < c->t->nworkers; i++) {
+		const struct ts_lun *ls =
+		    __atomic_load_n(&c->ts[(size_t)i * VS_TARGET_MAX_LUNS + id], __ATOMIC_ACQUIRE);
 
 		if (!ls)
 			continue;
@@ -147,34 +155,34 @@ static void lun_sum(struct vs_target *t, unsigned id, struct ts_lun *sum)
 	}
 }
 
-void tgt_stats_lun_clear(struct vs_target *t, unsigned id)
+void tgt_stats_lun_clear(struct vs_controller *c, unsigned id)
 {
 	struct ts_lun *base;
 
 	if (id >= VS_TARGET_MAX_LUNS)
 		return;
-	pthread_mutex_lock(&t->ts_lock);
-	base = t->ts_base[id];
+	pthread_mutex_lock(&c->ts_lock);
+	base = c->ts_base[id];
 	if (!base) {
 		base = calloc(1, sizeof(*base));
 		if (!base) {
-			pthread_mutex_unlock(&t->ts_lock);
-			tq_log(t, "LUN %u: out of memory to clear its statistics", id);
+			pthread_mutex_unlock(&c->ts_lock);
+			tq_log(c, "LUN %u: out of memory to clear its statistics", id);
 			return;
 		}
-		t->ts_base[id] = base;
+		c->ts_base[id] = base;
 	}
 	memset(base, 0, sizeof(*base));
-	lun_sum(t, id, base);
-	t->ts_gen[id]++; /* a mark's histograms of the LUN before are not this LUN's */
-	pthread_mutex_unlock(&t->ts_lock);
+	lun_sum(c, id, base);
+	c->ts_gen[id]++; /* a mark's histograms of the LUN before are not this LUN's */
+	pthread_mutex_unlock(&c->ts_lock);
 }
 
 /* ---- the readers -------------------------------------------------------------------------- */
 /* A LUN the target has (luns.c changes the table at run time). */
-static bool lun_present(struct vs_target *t, unsigned id)
+static bool lun_present(struct vs_controller *c, unsigned id)
 {
-	return __atomic_load_n(&t->be[id], __ATOMIC_ACQUIRE) != NULL;
+	return __atomic_load_n(&c->be[id], __ATOMIC_ACQUIRE) != NULL;
 }
 
 static void sub_clamped(uint64_t *a, const uint64_t *b, size_t n)
@@ -185,6 +193,7 @@ static void sub_clamped(uint64_t *a, const uint64_t *b, size_t n)
 
 /* A reader's latency histograms of each LUN as of its last look (vs_target_lun_stats_since). */
 struct vs_target_stats_mark {
+	uint64_t ctrl; /* the controller it looked at last (its serial; 0: none) */
 	struct {
 		bool seen;    /* hist holds the LUN as of the last look */
 		uint64_t gen; /* ts_gen of the LUN then */
@@ -208,11 +217,11 @@ void vs_target_stats_mark_free(struct vs_target_stats_mark *m)
 
 /* The latency histograms since the mark's last look at LUN id (when it saw this very LUN)
  * into sum, and the mark moved to now: true when they are over that interval. */
-static bool mark_interval(struct vs_target *t, struct vs_target_stats_mark *m, unsigned id,
+static bool mark_interval(struct vs_controller *c, struct vs_target_stats_mark *m, unsigned id,
 			  struct ts_lun *sum)
 {
 	uint64_t now[2][TS_BUCKETS];
-	bool interval = m->lun[id].seen && m->lun[id].gen == t->ts_gen[id];
+	bool interval = m->lun[id].seen && m->lun[id].gen == c->ts_gen[id];
 
 	if (!m->lun[id].hist && !(m->lun[id].hist = malloc(sizeof(now))))
 		return false; /* out of memory: since the LUN was added, as without a mark */
@@ -221,74 +230,79 @@ static bool mark_interval(struct vs_target *t, struct vs_target_stats_mark *m, u
 		sub_clamped(&sum->hist[0][0], &m->lun[id].hist[0][0], 2 * TS_BUCKETS);
 	memcpy(m->lun[id].hist, now, sizeof(now));
 	m->lun[id].seen = true;
-	m->lun[id].gen = t->ts_gen[id];
+	m->lun[id].gen = c->ts_gen[id];
 	return interval;
 }
 
 /* Under ts_lock; sum: scratch; m: NULL, or a reader's mark (latency since its last look). */
-static bool lun_read(struct vs_target *t, unsigned id, struct ts_lun *sum,
+static bool lun_read(struct vs_controller *c, unsigned id, struct ts_lun *sum,
 		     struct vs_target_stats_mark *m, struct vs_target_lun_stats *out)
 {
-	const struct ts_lun *base = t->ts_base[id];
-	struct ts_counts *c = &sum->c;
+	const struct ts_lun *base = c->ts_base[id];
+	struct ts_counts *cnt = &sum->c;
 	uint64_t completed = 0;
 	bool interval = false;
 
 	memset(sum, 0, sizeof(*sum));
 	memset(out, 0, sizeof(*out));
 	out->id = id;
-	lun_sum(t, id, sum);
+	lun_sum(c, id, sum);
 	/* Not cleared: what is in flight now, whatever the baseline. */
 	for (unsigned k = 0; k < TS_KINDS; k++)
-		completed += c->kind[k];
-	out->in_flight = c->popped > completed ? c->popped - completed : 0;
+		completed += cnt->kind[k];
+	out->in_flight = cnt->popped > completed ? cnt->popped - completed : 0;
 	if (base) {
 		/* Each worker's counts only grow, and the baseline took them whole: no count
 		 * goes below it.  A histogram read while a request was being counted may. */
-		sub_clamped((uint64_t *)c, (const uint64_t *)&base->c, TS_WORDS);
+		sub_clamped((uint64_t *)cnt, (const uint64_t *)&base->c, TS_WORDS);
 		sub_clamped(&sum->hist[0][0], &base->hist[0][0], 2 * TS_BUCKETS);
 	}
 	if (m)
-		interval = mark_interval(t, m, id, sum);
+		interval = mark_interval(c, m, id, sum);
 
-	out->reads = c->kind[TS_READ];
-	out->writes = c->kind[TS_WRITE];
-	out->flushes = c->kind[TS_FLUSH];
-	out->unmaps = c->kind[TS_UNMAP];
-	out->others = c->kind[TS_OTHER];
-	out->read_bytes = c->read_bytes;
-	out->write_bytes = c->write_bytes;
-	memcpy(out->sense_keys, c->sense, sizeof(out->sense_keys));
-	out->failures = c->failures;
-	out->read_p50_ns = ts_ticks_ns(t, ts_percentile(sum->hist[TS_READ], 0.50));
-	out->read_p99_ns = ts_ticks_ns(t, ts_percentile(sum->hist[TS_READ], 0.99));
-	out->read_p999_ns = ts_ticks_ns(t, ts_percentile(sum->hist[TS_READ], 0.999));
-	out->write_p50_ns = ts_ticks_ns(t, ts_percentile(sum->hist[TS_WRITE], 0.50));
-	out->write_p99_ns = ts_ticks_ns(t, ts_percentile(sum->hist[TS_WRITE], 0.99));
-	out->write_p999_ns = ts_ticks_ns(t, ts_percentile(sum->hist[TS_WRITE], 0.999));
+	out->reads = cnt->kind[TS_READ];
+	out->writes = cnt->kind[TS_WRITE];
+	out->flushes = cnt->kind[TS_FLUSH];
+	out->unmaps = cnt->kind[TS_UNMAP];
+	out->others = cnt->kind[TS_OTHER];
+	out->read_bytes = cnt->read_bytes;
+	out->write_bytes = cnt->write_bytes;
+	memcpy(out->sense_keys, cnt->sense, sizeof(out->sense_keys));
+	out->failures = cnt->failures;
+	out->read_p50_ns = ts_ticks_ns(c->t, ts_percentile(sum->hist[TS_READ], 0.50));
+	out->read_p99_ns = ts_ticks_ns(c->t, ts_percentile(sum->hist[TS_READ], 0.99));
+	out->read_p999_ns = ts_ticks_ns(c->t, ts_percentile(sum->hist[TS_READ], 0.999));
+	out->write_p50_ns = ts_ticks_ns(c->t, ts_percentile(sum->hist[TS_WRITE], 0.50));
+	out->write_p99_ns = ts_ticks_ns(c->t, ts_percentile(sum->hist[TS_WRITE], 0.99));
+	out->write_p999_ns = ts_ticks_ns(c->t, ts_percentile(sum->hist[TS_WRITE], 0.999));
 	/* since the LUN was added (tq_qos_reset), kept by qos.c, not per worker */
-	out->throttled = __atomic_load_n(&t->qos[id].throttled, __ATOMIC_RELAXED);
-	out->throttled_ns = __atomic_load_n(&t->qos[id].throttled_ns, __ATOMIC_RELAXED);
+	out->throttled = __atomic_load_n(&c->qos[id].throttled, __ATOMIC_RELAXED);
+	out->throttled_ns = __atomic_load_n(&c->qos[id].throttled_ns, __ATOMIC_RELAXED);
 	return interval;
 }
 
-static unsigned lun_stats(struct vs_target *t, struct vs_target_stats_mark *m,
+static unsigned lun_stats(struct vs_controller *c, struct vs_target_stats_mark *m,
 			  struct vs_target_lun_stats *out, bool *over_interval, unsigned max)
 {
 	struct ts_lun *sum = max ? malloc(sizeof(*sum)) : NULL;
 	unsigned n = 0;
 
-	pthread_mutex_lock(&t->ts_lock);
+	pthread_mutex_lock(&c->ts_lock);
+	if (m && m->ctrl != c->serial) { /* another controller's LUNs: none seen */
+		for (unsigned id = 0; id < VS_TARGET_MAX_LUNS; id++)
+			m->lun[id].seen = false;
+		m->ctrl = c->serial;
+	}
 	for (unsigned id = 0; id < VS_TARGET_MAX_LUNS; id++) {
 		bool interval = false;
 
-		if (!lun_present(t, id)) {
+		if (!lun_present(c, id)) {
 			if (m) /* gone: a LUN added there later starts afresh */
 				m->lun[id].seen = false;
 			continue;
 		}
 		if (n < max && sum) {
-			interval = lun_read(t, id, sum, m, &out[n]);
+			interval = lun_read(c, id, sum, m, &out[n]);
 		} else if (n < max) { /* out of memory: the ids, no figures */
 			memset(&out[n], 0, sizeof(out[n]));
 			out[n].id = id;
@@ -297,27 +311,27 @@ static unsigned lun_stats(struct vs_target *t, struct vs_target_stats_mark *m,
 			over_interval[n] = interval;
 		n++;
 	}
-	pthread_mutex_unlock(&t->ts_lock);
+	pthread_mutex_unlock(&c->ts_lock);
 	free(sum);
 	return n;
 }
 
-unsigned vs_target_lun_stats(struct vs_target *t, struct vs_target_lun_stats *out, unsigned max)
+unsigned tq_lun_stats(struct vs_controller *c, struct vs_target_lun_stats *out, unsigned max)
 {
-	return lun_stats(t, NULL, out, NULL, max);
+	return lun_stats(c, NULL, out, NULL, max);
 }
 
-unsigned vs_target_lun_stats_since(struct vs_target *t, struct vs_target_stats_mark *m,
+unsigned tq_lun_stats_since(struct vs_controller *c, struct vs_target_stats_mark *m,
 				   struct vs_target_lun_stats *out, bool *over_interval,
 				   unsigned max)
 {
-	return lun_stats(t, m, out, over_interval, max);
+	return lun_stats(c, m, out, over_interval, max);
 }
 
-unsigned vs_target_queue_stats(struct vs_target *t, struct vs_target_queue_stats *out, unsigned max)
+unsigned tq_queue_stats(struct vs_controller *c, struct vs_target_queue_stats *out, unsigned max)
 {
-	for (unsigned i = 0; i < t->num_queues && i < max; i++) {
-		const struct tq *q = &t->q[VS_VIRTIO_SCSI_VQ_REQ0 + i];
+	for (unsigned i = 0; i < c->num_queues && i < max; i++) {
+		const struct tq *q = &c->q[VS_VIRTIO_SCSI_VQ_REQ0 + i];
 
 		out[i] = (struct vs_target_queue_stats){
 		    .queue = i,
@@ -327,5 +341,5 @@ unsigned vs_target_queue_stats(struct vs_target *t, struct vs_target_queue_stats
 		    .notifies = __atomic_load_n(&q->ts.notifies, __ATOMIC_RELAXED),
 		};
 	}
-	return t->num_queues;
+	return c->num_queues;
 }

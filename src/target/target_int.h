@@ -165,8 +165,8 @@ struct treq {
  * the queue runs and to the vhost thread while it is stopped (the command handoff orders
  * the two). */
 struct tq {
-	struct vs_target *t;
-	struct worker *w; /* owner */
+	struct vs_controller *c;
+	struct worker *w; /* owner while running (chosen at start: request queues) */
 	unsigned idx;
 	enum tq_kind kind;
 	struct vs_vq_dev vq;
@@ -225,8 +225,9 @@ void ap_preempted(struct adaptive_poll *ap, uint64_t now);
 
 struct worker {
 	struct vs_target *t;
+	struct vs_controller *c; /* the control thread's controller (NULL: a request worker) */
 	unsigned id;
-	bool ctl;  /* the control thread (control + event queues) */
+	bool ctl;  /* a controller's control thread (its control + event queues) */
 	bool poll; /* busy-poll (request workers with --poll) */
 	/* Event-mode request worker: its rings' kicks stay off while it is awake and are armed
 	 * only when it goes to sleep (worker_idle); it polls adaptively in between. */
@@ -243,14 +244,17 @@ struct worker {
 	int park_check;		    /* atomic */
 	struct vs_io_ctx *io;	    /* NULL on the control thread */
 	struct vs_vq_elem *scratch; /* control thread: one chain at a time */
-	struct tq *queues[TQ_MAX];  /* running queues (worker thread) */
+	/* running queues (worker thread): any controller's request queues */
+	struct tq *queues[VS_TARGET_MAX_CONTROLLERS * VS_TARGET_MAX_QUEUES];
 	unsigned nq;
+	unsigned nrunning; /* queues given to it and not taken back (under t->ctrl_lock) */
 	struct tq *stopping; /* a STOP waiting for in-flight requests */
 	struct wstats st;
-	struct ts_lun *ts[VS_TARGET_MAX_LUNS]; /* per LUN, made when first served */
 	uint64_t ts_pass; /* this pass's clock (ts_pass_now), 0: not read yet */
 
-	/* one command at a time from the vhost thread: */
+	/* one command at a time from the controllers' vhost threads (cmd_serial orders
+	 * them): */
+	pthread_mutex_t cmd_serial;
 	pthread_mutex_t lock;
 	pthread_cond_t cond; /* CLOCK_MONOTONIC */
 	enum wcmd cmd;
@@ -262,23 +266,25 @@ struct worker {
 	bool lost;	 /* a command timed out: never waited for again (vhost thread) */
 };
 
-struct vs_target {
+/* One vhost-user-scsi device (controller.c): its socket and frontend, its LUNs, queues,
+ * events and control thread.  Its request queues are served by the target's shared
+ * workers. */
+struct vs_controller {
+	struct vs_target *t;
+	struct vs_controller *next; /* t->ctrls (under t->ctrl_lock) */
+	char name[VS_TARGET_NAME_MAX + 1];
+	char *socket_path;
+	uint64_t serial; /* unique in the process: statistics marks tell controllers apart */
+	unsigned users;	 /* API calls using it (under t->ctrl_lock) */
+	bool removing;	 /* being removed: no new user finds it */
 	unsigned num_queues; /* request queues */
-	unsigned nworkers;   /* request workers */
-	bool poll;
-	/* No threads: worker_cmd() runs commands on the caller's thread and the caller runs
-	 * the passes (vs_target__pump), so that a fuzzer drives the real device code
-	 * deterministically.  There is no server: failures are only recorded (failed). */
+	/* The target's settings, copied: read without it. */
 	bool manual;
 	uint32_t block_size;
 	unsigned worker_timeout_ms;
-	struct vs_log_sink log; /* the config's log and log_arg */
-	bool testing;		/* LUN specs may use the test-only options */
-	char *lun_root;		/* NULL, or where file LUNs and write logs must live */
-	uint32_t manager_uids[VS_TARGET_MAX_MANAGERS]; /* a frontend under one is warned about */
-	unsigned nmanager_uids;
+	bool testing;
+	const char *lun_root;
 	int failed; /* atomic: the session must end (manual mode reads it) */
-	bool lost;  /* a worker stopped answering: the target can only fail cleanly */
 	struct vs_scsi_dev *dev;
 	/* LUNs (luns.c): their state and these entries under luns_lock (not the SCSI device's
 	 * table, which commands read lock-free) */
@@ -307,15 +313,18 @@ struct vs_target {
 	int ev_fd;			   /* eventfd: wakes the control thread */
 	uint64_t ev_sent, ev_dropped;	   /* under ev_lock */
 	struct vs_vhost_server *vs;	   /* the vhost-user socket and device state */
-	struct worker *workers;		   /* nworkers */
-	struct worker ctl;
+	pthread_t thread;		   /* serves vs (vs_vhost_server_serve) */
+	bool thread_started;
+	volatile sig_atomic_t stop; /* the thread's serving ends */
+	int serve_rc;		    /* what serving ended with */
+	struct worker ctl;	    /* its control thread */
 	struct tq q[TQ_MAX];
 	uint64_t connections;
 	int peer_pid; /* the frontend connected last (0: unknown), for the log */
 
-	/* statistics: the clock, and what a LUN's counters read as zero (stats.c) */
-	bool ts_tsc; /* ticks are TSC cycles (else CLOCK_MONOTONIC ns) */
-	double ts_ns_per_tick;
+	/* statistics (stats.c): each worker's blocks per LUN, made when it first serves the
+	 * LUN: ts[worker * VS_TARGET_MAX_LUNS + lun]; what a LUN's counters read as zero */
+	struct ts_lun **ts;
 	pthread_mutex_t ts_lock; /* ts_base, and readers against clears */
 	struct ts_lun *ts_base[VS_TARGET_MAX_LUNS];
 	uint64_t ts_gen[VS_TARGET_MAX_LUNS]; /* times each LUN was cleared (added): marks */
@@ -327,6 +336,36 @@ struct vs_target {
 	pthread_mutex_t tmf_lock;
 	pthread_cond_t tmf_cond;
 	unsigned tmf_pending;
+};
+
+/* The process: the shared request workers, the settings, the controllers. */
+struct vs_target {
+	unsigned nworkers; /* request workers */
+	bool poll;
+	uint64_t ap_ns; /* the request workers' adaptive poll bound (0: none) */
+	/* No threads: worker_cmd() runs commands on the caller's thread and the caller runs
+	 * the passes (vs_target__pump), so that a fuzzer drives the real device code
+	 * deterministically.  There is no server: failures are only recorded (failed). */
+	bool manual;
+	uint32_t block_size;
+	unsigned worker_timeout_ms;
+	struct vs_log_sink log; /* the config's log and log_arg */
+	bool testing;		/* LUN specs may use the test-only options */
+	char *lun_root;		/* NULL, or where file LUNs and write logs must live */
+	uint32_t manager_uids[VS_TARGET_MAX_MANAGERS]; /* a frontend under one is warned about */
+	unsigned nmanager_uids;
+	bool lost; /* a worker stopped answering: the target can only fail cleanly */
+	struct worker *workers; /* nworkers */
+	/* statistics clock: ticks are TSC cycles (else CLOCK_MONOTONIC ns) */
+	bool ts_tsc;
+	double ts_ns_per_tick;
+	/* the controllers, and which worker serves which queue */
+	pthread_mutex_t ctrl_lock;
+	pthread_cond_t ctrl_cond; /* CLOCK_MONOTONIC: a controller's users dropped to 0 */
+	struct vs_controller *ctrls;
+	unsigned nctrls;
+	uint64_t ctrl_serial;
+	int run_fd; /* eventfd: vs_target_run looks at its stop flag, a controller failed */
 };
 
 /* The owner changes q->inflight; statistics read it from any thread. */
@@ -360,8 +399,9 @@ static inline void tq_count_notify(struct tq *q)
 
 /* worker.c */
 /* adaptive_poll_ns: an event-mode request worker's adaptive poll bound (0: none). */
-int worker_init(struct vs_target *t, struct worker *w, unsigned id, bool ctl, bool poll,
-		uint64_t adaptive_poll_ns);
+/* c: the controller of a control thread (ctl), NULL for a request worker. */
+int worker_init(struct vs_target *t, struct vs_controller *c, struct worker *w, unsigned id,
+		bool ctl, bool poll, uint64_t adaptive_poll_ns);
 int worker_start(struct worker *w);
 void worker_fini(struct worker *w);
 /* Run a command on w's thread and wait until it is done (vhost thread only): its result,
@@ -374,7 +414,7 @@ void worker_park_check(struct vs_target *t);
 /* One pass of w (worker_main's body; manual mode calls it directly). */
 void worker_pass(struct worker *w);
 /* Manual mode: run the request workers until no TMF waits for their requests. */
-void worker_manual_settle(struct vs_target *t);
+void worker_manual_settle(struct vs_controller *c);
 /* Publish q's filled used entries and signal the driver if it wants it (its trace names
  * the caller: a pass, a TMF-waited completion, a stop). */
 #define tq_notify(q) tq__notify(q, __func__)
@@ -399,60 +439,67 @@ int tq_err(char *why, size_t whylen, int rc, const char *fmt, ...)
  * worker timeout: res[i] is 0, the flush's -errno, or -ETIMEDOUT when it did not finish in
  * time.  Such a flush is abandoned, with its I/O context, for the process's life (it may
  * still complete): be[i] must then never be closed.  0 or the first error. */
-int tq_flush_backends(struct vs_target *t, struct vs_backend *const *be, unsigned n, int *res);
+int tq_flush_backends(struct vs_controller *c, struct vs_backend *const *be, unsigned n, int *res);
 
 /* luns.c: open l's backend, make it a SCSI LUN and attach it (during create).  0, or
  * -errno with why set and nothing left behind. */
-int tq_lun_open(struct vs_target *t, const struct vs_target_lun *l, char *why, size_t whylen);
+int tq_lun_open(struct vs_controller *c, const struct vs_target_lun *l, char *why, size_t whylen);
 
 /* qos_lun.c: a LUN's limits, given as the user does (NULL: unlimited) */
 int tq_qos_check(const struct vs_target_qos *q, unsigned id, char *why, size_t whylen);
 /* Any thread: from now on (parked requests are looked at again). */
-void tq_qos_apply(struct vs_target *t, unsigned id, const struct vs_target_qos *q);
+void tq_qos_apply(struct vs_controller *c, unsigned id, const struct vs_target_qos *q);
 /* Unlimited, counters 0: a LUN added or removed. */
-void tq_qos_reset(struct vs_target *t, unsigned id);
-void tq_qos_info(struct vs_target *t, unsigned id, struct vs_target_qos *q);
+void tq_qos_reset(struct vs_controller *c, unsigned id);
+void tq_qos_info(struct vs_controller *c, unsigned id, struct vs_target_qos *q);
 
 /* events.c */
-void tq_events_init(struct vs_target *t);
-void tq_events_fini(struct vs_target *t);
+void tq_events_init(struct vs_controller *c);
+void tq_events_fini(struct vs_controller *c);
 /* A frontend connected (events are kept from now on) or went away (pending ones dropped). */
-void tq_events_connected(struct vs_target *t, bool connected);
+void tq_events_connected(struct vs_controller *c, bool connected);
 /* Any thread: queue an event for the driver and wake the control thread. */
-void tq_event_post(struct vs_target *t, uint32_t event, unsigned lun, uint32_t reason);
+void tq_event_post(struct vs_controller *c, uint32_t event, unsigned lun, uint32_t reason);
 /* Control thread: deliver what is pending into the event queue's buffers. */
 void tq_event_process(struct tq *q);
 /* Events wait for the driver's buffers (relaxed: the control thread's loop). */
-static inline bool tq_events_waiting(struct vs_target *t)
+static inline bool tq_events_waiting(struct vs_controller *c)
 {
-	return __atomic_load_n(&t->ev_count, __ATOMIC_RELAXED) != 0;
+	return __atomic_load_n(&c->ev_count, __ATOMIC_RELAXED) != 0;
 }
 
-/* target.c: end the frontend's session (any thread): the server drops it and logs why. */
-void tq_fail(struct vs_target *t, const char *fmt, ...) __attribute__((format(printf, 2, 3), cold));
+/* controller.c: end the frontend's session (any thread): the server drops it and logs why. */
+void tq_fail(struct vs_controller *c, const char *fmt, ...) __attribute__((format(printf, 2, 3), cold));
 /* A line for the operator (the config's log hook), also traced as an ERROR. */
-void tq_log(struct vs_target *t, const char *fmt, ...) __attribute__((format(printf, 2, 3), cold));
+void tq_log(struct vs_controller *c, const char *fmt, ...) __attribute__((format(printf, 2, 3), cold));
 /* The same for news that is no failure (a frontend connected), traced as INFO. */
-void tq_note(struct vs_target *t, const char *fmt, ...) __attribute__((format(printf, 2, 3), cold));
+void tq_note(struct vs_controller *c, const char *fmt, ...) __attribute__((format(printf, 2, 3), cold));
 
-/* target.c: the vhost-user ops, and manual mode (struct vs_target's `manual`) for the
- * stateful fuzzer, which drives a vs_vhost_dev with these ops itself. */
-extern const struct vs_vhost_dev_ops vs_target__ops;
+/* target.c: manual mode (struct vs_target's `manual`) for the stateful fuzzer, which
+ * drives a vs_vhost_dev with the controller's ops (vs_controller__ops) itself. */
 int vs_target__create_manual(struct vs_target **t, const struct vs_target_config *cfg);
+/* The manual target's controller (its only one). */
+struct vs_controller *vs_target__controller(struct vs_target *t);
 /* Run `passes` passes of the control thread's and every worker's work, in turn. */
 void vs_target__pump(struct vs_target *t, unsigned passes);
 /* A failure ended the session (tq_fail) since the last connected(). */
 bool vs_target__failed(const struct vs_target *t);
 
 /* stats.c */
-void ts_init(struct vs_target *t);
-void ts_fini(struct vs_target *t);
-/* The worker's LUN blocks (worker_fini: no reader may run any more). */
-void ts_worker_fini(struct worker *w);
+void ts_clock_init(struct vs_target *t);
+int ts_init(struct vs_controller *c);
+void ts_fini(struct vs_controller *c);
 /* Make LUN id's counters read as zero from now on (a LUN added at run time); any thread,
  * while workers count: they never see it. */
-void tgt_stats_lun_clear(struct vs_target *t, unsigned id);
-struct ts_lun *ts_lun_make(struct worker *w, unsigned lun) __attribute__((cold));
+void tgt_stats_lun_clear(struct vs_controller *c, unsigned id);
+struct ts_lun *ts_lun_make(struct vs_controller *c, struct worker *w, unsigned lun)
+    __attribute__((cold));
+/* Worker w's block of LUN lun of c (NULL until made). */
+static inline struct ts_lun **ts_slot(struct vs_controller *c, const struct worker *w,
+				      unsigned lun)
+{
+	return &c->ts[(size_t)w->id * VS_TARGET_MAX_LUNS + lun];
+}
 
 static inline uint64_t ts_now(const struct vs_target *t)
 {
@@ -487,7 +534,7 @@ static inline uint64_t ts_pass_now(struct worker *w)
 static inline uint64_t tq_req_age_ns(struct tq *q, const struct treq *r)
 {
 	if (VS_STATS)
-		return ts_ticks_ns(q->t, ts_pass_now(q->w) - r->t_pop);
+		return ts_ticks_ns(q->c->t, ts_pass_now(q->w) - r->t_pop);
 	return vs_mono_ns() - r->t_start;
 }
 
@@ -499,9 +546,45 @@ void tq_req_pool_free(struct tq *q);
  * q->park_until. */
 void tq_park_release(struct tq *q, uint64_t now, bool all);
 
+/* luns.c, qos_lun.c, stats.c: what the public functions do once they have the controller
+ * (controller.c finds it by name and holds it meanwhile). */
+int tq_lun_add(struct vs_controller *c, const struct vs_target_lun *l, char *why, size_t whylen);
+int tq_lun_remove(struct vs_controller *c, unsigned id, char *why, size_t whylen);
+int tq_lun_resize(struct vs_controller *c, unsigned id, uint64_t new_bytes, char *why,
+		  size_t whylen);
+unsigned tq_lun_list(struct vs_controller *c, struct vs_target_lun_info *out, unsigned max);
+int tq_qos_set(struct vs_controller *c, unsigned id, const struct vs_target_qos *q, char *why,
+	       size_t whylen);
+unsigned tq_lun_stats(struct vs_controller *c, struct vs_target_lun_stats *out, unsigned max);
+unsigned tq_lun_stats_since(struct vs_controller *c, struct vs_target_stats_mark *m,
+			    struct vs_target_lun_stats *out, bool *over_interval, unsigned max);
+unsigned tq_queue_stats(struct vs_controller *c, struct vs_target_queue_stats *out,
+			unsigned max);
+/* Flush c's backends (vs_target_flush for one controller). */
+int tq_ctrl_flush(struct vs_controller *c);
+
+/* target.c: a line for the operator about the target itself (a worker lost). */
+void tgt_log(struct vs_target *t, const char *fmt, ...) __attribute__((format(printf, 2, 3), cold));
+/* Make vs_target_run look again (a controller's serving failed, a stop). */
+void tgt_wake_run(struct vs_target *t);
+
+/* controller.c */
+/* Create controller cc of t (not yet listed, not served); 0 or -errno with why. */
+int ctrl_create(struct vs_target *t, const struct vs_target_controller *cc,
+		struct vs_controller **out, char *why, size_t whylen);
+/* Listen on its socket and serve it on a thread of its own (not in manual mode). */
+int ctrl_start(struct vs_controller *c, char *why, size_t whylen);
+/* Stop serving (its frontend's queues stop, in-flight requests complete), flush, free.
+ * The first flush error. */
+int ctrl_destroy(struct vs_controller *c);
+/* The request worker that takes q now: the one with the fewest queues (under ctrl_lock). */
+struct worker *ctrl_pick_worker(struct vs_target *t);
+void ctrl_unpick_worker(struct vs_target *t, struct worker *w);
+extern const struct vs_vhost_dev_ops vs_controller__ops;
+
 /* control.c */
 void tq_ctl_process(struct tq *q);
 /* A marked request completed: release the TMF waiting for it. */
-void tmf_release(struct vs_target *t);
+void tmf_release(struct vs_controller *c);
 
 #endif /* VS_TARGET_INT_H */

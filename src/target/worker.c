@@ -34,14 +34,15 @@
 
 #include "target/target_int.h"
 
-/* epoll tags: the command fd, the I/O context fd, the control thread's event-post fd,
- * then queue idx + EV_QUEUE. */
+/* epoll tags: the command fd, the I/O context fd, the control thread's event-post fd, the
+ * QoS timer and wake fds; any other tag is the struct tq of a kick fd (a heap address, far
+ * above these: queues of several controllers share a worker). */
 #define EV_CMD	 0ull
 #define EV_IO	 1ull
 #define EV_POST	 2ull
-#define EV_QUEUE 3ull
-#define EV_TIMER (1ull << 32)	/* a parked request may go (request workers) */
-#define EV_WAKE	 (EV_TIMER + 1) /* look at the parked requests (worker_park_check) */
+#define EV_TIMER 3ull /* a parked request may go (request workers) */
+#define EV_WAKE	 4ull /* look at the parked requests (worker_park_check) */
+#define EV_QUEUE 4096ull
 
 #define INTERRUPT_MS 1000 /* a command unanswered this long: interrupt the worker */
 
@@ -77,7 +78,7 @@ static __attribute__((noinline, cold)) void fe_signal_failed(struct tq *q, int *
 							     const char *name, int rc)
 {
 	tq_fail(
-	    q->t, "queue %u: writing its %s fd failed: %s", q->idx, name,
+	    q->c, "queue %u: writing its %s fd failed: %s", q->idx, name,
 	    rc == -EAGAIN ? "the eventfd's counter is full (the frontend never reads it)"
 	    : rc == -EINTR
 		? "the write blocked (the frontend made the eventfd blocking and never reads it)"
@@ -126,7 +127,7 @@ void tq_kill(struct tq *q, const char *why)
 static __attribute__((noinline, cold)) void kick_failed(struct worker *w, struct tq *q)
 {
 	epoll_ctl(w->epfd, EPOLL_CTL_DEL, q->kick_fd, NULL);
-	tq_fail(q->t, "queue %u: its kick eventfd reports an error (counter overflow)", q->idx);
+	tq_fail(q->c, "queue %u: its kick eventfd reports an error (counter overflow)", q->idx);
 }
 
 /* ---- queue handoff (worker thread side) ----------------------------------------------------- */
@@ -138,7 +139,7 @@ static int q_start(struct worker *w, struct tq *q)
 	if (!q->polled) {
 		/* Edge-triggered, never read: see the top of the file. */
 		struct epoll_event ev = {.events = EPOLLIN | EPOLLET,
-					 .data.u64 = EV_QUEUE + q->idx};
+					 .data.u64 = (uint64_t)(uintptr_t)q};
 		if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, q->kick_fd, &ev) < 0) {
 			int rc = -errno;
 			VS_ERROR(QUEUE, "queue %u: cannot watch kick fd %d: %s", q->idx, q->kick_fd,
@@ -294,14 +295,14 @@ static __attribute__((noinline, cold)) void worker_lost(struct worker *w, enum w
 		snprintf(what, sizeof(what), " of queue %u", q->idx);
 	w->lost = true;
 	__atomic_store_n(&w->t->lost, true, __ATOMIC_RELEASE);
-	tq_log(w->t,
+	tgt_log(w->t,
 	       "%s %u did not finish '%s'%s within %u ms (even when interrupted): it is given "
 	       "up on, and so is the target",
 	       w->ctl ? "the control thread" : "worker", w->id, names[cmd], what,
 	       w->t->worker_timeout_ms);
 }
 
-int worker_cmd(struct worker *w, enum wcmd cmd, struct tq *q, int arg)
+static int cmd_one(struct worker *w, enum wcmd cmd, struct tq *q, int arg)
 {
 	uint64_t start = vs_mono_ns(), limit = (uint64_t)w->t->worker_timeout_ms * 1000000;
 	bool done;
@@ -350,11 +351,24 @@ int worker_cmd(struct worker *w, enum wcmd cmd, struct tq *q, int arg)
 	return -ETIMEDOUT;
 }
 
+/* The controllers' vhost threads share the request workers: one command at a time each. */
+int worker_cmd(struct worker *w, enum wcmd cmd, struct tq *q, int arg)
+{
+	int rc;
+
+	pthread_mutex_lock(&w->cmd_serial);
+	rc = cmd_one(w, cmd, q, arg);
+	pthread_mutex_unlock(&w->cmd_serial);
+	return rc;
+}
+
 /* Manual mode: passes of every thread until no TMF waits (the control thread's TMF waits
  * for requests the request workers complete). */
-void worker_manual_settle(struct vs_target *t)
+void worker_manual_settle(struct vs_controller *c)
 {
-	for (unsigned i = 0; i < 1000 && __atomic_load_n(&t->tmf_pending, __ATOMIC_ACQUIRE); i++)
+	struct vs_target *t = c->t;
+
+	for (unsigned i = 0; i < 1000 && __atomic_load_n(&c->tmf_pending, __ATOMIC_ACQUIRE); i++)
 		for (unsigned k = 0; k < t->nworkers; k++)
 			worker_pass(&t->workers[k]);
 }
@@ -368,7 +382,7 @@ static inline bool q_due(struct tq *q)
 		return true;
 	if (!q->polled)
 		return false;
-	return q->kind != TQ_EVENT || tq_events_waiting(q->t);
+	return q->kind != TQ_EVENT || tq_events_waiting(q->c);
 }
 
 void worker_park_check(struct vs_target *t)
@@ -478,7 +492,7 @@ static int worker_timeout(const struct worker *w)
 		if (q->kicked)
 			return 0; /* its budget ran out: more in this ring */
 		if (q->kind == TQ_EVENT) {
-			if (q->polled && tq_events_waiting(w->t))
+			if (q->polled && tq_events_waiting(w->c))
 				return 1; /* no kicks to tell of buffers: look every millisecond */
 			continue;
 		}
@@ -504,10 +518,10 @@ static void worker_wait(struct worker *w, int timeout)
 			/* park_pass looks at the clock and the flag: only quiet the fd */
 			own_drain(tag == EV_TIMER ? w->timer_fd : w->wake_fd);
 		} else if (tag == EV_POST) {
-			own_drain(w->t->ev_fd); /* an event was posted: deliver it */
-			w->t->q[VS_VIRTIO_SCSI_VQ_EVENT].kicked = true;
-		} else if (tag >= EV_QUEUE && tag - EV_QUEUE < TQ_MAX) {
-			struct tq *q = &w->t->q[tag - EV_QUEUE];
+			own_drain(w->c->ev_fd); /* an event was posted: deliver it */
+			w->c->q[VS_VIRTIO_SCSI_VQ_EVENT].kicked = true;
+		} else if (tag >= EV_QUEUE) {
+			struct tq *q = (struct tq *)(uintptr_t)tag;
 			if (__builtin_expect(ev[i].events & (EPOLLERR | EPOLLHUP), 0))
 				kick_failed(w, q);
 			q->kicked = true;
@@ -643,8 +657,8 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-int worker_init(struct vs_target *t, struct worker *w, unsigned id, bool ctl, bool poll,
-		uint64_t adaptive_poll_ns)
+int worker_init(struct vs_target *t, struct vs_controller *c, struct worker *w, unsigned id,
+		bool ctl, bool poll, uint64_t adaptive_poll_ns)
 {
 	struct epoll_event ev = {.events = EPOLLIN};
 	pthread_condattr_t ca;
@@ -652,10 +666,12 @@ int worker_init(struct vs_target *t, struct worker *w, unsigned id, bool ctl, bo
 
 	memset(w, 0, sizeof(*w));
 	w->t = t;
+	w->c = c;
 	w->id = id;
 	w->ctl = ctl;
 	w->poll = poll && !ctl;
 	w->epfd = w->cmd_fd = w->timer_fd = w->wake_fd = -1;
+	pthread_mutex_init(&w->cmd_serial, NULL);
 	pthread_mutex_init(&w->lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -673,8 +689,8 @@ int worker_init(struct vs_target *t, struct worker *w, unsigned id, bool ctl, bo
 		return -errno;
 	if (ctl) {
 		ev.data.u64 = EV_POST;
-		if (t->ev_fd < 0 || epoll_ctl(w->epfd, EPOLL_CTL_ADD, t->ev_fd, &ev) < 0)
-			return t->ev_fd < 0 ? -EMFILE : -errno;
+		if (c->ev_fd < 0 || epoll_ctl(w->epfd, EPOLL_CTL_ADD, c->ev_fd, &ev) < 0)
+			return c->ev_fd < 0 ? -EMFILE : -errno;
 		w->scratch = malloc(sizeof(*w->scratch));
 		return w->scratch ? 0 : -ENOMEM;
 	}
@@ -744,7 +760,7 @@ void worker_fini(struct worker *w)
 	if (w->wake_fd >= 0)
 		close(w->wake_fd);
 	free(w->scratch);
-	ts_worker_fini(w);
+	pthread_mutex_destroy(&w->cmd_serial);
 	pthread_mutex_destroy(&w->lock);
 	pthread_cond_destroy(&w->cond);
 	memset(w, 0, sizeof(*w));

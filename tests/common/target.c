@@ -227,9 +227,9 @@ static void *churn_main(void *arg)
 	while ((c->cycles < c->min_cycles ||
 		__atomic_load_n(&c->io_rounds, __ATOMIC_ACQUIRE) < c->min_rounds) &&
 	       !c->rc && now_ms() < end) {
-		if ((c->rc = vs_target_lun_add(c->t, &c->lun, c->err, sizeof(c->err))))
+		if ((c->rc = vs_target_lun_add(c->t, NULL, &c->lun, c->err, sizeof(c->err))))
 			break;
-		c->rc = vs_target_lun_remove(c->t, c->lun.id, c->err, sizeof(c->err));
+		c->rc = vs_target_lun_remove(c->t, NULL, c->lun.id, c->err, sizeof(c->err));
 		c->cycles++;
 	}
 	__atomic_store_n(&c->done, 1, __ATOMIC_RELEASE);

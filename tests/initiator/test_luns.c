@@ -132,7 +132,7 @@ static void test_lun_appears(void **state)
 
 	(void)state;
 	assert_int_equal(vs_ini_lun_count(x->ini), 1);
-	assert_int_equal(vs_target_lun_add(x->tg, &l, err, sizeof(err)), 0);
+	assert_int_equal(vs_target_lun_add(x->tg, NULL, &l, err, sizeof(err)), 0);
 	wait_table_change(x, g);
 	assert_int_equal(vs_ini_lun_count(x->ini), 2);
 	idx = lun_index(x, 3, &info);
@@ -162,7 +162,7 @@ static void test_resize_seen(void **state)
 	write_read(x, 1, 0, 7);
 
 	g = vs_ini_lun_generation(x->ini);
-	assert_int_equal(vs_target_lun_resize(x->tg, 1, 16 << 20, err, sizeof(err)), 0);
+	assert_int_equal(vs_target_lun_resize(x->tg, NULL, 1, 16 << 20, err, sizeof(err)), 0);
 	wait_table_change(x, g);
 	assert_int_equal(lun_index(x, 1, &info), 1);
 	assert_int_equal(info.num_blocks, 32768);
@@ -172,7 +172,7 @@ static void test_resize_seen(void **state)
 	write_read(x, 1, 32768 - 128, 8);
 
 	g = vs_ini_lun_generation(x->ini);
-	assert_int_equal(vs_target_lun_resize(x->tg, 1, 4 << 20, err, sizeof(err)), 0);
+	assert_int_equal(vs_target_lun_resize(x->tg, NULL, 1, 4 << 20, err, sizeof(err)), 0);
 	wait_table_change(x, g);
 	assert_int_equal(lun_index(x, 1, &info), 1);
 	assert_int_equal(info.num_blocks, 8192);
@@ -194,7 +194,7 @@ static void test_removal_seen(void **state)
 
 	(void)state;
 	assert_int_equal(vs_ini_lun_count(x->ini), 2);
-	assert_int_equal(vs_target_lun_remove(x->tg, 1, err, sizeof(err)), 0);
+	assert_int_equal(vs_target_lun_remove(x->tg, NULL, 1, err, sizeof(err)), 0);
 	wait_table_change(x, g);
 	assert_int_equal(vs_ini_lun_count(x->ini), 1);
 	assert_int_equal(lun_index(x, 1, &info), -1);

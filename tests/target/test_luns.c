@@ -136,7 +136,7 @@ static void write_read(struct fx *x, unsigned lun, uint32_t lba, uint8_t seed)
 static int add(struct fx *x, unsigned id, const char *spec, char *why, size_t whylen)
 {
 	struct vs_target_lun l = {.id = id, .spec = spec};
-	return vs_target_lun_add(x->g.t, &l, why, whylen);
+	return vs_target_lun_add(x->g.t, NULL, &l, why, whylen);
 }
 
 /* The errors the management calls give, each with its message, and the list. */
@@ -152,18 +152,18 @@ static void test_errors(void **state)
 	assert_int_equal(add(x, 3, "bogus=1", err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "unknown backend"));
 	assert_int_equal(add(x, 3, "file=/nonexistent/x", err, sizeof(err)), -ENOENT);
-	assert_int_equal(vs_target_lun_remove(x->g.t, 7, err, sizeof(err)), -ENOENT);
+	assert_int_equal(vs_target_lun_remove(x->g.t, NULL, 7, err, sizeof(err)), -ENOENT);
 	assert_non_null(strstr(err, "no LUN 7"));
-	assert_int_equal(vs_target_lun_resize(x->g.t, 7, 1 << 20, err, sizeof(err)), -ENOENT);
-	assert_int_equal(vs_target_lun_resize(x->g.t, 0, 1000, err, sizeof(err)), -EINVAL);
-	assert_int_equal(vs_target_lun_resize(x->g.t, 0, 0, err, sizeof(err)), -EINVAL);
+	assert_int_equal(vs_target_lun_resize(x->g.t, NULL, 7, 1 << 20, err, sizeof(err)), -ENOENT);
+	assert_int_equal(vs_target_lun_resize(x->g.t, NULL, 0, 1000, err, sizeof(err)), -EINVAL);
+	assert_int_equal(vs_target_lun_resize(x->g.t, NULL, 0, 0, err, sizeof(err)), -EINVAL);
 	assert_int_equal(add(x, 5, "null=1M", err, sizeof(err)), 0);
-	assert_int_equal(vs_target_lun_resize(x->g.t, 5, 2 << 20, err, sizeof(err)), -ENOTSUP);
+	assert_int_equal(vs_target_lun_resize(x->g.t, NULL, 5, 2 << 20, err, sizeof(err)), -ENOTSUP);
 	assert_non_null(strstr(err, "null"));
-	assert_int_equal(vs_target_lun_resize(x->g.t, 1, 512 << 10, err, sizeof(err)), -ENOTSUP);
+	assert_int_equal(vs_target_lun_resize(x->g.t, NULL, 1, 512 << 10, err, sizeof(err)), -ENOTSUP);
 	assert_non_null(strstr(err, "only grows"));
 
-	assert_int_equal(vs_target_lun_list(x->g.t, info, 4), 3);
+	assert_int_equal(vs_target_lun_list(x->g.t, NULL, info, 4), 3);
 	assert_int_equal(info[0].id, 0);
 	assert_string_equal(info[0].kind, "file");
 	assert_int_equal(info[0].bytes, 1 << 20);
@@ -173,7 +173,7 @@ static void test_errors(void **state)
 	assert_string_equal(info[2].kind, "null");
 	assert_int_equal(info[2].block_size, 512);
 	assert_false(info[2].read_only);
-	assert_int_equal(vs_target_lun_list(x->g.t, info, 1), 3); /* how many, not how many fit */
+	assert_int_equal(vs_target_lun_list(x->g.t, NULL, info, 1), 3); /* how many, not how many fit */
 	/* Nothing changed by the failures: the old LUNs still answer. */
 	assert_int_equal(capacity(x, 0), 2048);
 }
@@ -205,13 +205,13 @@ static void test_remove(void **state)
 	int asc;
 
 	post_event_bufs(x, 0, 4);
-	assert_int_equal(vs_target_lun_remove(x->g.t, 1, err, sizeof(err)), 0);
+	assert_int_equal(vs_target_lun_remove(x->g.t, NULL, 1, err, sizeof(err)), 0);
 	ev = next_event(x);
 	assert_event(&ev, VS_VIRTIO_SCSI_T_TRANSPORT_RESET, 1, VS_VIRTIO_SCSI_EVT_RESET_REMOVED);
 	assert_false(reported(x, 1));
 	assert_int_equal(tur(x, 1, &asc), 5); /* ILLEGAL REQUEST */
 	assert_int_equal(asc, VS_ASC_LUN_NOT_SUPPORTED);
-	assert_int_equal(vs_target_lun_list(x->g.t, NULL, 0), 1);
+	assert_int_equal(vs_target_lun_list(x->g.t, NULL, NULL, 0), 1);
 	assert_int_equal(add(x, 1, "ram=1M", err, sizeof(err)), 0);
 	ev = next_event(x);
 	assert_event(&ev, VS_VIRTIO_SCSI_T_TRANSPORT_RESET, 1, VS_VIRTIO_SCSI_EVT_RESET_RESCAN);
@@ -237,7 +237,7 @@ static void test_resize(void **state)
 	int asc;
 
 	post_event_bufs(x, 0, 8);
-	assert_int_equal(vs_target_lun_resize(x->g.t, 0, 2 << 20, err, sizeof(err)), 0);
+	assert_int_equal(vs_target_lun_resize(x->g.t, NULL, 0, 2 << 20, err, sizeof(err)), 0);
 	assert_int_equal(file_size(x->g.file), 2 << 20);
 	ev = next_event(x);
 	assert_event(&ev, VS_VIRTIO_SCSI_T_PARAM_CHANGE, 0, CAP_REASON);
@@ -247,7 +247,7 @@ static void test_resize(void **state)
 	assert_int_equal(capacity(x, 0), 4096);
 	write_read(x, 0, 4000, 5); /* beyond the old end */
 
-	assert_int_equal(vs_target_lun_resize(x->g.t, 0, 512 << 10, err, sizeof(err)), 0);
+	assert_int_equal(vs_target_lun_resize(x->g.t, NULL, 0, 512 << 10, err, sizeof(err)), 0);
 	assert_int_equal(file_size(x->g.file), 512 << 10);
 	ev = next_event(x);
 	assert_event(&ev, VS_VIRTIO_SCSI_T_PARAM_CHANGE, 0, CAP_REASON);
@@ -255,10 +255,10 @@ static void test_resize(void **state)
 	assert_int_equal(capacity(x, 0), 1024);
 
 	/* The same size: nothing happens (no event, no unit attention). */
-	assert_int_equal(vs_target_lun_resize(x->g.t, 0, 512 << 10, err, sizeof(err)), 0);
+	assert_int_equal(vs_target_lun_resize(x->g.t, NULL, 0, 512 << 10, err, sizeof(err)), 0);
 	assert_int_equal(tur(x, 0, &asc), 0);
 
-	assert_int_equal(vs_target_lun_resize(x->g.t, 1, 3 << 20, err, sizeof(err)), 0);
+	assert_int_equal(vs_target_lun_resize(x->g.t, NULL, 1, 3 << 20, err, sizeof(err)), 0);
 	ev = next_event(x);
 	assert_event(&ev, VS_VIRTIO_SCSI_T_PARAM_CHANGE, 1, CAP_REASON);
 	assert_int_equal(tur(x, 1, &asc), 6);
@@ -277,7 +277,7 @@ static void test_events_missed(void **state)
 	/* 2 x 40 events > TQ_EVENTS_MAX (64) with no buffer posted. */
 	for (unsigned i = 0; i < 40; i++) {
 		assert_int_equal(add(x, 2, "ram=1M", err, sizeof(err)), 0);
-		assert_int_equal(vs_target_lun_remove(x->g.t, 2, err, sizeof(err)), 0);
+		assert_int_equal(vs_target_lun_remove(x->g.t, NULL, 2, err, sizeof(err)), 0);
 	}
 	post_event_bufs(x, 0, 2);
 	ev = next_event(x);
@@ -303,9 +303,9 @@ static void *change_main(void *arg)
 {
 	struct change *c = arg;
 
-	c->rc = c->bytes ? vs_target_lun_resize(c->t, c->id, c->bytes, c->err, sizeof(c->err))
-			 : vs_target_lun_remove(c->t, c->id, c->err, sizeof(c->err));
-	c->inflight_after = __atomic_load_n(&c->t->q[REQ0].inflight, __ATOMIC_RELAXED);
+	c->rc = c->bytes ? vs_target_lun_resize(c->t, NULL, c->id, c->bytes, c->err, sizeof(c->err))
+			 : vs_target_lun_remove(c->t, NULL, c->id, c->err, sizeof(c->err));
+	c->inflight_after = __atomic_load_n(&c->t->ctrls->q[REQ0].inflight, __ATOMIC_RELAXED);
 	__atomic_store_n(&c->done, 1, __ATOMIC_RELEASE);
 	return NULL;
 }
@@ -337,7 +337,7 @@ static void post_write(struct fx *x, unsigned s, unsigned lun, uint32_t lba, uin
 /* Requests in flight on queue REQ0 as the worker counts them (read relaxed: a test). */
 static unsigned queue_inflight(struct fx *x)
 {
-	return __atomic_load_n(&x->g.t->q[REQ0].inflight, __ATOMIC_RELAXED);
+	return __atomic_load_n(&x->g.t->ctrls->q[REQ0].inflight, __ATOMIC_RELAXED);
 }
 
 /* Removing a LUN while the test gate holds its writes in flight: the removal unpublishes
@@ -363,7 +363,7 @@ static void test_remove_in_flight(void **state)
 	assert_int_equal(ftruncate(fd, 1 << 20), 0);
 	snprintf(spec, sizeof(spec), "file=%s,gate=write", path);
 	assert_int_equal(add(x, 3, spec, err, sizeof(err)), 0);
-	be = x->g.t->be[3]; /* white-box: the test's handle on its gate */
+	be = x->g.t->ctrls->be[3]; /* white-box: the test's handle on its gate */
 
 	for (unsigned s = 0; s < PAR_N; s++)
 		post_write(x, s, 3, 8 * s, (uint8_t)(s + 1));
@@ -371,7 +371,7 @@ static void test_remove_in_flight(void **state)
 	assert_int_equal(queue_inflight(x), PAR_N);
 
 	assert_int_equal(pthread_create(&thr, NULL, change_main, &c), 0);
-	for (uint64_t end = vs_mono_ns() + 10000000000ull; vs_target_lun_list(x->g.t, NULL, 0) != 2;
+	for (uint64_t end = vs_mono_ns() + 10000000000ull; vs_target_lun_list(x->g.t, NULL, NULL, 0) != 2;
 	     sched_yield())
 		assert_true(vs_mono_ns() < end); /* unpublished: the removal is under way */
 	assert_false(__atomic_load_n(&c.done, __ATOMIC_ACQUIRE));
@@ -445,20 +445,20 @@ static void test_no_frontend(void **state)
 	for (uint64_t end = vs_mono_ns() + 10000000000ull;; sched_yield()) {
 		bool live;
 
-		pthread_mutex_lock(&x->g.t->ev_lock);
-		live = x->g.t->ev_live;
-		dropped = x->g.t->ev_dropped;
-		pthread_mutex_unlock(&x->g.t->ev_lock);
+		pthread_mutex_lock(&x->g.t->ctrls->ev_lock);
+		live = x->g.t->ctrls->ev_live;
+		dropped = x->g.t->ctrls->ev_dropped;
+		pthread_mutex_unlock(&x->g.t->ctrls->ev_lock);
 		if (!live)
 			break;
 		assert_true(vs_mono_ns() < end);
 	}
 	assert_int_equal(add(x, 4, "ram=1M", err, sizeof(err)), 0);
-	assert_int_equal(vs_target_lun_resize(x->g.t, 4, 2 << 20, err, sizeof(err)), 0);
-	pthread_mutex_lock(&x->g.t->ev_lock); /* read under the lock, asserted outside it */
-	after = x->g.t->ev_dropped;
-	waiting = x->g.t->ev_count;
-	pthread_mutex_unlock(&x->g.t->ev_lock);
+	assert_int_equal(vs_target_lun_resize(x->g.t, NULL, 4, 2 << 20, err, sizeof(err)), 0);
+	pthread_mutex_lock(&x->g.t->ctrls->ev_lock); /* read under the lock, asserted outside it */
+	after = x->g.t->ctrls->ev_dropped;
+	waiting = x->g.t->ctrls->ev_count;
+	pthread_mutex_unlock(&x->g.t->ctrls->ev_lock);
 	assert_int_equal(after, dropped + 2);
 	assert_int_equal(waiting, 0);
 	assert_int_equal(fx_connect(x), 0);
@@ -484,7 +484,7 @@ static struct vs_backend *add_file(struct fx *x, unsigned id, uint64_t size, con
 	snprintf(spec, sizeof(spec), "file=%s%s", path, opts);
 	if (add(x, id, spec, err, sizeof(err)))
 		fail_msg("add: %s", err);
-	return x->g.t->be[id]; /* white-box: the test's handle on its gate */
+	return x->g.t->ctrls->be[id]; /* white-box: the test's handle on its gate */
 }
 
 /* READ CAPACITY(10) on the second queue (the first holds the writes in flight), past the
@@ -551,7 +551,7 @@ static void test_shrink_waits_for_writes_in_flight(void **state)
 	assert_int_equal(st.st_size, SHRINK_TO);
 	assert_int_equal(capacity_q1(x, 3), SHRINK_TO / 512);
 
-	assert_int_equal(vs_target_lun_resize(x->g.t, 3, SHRINK_FROM, err, sizeof(err)), 0);
+	assert_int_equal(vs_target_lun_resize(x->g.t, NULL, 3, SHRINK_FROM, err, sizeof(err)), 0);
 	assert_int_equal(capacity_q1(x, 3), SHRINK_FROM / 512);
 	for (unsigned s = 0; s < SHRINK_N; s++) {
 		uint8_t zero[4096] = {0};
@@ -593,9 +593,9 @@ static void test_removal_flush_held_across_a_reconnect(void **state)
 	write_read(x, 0, 16, 2);
 	assert_int_equal(add(x, 3, "ram=1M", err, sizeof(err)), -EBUSY);
 	assert_non_null(strstr(err, "being removed"));
-	assert_int_equal(vs_target_lun_remove(x->g.t, 3, err, sizeof(err)), -EBUSY);
-	assert_int_equal(vs_target_lun_resize(x->g.t, 3, 2 << 20, err, sizeof(err)), -EBUSY);
-	assert_int_equal(vs_target_lun_list(x->g.t, NULL, 0), 2); /* 0 and 1 */
+	assert_int_equal(vs_target_lun_remove(x->g.t, NULL, 3, err, sizeof(err)), -EBUSY);
+	assert_int_equal(vs_target_lun_resize(x->g.t, NULL, 3, 2 << 20, err, sizeof(err)), -EBUSY);
+	assert_int_equal(vs_target_lun_list(x->g.t, NULL, NULL, 0), 2); /* 0 and 1 */
 	assert_false(__atomic_load_n(&c.done, __ATOMIC_ACQUIRE));
 
 	assert_int_equal(vs_backend_gate_open(be), 1);

@@ -68,7 +68,7 @@ static void qos_set_burst(struct fx *x, unsigned lun, uint64_t iops, uint64_t bu
 	q.iops[VS_QOS_TOTAL] = iops;
 	q.burst_iops[VS_QOS_TOTAL] = burst;
 	q.bps[VS_QOS_TOTAL] = bps;
-	assert_int_equal(vs_target_qos_set(x->t, lun, &q, why, sizeof(why)), 0);
+	assert_int_equal(vs_target_qos_set(x->t, NULL, lun, &q, why, sizeof(why)), 0);
 }
 
 static void qos_set(struct fx *x, unsigned lun, uint64_t iops, uint64_t bps)
@@ -90,7 +90,7 @@ static struct vs_target_lun_stats lun_stats(struct fx *x, unsigned id)
 {
 	struct vs_target_lun_stats s[4];
 
-	assert_int_equal(vs_target_lun_stats(x->t, s, 4), 2);
+	assert_int_equal(vs_target_lun_stats(x->t, NULL, s, 4), 2);
 	return s[id];
 }
 

@@ -114,11 +114,11 @@ static void test_flush_error_outlives_the_session(void **state)
 	assert_int_equal(sync_cache(x, 0), 0x030c00);
 	assert_int_equal(sync_cache(x, 1), 0);
 	/* Re-opened: the error went with the old backend. */
-	assert_int_equal(vs_target_lun_remove(x->g.t, 0, err, sizeof(err)), -EIO);
+	assert_int_equal(vs_target_lun_remove(x->g.t, NULL, 0, err, sizeof(err)), -EIO);
 	assert_non_null(strstr(err, "final flush failed"));
 	snprintf(spec, sizeof(spec), "file=%s", x->g.file);
 	l0.spec = spec;
-	assert_int_equal(vs_target_lun_add(x->g.t, &l0, err, sizeof(err)), 0);
+	assert_int_equal(vs_target_lun_add(x->g.t, NULL, &l0, err, sizeof(err)), 0);
 	assert_int_equal(sync_cache(x, 0), 0);
 }
 

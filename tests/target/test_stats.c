@@ -65,7 +65,7 @@ static void fx_close(struct fx *x)
 static struct vs_target_lun_stats lun_stats(struct fx *x, unsigned id)
 {
 	struct vs_target_lun_stats s[4];
-	unsigned n = vs_target_lun_stats(x->t, s, 4);
+	unsigned n = vs_target_lun_stats(x->t, NULL, s, 4);
 
 	assert_int_equal(n, 2);
 	assert_true(id < n && s[id].id == id);
@@ -76,7 +76,7 @@ static struct vs_target_queue_stats queue_stats(struct fx *x, unsigned q)
 {
 	struct vs_target_queue_stats s[VS_TARGET_MAX_QUEUES];
 
-	assert_int_equal(vs_target_queue_stats(x->t, s, VS_TARGET_MAX_QUEUES), 2);
+	assert_int_equal(vs_target_queue_stats(x->t, NULL, s, VS_TARGET_MAX_QUEUES), 2);
 	assert_int_equal(s[q].queue, q);
 	return s[q];
 }
@@ -228,7 +228,7 @@ static void test_in_flight_while_held(void **state)
 		waiter_prep(&h.w[i], VS_INI_READ, 0, 8 * i, 8, buf + 4096 * i, 4096, 1);
 		assert_int_equal(waiter_submit(q, &h.w[i]), 0);
 	}
-	assert_int_equal(vs_backend_gate_wait(x->t->be[0], 5, DEADLINE_MS), 0);
+	assert_int_equal(vs_backend_gate_wait(x->t->ctrls->be[0], 5, DEADLINE_MS), 0);
 	do { /* counted once the worker has put the last one on its list */
 		s = lun_stats(x, 0);
 		assert_true(now_ms() < end);
@@ -243,7 +243,7 @@ static void test_in_flight_while_held(void **state)
 	for (unsigned i = 0; i < 5; i++)
 		assert_int_equal(__atomic_load_n(&h.w[i].done, __ATOMIC_ACQUIRE), 0);
 
-	assert_int_equal(vs_backend_gate_open(x->t->be[0]), 5);
+	assert_int_equal(vs_backend_gate_open(x->t->ctrls->be[0]), 5);
 	for (unsigned i = 0; i < 5; i++) {
 		waiter_wait(q, &h.w[i]);
 		assert_int_equal(h.w[i].io.result, 0);
@@ -359,9 +359,9 @@ static void *clear_loop(void *arg)
 		struct vs_target_lun_stats s[2];
 		unsigned long before = __atomic_load_n(&c->submitted, __ATOMIC_ACQUIRE), after;
 
-		tgt_stats_lun_clear(c->x->t, 0);
+		tgt_stats_lun_clear(c->x->t->ctrls, 0);
 		__atomic_store_n(&c->clears, c->clears + 1, __ATOMIC_RELAXED);
-		vs_target_lun_stats(c->x->t, s, 2);
+		vs_target_lun_stats(c->x->t, NULL, s, 2);
 		after = __atomic_load_n(&c->submitted, __ATOMIC_ACQUIRE);
 		/* Counted since the clear: at most what was submitted since, plus what was in
 		 * flight at the clear, with its bytes (each worker's counts are taken whole, at
@@ -431,7 +431,7 @@ static void test_clear_while_counting(void **state)
 		fail_msg("%s", c.failure);
 	assert_true(c.clears > 0);
 
-	tgt_stats_lun_clear(x->t, 0);
+	tgt_stats_lun_clear(x->t->ctrls, 0);
 	s = lun_stats(x, 0);
 	assert_int_equal(s.reads, 0);
 	assert_int_equal(s.read_bytes, 0);

@@ -137,7 +137,7 @@ static void gate_open_all(void *arg)
  * waits for them (the TMF has marked them); *resp.  The thread was seen waiting. */
 static void tmf_releasing(struct fx *x, uint32_t subtype, uint64_t tag, uint8_t *resp)
 {
-	struct when_waiting ctl = {.comm = "vs-ctl", .act = gate_open_all, .arg = x->g.t->be[0]};
+	struct when_waiting ctl = {.comm = "vs-ctl", .act = gate_open_all, .arg = x->g.t->ctrls->be[0]};
 
 	assert_int_equal(when_waiting_start(&ctl), 0);
 	assert_int_equal(fe_tmf(&x->fe, subtype, 0, 0, tag, resp), 0);
@@ -174,7 +174,7 @@ static void test_abort_task_set_under_load(void **state)
 		assert_int_equal(fe_post_chain(&x->fe, REQ0, bufs, 3, &head), 0);
 	}
 	/* In flight at the target, held, and QUERY TASK SET sees them. */
-	assert_int_equal(vs_backend_gate_wait(x->g.t->be[0], 1, 10000), 0);
+	assert_int_equal(vs_backend_gate_wait(x->g.t->ctrls->be[0], 1, 10000), 0);
 	assert_int_equal(fe_tmf(&x->fe, VS_VIRTIO_SCSI_T_TMF_QUERY_TASK_SET, 0, 0, 0, &tmf), 0);
 	assert_int_equal(tmf, VS_VIRTIO_SCSI_S_FUNCTION_SUCCEEDED);
 	tmf_releasing(x, VS_VIRTIO_SCSI_T_TMF_ABORT_TASK_SET, 0, &tmf);
@@ -223,7 +223,7 @@ static void test_abort_task_in_flight(void **state)
 	memcpy(fe_host(&x->fe, s), &req, sizeof(req));
 	assert_int_equal(fe_post_chain(&x->fe, REQ0, bufs, 3, &head), 0);
 	/* In flight at the target, held, and QUERY TASK finds it. */
-	assert_int_equal(vs_backend_gate_wait(x->g.t->be[0], 1, 10000), 0);
+	assert_int_equal(vs_backend_gate_wait(x->g.t->ctrls->be[0], 1, 10000), 0);
 	assert_int_equal(fe_tmf(&x->fe, VS_VIRTIO_SCSI_T_TMF_QUERY_TASK, 0, 0, tag, &r), 0);
 	assert_int_equal(r, VS_VIRTIO_SCSI_S_FUNCTION_SUCCEEDED);
 	tmf_releasing(x, VS_VIRTIO_SCSI_T_TMF_ABORT_TASK, tag, &r);

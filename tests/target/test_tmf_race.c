@@ -48,7 +48,7 @@ static void *remove_main(void *arg)
 	struct removal *r = arg;
 
 	__atomic_store_n(&r->tid, gettid(), __ATOMIC_RELEASE);
-	r->rc = vs_target_lun_remove(r->t, r->id, r->err, sizeof(r->err));
+	r->rc = vs_target_lun_remove(r->t, NULL, r->id, r->err, sizeof(r->err));
 	__atomic_store_n(&r->done, 1, __ATOMIC_RELEASE);
 	return NULL;
 }
@@ -183,7 +183,7 @@ static void reset_held_while_removed(struct fx *x, uint32_t subtype, unsigned lu
 	assert_int_equal(fe_wait_used(&x->fe, CTLQ, &head, &len, FE_WAIT_MS), 0);
 	assert_int_equal(len, 1);
 	assert_int_equal(*(uint8_t *)fe_host(&x->fe, respa), VS_VIRTIO_SCSI_S_FUNCTION_COMPLETE);
-	assert_int_equal(vs_target_lun_list(x->g.t, NULL, 0), 1);
+	assert_int_equal(vs_target_lun_list(x->g.t, NULL, NULL, 0), 1);
 }
 
 /* A LOGICAL UNIT RESET of LUN 1 held in the middle of its reset (the control thread blocked
@@ -254,11 +254,11 @@ static void *churn_main(void *arg)
 	struct vs_target_lun l = {.id = 2, .spec = "ram=1M"};
 
 	for (unsigned i = 0; i < RACE_CYCLES && !c->rc; i++) {
-		if ((c->rc = vs_target_lun_add(c->t, &l, c->err, sizeof(c->err))))
+		if ((c->rc = vs_target_lun_add(c->t, NULL, &l, c->err, sizeof(c->err))))
 			break;
 		if (!churn_two_pairs(c))
 			break;
-		if ((c->rc = vs_target_lun_remove(c->t, 2, c->err, sizeof(c->err))))
+		if ((c->rc = vs_target_lun_remove(c->t, NULL, 2, c->err, sizeof(c->err))))
 			break;
 		if (!churn_two_pairs(c))
 			break;
