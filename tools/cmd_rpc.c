@@ -52,6 +52,10 @@ static const struct vs_cli_opt rpc_opts[] = {
 
 static const struct vs_cli_section rpc_sections[] = {
     {"Methods",
+     "  controller_add name=NAME socket=PATH [queues=N] luns=[{\"id\":N,\"spec\":BACKEND},...]\n"
+     "                              one more vhost-user-scsi device, served at once\n"
+     "  controller_remove name=NAME its frontend's requests finish, flushed, gone\n"
+     "  controller_list             the controllers: socket, queues, LUNs, frontend\n"
      "  lun_add id=N spec=BACKEND   a LUN at run time (any `target --lun` backend)\n"
      "  lun_remove id=N             after its requests in flight, flushed\n"
      "  lun_resize id=N size=SIZE   files grow or shrink, RAM grows\n"
@@ -59,12 +63,14 @@ static const struct vs_cli_section rpc_sections[] = {
      "  qos_set id=N [iops=N] [bps=SIZE] [read_iops=N] ...   a LUN's QoS limits, all at\n"
      "                              once (absent or 0: unlimited; names as `target --qos`)\n"
      "  stats [interval=true]       counters and latency per LUN and queue\n"
-     "  trace_set spec=LEVEL[:FLAG,...]   the target's tracing, at once\n"
+     "  trace_set spec=LEVEL[:FLAG,...]   the target's tracing, at once\n"     "  save_config [path=NAME]     the live configuration, into the --config file\n"
      "  shutdown                    stop the target as SIGTERM does\n"
      "\n"
-     "A VALUE that is a JSON number, true, false or null is sent as one (id=3 is 3); anything "
-     "else as a string (spec=ram=64M, size=2G). docs/TARGET.md has each method's result and "
-     "errors."},
+     "The LUN methods and stats take controller=NAME, required when the target has several "
+     "controllers.\n\n"
+     "A VALUE that is a JSON number, true, false, null, array or object is sent as one (id=3 "
+     "is 3); anything else as a string (spec=ram=64M, size=2G). docs/TARGET.md has each "
+     "method's result and errors."},
     {"Exit status",
      "  0  the call succeeded (--watch: until interrupted, or --count reports)\n"
      "  1  the target answered with an error (its message is printed), or broke off\n"
@@ -88,7 +94,8 @@ static const struct vs_cli_help rpc_help = {
 	    "stderr.",
     .opts = rpc_opts,
     .sections = rpc_sections,
-    .words = "lun_add lun_remove lun_resize lun_list qos_set stats trace_set shutdown",
+    .words = "controller_add controller_remove controller_list lun_add lun_remove lun_resize "
+	     "lun_list qos_set stats trace_set save_config shutdown",
 };
 VS_CLI_HELP(rpc_help);
 
@@ -226,7 +233,8 @@ out:
 	return result;
 }
 
-/* KEY=VALUE into params: a JSON number, true, false or null as itself, else a string. */
+/* KEY=VALUE into params: a JSON number, true, false, null, an array or an object as itself
+ * (controller_add's luns=[{"id":0,"spec":"ram=1G"}]), else a string. */
 static int add_param(json_t *params, const char *arg)
 {
 	const char *eq = strchr(arg, '=');
@@ -238,7 +246,8 @@ static int add_param(json_t *params, const char *arg)
 		return -1;
 	}
 	v = json_loads(eq + 1, JSON_DECODE_ANY, NULL);
-	if (v && !json_is_number(v) && !json_is_boolean(v) && !json_is_null(v)) {
+	if (v && !json_is_number(v) && !json_is_boolean(v) && !json_is_null(v) &&
+	    !json_is_array(v) && !json_is_object(v)) {
 		json_decref(v);
 		v = NULL;
 	}

@@ -70,6 +70,7 @@ enum {
 	OPT_LUN_ROOT,
 	OPT_TESTING,
 	OPT_QOS,
+	OPT_CONTROLLER,
 	OPT_CONFIG,
 	OPT_CONFIG_AUTOSAVE,
 };
@@ -80,7 +81,12 @@ static const struct vs_cli_opt target_opts[] = {
      "owner-only (0600) and appears once it accepts connections; a stale socket nobody listens "
      "on is replaced, anything else there is refused"},
     {"lun", 0, OPT_LUN, "N:BACKEND", NULL,
-     "LUN N (0..255) on BACKEND (see Backends); at least one, each N once"},
+     "LUN N (0..255) on BACKEND (see Backends); at least one per controller, each N once in it"},
+    {"controller", 0, OPT_CONTROLLER, "NAME:socket=PATH[,queues=N]", NULL,
+     "one more vhost-user-scsi device (a VM's disk controller) served by this target, with "
+     "its own socket (no comma in PATH) and request queues (1..16, default 1); the --lun and "
+     "--qos options after it are its LUNs, those before any --controller the --socket one's. "
+     "Up to 64; the workers serve every controller's queues"},
     {"qos", 0, OPT_QOS, "N:LIMITS", NULL,
      "QoS limits of LUN N (given with --lun), comma-separated: [read_|write_]iops=N, "
      "[read_|write_]bps=SIZE (K/M/G/T: powers of 1024), and their bursts "
@@ -268,6 +274,55 @@ static int parse_qos(const char *arg, struct vs_target_qos *qos, bool *given)
 	return 0;
 }
 
+/* A controller of the command line: its options, then its LUNs and their limits. */
+struct cli_ctrl {
+	struct vs_target_controller cc;
+	char name[VS_TARGET_NAME_MAX + 1];
+	char socket[108];
+	struct vs_target_lun luns[VS_TARGET_MAX_LUNS];
+	struct vs_target_qos qos[VS_TARGET_MAX_LUNS];
+	bool qos_given[VS_TARGET_MAX_LUNS];
+};
+
+/* "NAME:socket=PATH[,queues=N]" into x: 0, or VS_EXIT_USAGE after saying why. */
+static int parse_controller(const char *arg, struct cli_ctrl *x)
+{
+	const char *colon = strchr(arg, ':');
+	char opts[256], *save = NULL;
+	uint64_t v;
+
+	if (!colon || colon == arg || (size_t)(colon - arg) > VS_TARGET_NAME_MAX)
+		return vs_cli_usage_error(&target_help,
+					  "--controller '%s': expected NAME:socket=PATH[,queues=N] "
+					  "(e.g. vm1:socket=/run/vm1.sock)",
+					  arg);
+	memcpy(x->name, arg, (size_t)(colon - arg));
+	x->name[colon - arg] = 0;
+	if (strlen(colon + 1) >= sizeof(opts))
+		return vs_cli_usage_error(&target_help, "--controller '%s': too long", arg);
+	snprintf(opts, sizeof(opts), "%s", colon + 1);
+	x->cc.num_queues = 1;
+	for (char *o = strtok_r(opts, ",", &save); o; o = strtok_r(NULL, ",", &save)) {
+		if (!strncmp(o, "socket=", 7) && o[7] && strlen(o + 7) < sizeof(x->socket)) {
+			snprintf(x->socket, sizeof(x->socket), "%s", o + 7);
+		} else if (!strncmp(o, "queues=", 7) &&
+			   !vs_parse_u64(o + 7, 1, VS_TARGET_MAX_QUEUES, &v)) {
+			x->cc.num_queues = (unsigned)v;
+		} else {
+			return vs_cli_usage_error(&target_help,
+						  "--controller '%s': '%s' is not socket=PATH (at "
+						  "most 107 bytes) or queues=1..%u",
+						  arg, o, VS_TARGET_MAX_QUEUES);
+		}
+	}
+	if (!x->socket[0])
+		return vs_cli_usage_error(&target_help, "--controller '%s': no socket=PATH", arg);
+	x->cc.name = x->name;
+	x->cc.socket_path = x->socket;
+	x->cc.luns = x->luns;
+	return 0;
+}
+
 /* "root,qemu,1000" into uids: 0, or VS_EXIT_USAGE after saying why. */
 static int parse_users(const char *list, uint32_t *uids, unsigned *n)
 {
@@ -314,12 +369,47 @@ struct config_opts {
 
 /* The options into cfg (and the management socket's): 0, or the exit status after saying
  * why (--help and --version: 0 after printing, with *done set). */
+/* A controller's --qos onto its --lun entries, and what its specs say alone checked (a
+ * typo is the command line's): 0, or VS_EXIT_USAGE after saying why. */
+static int finish_luns(const struct vs_target_config *cfg, const char *ctrl,
+		       struct vs_target_lun *luns, unsigned nluns, struct vs_target_qos *qos,
+		       bool *qos_given)
+{
+	for (unsigned i = 0; i < nluns; i++)
+		if (qos_given[luns[i].id]) {
+			luns[i].qos = &qos[luns[i].id];
+			qos_given[luns[i].id] = false;
+		}
+	for (unsigned id = 0; id < VS_TARGET_MAX_LUNS; id++)
+		if (qos_given[id])
+			return vs_cli_usage_error(&target_help,
+						  "--qos for LUN %u, which no --lun %s%s gives", id,
+						  ctrl ? "of controller " : "", ctrl ? ctrl : "");
+	for (unsigned i = 0; i < nluns; i++) {
+		char err[512];
+
+		if (vs_target_lun_check(cfg, &luns[i], err, sizeof(err)))
+			return vs_cli_usage_error(&target_help, "%s%s%s", ctrl ? "controller " : "",
+						  ctrl ? ctrl : "", err);
+	}
+	return 0;
+}
+
+/* The --controller options (controllers[0..n-1]); freed at exit. */
+static struct cli_ctrl *cli_ctrls[VS_TARGET_MAX_CONTROLLERS];
+static struct vs_target_controller cli_ccs[VS_TARGET_MAX_CONTROLLERS];
+
 static int parse_options(int argc, char **argv, struct vs_target_config *cfg,
 			 struct vs_target_lun *luns, const char **rpc_path, const char **rpc_allow,
 			 struct config_opts *conf, bool *done)
 {
 	static struct vs_target_qos qos[VS_TARGET_MAX_LUNS];
-	bool qos_given[VS_TARGET_MAX_LUNS] = {false};
+	static bool qos_given[VS_TARGET_MAX_LUNS];
+	/* where --lun and --qos go: --socket's controller, or the last --controller */
+	struct vs_target_lun *cur_luns = luns;
+	unsigned *cur_n = &cfg->nluns, nctrl = 0;
+	struct vs_target_qos *cur_qos = qos;
+	bool *cur_given = qos_given;
 	struct vs_cli_args a;
 	double secs;
 	uint64_t v;
@@ -343,12 +433,36 @@ static int parse_options(int argc, char **argv, struct vs_target_config *cfg,
 			cfg->socket_path = a.value;
 			break;
 		case OPT_LUN:
-			if (cfg->nluns >= VS_TARGET_MAX_LUNS)
+			if (*cur_n >= VS_TARGET_MAX_LUNS)
 				return vs_cli_usage_error(&target_help, "more than %u LUNs",
 							  VS_TARGET_MAX_LUNS);
-			if ((rc = parse_lun(a.value, &luns[cfg->nluns], luns, cfg->nluns)))
+			if ((rc = parse_lun(a.value, &cur_luns[*cur_n], cur_luns, *cur_n)))
 				return rc;
-			cfg->nluns++;
+			(*cur_n)++;
+			break;
+		case OPT_CONTROLLER:
+			if (nctrl >= VS_TARGET_MAX_CONTROLLERS)
+				return vs_cli_usage_error(&target_help, "more than %u controllers",
+							  VS_TARGET_MAX_CONTROLLERS);
+			if (!(cli_ctrls[nctrl] = calloc(1, sizeof(*cli_ctrls[nctrl]))))
+				return vs_cli_error(&target_help, VS_EXIT_CANNOT_RUN,
+						    "out of memory");
+			if ((rc = parse_controller(a.value, cli_ctrls[nctrl])))
+				return rc;
+			for (unsigned i = 0; i < nctrl; i++)
+				if (!strcmp(cli_ctrls[i]->name, cli_ctrls[nctrl]->name) ||
+				    same_path(cli_ctrls[i]->socket, cli_ctrls[nctrl]->socket))
+					return vs_cli_usage_error(
+					    &target_help, "--controller '%s': %s given twice",
+					    a.value,
+					    strcmp(cli_ctrls[i]->name, cli_ctrls[nctrl]->name)
+						? "its socket"
+						: "its name");
+			cur_luns = cli_ctrls[nctrl]->luns;
+			cur_n = &cli_ctrls[nctrl]->cc.nluns;
+			cur_qos = cli_ctrls[nctrl]->qos;
+			cur_given = cli_ctrls[nctrl]->qos_given;
+			nctrl++;
 			break;
 		case OPT_QUEUES:
 			if (vs_cli_uint("vioscope target", "queues", a.value, 1,
@@ -396,7 +510,7 @@ static int parse_options(int argc, char **argv, struct vs_target_config *cfg,
 			cfg->testing = true;
 			break;
 		case OPT_QOS:
-			if ((rc = parse_qos(a.value, qos, qos_given)))
+			if ((rc = parse_qos(a.value, cur_qos, cur_given)))
 				return rc;
 			break;
 		}
@@ -413,46 +527,89 @@ static int parse_options(int argc, char **argv, struct vs_target_config *cfg,
 					  opt_name(conf->setting));
 	if (conf->autosave && !conf->path)
 		return vs_cli_usage_error(&target_help, "--config-autosave without --config");
-	if (conf->path)
-		return 0;
-	if (!cfg->socket_path || !*cfg->socket_path)
-		return vs_cli_usage_error(&target_help, "--socket PATH is required");
-	if (!cfg->nluns)
-		return vs_cli_usage_error(&target_help, "at least one --lun N:BACKEND is required");
-	for (unsigned i = 0; i < cfg->nluns; i++)
-		if (qos_given[luns[i].id]) {
-			luns[i].qos = &qos[luns[i].id];
-			qos_given[luns[i].id] = false;
-		}
-	for (unsigned id = 0; id < VS_TARGET_MAX_LUNS; id++)
-		if (qos_given[id])
+	if (conf->path) {
+		if (nctrl)
 			return vs_cli_usage_error(&target_help,
-						  "--qos for LUN %u, which no --lun gives", id);
+						  "--controller with --config: with a configuration "
+						  "file every setting is the file's");
+		return 0;
+	}
+	if ((!cfg->socket_path || !*cfg->socket_path) && !nctrl)
+		return vs_cli_usage_error(&target_help,
+					  "--socket PATH (or a --controller) is required");
+	if (cfg->socket_path && !cfg->nluns)
+		return vs_cli_usage_error(&target_help, "at least one --lun N:BACKEND is required");
+	if (!cfg->socket_path && cfg->nluns)
+		return vs_cli_usage_error(&target_help,
+					  "--lun before any --controller, and no --socket for it");
+	if ((rc = finish_luns(cfg, NULL, luns, cfg->nluns, qos, qos_given)))
+		return rc;
+	for (unsigned i = 0; i < nctrl; i++) {
+		struct cli_ctrl *x = cli_ctrls[i];
+
+		if (!x->cc.nluns)
+			return vs_cli_usage_error(&target_help,
+						  "controller %s: at least one --lun N:BACKEND after "
+						  "its --controller",
+						  x->name);
+		if (cfg->socket_path && same_path(cfg->socket_path, x->socket))
+			return vs_cli_usage_error(&target_help,
+						  "controller %s: the --socket path %s is taken",
+						  x->name, x->socket);
+		if (!strcmp(x->name, VS_TARGET_DEFAULT_CONTROLLER) && cfg->socket_path)
+			return vs_cli_usage_error(&target_help,
+						  "controller %s: the name of --socket's controller",
+						  x->name);
+		if ((rc = finish_luns(cfg, x->name, x->luns, x->cc.nluns, x->qos, x->qos_given)))
+			return rc;
+		cli_ccs[i] = x->cc;
+	}
+	cfg->controllers = cli_ccs;
+	cfg->ncontrollers = nctrl;
 	if (*rpc_allow && !*rpc_path)
 		return vs_cli_usage_error(&target_help, "--rpc-allow without --rpc");
 	/* Else the management socket would find the target's own listening there. */
-	if (*rpc_path && same_path(*rpc_path, cfg->socket_path))
-		return vs_cli_usage_error(&target_help,
-					  "--rpc %s names the --socket path: the management "
-					  "socket needs a path of its own",
-					  *rpc_path);
-	/* What the specs say alone is checked here: a typo is the command line's. */
-	for (unsigned i = 0; i < cfg->nluns; i++) {
-		char err[512];
+	for (unsigned i = 0; *rpc_path && i <= nctrl; i++) {
+		const char *sock = i < nctrl ? cli_ctrls[i]->socket : cfg->socket_path;
 
-		if (vs_target_lun_check(cfg, &luns[i], err, sizeof(err)))
-			return vs_cli_usage_error(&target_help, "%s", err);
+		if (sock && same_path(*rpc_path, sock))
+			return vs_cli_usage_error(&target_help,
+						  "--rpc %s names the %s%s socket path: the "
+						  "management socket needs a path of its own",
+						  *rpc_path, i < nctrl ? cli_ctrls[i]->name : "--socket",
+						  i < nctrl ? "'s" : "");
 	}
 	return 0;
 }
 
+/* "listening on PATH (N LUNs, Q request queues)" for each controller, --socket's first. */
+static void listening(const struct vs_target_config *cfg, char *buf, size_t len)
+{
+	size_t n = 0;
+
+	*buf = 0;
+	for (unsigned i = 0; i <= cfg->ncontrollers && n < len; i++) {
+		const struct vs_target_controller *cc = i ? &cfg->controllers[i - 1] : NULL;
+		const char *sock = cc ? cc->socket_path : cfg->socket_path;
+		unsigned luns = cc ? cc->nluns : cfg->nluns, q = cc ? cc->num_queues : cfg->num_queues;
+
+		if (!sock)
+			continue;
+		n += (size_t)snprintf(buf + n, len - n,
+				      "%s%s%s%slistening on %s (%u LUN%s, %u request queue%s)",
+				      n ? "; " : "", cc ? "controller " : "", cc ? cc->name : "",
+				      cc ? " " : "", sock, luns, luns == 1 ? "" : "s", q,
+				      q == 1 ? "" : "s");
+	}
+}
+
 static void notify_ready(const struct vs_target_config *cfg, const char *rpc_path)
 {
-	char state[1024];
+	char state[8192], what[7168];
 	int rc;
 
-	snprintf(state, sizeof(state), "READY=1\nSTATUS=listening on %s (%u LUN%s)%s%s",
-		 cfg->socket_path, cfg->nluns, cfg->nluns == 1 ? "" : "s",
+	listening(cfg, what, sizeof(what));
+	snprintf(state, sizeof(state), "READY=1\nSTATUS=%s%s%s", what,
 		 rpc_path ? "; management socket " : "", rpc_path ? rpc_path : "");
 	if ((rc = cli_sd_notify(state)))
 		fprintf(stderr,
@@ -617,11 +774,14 @@ static int cmd_target(int argc, char **argv)
 			return vs_cli_error(&target_help, VS_EXIT_CANNOT_RUN, "--rpc: %s", err);
 		}
 	}
-	fprintf(stderr,
-		"vioscope target: listening on %s (%u LUN%s, %u request queue%s, %s mode)%s%s\n",
-		cfg.socket_path, cfg.nluns, cfg.nluns == 1 ? "" : "s", cfg.num_queues,
-		cfg.num_queues == 1 ? "" : "s", cfg.poll ? "poll" : "event",
-		rpc_path ? "; management socket " : "", rpc_path ? rpc_path : "");
+	{
+		char what[7168];
+
+		listening(&cfg, what, sizeof(what));
+		fprintf(stderr, "vioscope target: %s, %s mode%s%s\n", what,
+			cfg.poll ? "poll" : "event", rpc_path ? "; management socket " : "",
+			rpc_path ? rpc_path : "");
+	}
 	notify_ready(&cfg, rpc_path);
 	rc = serve(has_live ? &live : NULL, &cfg, rpc_path);
 	cli_sd_notify("STOPPING=1\nSTATUS=stopping: finishing requests, flushing");

@@ -172,6 +172,36 @@ static json_t *qos_json(const struct vs_target_qos *q)
 	return j;
 }
 
+/* The controller a method is about: its optional param "controller", which must name one
+ * the target has; absent, the target's only controller (*name NULL).  0, or -1 with e set. */
+static int which_ctrl(struct vs_rpc *rpc, json_t *params, const char **name,
+		      struct rpc_error *e)
+{
+	static struct vs_target_controller_info list[VS_TARGET_MAX_CONTROLLERS];
+	unsigned n = vs_target_controller_list(rpc->cfg.target, list, VS_TARGET_MAX_CONTROLLERS);
+	char names[512] = "";
+	size_t len = 0;
+
+	for (unsigned i = 0; i < n && i < VS_TARGET_MAX_CONTROLLERS && len < sizeof(names); i++)
+		len += (size_t)snprintf(names + len, sizeof(names) - len, "%s%s", i ? ", " : "",
+					list[i].name);
+	*name = NULL;
+	if (!json_object_get(params, "controller")) {
+		if (n == 1)
+			return 0;
+		fail(e, VS_RPC_INVALID_PARAMS, 0,
+		     "missing param 'controller': the target has %u controllers (%s)", n, names);
+		return -1;
+	}
+	if (param_str(params, "controller", name, e))
+		return -1;
+	for (unsigned i = 0; i < n && i < VS_TARGET_MAX_CONTROLLERS; i++)
+		if (!strcmp(list[i].name, *name))
+			return 0;
+	fail(e, VS_RPC_TARGET_ERROR, ENOENT, "no controller '%.64s' (there are: %s)", *name, names);
+	return -1;
+}
+
 static json_t *lun_info_json(const struct vs_target_lun_info *l)
 {
 	return json_pack("{s:I, s:o, s:s, s:o, s:I, s:b, s:o}", "id", (json_int_t)l->id, "spec",
@@ -181,10 +211,10 @@ static json_t *lun_info_json(const struct vs_target_lun_info *l)
 }
 
 /* The LUN's entry in the target's list, as JSON (an application error if it is gone). */
-static json_t *lun_json(struct vs_rpc *rpc, unsigned id, struct rpc_error *e)
+static json_t *lun_json(struct vs_rpc *rpc, const char *ctrl, unsigned id, struct rpc_error *e)
 {
 	struct vs_target_lun_info luns[VS_TARGET_MAX_LUNS];
-	unsigned n = vs_target_lun_list(rpc->cfg.target, NULL, luns, VS_TARGET_MAX_LUNS);
+	unsigned n = vs_target_lun_list(rpc->cfg.target, ctrl, luns, VS_TARGET_MAX_LUNS);
 
 	for (unsigned i = 0; i < n && i < VS_TARGET_MAX_LUNS; i++)
 		if (luns[i].id == id)
@@ -198,18 +228,21 @@ static json_t *m_lun_add(struct vs_rpc *rpc, struct rpc_session *s, json_t *para
 	struct vs_target_lun lun = {.id = 0};
 	char err[512] = "";
 	uint64_t id;
+	const char *ctrl;
 	int rc;
 
 	(void)s;
+	if (which_ctrl(rpc, params, &ctrl, e))
+		return NULL;
 	if (param_uint(params, "id", VS_TARGET_MAX_LUNS - 1, &id, e) ||
 	    param_str(params, "spec", &lun.spec, e))
 		return NULL;
 	lun.id = (unsigned)id;
-	rc = vs_target_lun_add(rpc->cfg.target, NULL, &lun, err, sizeof(err));
+	rc = vs_target_lun_add(rpc->cfg.target, ctrl, &lun, err, sizeof(err));
 	if (rc)
 		return target_fail(e, rc, err);
 	vs_config_live_changed(rpc->cfg.live);
-	return lun_json(rpc, lun.id, e);
+	return lun_json(rpc, ctrl, lun.id, e);
 }
 
 static json_t *m_lun_remove(struct vs_rpc *rpc, struct rpc_session *s, json_t *params,
@@ -217,12 +250,15 @@ static json_t *m_lun_remove(struct vs_rpc *rpc, struct rpc_session *s, json_t *p
 {
 	char err[512] = "";
 	uint64_t id;
+	const char *ctrl;
 	int rc;
 
 	(void)s;
+	if (which_ctrl(rpc, params, &ctrl, e))
+		return NULL;
 	if (param_uint(params, "id", VS_TARGET_MAX_LUNS - 1, &id, e))
 		return NULL;
-	rc = vs_target_lun_remove(rpc->cfg.target, NULL, (unsigned)id, err, sizeof(err));
+	rc = vs_target_lun_remove(rpc->cfg.target, ctrl, (unsigned)id, err, sizeof(err));
 	if (rc)
 		return target_fail(e, rc, err);
 	vs_config_live_changed(rpc->cfg.live);
@@ -234,17 +270,20 @@ static json_t *m_lun_resize(struct vs_rpc *rpc, struct rpc_session *s, json_t *p
 {
 	uint64_t id, size;
 	char err[512] = "";
+	const char *ctrl;
 	int rc;
 
 	(void)s;
+	if (which_ctrl(rpc, params, &ctrl, e))
+		return NULL;
 	if (param_uint(params, "id", VS_TARGET_MAX_LUNS - 1, &id, e) ||
 	    param_size(params, "size", &size, e))
 		return NULL;
-	rc = vs_target_lun_resize(rpc->cfg.target, NULL, (unsigned)id, size, err, sizeof(err));
+	rc = vs_target_lun_resize(rpc->cfg.target, ctrl, (unsigned)id, size, err, sizeof(err));
 	if (rc)
 		return target_fail(e, rc, err);
 	vs_config_live_changed(rpc->cfg.live);
-	return lun_json(rpc, (unsigned)id, e);
+	return lun_json(rpc, ctrl, (unsigned)id, e);
 }
 
 /* Limits absent are 0 (unlimited): the call sets all of them.  Every param is checked before
@@ -255,9 +294,12 @@ static json_t *m_qos_set(struct vs_rpc *rpc, struct rpc_session *s, json_t *para
 	struct vs_target_qos q;
 	char err[512] = "", name[32];
 	uint64_t id;
+	const char *ctrl;
 	int rc;
 
 	(void)s;
+	if (which_ctrl(rpc, params, &ctrl, e))
+		return NULL;
 	memset(&q, 0, sizeof(q));
 	if (param_uint(params, "id", VS_TARGET_MAX_LUNS - 1, &id, e))
 		return NULL;
@@ -274,23 +316,26 @@ static json_t *m_qos_set(struct vs_rpc *rpc, struct rpc_session *s, json_t *para
 				return fail(e, VS_RPC_INVALID_PARAMS, 0, "param '%s': at most %llu",
 					    name, (unsigned long long)VS_TARGET_QOS_MAX);
 		}
-	rc = vs_target_qos_set(rpc->cfg.target, NULL, (unsigned)id, &q, err, sizeof(err));
+	rc = vs_target_qos_set(rpc->cfg.target, ctrl, (unsigned)id, &q, err, sizeof(err));
 	if (rc)
 		return target_fail(e, rc, err);
 	vs_config_live_changed(rpc->cfg.live);
-	return lun_json(rpc, (unsigned)id, e);
+	return lun_json(rpc, ctrl, (unsigned)id, e);
 }
 
 static json_t *m_lun_list(struct vs_rpc *rpc, struct rpc_session *s, json_t *params,
 			  struct rpc_error *e)
 {
 	struct vs_target_lun_info luns[VS_TARGET_MAX_LUNS];
-	unsigned n = vs_target_lun_list(rpc->cfg.target, NULL, luns, VS_TARGET_MAX_LUNS);
-	json_t *list = json_array();
+	const char *ctrl;
+	unsigned n;
+	json_t *list;
 
 	(void)s;
-	(void)params;
-	(void)e;
+	if (which_ctrl(rpc, params, &ctrl, e))
+		return NULL;
+	n = vs_target_lun_list(rpc->cfg.target, ctrl, luns, VS_TARGET_MAX_LUNS);
+	list = json_array();
 	for (unsigned i = 0; list && i < n && i < VS_TARGET_MAX_LUNS; i++)
 		json_array_append_new(list, lun_info_json(&luns[i]));
 	return list;
@@ -372,18 +417,19 @@ static json_t *m_stats(struct vs_rpc *rpc, struct rpc_session *s, json_t *params
 	struct vs_target_stats st;
 	json_t *jl, *jq, *r;
 	uint64_t now, since = 0;
+	const char *ctrl;
 	unsigned nl, nq;
 
-	if (param_bool(params, "interval", &interval, e) ||
+	if (which_ctrl(rpc, params, &ctrl, e) || param_bool(params, "interval", &interval, e) ||
 	    (interval && !(mark = session_mark(rpc, s, e))))
 		return NULL;
 	jl = json_array();
 	jq = json_array();
 	vs_target_get_stats(t, &st);
-	nl = mark ? vs_target_lun_stats_since(t, NULL, mark, luns, over, VS_TARGET_MAX_LUNS)
-		  : vs_target_lun_stats(t, NULL, luns, VS_TARGET_MAX_LUNS);
+	nl = mark ? vs_target_lun_stats_since(t, ctrl, mark, luns, over, VS_TARGET_MAX_LUNS)
+		  : vs_target_lun_stats(t, ctrl, luns, VS_TARGET_MAX_LUNS);
 	now = vs_mono_ns();
-	nq = vs_target_queue_stats(t, NULL, queues, VS_TARGET_MAX_QUEUES);
+	nq = vs_target_queue_stats(t, ctrl, queues, VS_TARGET_MAX_QUEUES);
 	for (unsigned i = 0; jl && i < nl && i < VS_TARGET_MAX_LUNS; i++) {
 		json_t *l = lun_stats_json(&luns[i]);
 
@@ -408,6 +454,151 @@ static json_t *m_stats(struct vs_rpc *rpc, struct rpc_session *s, json_t *params
 			json_object_set_new(r, "interval_ns", num(since));
 	}
 	return r;
+}
+
+static json_t *controller_json(const struct vs_target_controller_info *c)
+{
+	return json_pack("{s:o, s:o, s:I, s:I, s:b, s:I, s:o}", "name", text(c->name), "socket",
+			 text(c->socket_path), "queues", (json_int_t)c->num_queues, "luns",
+			 (json_int_t)c->nluns, "connected", c->connected, "peer_pid",
+			 (json_int_t)c->peer_pid, "connections", num(c->connections));
+}
+
+static json_t *m_controller_list(struct vs_rpc *rpc, struct rpc_session *s, json_t *params,
+				 struct rpc_error *e)
+{
+	static struct vs_target_controller_info list[VS_TARGET_MAX_CONTROLLERS];
+	unsigned n = vs_target_controller_list(rpc->cfg.target, list, VS_TARGET_MAX_CONTROLLERS);
+	json_t *j = json_array();
+
+	(void)s;
+	(void)params;
+	(void)e;
+	for (unsigned i = 0; j && i < n && i < VS_TARGET_MAX_CONTROLLERS; i++)
+		json_array_append_new(j, controller_json(&list[i]));
+	return j;
+}
+
+/* controller_add's "luns": [{"id": N, "spec": "BACKEND", "qos": "LIMITS"}, ...], each
+ * checked as lun_add checks it before anything is made. */
+static int param_luns(json_t *params, struct vs_target_lun *luns, struct vs_target_qos *qos,
+		      unsigned *n, struct rpc_error *e)
+{
+	json_t *list = json_object_get(params, "luns"), *l;
+	size_t i;
+
+	if (!json_is_array(list) || !json_array_size(list) ||
+	    json_array_size(list) > VS_TARGET_MAX_LUNS) {
+		fail(e, VS_RPC_INVALID_PARAMS, 0,
+		     "param 'luns': expected 1..%u LUNs [{\"id\": N, \"spec\": \"BACKEND\"}, ...]",
+		     VS_TARGET_MAX_LUNS);
+		return -1;
+	}
+	*n = 0;
+	json_array_foreach(list, i, l)
+	{
+		const char *key, *q = NULL;
+		uint64_t id;
+		json_t *v;
+
+		if (!json_is_object(l)) {
+			fail(e, VS_RPC_INVALID_PARAMS, 0, "param 'luns[%zu]': expected an object", i);
+			return -1;
+		}
+		json_object_foreach(l, key, v)
+		{
+			if (strcmp(key, "id") && strcmp(key, "spec") && strcmp(key, "qos")) {
+				fail(e, VS_RPC_INVALID_PARAMS, 0,
+				     "param 'luns[%zu]': no member '%.32s' (a LUN has id, spec, qos)",
+				     i, key);
+				return -1;
+			}
+		}
+		luns[i] = (struct vs_target_lun){.id = 0};
+		if (param_uint(l, "id", VS_TARGET_MAX_LUNS - 1, &id, e) ||
+		    param_str(l, "spec", &luns[i].spec, e) ||
+		    (json_object_get(l, "qos") && param_str(l, "qos", &q, e))) {
+			char msg[sizeof(e->msg)];
+
+			snprintf(msg, sizeof(msg), "%s", e->msg);
+			fail(e, e->code, e->errnum, "luns[%zu]: %s", i, msg);
+			return -1;
+		}
+		luns[i].id = (unsigned)id;
+		for (size_t k = 0; k < i; k++)
+			if (luns[k].id == luns[i].id) {
+				fail(e, VS_RPC_INVALID_PARAMS, 0, "param 'luns': LUN %u given twice",
+				     luns[i].id);
+				return -1;
+			}
+		if (q) {
+			char why[256];
+
+			if (vs_target_qos_parse(q, &qos[i], why, sizeof(why))) {
+				fail(e, VS_RPC_INVALID_PARAMS, 0, "param 'luns[%zu].qos': %s", i, why);
+				return -1;
+			}
+			luns[i].qos = &qos[i];
+		}
+		(*n)++;
+	}
+	return 0;
+}
+
+static json_t *m_controller_add(struct vs_rpc *rpc, struct rpc_session *s, json_t *params,
+				struct rpc_error *e)
+{
+	static struct vs_target_lun luns[VS_TARGET_MAX_LUNS];
+	static struct vs_target_qos qos[VS_TARGET_MAX_LUNS];
+	static struct vs_target_controller_info list[VS_TARGET_MAX_CONTROLLERS];
+	struct vs_target_controller cc = {.num_queues = 1, .luns = luns};
+	char err[512] = "";
+	uint64_t queues = 1;
+	unsigned n;
+	int rc;
+
+	(void)s;
+	if (param_str(params, "name", &cc.name, e) || param_str(params, "socket", &cc.socket_path, e) ||
+	    (json_object_get(params, "queues") &&
+	     param_uint(params, "queues", VS_TARGET_MAX_QUEUES, &queues, e)))
+		return NULL;
+	if (!queues)
+		return fail(e, VS_RPC_INVALID_PARAMS, 0, "param 'queues': 1..%u",
+			    VS_TARGET_MAX_QUEUES);
+	if (strlen(cc.socket_path) >= sizeof(list[0].socket_path))
+		return fail(e, VS_RPC_INVALID_PARAMS, 0, "param 'socket': at most %zu bytes",
+			    sizeof(list[0].socket_path) - 1);
+	cc.num_queues = (unsigned)queues;
+	if (param_luns(params, luns, qos, &cc.nluns, e))
+		return NULL;
+	rc = vs_target_controller_add(rpc->cfg.target, &cc, err, sizeof(err));
+	if (rc)
+		return target_fail(e, rc, err);
+	vs_config_live_changed(rpc->cfg.live);
+	n = vs_target_controller_list(rpc->cfg.target, list, VS_TARGET_MAX_CONTROLLERS);
+	for (unsigned i = 0; i < n && i < VS_TARGET_MAX_CONTROLLERS; i++)
+		if (!strcmp(list[i].name, cc.name))
+			return controller_json(&list[i]);
+	return fail(e, VS_RPC_TARGET_ERROR, ENOENT, "controller %s went away", cc.name);
+}
+
+static json_t *m_controller_remove(struct vs_rpc *rpc, struct rpc_session *s, json_t *params,
+				   struct rpc_error *e)
+{
+	const char *name;
+	char err[512] = "";
+	int rc;
+
+	(void)s;
+	if (param_str(params, "name", &name, e))
+		return NULL;
+	rc = vs_target_controller_remove(rpc->cfg.target, name, err, sizeof(err));
+	if (rc == -ENOENT || rc == -EBUSY || rc == -EINVAL)
+		return target_fail(e, rc, err);
+	vs_config_live_changed(rpc->cfg.live); /* removed, even when its flush failed */
+	if (rc)
+		return target_fail(e, rc, err);
+	return json_pack("{s:s}", "name", name);
 }
 
 static json_t *m_trace_set(struct vs_rpc *rpc, struct rpc_session *s, json_t *params,
@@ -464,20 +655,23 @@ struct method {
 	const char *name;
 	json_t *(*fn)(struct vs_rpc *rpc, struct rpc_session *s, json_t *params,
 		      struct rpc_error *e);
-	const char *params[14]; /* the names it takes (NULL-terminated) */
+	const char *params[16]; /* the names it takes (NULL-terminated) */
 };
 
 static const struct method methods[] = {
-    {"lun_add", m_lun_add, {"id", "spec", NULL}},
-    {"lun_remove", m_lun_remove, {"id", NULL}},
-    {"lun_resize", m_lun_resize, {"id", "size", NULL}},
-    {"lun_list", m_lun_list, {NULL}},
+    {"controller_add", m_controller_add, {"name", "socket", "queues", "luns", NULL}},
+    {"controller_remove", m_controller_remove, {"name", NULL}},
+    {"controller_list", m_controller_list, {NULL}},
+    {"lun_add", m_lun_add, {"controller", "id", "spec", NULL}},
+    {"lun_remove", m_lun_remove, {"controller", "id", NULL}},
+    {"lun_resize", m_lun_resize, {"controller", "id", "size", NULL}},
+    {"lun_list", m_lun_list, {"controller", NULL}},
     {"qos_set",
      m_qos_set,
-     {"id", "iops", "read_iops", "write_iops", "bps", "read_bps", "write_bps", "burst_iops",
-      "read_burst_iops", "write_burst_iops", "burst_bps", "read_burst_bps", "write_burst_bps",
-      NULL}},
-    {"stats", m_stats, {"interval", NULL}},
+     {"controller", "id", "iops", "read_iops", "write_iops", "bps", "read_bps", "write_bps",
+      "burst_iops", "read_burst_iops", "write_burst_iops", "burst_bps", "read_burst_bps",
+      "write_burst_bps", NULL}},
+    {"stats", m_stats, {"controller", "interval", NULL}},
     {"trace_set", m_trace_set, {"spec", NULL}},
     {"save_config", m_save_config, {"path", NULL}},
     {"shutdown", m_shutdown, {NULL}},
@@ -572,8 +766,9 @@ static json_t *handle_one(struct vs_rpc *rpc, struct rpc_session *s, json_t *req
 	m = find_method(json_string_value(v));
 	if (!m) {
 		fail(&e, VS_RPC_METHOD_NOT_FOUND, 0,
-		     "method '%s' not found (lun_add, lun_remove, lun_resize, lun_list, qos_set, "
-		     "stats, trace_set, save_config, shutdown)",
+		     "method '%s' not found (controller_add, controller_remove, controller_list, "
+		     "lun_add, lun_remove, lun_resize, lun_list, qos_set, stats, trace_set, "
+		     "save_config, shutdown)",
 		     json_string_value(v));
 		goto reply;
 	}
@@ -619,15 +814,23 @@ static size_t error_bound(json_t *req)
 	return 4096 + (json_is_string(id) ? 6 * json_string_length(id) : 0);
 }
 
-/* What the target holds now, as reply_bound counts it. */
+/* What the target holds now, as reply_bound counts it: the most LUNs and queues any of its
+ * controllers has (a request is about one of them), and how many controllers. */
 struct rpc_sizes {
-	unsigned luns, queues;
+	unsigned luns, queues, controllers;
 };
 
 static struct rpc_sizes sizes_now(struct vs_rpc *rpc)
 {
-	return (struct rpc_sizes){vs_target_lun_list(rpc->cfg.target, NULL, NULL, 0),
-				  vs_target_queue_stats(rpc->cfg.target, NULL, NULL, 0)};
+	static struct vs_target_controller_info list[VS_TARGET_MAX_CONTROLLERS];
+	struct rpc_sizes n = {0, 0, 0};
+
+	n.controllers = vs_target_controller_list(rpc->cfg.target, list, VS_TARGET_MAX_CONTROLLERS);
+	for (unsigned i = 0; i < n.controllers && i < VS_TARGET_MAX_CONTROLLERS; i++) {
+		n.luns = list[i].nluns > n.luns ? list[i].nluns : n.luns;
+		n.queues = list[i].num_queues > n.queues ? list[i].num_queues : n.queues;
+	}
+	return n;
 }
 
 /* The most bytes req's response can take, from what the target holds now: a stats answer
@@ -649,6 +852,8 @@ static size_t reply_bound(json_t *req, struct rpc_sizes n)
 		bound += 2560;
 	else if (!strcmp(method, "save_config"))
 		bound += 6 * 4096; /* the path written, escaped */
+	else if (!strcmp(method, "controller_list") || !strcmp(method, "controller_add"))
+		bound += (size_t)(n.controllers + 1) * 1024; /* names, socket paths escaped */
 	return bound;
 }
 
@@ -681,7 +886,7 @@ struct rpc_line *rpc_line_start(struct vs_rpc *rpc, struct rpc_session *session,
 	struct rpc_line *l;
 	json_error_t jerr;
 	json_t *req = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
-	struct rpc_sizes now = {0, 0};
+	struct rpc_sizes now = {0, 0, 0};
 	size_t i, bound = 0;
 	json_t *r;
 
