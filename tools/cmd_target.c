@@ -382,9 +382,9 @@ static int finish_luns(const struct vs_target_config *cfg, const char *ctrl,
 		}
 	for (unsigned id = 0; id < VS_TARGET_MAX_LUNS; id++)
 		if (qos_given[id])
-			return vs_cli_usage_error(&target_help,
-						  "--qos for LUN %u, which no --lun %s%s gives", id,
-						  ctrl ? "of controller " : "", ctrl ? ctrl : "");
+			return vs_cli_usage_error(&target_help, "--qos for LUN %u, which no --lun %s%s%sgives",
+						  id, ctrl ? "of controller " : "",
+						  ctrl ? ctrl : "", ctrl ? " " : "");
 	for (unsigned i = 0; i < nluns; i++) {
 		char err[512];
 
@@ -574,10 +574,11 @@ static int parse_options(int argc, char **argv, struct vs_target_config *cfg,
 
 		if (sock && same_path(*rpc_path, sock))
 			return vs_cli_usage_error(&target_help,
-						  "--rpc %s names the %s%s socket path: the "
-						  "management socket needs a path of its own",
-						  *rpc_path, i < nctrl ? cli_ctrls[i]->name : "--socket",
-						  i < nctrl ? "'s" : "");
+						  "--rpc %s names %s%s%s path: the management "
+						  "socket needs a path of its own",
+						  *rpc_path, i < nctrl ? "controller " : "the --socket",
+						  i < nctrl ? cli_ctrls[i]->name : "",
+						  i < nctrl ? "'s socket" : "");
 	}
 	return 0;
 }
@@ -621,8 +622,7 @@ static void notify_ready(const struct vs_target_config *cfg, const char *rpc_pat
 /* The settings from the --config file into cfg and the management socket's: 0, or the
  * exit status after saying why (what the file says: 2; a file that cannot be read: 3). */
 static int load_config(const char *path, struct vs_config *conf, struct vs_target_config *cfg,
-		       struct vs_target_lun *luns, const char **rpc_path, uint32_t *allow,
-		       unsigned *nallow)
+		       const char **rpc_path, uint32_t *allow, unsigned *nallow)
 {
 	char err[1024];
 	int rc = vs_config_load(path, conf, err, sizeof(err));
@@ -631,14 +631,15 @@ static int load_config(const char *path, struct vs_config *conf, struct vs_targe
 		return vs_cli_error(&target_help,
 				    rc == -EINVAL ? VS_EXIT_USAGE : VS_EXIT_CANNOT_RUN,
 				    "--config %s", err);
-	vs_config_target(conf, cfg, luns);
+	vs_config_target(conf, cfg);
 	cfg->log = log_line;
 	*rpc_path = conf->rpc[0] ? conf->rpc : NULL;
-	if (*rpc_path && same_path(*rpc_path, cfg->socket_path))
-		return vs_cli_usage_error(&target_help,
-					  "--config %s: rpc %s names the controller's socket: the "
-					  "management socket needs a path of its own",
-					  path, *rpc_path);
+	for (unsigned k = 0; *rpc_path && k < conf->nctrls; k++)
+		if (same_path(*rpc_path, conf->ctrls[k].socket))
+			return vs_cli_usage_error(&target_help,
+						  "--config %s: rpc %s names controller %s's socket: "
+						  "the management socket needs a path of its own",
+						  path, *rpc_path, conf->ctrls[k].name);
 	for (unsigned i = 0; i < conf->nallow; i++)
 		allow[(*nallow)++] = conf->allow_uids[i];
 	/* Applied as the check: a refused spec changes nothing (vs_trace_set_spec_why). */
@@ -711,7 +712,7 @@ static int cmd_target(int argc, char **argv)
 	if (rc || done)
 		return rc;
 	if (conf.path &&
-	    (rc = load_config(conf.path, &conf_file, &cfg, luns, &rpc_path, allow, &nallow)))
+	    (rc = load_config(conf.path, &conf_file, &cfg, &rpc_path, allow, &nallow)))
 		return rc;
 	if (rpc_path) {
 		if (rpc_allow && (rc = parse_users(rpc_allow, allow, &nallow)))

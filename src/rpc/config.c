@@ -231,7 +231,7 @@ static int get_qos(struct ctx *x, json_t *v, struct vs_target_qos *q)
 	return rc;
 }
 
-static int parse_lun(struct ctx *x, json_t *o, struct vs_config *c, struct spec_at *at)
+static int parse_lun(struct ctx *x, json_t *o, struct vs_config_ctrl *c, struct spec_at *at)
 {
 	struct vs_config_lun *l = &c->luns[c->nluns];
 	bool has_id = false, has_spec = false;
@@ -277,7 +277,8 @@ static bool name_ok(const char *s)
 	return true;
 }
 
-static int parse_controller(struct ctx *x, json_t *o, struct vs_config *c, struct spec_at *at)
+static int parse_controller(struct ctx *x, json_t *o, struct vs_config_ctrl *c,
+			    struct spec_at *at)
 {
 	bool has_luns = false;
 	const char *key;
@@ -332,20 +333,31 @@ static int parse_controller(struct ctx *x, json_t *o, struct vs_config *c, struc
 
 static int parse_controllers(struct ctx *x, json_t *v, struct vs_config *c, struct spec_at *at)
 {
-	int rc;
+	size_t n = json_is_array(v) ? json_array_size(v) : 0;
+	int rc = 0;
 
-	if (!json_is_array(v) || !json_array_size(v))
+	if (!n)
 		return bad(x, "expected a non-empty array of controllers");
-	if (json_array_size(v) > 1) {
-		x->path[x->depth++] = (struct step){1, NULL};
-		rc = bad(x, "a second controller: multiple controllers are not supported yet "
-			    "(one target serves one vhost-user socket)");
+	if (n > VS_TARGET_MAX_CONTROLLERS)
+		return bad(x, "more than %u controllers", VS_TARGET_MAX_CONTROLLERS);
+	if (!(c->ctrls = calloc(n, sizeof(*c->ctrls))) ||
+	    !(c->tcs = calloc(n, sizeof(*c->tcs))))
+		return bad(x, "out of memory");
+	for (size_t i = 0; i < n && !rc; i++) {
+		struct vs_config_ctrl *k = &c->ctrls[i];
+
+		x->path[x->depth++] = (struct step){i, NULL};
+		k->queues = 1;
+		rc = parse_controller(x, json_array_get(v, i), k, &at[i * VS_TARGET_MAX_LUNS]);
+		for (size_t j = 0; !rc && j < i; j++)
+			if (!strcmp(c->ctrls[j].name, k->name))
+				rc = bad(x, "controller '%s' given twice", k->name);
+			else if (!strcmp(c->ctrls[j].socket, k->socket))
+				rc = bad(x, "socket %s given twice (controllers %s and %s)", k->socket,
+					 c->ctrls[j].name, k->name);
 		x->depth--;
-		return rc;
+		c->nctrls = (unsigned)i + 1;
 	}
-	x->path[x->depth++] = (struct step){0, NULL};
-	rc = parse_controller(x, json_array_get(v, 0), c, at);
-	x->depth--;
 	return rc;
 }
 
@@ -413,9 +425,9 @@ static int parse_top(struct ctx *x, json_t *root, struct vs_config *c, struct sp
 int vs_config_parse(const char *text, size_t len, const char *name, struct vs_config *c, char *err,
 		    size_t errlen)
 {
-	struct spec_at at[VS_TARGET_MAX_LUNS];
+	struct spec_at *at = calloc((size_t)VS_TARGET_MAX_CONTROLLERS * VS_TARGET_MAX_LUNS,
+				    sizeof(*at));
 	struct ctx x = {.text = text, .len = len, .name = name, .err = err, .errlen = errlen};
-	struct vs_target_lun luns[VS_TARGET_MAX_LUNS];
 	struct vs_target_config tc;
 	json_error_t jerr;
 	json_t *root;
@@ -423,25 +435,35 @@ int vs_config_parse(const char *text, size_t len, const char *name, struct vs_co
 
 	memset(c, 0, sizeof(*c));
 	c->block_size = 512;
-	c->queues = 1;
+	if (!at) {
+		snprintf(err, errlen, "%s: out of memory", name);
+		return -ENOMEM;
+	}
 	root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!root) {
 		snprintf(err, errlen, "%s:%d:%d: %s", name, jerr.line, jerr.column, jerr.text);
+		free(at);
 		return -EINVAL;
 	}
 	rc = parse_top(&x, root, c, at);
 	/* What the specs say alone, now that block_size and testing are known (root still
 	 * held: the paths name its keys). */
-	vs_config_target(c, &tc, luns);
-	for (unsigned i = 0; !rc && i < c->nluns; i++) {
-		char why[512];
+	if (!rc)
+		vs_config_target(c, &tc);
+	for (unsigned k = 0; !rc && k < c->nctrls; k++)
+		for (unsigned i = 0; !rc && i < c->ctrls[k].nluns; i++) {
+			const struct spec_at *where = &at[k * VS_TARGET_MAX_LUNS + i];
+			char why[512];
 
-		if (vs_target_lun_check(&tc, &luns[i], why, sizeof(why))) {
-			memcpy(x.path, at[i].path, sizeof(at[i].path));
-			rc = bad_at(&x, 5, "%s", why);
+			if (vs_target_lun_check(&tc, &c->ctrls[k].tluns[i], why, sizeof(why))) {
+				memcpy(x.path, where->path, sizeof(where->path));
+				rc = bad_at(&x, 5, "%s", why);
+			}
 		}
-	}
 	json_decref(root);
+	free(at);
+	if (rc)
+		vs_config_free(c);
 	return rc;
 }
 
@@ -495,12 +517,9 @@ out:
 	return rc;
 }
 
-void vs_config_target(const struct vs_config *c, struct vs_target_config *tc,
-		      struct vs_target_lun *luns)
+void vs_config_target(struct vs_config *c, struct vs_target_config *tc)
 {
 	memset(tc, 0, sizeof(*tc));
-	tc->socket_path = c->socket;
-	tc->num_queues = c->queues;
 	tc->workers = c->workers;
 	tc->block_size = c->block_size;
 	tc->poll = c->poll;
@@ -510,24 +529,100 @@ void vs_config_target(const struct vs_config *c, struct vs_target_config *tc,
 	tc->worker_timeout_ms = c->worker_timeout_ms;
 	tc->testing = c->testing;
 	tc->lun_root = c->lun_root[0] ? c->lun_root : NULL;
-	for (unsigned i = 0; i < c->nluns; i++)
-		luns[i] = (struct vs_target_lun){.id = c->luns[i].id,
-						 .spec = c->luns[i].spec,
-						 .qos = &c->luns[i].qos};
-	tc->luns = luns;
-	tc->nluns = c->nluns;
+	for (unsigned k = 0; k < c->nctrls; k++) {
+		struct vs_config_ctrl *x = &c->ctrls[k];
+
+		for (unsigned i = 0; i < x->nluns; i++)
+			x->tluns[i] = (struct vs_target_lun){
+			    .id = x->luns[i].id, .spec = x->luns[i].spec, .qos = &x->luns[i].qos};
+		c->tcs[k] = (struct vs_target_controller){.name = x->name,
+							  .socket_path = x->socket,
+							  .num_queues = x->queues,
+							  .nluns = x->nluns,
+							  .luns = x->tluns};
+	}
+	tc->controllers = c->tcs;
+	tc->ncontrollers = c->nctrls;
+}
+
+void vs_config_free(struct vs_config *c)
+{
+	free(c->ctrls);
+	free(c->tcs);
+	c->ctrls = NULL;
+	c->tcs = NULL;
+	c->nctrls = 0;
+}
+
+void vs_config_move(struct vs_config *to, struct vs_config *from)
+{
+	vs_config_free(to);
+	*to = *from;
+	from->ctrls = NULL;
+	from->tcs = NULL;
+	from->nctrls = 0;
+}
+
+int vs_config_copy(struct vs_config *to, const struct vs_config *from)
+{
+	*to = *from;
+	to->ctrls = calloc(from->nctrls ? from->nctrls : 1, sizeof(*to->ctrls));
+	to->tcs = calloc(from->nctrls ? from->nctrls : 1, sizeof(*to->tcs));
+	if (!to->ctrls || !to->tcs) {
+		vs_config_free(to);
+		return -ENOMEM;
+	}
+	memcpy(to->ctrls, from->ctrls, from->nctrls * sizeof(*to->ctrls));
+	return 0;
+}
+
+const struct vs_config_ctrl *vs_config_ctrl(const struct vs_config *c, const char *name)
+{
+	for (unsigned k = 0; k < c->nctrls; k++)
+		if (!strcmp(c->ctrls[k].name, name))
+			return &c->ctrls[k];
+	return NULL;
 }
 
 /* ---- saving ---------------------------------------------------------------------------- */
 
-char *vs_config_dump(const struct vs_config *c, const struct vs_target_lun_info *luns, unsigned n,
-		     const char *trace)
+/* One live controller: its name, socket, queues, and the LUNs it has now. */
+static json_t *dump_ctrl(struct vs_target *t, const struct vs_target_controller_info *ci)
 {
-	json_t *root = json_object(), *ctl = json_object(), *jl = json_array(),
-	       *ctls = json_array();
+	static struct vs_target_lun_info luns[VS_TARGET_MAX_LUNS]; /* the caller's lock */
+	unsigned n = vs_target_lun_list(t, ci->name, luns, VS_TARGET_MAX_LUNS);
+	json_t *ctl = json_object(), *jl = json_array();
+
+	if (!ctl || !jl) {
+		json_decref(ctl);
+		json_decref(jl);
+		return NULL;
+	}
+	json_object_set_new(ctl, "name", json_string(ci->name));
+	json_object_set_new(ctl, "socket", json_string(ci->socket_path));
+	json_object_set_new(ctl, "queues", json_integer(ci->num_queues));
+	for (unsigned i = 0; i < n && i < VS_TARGET_MAX_LUNS; i++) {
+		char qos[VS_CONFIG_MAX_SPEC];
+		json_t *l = json_pack("{s:I, s:s}", "id", (json_int_t)luns[i].id, "spec",
+				      luns[i].spec);
+
+		vs_target_qos_format(&luns[i].qos, qos, sizeof(qos));
+		if (l && strcmp(qos, "none"))
+			json_object_set_new(l, "qos", json_string(qos));
+		json_array_append_new(jl, l);
+	}
+	json_object_set_new(ctl, "luns", jl);
+	return ctl;
+}
+
+char *vs_config_dump(const struct vs_config *c, struct vs_target *t, const char *trace)
+{
+	static struct vs_target_controller_info ci[VS_TARGET_MAX_CONTROLLERS]; /* caller's lock */
+	json_t *root = json_object(), *ctls = json_array();
+	unsigned n = vs_target_controller_list(t, ci, VS_TARGET_MAX_CONTROLLERS);
 	char *text = NULL;
 
-	if (!root || !ctl || !jl || !ctls)
+	if (!root || !ctls)
 		goto out;
 	/* Only what was given: an absent setting keeps following the default. */
 	if (c->workers)
@@ -559,30 +654,18 @@ char *vs_config_dump(const struct vs_config *c, const struct vs_target_lun_info 
 		json_object_set_new(root, "testing", json_true());
 	if (trace && trace[0])
 		json_object_set_new(root, "trace", json_string(trace));
-	json_object_set_new(ctl, "name", json_string(c->name));
-	json_object_set_new(ctl, "socket", json_string(c->socket));
-	json_object_set_new(ctl, "queues", json_integer(c->queues));
-	for (unsigned i = 0; i < n; i++) {
-		char qos[VS_CONFIG_MAX_SPEC];
-		json_t *l = json_pack("{s:I, s:s}", "id", (json_int_t)luns[i].id, "spec",
-				      luns[i].spec);
+	for (unsigned i = 0; i < n && i < VS_TARGET_MAX_CONTROLLERS; i++) {
+		json_t *ctl = dump_ctrl(t, &ci[i]);
 
-		vs_target_qos_format(&luns[i].qos, qos, sizeof(qos));
-		if (l && strcmp(qos, "none"))
-			json_object_set_new(l, "qos", json_string(qos));
-		json_array_append_new(jl, l);
+		if (!ctl)
+			goto out;
+		json_array_append_new(ctls, ctl);
 	}
-	json_object_set_new(ctl, "luns", jl);
-	jl = NULL;
-	json_array_append_new(ctls, ctl);
-	ctl = NULL;
 	json_object_set_new(root, "controllers", ctls);
 	ctls = NULL;
 	text = json_dumps(root, JSON_INDENT(2));
 out:
 	json_decref(root);
-	json_decref(ctl);
-	json_decref(jl);
 	json_decref(ctls);
 	return text;
 }

@@ -3,7 +3,7 @@
  * The target's configuration file (`vioscope target --config FILE`, docs/TARGET.md): JSON
  * in the shape `save_config` writes, so that a saved file starts the same target again.
  * Target-wide settings at the top, and "controllers", each a vhost-user-scsi device with
- * its socket, queues and LUNs.  One controller for now: the target serves one socket.
+ * its socket, queues and LUNs (up to VS_TARGET_MAX_CONTROLLERS).
  *
  * Everything a file says is checked here before anything is created (the LUN specs with
  * vs_target_lun_check), and an error names the file, the line and column of the value at
@@ -34,6 +34,16 @@ struct vs_config_lun {
 	struct vs_target_qos qos; /* "qos", as --qos and qos_set name the limits; 0: none */
 };
 
+/* A controller of the file (a vhost-user-scsi device): its socket, queues and LUNs. */
+struct vs_config_ctrl {
+	char name[VS_TARGET_NAME_MAX + 1];
+	char socket[VS_CONFIG_MAX_PATH];
+	unsigned queues; /* 1 when absent */
+	unsigned nluns;
+	struct vs_config_lun luns[VS_TARGET_MAX_LUNS];
+	struct vs_target_lun tluns[VS_TARGET_MAX_LUNS]; /* vs_config_target's, into luns */
+};
+
 struct vs_config {
 	/* Target-wide; 0 or "" where absent: the command line's default. */
 	unsigned workers;
@@ -49,13 +59,20 @@ struct vs_config {
 	char lun_root[VS_CONFIG_MAX_LUNROOT];
 	bool testing;
 	char trace[VS_CONFIG_MAX_TRACE];
-	/* The one controller. */
-	char name[VS_CONFIG_MAX_NAME];
-	char socket[VS_CONFIG_MAX_PATH];
-	unsigned queues; /* 1 when absent */
-	unsigned nluns;
-	struct vs_config_lun luns[VS_TARGET_MAX_LUNS];
+	/* The controllers (malloc'd: vs_config_free). */
+	unsigned nctrls;
+	struct vs_config_ctrl *ctrls;
+	struct vs_target_controller *tcs; /* vs_config_target's, one per controller */
 };
+
+/* What c holds besides itself (its controllers); c is then empty. */
+void vs_config_free(struct vs_config *c);
+/* *to freed, then given what *from holds; *from is then empty. */
+void vs_config_move(struct vs_config *to, struct vs_config *from);
+/* A copy of from into *to (which holds nothing): 0 or -ENOMEM. */
+int vs_config_copy(struct vs_config *to, const struct vs_config *from);
+/* The controller named name, or NULL. */
+const struct vs_config_ctrl *vs_config_ctrl(const struct vs_config *c, const char *name);
 
 /* Read and check path into c: 0; -EINVAL when what it says is wrong (a usage error: err is
  * "PATH:LINE:COLUMN: JSON.PATH: what"); another -errno when it cannot be read (err says
@@ -65,14 +82,13 @@ int vs_config_load(const char *path, struct vs_config *c, char *err, size_t errl
 int vs_config_parse(const char *text, size_t len, const char *name, struct vs_config *c, char *err,
 		    size_t errlen);
 
-/* The target's settings from c (luns: VS_TARGET_MAX_LUNS entries, pointing into c). */
-void vs_config_target(const struct vs_config *c, struct vs_target_config *tc,
-		      struct vs_target_lun *luns);
+/* The target's settings from c: every controller in tc->controllers (pointing into c). */
+void vs_config_target(struct vs_config *c, struct vs_target_config *tc);
 
-/* c as the file's JSON text (malloc'd; NULL: out of memory), its LUNs (with their QoS
- * limits) and trace replaced by what is live: luns (n of them) and trace ("" none). */
-char *vs_config_dump(const struct vs_config *c, const struct vs_target_lun_info *luns, unsigned n,
-		     const char *trace);
+/* c's settings, with the controllers, LUNs (with their QoS limits) and trace that are live
+ * in t (added and removed at run time too), as the file's JSON text (malloc'd; NULL: out
+ * of memory). */
+char *vs_config_dump(const struct vs_config *c, struct vs_target *t, const char *trace);
 
 /* Replace path with text atomically: a temporary file beside it (O_EXCL, 0600), written,
  * fsync'd, renamed over path, and the directory fsync'd; on any error the temporary file

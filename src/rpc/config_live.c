@@ -34,8 +34,9 @@ int vs_config_live_init(struct vs_config_live *l, const struct vs_config *c, con
 	memset(l, 0, sizeof(*l));
 	if (strlen(path) >= sizeof(l->path))
 		return -ENAMETOOLONG;
+	if (vs_config_copy(&l->base, c))
+		return -ENOMEM;
 	pthread_mutex_init(&l->lock, NULL);
-	l->base = *c;
 	strcpy(l->path, path);
 	strcpy(l->trace, c->trace);
 	l->autosave = autosave;
@@ -47,16 +48,14 @@ int vs_config_live_init(struct vs_config_live *l, const struct vs_config *c, con
 
 void vs_config_live_fini(struct vs_config_live *l)
 {
+	vs_config_free(&l->base);
 	pthread_mutex_destroy(&l->lock);
 }
 
 /* Under the lock. */
 static int save_locked(struct vs_config_live *l, const char *to, char *err, size_t errlen)
 {
-	static struct vs_target_lun_info luns[VS_TARGET_MAX_LUNS]; /* under the lock */
-	unsigned n = vs_target_lun_list(l->target, NULL, luns, VS_TARGET_MAX_LUNS);
-	char *text = vs_config_dump(&l->base, luns, n < VS_TARGET_MAX_LUNS ? n : VS_TARGET_MAX_LUNS,
-				    l->trace);
+	char *text = vs_config_dump(&l->base, l->target, l->trace);
 	int rc;
 
 	if (!text) {
@@ -131,15 +130,10 @@ int vs_config_live_trace(struct vs_config_live *l, const char *spec, char *why, 
 
 /* ---- reload ---------------------------------------------------------------------------- */
 
-/* The first setting that differs between a and b and takes a restart, or NULL. */
+/* The first target-wide setting that differs between a and b and takes a restart, or
+ * NULL. */
 static const char *restart_needed(const struct vs_config *a, const struct vs_config *b)
 {
-	if (strcmp(a->socket, b->socket))
-		return "controllers[0].socket";
-	if (strcmp(a->name, b->name))
-		return "controllers[0].name";
-	if (a->queues != b->queues)
-		return "controllers[0].queues";
 	if (a->workers != b->workers)
 		return "workers";
 	if (a->poll != b->poll)
@@ -163,7 +157,7 @@ static const char *restart_needed(const struct vs_config *a, const struct vs_con
 	return NULL;
 }
 
-static const struct vs_config_lun *find_lun(const struct vs_config *c, unsigned id)
+static const struct vs_config_lun *find_lun(const struct vs_config_ctrl *c, unsigned id)
 {
 	for (unsigned i = 0; i < c->nluns; i++)
 		if (c->luns[i].id == id)
@@ -189,12 +183,66 @@ static void done_add(struct done *d, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* Controller c's LUNs as the file says (want): removals (and the old half of a changed
+ * spec) first, then limits, then additions. */
+static int reload_luns(struct vs_config_live *l, const struct vs_config_ctrl *want,
+		       struct vs_target_lun_info *now, struct done *d)
+{
+	const char *ctrl = want->name;
+	char err[1024];
+	unsigned n = vs_target_lun_list(l->target, ctrl, now, VS_TARGET_MAX_LUNS);
+	int rc;
+
+	n = n < VS_TARGET_MAX_LUNS ? n : VS_TARGET_MAX_LUNS;
+	for (unsigned i = 0; i < n; i++) {
+		const struct vs_config_lun *w = find_lun(want, now[i].id);
+
+		if (w && !strcmp(w->spec, now[i].spec)) {
+			if (!memcmp(&w->qos, &now[i].qos, sizeof(w->qos)))
+				continue;
+			if ((rc = vs_target_qos_set(l->target, ctrl, now[i].id, &w->qos, err,
+						    sizeof(err)))) {
+				say(l, "reload: %s: %s LUN %u's QoS: %s; applied before it: %s",
+				    l->path, ctrl, now[i].id, err, d->len ? d->text : "nothing");
+				return rc;
+			}
+			done_add(d, "%sLUN %u's QoS", d->len ? ", " : "", now[i].id);
+			continue;
+		}
+		if ((rc = vs_target_lun_remove(l->target, ctrl, now[i].id, err, sizeof(err)))) {
+			say(l, "reload: %s: removing LUN %u failed: %s; applied before it: %s",
+			    l->path, now[i].id, err, d->len ? d->text : "nothing");
+			return rc;
+		}
+		done_add(d, "%sremoved LUN %u (%s)", d->len ? ", " : "", now[i].id, now[i].spec);
+	}
+	for (unsigned i = 0; i < want->nluns; i++) {
+		struct vs_target_lun lun = {
+		    .id = want->luns[i].id, .spec = want->luns[i].spec, .qos = &want->luns[i].qos};
+		bool kept = false;
+
+		for (unsigned k = 0; k < n && !kept; k++)
+			kept = now[k].id == lun.id && !strcmp(now[k].spec, lun.spec);
+		if (kept)
+			continue;
+		if ((rc = vs_target_lun_add(l->target, ctrl, &lun, err, sizeof(err)))) {
+			say(l, "reload: %s: adding LUN %u failed: %s; applied before it: %s",
+			    l->path, lun.id, err, d->len ? d->text : "nothing");
+			return rc;
+		}
+		done_add(d, "%sadded LUN %u (%s)", d->len ? ", " : "", lun.id, lun.spec);
+	}
+	return 0;
+}
+
 static int reload_locked(struct vs_config_live *l, struct vs_config *next,
 			 struct vs_target_lun_info *now, struct done *d)
 {
+	static struct vs_target_controller_info live[VS_TARGET_MAX_CONTROLLERS]; /* l->lock */
+	struct vs_target_config tc;
 	char err[1024];
 	const char *what;
-	unsigned n;
+	unsigned nlive;
 	int rc;
 
 	if ((rc = vs_config_load(l->path, next, err, sizeof(err)))) {
@@ -206,6 +254,26 @@ static int reload_locked(struct vs_config_live *l, struct vs_config *next,
 		    what);
 		return -EINVAL;
 	}
+	nlive = vs_target_controller_list(l->target, live, VS_TARGET_MAX_CONTROLLERS);
+	nlive = nlive < VS_TARGET_MAX_CONTROLLERS ? nlive : VS_TARGET_MAX_CONTROLLERS;
+	/* A controller kept must keep its device: a new socket or queue count is a new
+	 * device (remove it and add it again, or restart). */
+	for (unsigned k = 0; k < next->nctrls; k++)
+		for (unsigned i = 0; i < nlive; i++) {
+			if (strcmp(live[i].name, next->ctrls[k].name))
+				continue;
+			what = strcmp(live[i].socket_path, next->ctrls[k].socket) ? "socket"
+			       : live[i].num_queues != next->ctrls[k].queues	 ? "queues"
+										 : NULL;
+			if (what) {
+				say(l,
+				    "reload: %s: controllers[%u].%s changed: that takes removing "
+				    "the controller and adding it again (or a restart); nothing "
+				    "changed",
+				    l->path, k, what);
+				return -EINVAL;
+			}
+		}
 	/* The trace spec first: refused, it is checked and nothing else has changed. */
 	if (next->trace[0] && strcmp(next->trace, l->trace)) {
 		if (vs_trace_set_spec_why(next->trace, err, sizeof(err)) < 0) {
@@ -216,56 +284,47 @@ static int reload_locked(struct vs_config_live *l, struct vs_config *next,
 		strcpy(l->trace, next->trace);
 		done_add(d, "%strace %s", d->len ? ", " : "", next->trace);
 	}
-	n = vs_target_lun_list(l->target, NULL, now, VS_TARGET_MAX_LUNS);
-	n = n < VS_TARGET_MAX_LUNS ? n : VS_TARGET_MAX_LUNS;
-	/* Removals (and the old half of a changed spec) first: the id is then free. */
-	for (unsigned i = 0; i < n; i++) {
-		const struct vs_config_lun *want = find_lun(next, now[i].id);
-
-		if (want && !strcmp(want->spec, now[i].spec)) {
-			if (!memcmp(&want->qos, &now[i].qos, sizeof(want->qos)))
-				continue;
-			if ((rc = vs_target_qos_set(l->target, NULL, now[i].id, &want->qos, err,
-						    sizeof(err)))) {
-				say(l, "reload: %s: LUN %u's QoS: %s; applied before it: %s",
-				    l->path, now[i].id, err, d->len ? d->text : "nothing");
-				return rc;
-			}
-			done_add(d, "%sLUN %u's QoS", d->len ? ", " : "", now[i].id);
+	/* Controllers the file no longer has go first, then the LUNs of those it keeps,
+	 * then the new ones come. */
+	for (unsigned i = 0; i < nlive; i++) {
+		if (vs_config_ctrl(next, live[i].name))
 			continue;
-		}
-		if ((rc = vs_target_lun_remove(l->target, NULL, now[i].id, err, sizeof(err)))) {
-			say(l, "reload: %s: removing LUN %u failed: %s; applied before it: %s",
-			    l->path, now[i].id, err, d->len ? d->text : "nothing");
+		if ((rc = vs_target_controller_remove(l->target, live[i].name, err, sizeof(err)))) {
+			say(l, "reload: %s: removing controller %s failed: %s; applied before it: %s",
+			    l->path, live[i].name, err, d->len ? d->text : "nothing");
 			return rc;
 		}
-		done_add(d, "%sremoved LUN %u (%s)", d->len ? ", " : "", now[i].id, now[i].spec);
+		done_add(d, "%sremoved controller %s", d->len ? ", " : "", live[i].name);
 	}
-	for (unsigned i = 0; i < next->nluns; i++) {
-		struct vs_target_lun lun = {
-		    .id = next->luns[i].id, .spec = next->luns[i].spec, .qos = &next->luns[i].qos};
+	vs_config_target(next, &tc);
+	for (unsigned k = 0; k < next->nctrls; k++) {
 		bool kept = false;
 
-		for (unsigned k = 0; k < n && !kept; k++)
-			kept = now[k].id == lun.id && !strcmp(now[k].spec, lun.spec);
-		if (kept)
+		for (unsigned i = 0; i < nlive && !kept; i++)
+			kept = !strcmp(live[i].name, next->ctrls[k].name);
+		if (kept) {
+			if ((rc = reload_luns(l, &next->ctrls[k], now, d)))
+				return rc;
 			continue;
-		if ((rc = vs_target_lun_add(l->target, NULL, &lun, err, sizeof(err)))) {
-			say(l, "reload: %s: adding LUN %u failed: %s; applied before it: %s",
-			    l->path, lun.id, err, d->len ? d->text : "nothing");
+		}
+		if ((rc = vs_target_controller_add(l->target, &tc.controllers[k], err,
+						   sizeof(err)))) {
+			say(l, "reload: %s: adding controller %s failed: %s; applied before it: %s",
+			    l->path, next->ctrls[k].name, err, d->len ? d->text : "nothing");
 			return rc;
 		}
-		done_add(d, "%sadded LUN %u (%s)", d->len ? ", " : "", lun.id, lun.spec);
+		done_add(d, "%sadded controller %s (%s)", d->len ? ", " : "", next->ctrls[k].name,
+			 next->ctrls[k].socket);
 	}
-	l->base = *next;
 	say(l, "reload: %s: %s", l->path, d->len ? d->text : "nothing to change");
+	vs_config_move(&l->base, next);
 	return 0;
 }
 
 int vs_config_live_reload(struct vs_config_live *l)
 {
 	struct vs_target_lun_info *now = calloc(VS_TARGET_MAX_LUNS, sizeof(*now));
-	struct vs_config *next = malloc(sizeof(*next));
+	struct vs_config *next = calloc(1, sizeof(*next));
 	struct done d = {.len = 0};
 	int rc = -ENOMEM;
 
@@ -278,6 +337,8 @@ int vs_config_live_reload(struct vs_config_live *l)
 	pthread_mutex_unlock(&l->lock);
 out:
 	free(now);
+	if (next)
+		vs_config_free(next); /* moved into l->base when it was applied */
 	free(next);
 	return rc;
 }

@@ -416,8 +416,8 @@ config_invalid_refused() {
 	sed -i 's/"id": 1/"id": 0/' "$f"
 	refused "$f:5:$(col_of "$f" 5 '"id"'): controllers\[0\]\.luns\[1\]\.id: LUN 0 given twice"
 	write_config "$f" "$sock"
-	sed -i 's/^  \]$/  , { "name": "vm2", "socket": "x", "luns": [ { "id": 0, "spec": "ram=1M" } ] } ]/' "$f"
-	refused "$f:6:5: controllers\[1\]: a second controller: multiple controllers are not supported yet"
+	sed -i 's/^  \]$/  , { "name": "vm1", "socket": "x", "luns": [ { "id": 0, "spec": "ram=1M" } ] } ]/' "$f"
+	refused "$f:6:5: controllers\[1\]: controller 'vm1' given twice"
 	write_config "$f" "$sock"
 	expect 2 "--socket with --config" "$V" target --config "$f" --socket "$sock"
 	expect 2 "--config-autosave without --config" "$V" target --config-autosave --socket "$sock" --lun 0:ram=1M
@@ -545,8 +545,60 @@ config_sighup_reload() {
 	cp "$work/good.json" "$f"
 	sed -i 's/"queues": 2/"queues": 1/; s/"id": 3/"id": 6/' "$f"
 	kill -HUP "$last"
-	wait_log "controllers[0].queues changed: that takes a restart; nothing changed"
+	wait_log "controllers[0].queues changed: that takes removing the controller and adding it again (or a restart); nothing changed"
 	[[ $(lun_ids) == "0 3 " ]] || fail "a file needing a restart changed the LUNs: $(lun_ids)"
+	stop_target "$last"
+}
+
+# Controllers: two from the file, one added and one removed over the socket with
+# --config-autosave (each in the file when its reply comes), a SIGHUP that adds one and
+# removes another, and a restart from the file that brings back the same controllers with
+# their LUNs.
+ctrl_names() {
+	rpc_ok --json controller_list
+	python3 -c 'import json,sys; print(" ".join(c["name"] for c in json.load(open(sys.argv[1]))["result"]))' "$work/out"
+}
+config_controllers() {
+	local f=$work/target.json
+	cat >"$f" <<-EOF
+		{ "rpc": "$work/rpc.sock",
+		  "controllers": [
+		    { "name": "vm1", "socket": "$work/vm1.sock", "luns": [ { "id": 0, "spec": "ram=1M" } ] },
+		    { "name": "vm2", "socket": "$work/vm2.sock", "queues": 2,
+		      "luns": [ { "id": 0, "spec": "null=1M" }, { "id": 4, "spec": "ram=2M", "qos": "iops=300" } ] }
+		  ]
+		}
+	EOF
+	start_target t --config "$f" --config-autosave
+	wait_socket "$work/rpc.sock"
+	[[ -S $work/vm1.sock && -S $work/vm2.sock ]] || fail "the controllers' sockets are not there"
+	[[ $(ctrl_names) == "vm1 vm2" ]] || fail "controllers at start: $(ctrl_names)"
+	rpc_ok controller_add name=vm3 socket="$work/vm3.sock" 'luns=[{"id":1,"spec":"ram=1M"}]'
+	grep -q '"name": "vm3"' "$f" || fail "controller_add not saved: $(cat "$f")"
+	rpc_ok controller_remove name=vm1
+	! grep -q '"name": "vm1"' "$f" || fail "controller_remove not saved: $(cat "$f")"
+	[[ ! -e $work/vm1.sock ]] || fail "vm1's socket is left"
+	run "$V" rpc --socket "$work/rpc.sock" lun_list
+	[[ $rc == 1 ]] && grep -q "missing param 'controller': the target has 2 controllers (vm2, vm3)" "$work/err" ||
+		fail "lun_list without a controller: $rc $(cat "$work/err")"
+	# The file edited: vm3 goes, vm5 comes.
+	python3 - "$f" "$work/vm5.sock" <<-'PY'
+		import json, sys
+		d = json.load(open(sys.argv[1]))
+		d["controllers"] = [c for c in d["controllers"] if c["name"] != "vm3"]
+		d["controllers"].append({"name": "vm5", "socket": sys.argv[2], "luns": [{"id": 0, "spec": "ram=1M"}]})
+		json.dump(d, open(sys.argv[1], "w"), indent=2)
+	PY
+	kill -HUP "$last"
+	wait_log "reload: $f: removed controller vm3, added controller vm5 ($work/vm5.sock)"
+	[[ $(ctrl_names) == "vm2 vm5" ]] || fail "after the reload: $(ctrl_names)"
+	stop_target "$last"
+	start_target t2 --config "$f"
+	wait_socket "$work/rpc.sock"
+	[[ $(ctrl_names) == "vm2 vm5" ]] || fail "after the restart: $(ctrl_names)"
+	rpc_ok --json lun_list controller=vm2
+	python3 -c 'import json,sys; l=json.load(open(sys.argv[1]))["result"]; assert [x["id"] for x in l] == [0, 4] and l[1]["qos"]["iops"] == 300, l' \
+		"$work/out" || fail "vm2's LUNs after the restart: $(cat "$work/out")"
 	stop_target "$last"
 }
 
@@ -555,7 +607,8 @@ help_of_every_command | version_of_every_command | one_error_format | \
 	target_usage_errors_exit_2 | target_cannot_run_exits_3 | rpc_exit_status | \
 	image_locked_between_targets | image_locked_between_luns | ram_beyond_the_machine | \
 	sizes_and_times_with_units | man_pages_from_the_help | completion_from_the_help | install_tree | \
-	config_invalid_refused | config_save_atomic | config_autosave | config_sighup_reload)
+	config_invalid_refused | config_save_atomic | config_autosave | config_sighup_reload | \
+	config_controllers)
 	cd "$work" && "$name" && echo "ok: $name"
 	;;
 *)
