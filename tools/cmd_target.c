@@ -382,9 +382,9 @@ static int finish_luns(const struct vs_target_config *cfg, const char *ctrl,
 		}
 	for (unsigned id = 0; id < VS_TARGET_MAX_LUNS; id++)
 		if (qos_given[id])
-			return vs_cli_usage_error(&target_help, "--qos for LUN %u, which no --lun %s%s%sgives",
-						  id, ctrl ? "of controller " : "",
-						  ctrl ? ctrl : "", ctrl ? " " : "");
+			return vs_cli_usage_error(
+			    &target_help, "--qos for LUN %u, which no --lun %s%s%sgives", id,
+			    ctrl ? "of controller " : "", ctrl ? ctrl : "", ctrl ? " " : "");
 	for (unsigned i = 0; i < nluns; i++) {
 		char err[512];
 
@@ -529,9 +529,9 @@ static int parse_options(int argc, char **argv, struct vs_target_config *cfg,
 		return vs_cli_usage_error(&target_help, "--config-autosave without --config");
 	if (conf->path) {
 		if (nctrl)
-			return vs_cli_usage_error(&target_help,
-						  "--controller with --config: with a configuration "
-						  "file every setting is the file's");
+			return vs_cli_usage_error(
+			    &target_help, "--controller with --config: with a configuration "
+					  "file every setting is the file's");
 		return 0;
 	}
 	if ((!cfg->socket_path || !*cfg->socket_path) && !nctrl)
@@ -548,18 +548,19 @@ static int parse_options(int argc, char **argv, struct vs_target_config *cfg,
 		struct cli_ctrl *x = cli_ctrls[i];
 
 		if (!x->cc.nluns)
-			return vs_cli_usage_error(&target_help,
-						  "controller %s: at least one --lun N:BACKEND after "
-						  "its --controller",
-						  x->name);
+			return vs_cli_usage_error(
+			    &target_help,
+			    "controller %s: at least one --lun N:BACKEND after "
+			    "its --controller",
+			    x->name);
 		if (cfg->socket_path && same_path(cfg->socket_path, x->socket))
 			return vs_cli_usage_error(&target_help,
 						  "controller %s: the --socket path %s is taken",
 						  x->name, x->socket);
 		if (!strcmp(x->name, VS_TARGET_DEFAULT_CONTROLLER) && cfg->socket_path)
-			return vs_cli_usage_error(&target_help,
-						  "controller %s: the name of --socket's controller",
-						  x->name);
+			return vs_cli_usage_error(
+			    &target_help, "controller %s: the name of --socket's controller",
+			    x->name);
 		if ((rc = finish_luns(cfg, x->name, x->luns, x->cc.nluns, x->qos, x->qos_given)))
 			return rc;
 		cli_ccs[i] = x->cc;
@@ -573,12 +574,12 @@ static int parse_options(int argc, char **argv, struct vs_target_config *cfg,
 		const char *sock = i < nctrl ? cli_ctrls[i]->socket : cfg->socket_path;
 
 		if (sock && same_path(*rpc_path, sock))
-			return vs_cli_usage_error(&target_help,
-						  "--rpc %s names %s%s%s path: the management "
-						  "socket needs a path of its own",
-						  *rpc_path, i < nctrl ? "controller " : "the --socket",
-						  i < nctrl ? cli_ctrls[i]->name : "",
-						  i < nctrl ? "'s socket" : "");
+			return vs_cli_usage_error(
+			    &target_help,
+			    "--rpc %s names %s%s%s path: the management "
+			    "socket needs a path of its own",
+			    *rpc_path, i < nctrl ? "controller " : "the --socket",
+			    i < nctrl ? cli_ctrls[i]->name : "", i < nctrl ? "'s socket" : "");
 	}
 	return 0;
 }
@@ -592,15 +593,15 @@ static void listening(const struct vs_target_config *cfg, char *buf, size_t len)
 	for (unsigned i = 0; i <= cfg->ncontrollers && n < len; i++) {
 		const struct vs_target_controller *cc = i ? &cfg->controllers[i - 1] : NULL;
 		const char *sock = cc ? cc->socket_path : cfg->socket_path;
-		unsigned luns = cc ? cc->nluns : cfg->nluns, q = cc ? cc->num_queues : cfg->num_queues;
+		unsigned luns = cc ? cc->nluns : cfg->nluns,
+			 q = cc ? cc->num_queues : cfg->num_queues;
 
 		if (!sock)
 			continue;
-		n += (size_t)snprintf(buf + n, len - n,
-				      "%s%s%s%slistening on %s (%u LUN%s, %u request queue%s)",
-				      n ? "; " : "", cc ? "controller " : "", cc ? cc->name : "",
-				      cc ? " " : "", sock, luns, luns == 1 ? "" : "s", q,
-				      q == 1 ? "" : "s");
+		n += (size_t)snprintf(
+		    buf + n, len - n, "%s%s%s%slistening on %s (%u LUN%s, %u request queue%s)",
+		    n ? "; " : "", cc ? "controller " : "", cc ? cc->name : "", cc ? " " : "", sock,
+		    luns, luns == 1 ? "" : "s", q, q == 1 ? "" : "s");
 	}
 }
 
@@ -636,10 +637,11 @@ static int load_config(const char *path, struct vs_config *conf, struct vs_targe
 	*rpc_path = conf->rpc[0] ? conf->rpc : NULL;
 	for (unsigned k = 0; *rpc_path && k < conf->nctrls; k++)
 		if (same_path(*rpc_path, conf->ctrls[k].socket))
-			return vs_cli_usage_error(&target_help,
-						  "--config %s: rpc %s names controller %s's socket: "
-						  "the management socket needs a path of its own",
-						  path, *rpc_path, conf->ctrls[k].name);
+			return vs_cli_usage_error(
+			    &target_help,
+			    "--config %s: rpc %s names controller %s's socket: "
+			    "the management socket needs a path of its own",
+			    path, *rpc_path, conf->ctrls[k].name);
 	for (unsigned i = 0; i < conf->nallow; i++)
 		allow[(*nallow)++] = conf->allow_uids[i];
 	/* Applied as the check: a refused spec changes nothing (vs_trace_set_spec_why). */
@@ -711,8 +713,7 @@ static int cmd_target(int argc, char **argv)
 	rc = parse_options(argc, argv, &cfg, luns, &rpc_path, &rpc_allow, &conf, &done);
 	if (rc || done)
 		return rc;
-	if (conf.path &&
-	    (rc = load_config(conf.path, &conf_file, &cfg, &rpc_path, allow, &nallow)))
+	if (conf.path && (rc = load_config(conf.path, &conf_file, &cfg, &rpc_path, allow, &nallow)))
 		return rc;
 	if (rpc_path) {
 		if (rpc_allow && (rc = parse_users(rpc_allow, allow, &nallow)))

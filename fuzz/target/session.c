@@ -118,7 +118,8 @@ size_t fz_session_begin(struct fz_session *s, const struct vs_target_config *cfg
 
 	if (vs_target__create_manual(&s->t, cfg))
 		__builtin_trap();
-	s->d = vs_vhost_dev_new(FZ_NQ, vs_target_device_features(), &vs_controller__ops, vs_target__controller(s->t));
+	s->d = vs_vhost_dev_new(FZ_NQ, vs_target_device_features(), &vs_controller__ops,
+				vs_target__controller(s->t));
 	if (!s->d)
 		__builtin_trap();
 	vs_controller__ops.connected(vs_target__controller(s->t));

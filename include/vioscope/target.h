@@ -173,10 +173,9 @@ void vs_target_get_stats(const struct vs_target *t, struct vs_target_stats *s);
  * worker_timeout_ms), its backends flushed and closed: to the guest, the device went away
  * as on a hot-unplug; the other controllers are served throughout.  -ENOENT; -EBUSY (being
  * removed already); the flush's error (removed anyway). */
-int vs_target_controller_add(struct vs_target *t, const struct vs_target_controller *c,
-			     char *why, size_t whylen);
-int vs_target_controller_remove(struct vs_target *t, const char *name, char *why,
-				size_t whylen);
+int vs_target_controller_add(struct vs_target *t, const struct vs_target_controller *c, char *why,
+			     size_t whylen);
+int vs_target_controller_remove(struct vs_target *t, const char *name, char *why, size_t whylen);
 struct vs_target_controller_info {
 	char name[VS_TARGET_NAME_MAX + 1];
 	char socket_path[108];
@@ -205,7 +204,8 @@ unsigned vs_target_controller_list(struct vs_target *t, struct vs_target_control
  * on the LUN.  Events find the driver's buffers later if it has none posted (the next one
  * carries EVENTS_MISSED when more than 64 waited); with no frontend connected they are
  * dropped (a driver that connects scans anyway).  See docs/TARGET.md. */
-int vs_target_lun_add(struct vs_target *t, const char *ctrl, const struct vs_target_lun *lun, char *why,
+int vs_target_lun_add(struct vs_target *t, const char *ctrl, const struct vs_target_lun *lun,
+		      char *why,
 		      size_t whylen); /* -EEXIST, -EINVAL, or the backend open's -errno (a file
 					 that is neither a regular file nor a block device:
 					 -EINVAL); -EBUSY: the id is being added, or removed */
@@ -215,20 +215,21 @@ int vs_target_lun_add(struct vs_target *t, const char *ctrl, const struct vs_tar
  * the backend is flushed (up to worker_timeout_ms: else -ETIMEDOUT, the LUN is removed and
  * its backend left open) and closed.  -ENOENT; -EBUSY (being added, resized or removed);
  * the flush's error (the LUN is removed). */
-int vs_target_lun_remove(struct vs_target *t, const char *ctrl, unsigned id, char *why, size_t whylen);
+int vs_target_lun_remove(struct vs_target *t, const char *ctrl, unsigned id, char *why,
+			 size_t whylen);
 /* file: grows or shrinks (ftruncate); ram: grows.  A shrink lowers the capacity first (new
  * commands past the new end get LBA OUT OF RANGE), waits for the LUN's requests in flight
  * (up to worker_timeout_ms: else -ETIMEDOUT and the old size is back), then cuts the file.
  * -ENOENT, -EBUSY, -EINVAL (not a whole number of blocks, 0), -ENOTSUP (null, rbd, a block
  * device, read-only, ram shrink), -ENOSPC (ram beyond its reservation), the system call's
  * -errno.  The same size: 0, no event. */
-int vs_target_lun_resize(struct vs_target *t, const char *ctrl, unsigned id, uint64_t new_bytes, char *why,
-			 size_t whylen);
+int vs_target_lun_resize(struct vs_target *t, const char *ctrl, unsigned id, uint64_t new_bytes,
+			 char *why, size_t whylen);
 /* Set LUN id's QoS limits (all of them: what q leaves 0 is unlimited), from now on, for
  * requests waiting already too.  Any thread.  0; -ENOENT (no such LUN), -EINVAL (a limit
  * out of range, a burst without its limit: nothing changed). */
-int vs_target_qos_set(struct vs_target *t, const char *ctrl, unsigned id, const struct vs_target_qos *q, char *why,
-		      size_t whylen);
+int vs_target_qos_set(struct vs_target *t, const char *ctrl, unsigned id,
+		      const struct vs_target_qos *q, char *why, size_t whylen);
 
 struct vs_target_lun_info {
 	struct vs_target_qos qos;
@@ -240,7 +241,8 @@ struct vs_target_lun_info {
 	bool read_only;
 };
 /* The LUNs present, ascending id, at most max of them: how many there are. */
-unsigned vs_target_lun_list(struct vs_target *t, const char *ctrl, struct vs_target_lun_info *out, unsigned max);
+unsigned vs_target_lun_list(struct vs_target *t, const char *ctrl, struct vs_target_lun_info *out,
+			    unsigned max);
 
 /* Always-on statistics (kept without tracing).  Counters of a LUN start at 0 when the LUN
  * is added (or at start).  Latency is from pop to push, per direction. */
@@ -264,7 +266,8 @@ struct vs_target_queue_stats {
 	uint64_t notifies; /* interrupts sent (call eventfd writes) */
 };
 /* Each LUN present, ascending id, at most max: how many LUNs there are. */
-unsigned vs_target_lun_stats(struct vs_target *t, const char *ctrl, struct vs_target_lun_stats *out, unsigned max);
+unsigned vs_target_lun_stats(struct vs_target *t, const char *ctrl, struct vs_target_lun_stats *out,
+			     unsigned max);
 /* Latency over intervals (as iostat reports rates): a mark remembers where each LUN's
  * latency histograms stood when it was last used, so that the percentiles
  * vs_target_lun_stats_since() reports are those of the requests completed since then.
@@ -277,12 +280,12 @@ void vs_target_stats_mark_free(struct vs_target_stats_mark *m);
  * completed since this mark last saw that LUN (since the LUN was added, the first time and
  * after it was added again: then over_interval[i] is false, else true; over_interval may
  * be NULL); the mark moves to now.  The counters stay since the LUN was added. */
-unsigned vs_target_lun_stats_since(struct vs_target *t, const char *ctrl, struct vs_target_stats_mark *m,
-				   struct vs_target_lun_stats *out, bool *over_interval,
-				   unsigned max);
+unsigned vs_target_lun_stats_since(struct vs_target *t, const char *ctrl,
+				   struct vs_target_stats_mark *m, struct vs_target_lun_stats *out,
+				   bool *over_interval, unsigned max);
 /* Each request queue, at most max: how many there are. */
-unsigned vs_target_queue_stats(struct vs_target *t, const char *ctrl, struct vs_target_queue_stats *out,
-			       unsigned max);
+unsigned vs_target_queue_stats(struct vs_target *t, const char *ctrl,
+			       struct vs_target_queue_stats *out, unsigned max);
 
 /* The virtio feature bits the device offers (vhost adds PROTOCOL_FEATURES). */
 uint64_t vs_target_device_features(void);

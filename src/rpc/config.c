@@ -277,8 +277,7 @@ static bool name_ok(const char *s)
 	return true;
 }
 
-static int parse_controller(struct ctx *x, json_t *o, struct vs_config_ctrl *c,
-			    struct spec_at *at)
+static int parse_controller(struct ctx *x, json_t *o, struct vs_config_ctrl *c, struct spec_at *at)
 {
 	bool has_luns = false;
 	const char *key;
@@ -340,8 +339,7 @@ static int parse_controllers(struct ctx *x, json_t *v, struct vs_config *c, stru
 		return bad(x, "expected a non-empty array of controllers");
 	if (n > VS_TARGET_MAX_CONTROLLERS)
 		return bad(x, "more than %u controllers", VS_TARGET_MAX_CONTROLLERS);
-	if (!(c->ctrls = calloc(n, sizeof(*c->ctrls))) ||
-	    !(c->tcs = calloc(n, sizeof(*c->tcs))))
+	if (!(c->ctrls = calloc(n, sizeof(*c->ctrls))) || !(c->tcs = calloc(n, sizeof(*c->tcs))))
 		return bad(x, "out of memory");
 	for (size_t i = 0; i < n && !rc; i++) {
 		struct vs_config_ctrl *k = &c->ctrls[i];
@@ -353,8 +351,8 @@ static int parse_controllers(struct ctx *x, json_t *v, struct vs_config *c, stru
 			if (!strcmp(c->ctrls[j].name, k->name))
 				rc = bad(x, "controller '%s' given twice", k->name);
 			else if (!strcmp(c->ctrls[j].socket, k->socket))
-				rc = bad(x, "socket %s given twice (controllers %s and %s)", k->socket,
-					 c->ctrls[j].name, k->name);
+				rc = bad(x, "socket %s given twice (controllers %s and %s)",
+					 k->socket, c->ctrls[j].name, k->name);
 		x->depth--;
 		c->nctrls = (unsigned)i + 1;
 	}
@@ -425,8 +423,8 @@ static int parse_top(struct ctx *x, json_t *root, struct vs_config *c, struct sp
 int vs_config_parse(const char *text, size_t len, const char *name, struct vs_config *c, char *err,
 		    size_t errlen)
 {
-	struct spec_at *at = calloc((size_t)VS_TARGET_MAX_CONTROLLERS * VS_TARGET_MAX_LUNS,
-				    sizeof(*at));
+	struct spec_at *at =
+	    calloc((size_t)VS_TARGET_MAX_CONTROLLERS * VS_TARGET_MAX_LUNS, sizeof(*at));
 	struct ctx x = {.text = text, .len = len, .name = name, .err = err, .errlen = errlen};
 	struct vs_target_config tc;
 	json_error_t jerr;
@@ -603,8 +601,8 @@ static json_t *dump_ctrl(struct vs_target *t, const struct vs_target_controller_
 	json_object_set_new(ctl, "queues", json_integer(ci->num_queues));
 	for (unsigned i = 0; i < n && i < VS_TARGET_MAX_LUNS; i++) {
 		char qos[VS_CONFIG_MAX_SPEC];
-		json_t *l = json_pack("{s:I, s:s}", "id", (json_int_t)luns[i].id, "spec",
-				      luns[i].spec);
+		json_t *l =
+		    json_pack("{s:I, s:s}", "id", (json_int_t)luns[i].id, "spec", luns[i].spec);
 
 		vs_target_qos_format(&luns[i].qos, qos, sizeof(qos));
 		if (l && strcmp(qos, "none"))

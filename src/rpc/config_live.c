@@ -263,8 +263,8 @@ static int reload_locked(struct vs_config_live *l, struct vs_config *next,
 			if (strcmp(live[i].name, next->ctrls[k].name))
 				continue;
 			what = strcmp(live[i].socket_path, next->ctrls[k].socket) ? "socket"
-			       : live[i].num_queues != next->ctrls[k].queues	 ? "queues"
-										 : NULL;
+			       : live[i].num_queues != next->ctrls[k].queues	  ? "queues"
+										  : NULL;
 			if (what) {
 				say(l,
 				    "reload: %s: controllers[%u].%s changed: that takes removing "
@@ -290,7 +290,8 @@ static int reload_locked(struct vs_config_live *l, struct vs_config *next,
 		if (vs_config_ctrl(next, live[i].name))
 			continue;
 		if ((rc = vs_target_controller_remove(l->target, live[i].name, err, sizeof(err)))) {
-			say(l, "reload: %s: removing controller %s failed: %s; applied before it: %s",
+			say(l,
+			    "reload: %s: removing controller %s failed: %s; applied before it: %s",
 			    l->path, live[i].name, err, d->len ? d->text : "nothing");
 			return rc;
 		}

@@ -174,8 +174,7 @@ static json_t *qos_json(const struct vs_target_qos *q)
 
 /* The controller a method is about: its optional param "controller", which must name one
  * the target has; absent, the target's only controller (*name NULL).  0, or -1 with e set. */
-static int which_ctrl(struct vs_rpc *rpc, json_t *params, const char **name,
-		      struct rpc_error *e)
+static int which_ctrl(struct vs_rpc *rpc, json_t *params, const char **name, struct rpc_error *e)
 {
 	static struct vs_target_controller_info list[VS_TARGET_MAX_CONTROLLERS];
 	unsigned n = vs_target_controller_list(rpc->cfg.target, list, VS_TARGET_MAX_CONTROLLERS);
@@ -502,14 +501,16 @@ static int param_luns(json_t *params, struct vs_target_lun *luns, struct vs_targ
 		json_t *v;
 
 		if (!json_is_object(l)) {
-			fail(e, VS_RPC_INVALID_PARAMS, 0, "param 'luns[%zu]': expected an object", i);
+			fail(e, VS_RPC_INVALID_PARAMS, 0, "param 'luns[%zu]': expected an object",
+			     i);
 			return -1;
 		}
 		json_object_foreach(l, key, v)
 		{
 			if (strcmp(key, "id") && strcmp(key, "spec") && strcmp(key, "qos")) {
 				fail(e, VS_RPC_INVALID_PARAMS, 0,
-				     "param 'luns[%zu]': no member '%.32s' (a LUN has id, spec, qos)",
+				     "param 'luns[%zu]': no member '%.32s' (a LUN has id, spec, "
+				     "qos)",
 				     i, key);
 				return -1;
 			}
@@ -527,15 +528,16 @@ static int param_luns(json_t *params, struct vs_target_lun *luns, struct vs_targ
 		luns[i].id = (unsigned)id;
 		for (size_t k = 0; k < i; k++)
 			if (luns[k].id == luns[i].id) {
-				fail(e, VS_RPC_INVALID_PARAMS, 0, "param 'luns': LUN %u given twice",
-				     luns[i].id);
+				fail(e, VS_RPC_INVALID_PARAMS, 0,
+				     "param 'luns': LUN %u given twice", luns[i].id);
 				return -1;
 			}
 		if (q) {
 			char why[256];
 
 			if (vs_target_qos_parse(q, &qos[i], why, sizeof(why))) {
-				fail(e, VS_RPC_INVALID_PARAMS, 0, "param 'luns[%zu].qos': %s", i, why);
+				fail(e, VS_RPC_INVALID_PARAMS, 0, "param 'luns[%zu].qos': %s", i,
+				     why);
 				return -1;
 			}
 			luns[i].qos = &qos[i];
@@ -558,7 +560,8 @@ static json_t *m_controller_add(struct vs_rpc *rpc, struct rpc_session *s, json_
 	int rc;
 
 	(void)s;
-	if (param_str(params, "name", &cc.name, e) || param_str(params, "socket", &cc.socket_path, e) ||
+	if (param_str(params, "name", &cc.name, e) ||
+	    param_str(params, "socket", &cc.socket_path, e) ||
 	    (json_object_get(params, "queues") &&
 	     param_uint(params, "queues", VS_TARGET_MAX_QUEUES, &queues, e)))
 		return NULL;

@@ -481,7 +481,8 @@ int ctrl_create(struct vs_target *t, const struct vs_target_controller *cc,
 	if ((rc = luns_open(c, cc, why, whylen)))
 		goto fail;
 	if ((rc = worker_init(t, c, &c->ctl, 0, true, false, 0))) {
-		tq_err(why, whylen, rc, "controller %s: control thread: %s", c->name, strerror(-rc));
+		tq_err(why, whylen, rc, "controller %s: control thread: %s", c->name,
+		       strerror(-rc));
 		goto fail;
 	}
 	return 0;
@@ -525,8 +526,7 @@ int ctrl_start(struct vs_controller *c, char *why, size_t whylen)
 						  : strerror(-rc));
 	}
 	if ((rc = -pthread_create(&c->thread, NULL, ctrl_main, c)))
-		return tq_err(why, whylen, rc, "controller %s: thread: %s", c->name,
-			      strerror(-rc));
+		return tq_err(why, whylen, rc, "controller %s: thread: %s", c->name, strerror(-rc));
 	c->thread_started = true;
 	return 0;
 }

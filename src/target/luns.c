@@ -78,8 +78,8 @@ static void lun_resized(void *arg, unsigned id, uint64_t blocks)
 
 /* Open l's backend and make a SCSI LUN of it, outside luns_lock: 0 or -errno (why set),
  * nothing left behind on failure. */
-static int lun_build(struct vs_controller *c, const struct vs_target_lun *l, struct vs_backend **pbe,
-		     struct vs_scsi_lun **plun, char *why, size_t whylen)
+static int lun_build(struct vs_controller *c, const struct vs_target_lun *l,
+		     struct vs_backend **pbe, struct vs_scsi_lun **plun, char *why, size_t whylen)
 {
 	struct vs_scsi_lun_params p = {
 	    .block_size = c->block_size, .resized = lun_resized, .resized_arg = c};
@@ -113,8 +113,8 @@ fail:
 
 /* Publish a built LUN (luns_lock held, or during create): it becomes PRESENT.  0 or -errno
  * (why set); the caller destroys what it built on failure. */
-static int lun_publish(struct vs_controller *c, const struct vs_target_lun *l, struct vs_backend *be,
-		       struct vs_scsi_lun *lun, char *why, size_t whylen)
+static int lun_publish(struct vs_controller *c, const struct vs_target_lun *l,
+		       struct vs_backend *be, struct vs_scsi_lun *lun, char *why, size_t whylen)
 {
 	int rc;
 
@@ -439,7 +439,7 @@ static int shrink_drain(void *arg)
 }
 
 int tq_lun_resize(struct vs_controller *c, unsigned id, uint64_t new_bytes, char *why,
-			 size_t whylen)
+		  size_t whylen)
 {
 	struct shrink sh = {c, id};
 	struct vs_backend *be = NULL;

@@ -162,7 +162,7 @@ void tq_qos_info(struct vs_controller *c, unsigned id, struct vs_target_qos *q)
 }
 
 int tq_qos_set(struct vs_controller *c, unsigned id, const struct vs_target_qos *q, char *why,
-		      size_t whylen)
+	       size_t whylen)
 {
 	int rc;
 

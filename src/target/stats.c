@@ -322,8 +322,7 @@ unsigned tq_lun_stats(struct vs_controller *c, struct vs_target_lun_stats *out, 
 }
 
 unsigned tq_lun_stats_since(struct vs_controller *c, struct vs_target_stats_mark *m,
-				   struct vs_target_lun_stats *out, bool *over_interval,
-				   unsigned max)
+			    struct vs_target_lun_stats *out, bool *over_interval, unsigned max)
 {
 	return lun_stats(c, m, out, over_interval, max);
 }

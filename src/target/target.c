@@ -58,8 +58,8 @@ void tgt_wake_run(struct vs_target *t)
 
 /* ---- the controllers -------------------------------------------------------------------- */
 /* Find a controller and hold it (ctrl_put): a removal waits until no one holds it. */
-static int ctrl_get(struct vs_target *t, const char *name, struct vs_controller **out,
-		    char *why, size_t whylen)
+static int ctrl_get(struct vs_target *t, const char *name, struct vs_controller **out, char *why,
+		    size_t whylen)
 {
 	struct vs_controller *c = NULL;
 	int rc = 0;
@@ -190,8 +190,8 @@ static int ctrl_add(struct vs_target *t, const struct vs_target_controller *cc, 
 	return 0;
 }
 
-int vs_target_controller_add(struct vs_target *t, const struct vs_target_controller *cc,
-			     char *why, size_t whylen)
+int vs_target_controller_add(struct vs_target *t, const struct vs_target_controller *cc, char *why,
+			     size_t whylen)
 {
 	if (why && whylen)
 		*why = 0;
@@ -204,8 +204,7 @@ int vs_target_controller_add(struct vs_target *t, const struct vs_target_control
 	return rc;
 }
 
-int vs_target_controller_remove(struct vs_target *t, const char *name, char *why,
-				size_t whylen)
+int vs_target_controller_remove(struct vs_target *t, const char *name, char *why, size_t whylen)
 {
 	struct vs_controller *c;
 	int rc;
@@ -325,8 +324,8 @@ int vs_target_qos_set(struct vs_target *t, const char *ctrl, unsigned id,
 	return rc;
 }
 
-unsigned vs_target_lun_list(struct vs_target *t, const char *ctrl,
-			    struct vs_target_lun_info *out, unsigned max)
+unsigned vs_target_lun_list(struct vs_target *t, const char *ctrl, struct vs_target_lun_info *out,
+			    unsigned max)
 {
 	struct vs_controller *c;
 	unsigned n;
@@ -338,8 +337,8 @@ unsigned vs_target_lun_list(struct vs_target *t, const char *ctrl,
 	return n;
 }
 
-unsigned vs_target_lun_stats(struct vs_target *t, const char *ctrl,
-			     struct vs_target_lun_stats *out, unsigned max)
+unsigned vs_target_lun_stats(struct vs_target *t, const char *ctrl, struct vs_target_lun_stats *out,
+			     unsigned max)
 {
 	struct vs_controller *c;
 	unsigned n;
@@ -475,8 +474,9 @@ static int target_create(struct vs_target **out, const struct vs_target_config *
 			      cfg->nmanager_uids, VS_TARGET_MAX_MANAGERS);
 	for (unsigned i = 0; i < nctrl; i++) {
 		const struct vs_target_controller *cc =
-		    i == 0 && nctrl > cfg->ncontrollers ? &own
-							: &cfg->controllers[i - (nctrl - cfg->ncontrollers)];
+		    i == 0 && nctrl > cfg->ncontrollers
+			? &own
+			: &cfg->controllers[i - (nctrl - cfg->ncontrollers)];
 		unsigned n = cc->num_queues ? cc->num_queues : 1;
 
 		if (n > VS_TARGET_MAX_QUEUES)
@@ -492,9 +492,9 @@ static int target_create(struct vs_target **out, const struct vs_target_config *
 	t->run_fd = -1;
 	t->block_size = cfg->block_size ? cfg->block_size : 512;
 	t->poll = cfg->poll;
-	t->ap_ns = (uint64_t)(cfg->adaptive_poll_us ? cfg->adaptive_poll_us
-						    : VS_TARGET_ADAPTIVE_POLL_US) *
-		   1000;
+	t->ap_ns =
+	    (uint64_t)(cfg->adaptive_poll_us ? cfg->adaptive_poll_us : VS_TARGET_ADAPTIVE_POLL_US) *
+	    1000;
 	if (cfg->adaptive_poll_us == VS_TARGET_ADAPTIVE_POLL_OFF)
 		t->ap_ns = 0;
 	t->worker_timeout_ms =
@@ -527,8 +527,8 @@ static int target_create(struct vs_target **out, const struct vs_target_config *
 		    t->workers[i].wake_fd = -1;
 	*out = t;
 
-	VS_INFO(INIT, "target: %u controllers, %u workers (%s), block size %u", nctrl,
-		t->nworkers, t->poll ? "poll" : "event", t->block_size);
+	VS_INFO(INIT, "target: %u controllers, %u workers (%s), block size %u", nctrl, t->nworkers,
+		t->poll ? "poll" : "event", t->block_size);
 	if (!manual && (t->run_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
 		rc = tq_err(why, whylen, -errno, "eventfd: %s", strerror(errno));
 		goto fail;
@@ -549,8 +549,9 @@ static int target_create(struct vs_target **out, const struct vs_target_config *
 			}
 	for (unsigned i = 0; i < nctrl; i++) {
 		const struct vs_target_controller *cc =
-		    i == 0 && nctrl > cfg->ncontrollers ? &own
-							: &cfg->controllers[i - (nctrl - cfg->ncontrollers)];
+		    i == 0 && nctrl > cfg->ncontrollers
+			? &own
+			: &cfg->controllers[i - (nctrl - cfg->ncontrollers)];
 
 		if ((rc = ctrl_add(t, cc, why, whylen)))
 			goto fail;
@@ -702,8 +703,10 @@ void vs_target_get_stats(const struct vs_target *t, struct vs_target_stats *s)
 		s->notifies += __atomic_load_n(&w->st.notifies, __ATOMIC_RELAXED);
 		if (VS_STATS) /* counted per queue only (tq_count_answered, tq_count_notify) */
 			for (unsigned i = 0; i < TQ_MAX; i++) {
-				s->requests += __atomic_load_n(&c->q[i].ts.requests, __ATOMIC_RELAXED);
-				s->notifies += __atomic_load_n(&c->q[i].ts.notifies, __ATOMIC_RELAXED);
+				s->requests +=
+				    __atomic_load_n(&c->q[i].ts.requests, __ATOMIC_RELAXED);
+				s->notifies +=
+				    __atomic_load_n(&c->q[i].ts.notifies, __ATOMIC_RELAXED);
 			}
 	}
 	pthread_mutex_unlock(&tt->ctrl_lock);

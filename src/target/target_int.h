@@ -247,7 +247,7 @@ struct worker {
 	/* running queues (worker thread): any controller's request queues */
 	struct tq *queues[VS_TARGET_MAX_CONTROLLERS * VS_TARGET_MAX_QUEUES];
 	unsigned nq;
-	unsigned nrunning; /* queues given to it and not taken back (under t->ctrl_lock) */
+	unsigned nrunning;   /* queues given to it and not taken back (under t->ctrl_lock) */
 	struct tq *stopping; /* a STOP waiting for in-flight requests */
 	struct wstats st;
 	uint64_t ts_pass; /* this pass's clock (ts_pass_now), 0: not read yet */
@@ -274,9 +274,9 @@ struct vs_controller {
 	struct vs_controller *next; /* t->ctrls (under t->ctrl_lock) */
 	char name[VS_TARGET_NAME_MAX + 1];
 	char *socket_path;
-	uint64_t serial; /* unique in the process: statistics marks tell controllers apart */
-	unsigned users;	 /* API calls using it (under t->ctrl_lock) */
-	bool removing;	 /* being removed: no new user finds it */
+	uint64_t serial;     /* unique in the process: statistics marks tell controllers apart */
+	unsigned users;	     /* API calls using it (under t->ctrl_lock) */
+	bool removing;	     /* being removed: no new user finds it */
 	unsigned num_queues; /* request queues */
 	/* The target's settings, copied: read without it. */
 	bool manual;
@@ -354,7 +354,7 @@ struct vs_target {
 	char *lun_root;		/* NULL, or where file LUNs and write logs must live */
 	uint32_t manager_uids[VS_TARGET_MAX_MANAGERS]; /* a frontend under one is warned about */
 	unsigned nmanager_uids;
-	bool lost; /* a worker stopped answering: the target can only fail cleanly */
+	bool lost;		/* a worker stopped answering: the target can only fail cleanly */
 	struct worker *workers; /* nworkers */
 	/* statistics clock: ticks are TSC cycles (else CLOCK_MONOTONIC ns) */
 	bool ts_tsc;
@@ -469,11 +469,14 @@ static inline bool tq_events_waiting(struct vs_controller *c)
 }
 
 /* controller.c: end the frontend's session (any thread): the server drops it and logs why. */
-void tq_fail(struct vs_controller *c, const char *fmt, ...) __attribute__((format(printf, 2, 3), cold));
+void tq_fail(struct vs_controller *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3), cold));
 /* A line for the operator (the config's log hook), also traced as an ERROR. */
-void tq_log(struct vs_controller *c, const char *fmt, ...) __attribute__((format(printf, 2, 3), cold));
+void tq_log(struct vs_controller *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3), cold));
 /* The same for news that is no failure (a frontend connected), traced as INFO. */
-void tq_note(struct vs_controller *c, const char *fmt, ...) __attribute__((format(printf, 2, 3), cold));
+void tq_note(struct vs_controller *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3), cold));
 
 /* target.c: manual mode (struct vs_target's `manual`) for the stateful fuzzer, which
  * drives a vs_vhost_dev with the controller's ops (vs_controller__ops) itself. */
@@ -495,8 +498,7 @@ void tgt_stats_lun_clear(struct vs_controller *c, unsigned id);
 struct ts_lun *ts_lun_make(struct vs_controller *c, struct worker *w, unsigned lun)
     __attribute__((cold));
 /* Worker w's block of LUN lun of c (NULL until made). */
-static inline struct ts_lun **ts_slot(struct vs_controller *c, const struct worker *w,
-				      unsigned lun)
+static inline struct ts_lun **ts_slot(struct vs_controller *c, const struct worker *w, unsigned lun)
 {
 	return &c->ts[(size_t)w->id * VS_TARGET_MAX_LUNS + lun];
 }
@@ -558,8 +560,7 @@ int tq_qos_set(struct vs_controller *c, unsigned id, const struct vs_target_qos 
 unsigned tq_lun_stats(struct vs_controller *c, struct vs_target_lun_stats *out, unsigned max);
 unsigned tq_lun_stats_since(struct vs_controller *c, struct vs_target_stats_mark *m,
 			    struct vs_target_lun_stats *out, bool *over_interval, unsigned max);
-unsigned tq_queue_stats(struct vs_controller *c, struct vs_target_queue_stats *out,
-			unsigned max);
+unsigned tq_queue_stats(struct vs_controller *c, struct vs_target_queue_stats *out, unsigned max);
 /* Flush c's backends (vs_target_flush for one controller). */
 int tq_ctrl_flush(struct vs_controller *c);
 

@@ -296,10 +296,10 @@ static __attribute__((noinline, cold)) void worker_lost(struct worker *w, enum w
 	w->lost = true;
 	__atomic_store_n(&w->t->lost, true, __ATOMIC_RELEASE);
 	tgt_log(w->t,
-	       "%s %u did not finish '%s'%s within %u ms (even when interrupted): it is given "
-	       "up on, and so is the target",
-	       w->ctl ? "the control thread" : "worker", w->id, names[cmd], what,
-	       w->t->worker_timeout_ms);
+		"%s %u did not finish '%s'%s within %u ms (even when interrupted): it is given "
+		"up on, and so is the target",
+		w->ctl ? "the control thread" : "worker", w->id, names[cmd], what,
+		w->t->worker_timeout_ms);
 }
 
 static int cmd_one(struct worker *w, enum wcmd cmd, struct tq *q, int arg)

@@ -124,8 +124,11 @@ static void test_controller_names_checked(void **state)
 {
 	struct fx *x = fx_open("ram=16M");
 	struct vs_target_lun l = {.id = 1, .spec = "ram=1M"};
-	struct vs_target_controller c = {.name = "b", .socket_path = "/tmp/vs-ctrl-unused.sock",
-					 .num_queues = 1, .nluns = 1, .luns = &l};
+	struct vs_target_controller c = {.name = "b",
+					 .socket_path = "/tmp/vs-ctrl-unused.sock",
+					 .num_queues = 1,
+					 .nluns = 1,
+					 .luns = &l};
 	struct vs_target_lun_info luns[4];
 	char why[256];
 
@@ -216,7 +219,8 @@ static void test_removal_under_io_spares_the_others(void **state)
 	assert_int_equal(pthread_create(&th, NULL, remove_b, &r), 0);
 	/* The other controller is served throughout. */
 	while (a_done < 200) {
-		assert_int_equal(io_sync(x->qa, VS_INI_READ, 0, a_done % 64 * 8, 8, ba, 4096, 1), 0);
+		assert_int_equal(io_sync(x->qa, VS_INI_READ, 0, a_done % 64 * 8, 8, ba, 4096, 1),
+				 0);
 		a_done++;
 		assert_true(now_ms() < end);
 	}

@@ -158,9 +158,11 @@ static void test_errors(void **state)
 	assert_int_equal(vs_target_lun_resize(x->g.t, NULL, 0, 1000, err, sizeof(err)), -EINVAL);
 	assert_int_equal(vs_target_lun_resize(x->g.t, NULL, 0, 0, err, sizeof(err)), -EINVAL);
 	assert_int_equal(add(x, 5, "null=1M", err, sizeof(err)), 0);
-	assert_int_equal(vs_target_lun_resize(x->g.t, NULL, 5, 2 << 20, err, sizeof(err)), -ENOTSUP);
+	assert_int_equal(vs_target_lun_resize(x->g.t, NULL, 5, 2 << 20, err, sizeof(err)),
+			 -ENOTSUP);
 	assert_non_null(strstr(err, "null"));
-	assert_int_equal(vs_target_lun_resize(x->g.t, NULL, 1, 512 << 10, err, sizeof(err)), -ENOTSUP);
+	assert_int_equal(vs_target_lun_resize(x->g.t, NULL, 1, 512 << 10, err, sizeof(err)),
+			 -ENOTSUP);
 	assert_non_null(strstr(err, "only grows"));
 
 	assert_int_equal(vs_target_lun_list(x->g.t, NULL, info, 4), 3);
@@ -173,7 +175,8 @@ static void test_errors(void **state)
 	assert_string_equal(info[2].kind, "null");
 	assert_int_equal(info[2].block_size, 512);
 	assert_false(info[2].read_only);
-	assert_int_equal(vs_target_lun_list(x->g.t, NULL, info, 1), 3); /* how many, not how many fit */
+	assert_int_equal(vs_target_lun_list(x->g.t, NULL, info, 1),
+			 3); /* how many, not how many fit */
 	/* Nothing changed by the failures: the old LUNs still answer. */
 	assert_int_equal(capacity(x, 0), 2048);
 }
@@ -371,8 +374,8 @@ static void test_remove_in_flight(void **state)
 	assert_int_equal(queue_inflight(x), PAR_N);
 
 	assert_int_equal(pthread_create(&thr, NULL, change_main, &c), 0);
-	for (uint64_t end = vs_mono_ns() + 10000000000ull; vs_target_lun_list(x->g.t, NULL, NULL, 0) != 2;
-	     sched_yield())
+	for (uint64_t end = vs_mono_ns() + 10000000000ull;
+	     vs_target_lun_list(x->g.t, NULL, NULL, 0) != 2; sched_yield())
 		assert_true(vs_mono_ns() < end); /* unpublished: the removal is under way */
 	assert_false(__atomic_load_n(&c.done, __ATOMIC_ACQUIRE));
 	assert_int_equal(queue_inflight(x), PAR_N);

@@ -137,7 +137,8 @@ static void gate_open_all(void *arg)
  * waits for them (the TMF has marked them); *resp.  The thread was seen waiting. */
 static void tmf_releasing(struct fx *x, uint32_t subtype, uint64_t tag, uint8_t *resp)
 {
-	struct when_waiting ctl = {.comm = "vs-ctl", .act = gate_open_all, .arg = x->g.t->ctrls->be[0]};
+	struct when_waiting ctl = {
+	    .comm = "vs-ctl", .act = gate_open_all, .arg = x->g.t->ctrls->be[0]};
 
 	assert_int_equal(when_waiting_start(&ctl), 0);
 	assert_int_equal(fe_tmf(&x->fe, subtype, 0, 0, tag, resp), 0);
