@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Fairness and the cost of many controllers (issue 25): one target with N controllers, each
+# with a RAM LUN, served by W workers; N `vioscope bench` initiators (completions by
+# interrupt: N pollers would only fight over the CPUs) drive RND4K Q32T1 for SECONDS, one
+# per controller, at once.  Prints each controller's IOPS, Jain's fairness index
+#   J = (sum x)^2 / (N * sum x^2)      (1: all equal; 1/N: one gets everything)
+# and the total against one controller alone on the same target shape (W workers), in
+# rounds interleaved (alone, together, alone, ...), medians and spread.
+#
+#   bench/fairness.sh [BUILD_DIR] [CONTROLLERS] [WORKERS] [SECONDS] [ROUNDS]
+#   (default: build 8 2 10 3)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+n=${2:-8}
+workers=${3:-2}
+secs=${4:-10}
+rounds=${5:-3}
+exe="$build/tools/vioscope"
+[[ -x "$exe" ]] || { echo "no $exe: build first" >&2; exit 2; }
+work=$(mktemp -d /tmp/vs-fairness.XXXXXX)
+pid=
+cleanup() {
+	[[ -n "$pid" ]] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+# start_target K: a target with K controllers c0..c(K-1), each LUN 0 on 256 MiB of RAM.
+start_target() {
+	local args=() i
+	for ((i = 0; i < $1; i++)); do
+		args+=(--controller "c$i:socket=$work/c$i.sock" --lun 0:ram=256M)
+	done
+	"$exe" target --workers "$workers" "${args[@]}" 2>"$work/target.log" &
+	pid=$!
+	for ((i = 0; i < $1; i++)); do
+		for _ in $(seq 200); do [[ -S "$work/c$i.sock" ]] && break; sleep 0.05; done
+		[[ -S "$work/c$i.sock" ]] || { cat "$work/target.log" >&2; exit 1; }
+	done
+}
+stop_target() {
+	kill "$pid"
+	wait "$pid" || true
+	pid=
+}
+# drive K: K initiators at once, one per controller; their IOPS on one line.
+drive() {
+	local i pids=()
+	for ((i = 0; i < $1; i++)); do
+		"$exe" bench --socket "$work/c$i.sock" --profile rnd4k-q32t1 --time "$secs" \
+			--interrupt --json --no-progress >"$work/b$i.json" &
+		pids+=($!)
+	done
+	wait "${pids[@]}"
+	for ((i = 0; i < $1; i++)); do
+		python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["results"][0]["iops"], end=" ")' \
+			"$work/b$i.json"
+	done
+	echo
+}
+
+echo "fairness: $n controllers x RND4K Q32T1 (interrupt) on $workers workers, $secs s, $rounds rounds" \
+	"(interleaved with 1 controller alone)"
+: >"$work/alone"
+: >"$work/many"
+for ((r = 1; r <= rounds; r++)); do
+	start_target 1
+	drive 1 >>"$work/alone"
+	stop_target
+	start_target "$n"
+	drive "$n" >>"$work/many"
+	stop_target
+	echo "  round $r: alone $(tail -1 "$work/alone"); together $(tail -1 "$work/many")"
+done
+python3 - "$work/alone" "$work/many" <<'PY'
+import statistics, sys
+alone = [float(l.split()[0]) for l in open(sys.argv[1]) if l.strip()]
+many = [[float(x) for x in l.split()] for l in open(sys.argv[2]) if l.strip()]
+def jain(x):
+    return sum(x) ** 2 / (len(x) * sum(v * v for v in x))
+js = [jain(x) for x in many]
+tot = [sum(x) for x in many]
+ratio = [t / a for t, a in zip(tot, alone)]
+def med(v):
+    return "%.4g (%.4g..%.4g)" % (statistics.median(v), min(v), max(v))
+print("one controller alone, IOPS:   ", med(alone))
+print("all together, total IOPS:     ", med(tot))
+print("per controller, last round:   ", " ".join("%.0f" % v for v in many[-1]))
+print("Jain fairness index:          ", med(js), " goal >= 0.95")
+print("total / alone (the cost):     ", med(ratio), " goal >= 0.9")
+PY
