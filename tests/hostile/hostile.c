@@ -31,17 +31,28 @@ static void sess_clear(struct sess *s)
 	fe_clear(&s->fe);
 }
 
+/* Every session's target has a second controller, the bystander, with a well-behaved
+ * frontend of its own at the end (sess_end): whatever the test's frontend did to its own
+ * controller, the bystander must still be served. */
+static const char *const bystander_args[] = {"--controller", "bystander:socket=%D/bystander.sock",
+					     "--lun", "0:ram=16M"};
+#define BYSTANDER_READS 32
+
 int sess_start(struct sess *s, const char *const *args, const struct fe_opts *o)
 {
+	const unsigned nby = sizeof(bystander_args) / sizeof(bystander_args[0]);
 	struct target_opts to = {.file_size = 64 << 20};
+	unsigned n = 0;
 	int rc;
 
 	sess_clear(s);
-	for (unsigned i = 0; args && args[i]; i++) {
-		if (i == sizeof(to.args) / sizeof(to.args[0]) - 1)
+	for (; args && args[n]; n++) {
+		if (n + nby >= sizeof(to.args) / sizeof(to.args[0]) - 1)
 			return -E2BIG;
-		to.args[i] = args[i];
+		to.args[n] = args[n];
 	}
+	for (unsigned i = 0; i < nby; i++)
+		to.args[n + i] = bystander_args[i];
 	if ((rc = gmem_init(&s->g)) || (rc = target_init(&s->p, "hostile", vioscope)) ||
 	    (rc = target_start(&s->p, &to)))
 		return rc;
@@ -58,11 +69,39 @@ int sess_reconnect(struct sess *s, const struct fe_opts *o)
 	return fe_open(&s->fe, s->p.sock, &s->g, o);
 }
 
+/* The bystander's frontend: BYSTANDER_READS reads of its LUN 0, each GOOD.  0, or -1 after
+ * saying what failed. */
+static int bystander_served(struct sess *s)
+{
+	const struct fe_opts o = {.nq = 3};
+	struct gmem g;
+	struct fe fe;
+	char sock[160];
+	int rc;
+
+	fe_clear(&fe);
+	snprintf(sock, sizeof(sock), "%s/bystander.sock", s->p.dir);
+	if ((rc = gmem_init(&g))) {
+		fprintf(stderr, "bystander: guest memory: %s\n", strerror(-rc));
+		return -1;
+	}
+	rc = fe_open(&fe, sock, &g, &o);
+	for (uint32_t lba = 0; !rc && lba < BYSTANDER_READS; lba++)
+		rc = fe_read_ok(&fe, VS_VIRTIO_SCSI_VQ_REQ0, lba);
+	if (rc)
+		fprintf(stderr, "bystander: the other controller of the target was not served: %s\n",
+			strerror(rc < 0 ? -rc : EIO));
+	fe_close(&fe);
+	gmem_fini(&g);
+	return rc ? -1 : 0;
+}
+
 int sess_end(struct sess *s)
 {
-	int sig, rc;
+	int sig, rc, by;
 
 	fe_close(&s->fe);
+	by = bystander_served(s);
 	rc = target_stop(&s->p, SIGTERM, FE_WAIT_MS, &sig);
 	if (rc != 0) {
 		fprintf(stderr, "target: exit status %d, signal %d\n", rc, sig);
@@ -70,7 +109,7 @@ int sess_end(struct sess *s)
 	}
 	target_fini(&s->p);
 	gmem_fini(&s->g);
-	return rc;
+	return rc ? rc : by;
 }
 
 int sess_setup(void **state)

@@ -41,8 +41,10 @@ int sess_teardown(void **state);
 int sess_start(struct sess *s, const char *const *args, const struct fe_opts *o);
 /* A fresh frontend on the same target and guest memory, as QEMU reconnecting would. */
 int sess_reconnect(struct sess *s, const struct fe_opts *o);
-/* SIGTERM: the target's exit status (0: it stopped cleanly and its flush ran), -1 when it
- * did not exit within the deadline or died of a signal; everything released. */
+/* First the bystander (a second controller every session's target has, with a well-behaved
+ * frontend) must be served: 32 reads, each GOOD.  Then SIGTERM: the target's exit status
+ * (0: it stopped cleanly and its flush ran), -1 when it did not exit within the deadline or
+ * died of a signal, or the bystander was not served; everything released. */
 int sess_end(struct sess *s);
 
 #endif /* TESTS_HOSTILE_H */

@@ -62,7 +62,8 @@ static void start_with_a_gated_lun(struct sess *s, struct gated *g, bool fe, con
 	else
 		snprintf(g->spec, sizeof(g->spec), "file=%s,%s,gate-sock=%s", img, opts, s->p.gate);
 	snprintf(line, sizeof(line),
-		 "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"lun_add\",\"params\":{\"id\":1,"
+		 "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"lun_add\",\"params\":{"
+		 "\"controller\":\"default\",\"id\":1,"
 		 "\"spec\":\"%s\"}}\n",
 		 g->spec);
 	assert_int_equal(line_send(g->rpc, line), 0);
@@ -168,7 +169,7 @@ static void sigterm_while_a_removal_flush_is_held(void **state)
 	start_with_a_gated_lun(s, &g, true, "gate=flush");
 	assert_int_equal(
 	    line_send(g.rpc, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"lun_remove\",\"params\":"
-			     "{\"id\":1}}\n"),
+			     "{\"controller\":\"default\",\"id\":1}}\n"),
 	    0);
 	assert_int_equal(gate_wait_held(g.gate, 1, FE_WAIT_MS), 0);
 	status = target_stop(&s->p, SIGTERM, FE_WAIT_MS, &sig);

@@ -137,7 +137,7 @@ static void full_event_ring_does_not_starve_the_control_thread(void **state)
 	/* The event: LUN 1 added, a rescan for the driver. */
 	rpc = target_rpc(&s->p,
 			 "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"lun_add\","
-			 "\"params\":{\"id\":1,\"spec\":\"ram=4M\"}}",
+			 "\"params\":{\"controller\":\"default\",\"id\":1,\"spec\":\"ram=4M\"}}",
 			 reply, sizeof(reply), FE_WAIT_MS);
 	/* Busy: the control thread walks the flood's chains for it. */
 	wait_returned(&f, 1000);
