@@ -89,7 +89,8 @@ static int bystander_served(struct sess *s)
 	for (uint32_t lba = 0; !rc && lba < BYSTANDER_READS; lba++)
 		rc = fe_read_ok(&fe, VS_VIRTIO_SCSI_VQ_REQ0, lba);
 	if (rc)
-		fprintf(stderr, "bystander: the other controller of the target was not served: %s\n",
+		fprintf(stderr,
+			"bystander: the other controller of the target was not served: %s\n",
 			strerror(rc < 0 ? -rc : EIO));
 	fe_close(&fe);
 	gmem_fini(&g);
