@@ -151,12 +151,18 @@ static int io_options(const char *cmd, int argc, char **argv, struct vs_check_io
 		      bool *destroy_data)
 {
 	static const struct option opts[] = {
-	    {"socket", required_argument, NULL, 's'}, {"target", required_argument, NULL, 't'},
-	    {"device", required_argument, NULL, 'd'}, {"time", required_argument, NULL, 'T'},
-	    {"queues", required_argument, NULL, 'q'}, {"lun", required_argument, NULL, 'L'},
-	    {"size", required_argument, NULL, 'z'},   {"depth", required_argument, NULL, 'D'},
-	    {"seed", required_argument, NULL, 'S'},   {"dir", required_argument, NULL, 'r'},
-	    {"destroy-data", no_argument, NULL, 'X'}, {"writes", required_argument, NULL, 'W'},
+	    {"socket", required_argument, NULL, 's'},
+	    {"target", required_argument, NULL, 't'},
+	    {"device", required_argument, NULL, 'd'},
+	    {"time", required_argument, NULL, 'T'},
+	    {"queues", required_argument, NULL, 'q'},
+	    {"lun", required_argument, NULL, 'L'},
+	    {"size", required_argument, NULL, 'z'},
+	    {"depth", required_argument, NULL, 'D'},
+	    {"seed", required_argument, NULL, 'S'},
+	    {"dir", required_argument, NULL, 'r'},
+	    {"destroy-data", no_argument, NULL, 'X'},
+	    {"writes", required_argument, NULL, 'W'},
 	    {0},
 	};
 	bool stress = !strcmp(cmd, "vioscope check stress");
@@ -166,7 +172,8 @@ static int io_options(const char *cmd, int argc, char **argv, struct vs_check_io
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
-		if (stress && (c == 's' || c == 't' || c == 'd' || c == 'L' || c == 'X' || c == 'W'))
+		if (stress &&
+		    (c == 's' || c == 't' || c == 'd' || c == 'L' || c == 'X' || c == 'W'))
 			return bad("stress: it starts its own target; unknown option",
 				   argv[optind - 1]);
 		if (!stress && c == 'r')

@@ -41,9 +41,9 @@ static long count_of(const char *out, const char *name)
 static int verify_with(const char *fault, char **out)
 {
 	char spec[128];
-	char *argv[] = {VIOSCOPE_BIN, "check", "verify", "--target", spec,   "--time",
-			"600",	      "--writes", "100",	"--queues", "1",    "--depth",
-			"1",	      "--seed",	"7",	    NULL};
+	char *argv[] = {VIOSCOPE_BIN, "check",	  "verify", "--target", spec, "--time",
+			"600",	      "--writes", "100",    "--queues", "1",  "--depth",
+			"1",	      "--seed",	  "7",	    NULL};
 
 	snprintf(spec, sizeof(spec), "ram=16M%s%s", fault ? "," : "", fault ? fault : "");
 	return run_capture(argv, out, 120);
