@@ -365,7 +365,9 @@ int bench_run_initiator(const struct bench_opts *o, const struct bench_profile *
 		return rc;
 	}
 	uint64_t cpu0, tcpu0, cpu1, tcpu1;
-	if (!o->json)
+	/* With --json too (stdout holds the document): whoever waits for the measurement to
+	 * begin, to stop it or to load the machine meanwhile, sees it begin. */
+	if (!o->json || !o->quiet)
 		fprintf(stderr, "%s: the initiator %s (%s); measuring %.1f s, seed %llu\n", p->name,
 			interrupt ? "takes completions by interrupt" : "polls", mode_why,
 			o->seconds, (unsigned long long)o->seed);

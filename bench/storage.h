@@ -68,6 +68,7 @@ struct bench_opts {
 	unsigned queues;
 	bool json;
 	bool progress;
+	bool quiet;	 /* --no-progress: with --json, stderr says nothing either */
 	uint64_t seed;	 /* of the random offsets (1..) */
 	const char *exe; /* the vioscope binary to run the embedded target with */
 };

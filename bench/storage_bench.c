@@ -458,6 +458,7 @@ static int cmd_bench(int argc, char **argv)
 			break;
 		case 'P':
 			o.progress = false;
+			o.quiet = true;
 			break;
 		case 'f':
 			fio = true;

@@ -20,13 +20,15 @@ static const char flush_usage[] =
 static const char verify_usage[] =
     "usage: vioscope check verify [--socket PATH | --target SPEC | --device PATH]\n"
     "                             [--destroy-data] [--time S] [--queues N] [--lun I]\n"
-    "                             [--size BYTES] [--depth N] [--seed S]\n"
+    "                             [--size BYTES] [--depth N] [--seed S] [--writes N]\n"
     "verify  write self-describing blocks and read them back: a running target's\n"
     "        socket, a target started here on SPEC (e.g. ram=256M), or a file or block\n"
     "        device through io_uring; names lost, stale, misdirected and torn writes.\n"
     "        It writes over what it tests (its first 1 GiB, or --size): a --socket LUN\n"
     "        or a --device is its only with --destroy-data.  --time S of random I/O\n"
-    "        (default 10; progress every 2 s), then every sector is read back\n";
+    "        (default 10; progress every 2 s), or until --writes N writes were made (the\n"
+    "        same work on any machine: with --seed and --queues 1 --depth 1, the same\n"
+    "        requests), then every sector is read back\n";
 static const char stress_usage[] =
     "usage: vioscope check stress [--time S] [--queues N] [--size BYTES] [--dir DIR]\n"
     "                             [--seed S]\n"
@@ -149,12 +151,19 @@ static int io_options(const char *cmd, int argc, char **argv, struct vs_check_io
 		      bool *destroy_data)
 {
 	static const struct option opts[] = {
-	    {"socket", required_argument, NULL, 's'}, {"target", required_argument, NULL, 't'},
-	    {"device", required_argument, NULL, 'd'}, {"time", required_argument, NULL, 'T'},
-	    {"queues", required_argument, NULL, 'q'}, {"lun", required_argument, NULL, 'L'},
-	    {"size", required_argument, NULL, 'z'},   {"depth", required_argument, NULL, 'D'},
-	    {"seed", required_argument, NULL, 'S'},   {"dir", required_argument, NULL, 'r'},
-	    {"destroy-data", no_argument, NULL, 'X'}, {0},
+	    {"socket", required_argument, NULL, 's'},
+	    {"target", required_argument, NULL, 't'},
+	    {"device", required_argument, NULL, 'd'},
+	    {"time", required_argument, NULL, 'T'},
+	    {"queues", required_argument, NULL, 'q'},
+	    {"lun", required_argument, NULL, 'L'},
+	    {"size", required_argument, NULL, 'z'},
+	    {"depth", required_argument, NULL, 'D'},
+	    {"seed", required_argument, NULL, 'S'},
+	    {"dir", required_argument, NULL, 'r'},
+	    {"destroy-data", no_argument, NULL, 'X'},
+	    {"writes", required_argument, NULL, 'W'},
+	    {0},
 	};
 	bool stress = !strcmp(cmd, "vioscope check stress");
 	uint64_t v;
@@ -163,7 +172,8 @@ static int io_options(const char *cmd, int argc, char **argv, struct vs_check_io
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
-		if (stress && (c == 's' || c == 't' || c == 'd' || c == 'L' || c == 'X'))
+		if (stress &&
+		    (c == 's' || c == 't' || c == 'd' || c == 'L' || c == 'X' || c == 'W'))
 			return bad("stress: it starts its own target; unknown option",
 				   argv[optind - 1]);
 		if (!stress && c == 'r')
@@ -217,6 +227,10 @@ static int io_options(const char *cmd, int argc, char **argv, struct vs_check_io
 			break;
 		case 'r':
 			o->dir = optarg;
+			break;
+		case 'W':
+			if (vs_cli_uint(cmd, "writes", optarg, 1, UINT64_MAX, &o->max_writes))
+				return VS_EXIT_USAGE;
 			break;
 		default:
 			return bad("unknown option or missing value:", argv[optind - 1]);

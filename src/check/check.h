@@ -58,6 +58,7 @@ struct vs_check_io_opts {
 	const char *exe;	 /* the vioscope binary that runs a target */
 	const char *dir;	 /* stress: where the target's image and socket go */
 	double seconds;		 /* how long the random phase runs */
+	uint64_t max_writes;	 /* ... or until it made this many writes (0: no bound) */
 	unsigned queues;	 /* request queues / device threads (0: 2) */
 	unsigned lun;		 /* LUN index (initiator) */
 	uint64_t size;		 /* bytes of the LUN or device to use (0: all, at most 1 GiB) */

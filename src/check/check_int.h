@@ -122,6 +122,7 @@ struct eng {
 	atomic_bool finished; /* the watchdog ends */
 	bool readback_phase;
 	double phase_s;		  /* how long each queue depth lasts */
+	uint64_t max_writes;	  /* the random phase ends after this many (0: by time only) */
 	uint64_t t0;		  /* ns */
 	pthread_mutex_t err_lock; /* the error record (taken inside lock too) */
 	uint64_t err[E_COUNT];
@@ -137,7 +138,8 @@ struct eng {
 int eng_init(struct eng *e, const struct eng_port_ops *ops, void *port_ctx, uint64_t bytes,
 	     uint32_t block, unsigned nthreads, const struct vs_check_io_opts *o, bool stress,
 	     char *why, size_t whylen);
-/* The random phase, for seconds (or until e->stop, or an interruption: vs_interrupted()). */
+/* The random phase, for seconds or max_writes writes, whichever first (or until e->stop, or
+ * an interruption: vs_interrupted()). */
 int eng_run(struct eng *e, double seconds, char *why, size_t whylen);
 /* Every sector read back once and checked (interrupted: what was submitted before). */
 int eng_readback(struct eng *e, char *why, size_t whylen);

@@ -662,6 +662,7 @@ int eng_init(struct eng *e, const struct eng_port_ops *ops, void *port_ctx, uint
 	if (e->nsect < e->unit * 4ull)
 		return vs_fail(why, whylen, -EINVAL, "%llu bytes are too few to verify",
 			       (unsigned long long)bytes);
+	e->max_writes = o->max_writes;
 	e->max_depth = o->max_depth ? o->max_depth : 32;
 	if (e->max_depth > ENG_DEPTH_MAX)
 		e->max_depth = ENG_DEPTH_MAX;
@@ -745,7 +746,14 @@ int eng_run(struct eng *e, double seconds, char *why, size_t whylen)
 	end = e->t0 + (uint64_t)(seconds * 1e9);
 	next_progress = e->progress ? e->t0 + (uint64_t)(e->progress_s * 1e9) : UINT64_MAX;
 	while (n > 0 && vs_mono_ns() < end && !atomic_load(&e->stop) && !vs_interrupted()) {
-		usleep(20000); /* a signal cuts it short */
+		usleep(e->max_writes ? 1000 : 20000); /* a signal cuts it short */
+		if (e->max_writes) {
+			uint64_t ops[ENG_OPS], bytes[ENG_OPS], res[RES_COUNT], sectors;
+
+			eng_totals(e, ops, bytes, res, &sectors);
+			if (ops[ENG_WRITE] >= e->max_writes)
+				break;
+		}
 		if (vs_mono_ns() >= next_progress) {
 			eng_progress(e);
 			next_progress += (uint64_t)(e->progress_s * 1e9);
