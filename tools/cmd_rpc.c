@@ -53,7 +53,7 @@ static const struct vs_cli_opt rpc_opts[] = {
 static const struct vs_cli_section rpc_sections[] = {
     {"Methods",
      "  controller_add name=NAME socket=PATH [queues=N] luns=[{\"id\":N,\"spec\":BACKEND},...]\n"
-     "                              one more vhost-user-scsi device, served at once\n"
+     "                [qos=LIMITS]  one more vhost-user-scsi device, served at once\n"
      "  controller_remove name=NAME its frontend's requests finish, flushed, gone\n"
      "  controller_list             the controllers: socket, queues, LUNs, frontend\n"
      "  lun_add id=N spec=BACKEND   a LUN at run time (any `target --lun` backend)\n"
@@ -61,7 +61,8 @@ static const struct vs_cli_section rpc_sections[] = {
      "  lun_resize id=N size=SIZE   files grow or shrink, RAM grows\n"
      "  lun_list                    the LUNs (with their QoS limits)\n"
      "  qos_set id=N [iops=N] [bps=SIZE] [read_iops=N] ...   a LUN's QoS limits, all at\n"
-     "                              once (absent or 0: unlimited; names as `target --qos`)\n"
+     "                              once (absent or 0: unlimited; names as `target --qos`);\n"
+     "                              id=all: the controller's, over all its LUNs together\n"
      "  stats [interval=true]       counters and latency per LUN and queue\n"
      "  trace_set spec=LEVEL[:FLAG,...]   the target's tracing, at once\n"
      "  save_config [path=NAME]     the live configuration, into the --config file\n"

@@ -88,7 +88,8 @@ static const struct vs_cli_opt target_opts[] = {
      "--qos options after it are its LUNs, those before any --controller the --socket one's. "
      "Up to 64; the workers serve every controller's queues"},
     {"qos", 0, OPT_QOS, "N:LIMITS", NULL,
-     "QoS limits of LUN N (given with --lun), comma-separated: [read_|write_]iops=N, "
+     "QoS limits of LUN N (given with --lun), or with all:LIMITS of its controller over all its "
+     "LUNs together (a request goes when both let it), comma-separated: [read_|write_]iops=N, "
      "[read_|write_]bps=SIZE (K/M/G/T: powers of 1024), and their bursts "
      "[read_|write_]burst_iops=N, [read_|write_]burst_bps=SIZE (default: a tenth of a second's "
      "worth); no prefix: reads and writes together. Reads and writes over a limit wait in the "
@@ -251,7 +252,11 @@ static int parse_lun(const char *arg, struct vs_target_lun *l, const struct vs_t
 	return 0;
 }
 
-/* "N:LIMITS" into qos[N] (given[N] set): 0, or VS_EXIT_USAGE after saying why. */
+/* The slot of --qos all:LIMITS (the controller's) after the LUNs' in a controller's arrays. */
+#define QOS_ALL VS_TARGET_MAX_LUNS
+
+/* "N:LIMITS" into qos[N], "all:LIMITS" into qos[QOS_ALL] (given[] set): 0, or
+ * VS_EXIT_USAGE after saying why. */
 static int parse_qos(const char *arg, struct vs_target_qos *qos, bool *given)
 {
 	const char *colon = strchr(arg, ':');
@@ -263,11 +268,17 @@ static int parse_qos(const char *arg, struct vs_target_qos *qos, bool *given)
 		    &target_help, "--qos '%s': expected N:LIMITS (e.g. 0:iops=1000,bps=50M)", arg);
 	memcpy(num, arg, (size_t)(colon - arg));
 	num[colon - arg] = 0;
-	if (vs_parse_u64(num, 0, VS_TARGET_MAX_LUNS - 1, &id))
-		return vs_cli_usage_error(&target_help, "--qos '%s': LUN number '%s' is not 0..%u",
-					  arg, num, VS_TARGET_MAX_LUNS - 1);
+	if (!strcmp(num, "all"))
+		id = QOS_ALL;
+	else if (vs_parse_u64(num, 0, VS_TARGET_MAX_LUNS - 1, &id))
+		return vs_cli_usage_error(&target_help,
+					  "--qos '%s': '%s' is not a LUN number 0..%u or all", arg,
+					  num, VS_TARGET_MAX_LUNS - 1);
 	if (given[id])
-		return vs_cli_usage_error(&target_help, "--qos: LUN %u given twice", (unsigned)id);
+		return id == QOS_ALL ? vs_cli_usage_error(&target_help,
+							  "--qos: all given twice for a controller")
+				     : vs_cli_usage_error(&target_help, "--qos: LUN %u given twice",
+							  (unsigned)id);
 	if (vs_target_qos_parse(colon + 1, &qos[id], err, sizeof(err)))
 		return vs_cli_usage_error(&target_help, "--qos '%s': %s", arg, err);
 	given[id] = true;
@@ -280,8 +291,8 @@ struct cli_ctrl {
 	char name[VS_TARGET_NAME_MAX + 1];
 	char socket[108];
 	struct vs_target_lun luns[VS_TARGET_MAX_LUNS];
-	struct vs_target_qos qos[VS_TARGET_MAX_LUNS];
-	bool qos_given[VS_TARGET_MAX_LUNS];
+	struct vs_target_qos qos[VS_TARGET_MAX_LUNS + 1]; /* + QOS_ALL */
+	bool qos_given[VS_TARGET_MAX_LUNS + 1];
 };
 
 /* "NAME:socket=PATH[,queues=N]" into x: 0, or VS_EXIT_USAGE after saying why. */
@@ -369,12 +380,14 @@ struct config_opts {
 
 /* The options into cfg (and the management socket's): 0, or the exit status after saying
  * why (--help and --version: 0 after printing, with *done set). */
-/* A controller's --qos onto its --lun entries, and what its specs say alone checked (a
- * typo is the command line's): 0, or VS_EXIT_USAGE after saying why. */
+/* A controller's --qos onto its --lun entries (its all:LIMITS onto *all), and what its
+ * specs say alone checked (a typo is the command line's): 0, or VS_EXIT_USAGE after saying
+ * why. */
 static int finish_luns(const struct vs_target_config *cfg, const char *ctrl,
 		       struct vs_target_lun *luns, unsigned nluns, struct vs_target_qos *qos,
-		       bool *qos_given)
+		       bool *qos_given, const struct vs_target_qos **all)
 {
+	*all = qos_given[QOS_ALL] ? &qos[QOS_ALL] : NULL;
 	for (unsigned i = 0; i < nluns; i++)
 		if (qos_given[luns[i].id]) {
 			luns[i].qos = &qos[luns[i].id];
@@ -403,8 +416,8 @@ static int parse_options(int argc, char **argv, struct vs_target_config *cfg,
 			 struct vs_target_lun *luns, const char **rpc_path, const char **rpc_allow,
 			 struct config_opts *conf, bool *done)
 {
-	static struct vs_target_qos qos[VS_TARGET_MAX_LUNS];
-	static bool qos_given[VS_TARGET_MAX_LUNS];
+	static struct vs_target_qos qos[VS_TARGET_MAX_LUNS + 1]; /* + QOS_ALL */
+	static bool qos_given[VS_TARGET_MAX_LUNS + 1];
 	/* where --lun and --qos go: --socket's controller, or the last --controller */
 	struct vs_target_lun *cur_luns = luns;
 	unsigned *cur_n = &cfg->nluns, nctrl = 0;
@@ -542,7 +555,7 @@ static int parse_options(int argc, char **argv, struct vs_target_config *cfg,
 	if (!cfg->socket_path && cfg->nluns)
 		return vs_cli_usage_error(&target_help,
 					  "--lun before any --controller, and no --socket for it");
-	if ((rc = finish_luns(cfg, NULL, luns, cfg->nluns, qos, qos_given)))
+	if ((rc = finish_luns(cfg, NULL, luns, cfg->nluns, qos, qos_given, &cfg->qos)))
 		return rc;
 	for (unsigned i = 0; i < nctrl; i++) {
 		struct cli_ctrl *x = cli_ctrls[i];
@@ -561,7 +574,8 @@ static int parse_options(int argc, char **argv, struct vs_target_config *cfg,
 			return vs_cli_usage_error(
 			    &target_help, "controller %s: the name of --socket's controller",
 			    x->name);
-		if ((rc = finish_luns(cfg, x->name, x->luns, x->cc.nluns, x->qos, x->qos_given)))
+		if ((rc = finish_luns(cfg, x->name, x->luns, x->cc.nluns, x->qos, x->qos_given,
+				      &x->cc.qos)))
 			return rc;
 		cli_ccs[i] = x->cc;
 	}

@@ -63,6 +63,9 @@ struct vs_target_controller {
 	unsigned num_queues;	 /* request queues, 1..VS_TARGET_MAX_QUEUES (0: 1) */
 	unsigned nluns;		 /* >= 1 */
 	const struct vs_target_lun *luns;
+	/* Limits over all its LUNs together (NULL: none), on top of each LUN's own: a request
+	 * goes when both let it. */
+	const struct vs_target_qos *qos;
 };
 #define VS_TARGET_DEFAULT_CONTROLLER "default" /* the name of the config's own controller */
 
@@ -82,6 +85,7 @@ struct vs_target_config {
 	unsigned adaptive_poll_us;
 	unsigned nluns;			  /* >= 1 */
 	const struct vs_target_lun *luns; /* nluns entries, distinct ids */
+	const struct vs_target_qos *qos;  /* its limits over all its LUNs (NULL: none) */
 	/* More controllers, each with its own socket and LUNs. */
 	const struct vs_target_controller *controllers;
 	unsigned ncontrollers;
@@ -181,9 +185,11 @@ struct vs_target_controller_info {
 	char socket_path[108];
 	unsigned num_queues;
 	unsigned nluns;
-	bool connected;	      /* a frontend is connected now */
-	int peer_pid;	      /* the frontend connected last (0: unknown) */
-	uint64_t connections; /* frontends accepted */
+	bool connected;			  /* a frontend is connected now */
+	int peer_pid;			  /* the frontend connected last (0: unknown) */
+	uint64_t connections;		  /* frontends accepted */
+	struct vs_target_qos qos;	  /* its limits over all its LUNs */
+	uint64_t throttled, throttled_ns; /* requests its limits held, and for how long in all */
 };
 /* The controllers, in the order they were added, at most max: how many there are. */
 unsigned vs_target_controller_list(struct vs_target *t, struct vs_target_controller_info *out,
@@ -230,6 +236,10 @@ int vs_target_lun_resize(struct vs_target *t, const char *ctrl, unsigned id, uin
  * out of range, a burst without its limit: nothing changed). */
 int vs_target_qos_set(struct vs_target *t, const char *ctrl, unsigned id,
 		      const struct vs_target_qos *q, char *why, size_t whylen);
+/* The same for the controller's limits over all its LUNs together (a LUN's own limits
+ * still apply: a request goes when both let it).  0; -EINVAL. */
+int vs_target_controller_qos_set(struct vs_target *t, const char *ctrl,
+				 const struct vs_target_qos *q, char *why, size_t whylen);
 
 struct vs_target_lun_info {
 	struct vs_target_qos qos;

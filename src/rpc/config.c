@@ -286,7 +286,8 @@ static int parse_controller(struct ctx *x, json_t *o, struct vs_config_ctrl *c, 
 	int rc = 0;
 
 	if (!json_is_object(o))
-		return bad(x, "expected an object {\"name\", \"socket\", \"queues\", \"luns\"}");
+		return bad(x, "expected an object {\"name\", \"socket\", \"queues\", \"qos\", "
+			      "\"luns\"}");
 	json_object_foreach(o, key, v)
 	{
 		x->path[x->depth++] = (struct step){i++, key};
@@ -298,6 +299,8 @@ static int parse_controller(struct ctx *x, json_t *o, struct vs_config_ctrl *c, 
 			rc = get_str(x, v, c->socket, sizeof(c->socket));
 		} else if (!strcmp(key, "queues")) {
 			rc = get_uint(x, v, 1, VS_TARGET_MAX_QUEUES, &c->queues);
+		} else if (!strcmp(key, "qos")) {
+			rc = get_qos(x, v, &c->qos);
 		} else if (!strcmp(key, "luns")) {
 			has_luns = true;
 			if (!json_is_array(v) || !json_array_size(v))
@@ -313,9 +316,10 @@ static int parse_controller(struct ctx *x, json_t *o, struct vs_config_ctrl *c, 
 				x->depth--;
 			}
 		} else {
-			rc = bad(
-			    x, "unknown key '%s' (a controller has name, socket, queues and luns)",
-			    key);
+			rc = bad(x,
+				 "unknown key '%s' (a controller has name, socket, queues, qos and "
+				 "luns)",
+				 key);
 		}
 		x->depth--;
 		if (rc)
@@ -537,7 +541,8 @@ void vs_config_target(struct vs_config *c, struct vs_target_config *tc)
 							  .socket_path = x->socket,
 							  .num_queues = x->queues,
 							  .nluns = x->nluns,
-							  .luns = x->tluns};
+							  .luns = x->tluns,
+							  .qos = &x->qos};
 	}
 	tc->controllers = c->tcs;
 	tc->ncontrollers = c->nctrls;
@@ -599,6 +604,13 @@ static json_t *dump_ctrl(struct vs_target *t, const struct vs_target_controller_
 	json_object_set_new(ctl, "name", json_string(ci->name));
 	json_object_set_new(ctl, "socket", json_string(ci->socket_path));
 	json_object_set_new(ctl, "queues", json_integer(ci->num_queues));
+	{
+		char all[VS_CONFIG_MAX_SPEC];
+
+		vs_target_qos_format(&ci->qos, all, sizeof(all));
+		if (strcmp(all, "none"))
+			json_object_set_new(ctl, "qos", json_string(all));
+	}
 	for (unsigned i = 0; i < n && i < VS_TARGET_MAX_LUNS; i++) {
 		char qos[VS_CONFIG_MAX_SPEC];
 		json_t *l =

@@ -38,7 +38,8 @@ struct vs_config_lun {
 struct vs_config_ctrl {
 	char name[VS_TARGET_NAME_MAX + 1];
 	char socket[VS_CONFIG_MAX_PATH];
-	unsigned queues; /* 1 when absent */
+	unsigned queues;	  /* 1 when absent */
+	struct vs_target_qos qos; /* over all its LUNs (all 0 when absent) */
 	unsigned nluns;
 	struct vs_config_lun luns[VS_TARGET_MAX_LUNS];
 	struct vs_target_lun tluns[VS_TARGET_MAX_LUNS]; /* vs_config_target's, into luns */

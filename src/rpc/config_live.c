@@ -299,12 +299,25 @@ static int reload_locked(struct vs_config_live *l, struct vs_config *next,
 	}
 	vs_config_target(next, &tc);
 	for (unsigned k = 0; k < next->nctrls; k++) {
-		bool kept = false;
+		const struct vs_config_ctrl *want = &next->ctrls[k];
+		unsigned i = 0;
 
-		for (unsigned i = 0; i < nlive && !kept; i++)
-			kept = !strcmp(live[i].name, next->ctrls[k].name);
-		if (kept) {
-			if ((rc = reload_luns(l, &next->ctrls[k], now, d)))
+		while (i < nlive && strcmp(live[i].name, want->name))
+			i++;
+		if (i < nlive) { /* kept: its limits, then its LUNs */
+			if (memcmp(&live[i].qos, &want->qos, sizeof(want->qos))) {
+				if ((rc = vs_target_controller_qos_set(
+					 l->target, want->name, &want->qos, err, sizeof(err)))) {
+					say(l,
+					    "reload: %s: controller %s's QoS: %s; applied before "
+					    "it: %s",
+					    l->path, want->name, err, d->len ? d->text : "nothing");
+					return rc;
+				}
+				done_add(d, "%scontroller %s's QoS", d->len ? ", " : "",
+					 want->name);
+			}
+			if ((rc = reload_luns(l, want, now, d)))
 				return rc;
 			continue;
 		}

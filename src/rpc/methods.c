@@ -285,23 +285,48 @@ static json_t *m_lun_resize(struct vs_rpc *rpc, struct rpc_session *s, json_t *p
 	return lun_json(rpc, ctrl, (unsigned)id, e);
 }
 
-/* Limits absent are 0 (unlimited): the call sets all of them.  Every param is checked before
- * the target is asked, and the target checks the set before it changes anything. */
+static json_t *controller_json(const struct vs_target_controller_info *c);
+
+/* The controller named (NULL: the only one) as controller_list shows it. */
+static json_t *controller_json_named(struct vs_rpc *rpc, const char *name, struct rpc_error *e)
+{
+	static struct vs_target_controller_info list[VS_TARGET_MAX_CONTROLLERS];
+	unsigned n = vs_target_controller_list(rpc->cfg.target, list, VS_TARGET_MAX_CONTROLLERS);
+
+	for (unsigned i = 0; i < n && i < VS_TARGET_MAX_CONTROLLERS; i++)
+		if (!name ? n == 1 : !strcmp(list[i].name, name))
+			return controller_json(&list[i]);
+	return fail(e, VS_RPC_TARGET_ERROR, ENOENT, "controller %s went away",
+		    name ? name : "(the only one)");
+}
+
+/* Limits absent are 0 (unlimited): the call sets all of them, of LUN id, or with id "all"
+ * of the controller over all its LUNs together (as `target --qos all:LIMITS`).  Every param
+ * is checked before the target is asked, and the target checks the set before it changes
+ * anything. */
 static json_t *m_qos_set(struct vs_rpc *rpc, struct rpc_session *s, json_t *params,
 			 struct rpc_error *e)
 {
 	struct vs_target_qos q;
 	char err[512] = "", name[32];
-	uint64_t id;
+	uint64_t id = 0;
 	const char *ctrl;
+	bool all;
 	int rc;
 
 	(void)s;
 	if (which_ctrl(rpc, params, &ctrl, e))
 		return NULL;
 	memset(&q, 0, sizeof(q));
-	if (param_uint(params, "id", VS_TARGET_MAX_LUNS - 1, &id, e))
+	all = json_is_string(json_object_get(params, "id")) &&
+	      !strcmp(json_string_value(json_object_get(params, "id")), "all");
+	if (!all && param_uint(params, "id", VS_TARGET_MAX_LUNS - 1, &id, e)) {
+		if (json_object_get(params, "id"))
+			return fail(e, VS_RPC_INVALID_PARAMS, 0,
+				    "param 'id': expected a LUN number in 0..%u or \"all\"",
+				    VS_TARGET_MAX_LUNS - 1);
 		return NULL;
+	}
 	for (unsigned d = 0; d < VS_QOS_DIRS; d++)
 		for (unsigned k = 0; k < 4; k++) {
 			snprintf(name, sizeof(name), "%s%s", qos_prefix[d], qos_kind[k]);
@@ -315,6 +340,13 @@ static json_t *m_qos_set(struct vs_rpc *rpc, struct rpc_session *s, json_t *para
 				return fail(e, VS_RPC_INVALID_PARAMS, 0, "param '%s': at most %llu",
 					    name, (unsigned long long)VS_TARGET_QOS_MAX);
 		}
+	if (all) {
+		rc = vs_target_controller_qos_set(rpc->cfg.target, ctrl, &q, err, sizeof(err));
+		if (rc)
+			return target_fail(e, rc, err);
+		vs_config_live_changed(rpc->cfg.live);
+		return controller_json_named(rpc, ctrl, e);
+	}
 	rc = vs_target_qos_set(rpc->cfg.target, ctrl, (unsigned)id, &q, err, sizeof(err));
 	if (rc)
 		return target_fail(e, rc, err);
@@ -457,10 +489,12 @@ static json_t *m_stats(struct vs_rpc *rpc, struct rpc_session *s, json_t *params
 
 static json_t *controller_json(const struct vs_target_controller_info *c)
 {
-	return json_pack("{s:o, s:o, s:I, s:I, s:b, s:I, s:o}", "name", text(c->name), "socket",
-			 text(c->socket_path), "queues", (json_int_t)c->num_queues, "luns",
-			 (json_int_t)c->nluns, "connected", c->connected, "peer_pid",
-			 (json_int_t)c->peer_pid, "connections", num(c->connections));
+	return json_pack("{s:o, s:o, s:I, s:I, s:b, s:I, s:o, s:o, s:o, s:o}", "name",
+			 text(c->name), "socket", text(c->socket_path), "queues",
+			 (json_int_t)c->num_queues, "luns", (json_int_t)c->nluns, "connected",
+			 c->connected, "peer_pid", (json_int_t)c->peer_pid, "connections",
+			 num(c->connections), "qos", qos_json(&c->qos), "throttled",
+			 num(c->throttled), "throttled_ns", num(c->throttled_ns));
 }
 
 static json_t *m_controller_list(struct vs_rpc *rpc, struct rpc_session *s, json_t *params,
@@ -554,6 +588,8 @@ static json_t *m_controller_add(struct vs_rpc *rpc, struct rpc_session *s, json_
 	static struct vs_target_qos qos[VS_TARGET_MAX_LUNS];
 	static struct vs_target_controller_info list[VS_TARGET_MAX_CONTROLLERS];
 	struct vs_target_controller cc = {.num_queues = 1, .luns = luns};
+	struct vs_target_qos all;
+	const char *limits = NULL;
 	char err[512] = "";
 	uint64_t queues = 1;
 	unsigned n;
@@ -572,6 +608,13 @@ static json_t *m_controller_add(struct vs_rpc *rpc, struct rpc_session *s, json_
 		return fail(e, VS_RPC_INVALID_PARAMS, 0, "param 'socket': at most %zu bytes",
 			    sizeof(list[0].socket_path) - 1);
 	cc.num_queues = (unsigned)queues;
+	if (json_object_get(params, "qos")) {
+		if (param_str(params, "qos", &limits, e))
+			return NULL;
+		if (vs_target_qos_parse(limits, &all, err, sizeof(err)))
+			return fail(e, VS_RPC_INVALID_PARAMS, 0, "param 'qos': %s", err);
+		cc.qos = &all;
+	}
 	if (param_luns(params, luns, qos, &cc.nluns, e))
 		return NULL;
 	rc = vs_target_controller_add(rpc->cfg.target, &cc, err, sizeof(err));
@@ -662,7 +705,7 @@ struct method {
 };
 
 static const struct method methods[] = {
-    {"controller_add", m_controller_add, {"name", "socket", "queues", "luns", NULL}},
+    {"controller_add", m_controller_add, {"name", "socket", "queues", "luns", "qos", NULL}},
     {"controller_remove", m_controller_remove, {"name", NULL}},
     {"controller_list", m_controller_list, {NULL}},
     {"lun_add", m_lun_add, {"controller", "id", "spec", NULL}},

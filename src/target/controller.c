@@ -442,6 +442,8 @@ int ctrl_create(struct vs_target *t, const struct vs_target_controller *cc,
 			      cc->name, cc->num_queues, VS_TARGET_MAX_QUEUES);
 	if (!cc->nluns || !cc->luns)
 		return tq_err(why, whylen, -EINVAL, "controller %s: no LUN", cc->name);
+	if ((rc = tq_ctrl_qos_check(cc->qos, cc->name, why, whylen)))
+		return rc;
 	if (!(c = calloc(1, sizeof(*c))))
 		return tq_err(why, whylen, -ENOMEM, "out of memory");
 	c->t = t;
@@ -464,6 +466,7 @@ int ctrl_create(struct vs_target *t, const struct vs_target_controller *cc,
 	tq_events_init(c);
 	for (unsigned i = 0; i < VS_TARGET_MAX_LUNS; i++)
 		qos_set_init(&c->qos[i]);
+	qos_set_init(&c->qos_all);
 	queues_init(c);
 	*out = c;
 	if (cc->socket_path && !(c->socket_path = strdup(cc->socket_path))) {
@@ -480,6 +483,8 @@ int ctrl_create(struct vs_target *t, const struct vs_target_controller *cc,
 		goto fail;
 	if ((rc = luns_open(c, cc, why, whylen)))
 		goto fail;
+	if (cc->qos)
+		tq_qos_apply_set(c, &c->qos_all, cc->qos);
 	if ((rc = worker_init(t, c, &c->ctl, 0, true, false, 0))) {
 		tq_err(why, whylen, rc, "controller %s: control thread: %s", c->name,
 		       strerror(-rc));
@@ -568,6 +573,7 @@ int ctrl_destroy(struct vs_controller *c)
 		free(c->spec[i]);
 		qos_set_fini(&c->qos[i]);
 	}
+	qos_set_fini(&c->qos_all);
 	tq_events_fini(c);
 	pthread_mutex_destroy(&c->luns_lock);
 	pthread_cond_destroy(&c->luns_cond);

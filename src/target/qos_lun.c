@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A LUN's QoS limits as the target's users see them (struct vs_target_qos: the option's
- * syntax, the RPC, the LUN list) and their life with the LUN: set with it, changed by
- * vs_target_qos_set, reset when it is removed.  The buckets are qos.c's; the parking of
+ * A LUN's and a controller's QoS limits as the target's users see them (struct
+ * vs_target_qos: the option's syntax, the RPC, the lists) and their life with the LUN or
+ * controller: set with it, changed by vs_target_qos_set or vs_target_controller_qos_set, a
+ * LUN's reset when it is removed.  The buckets are qos.c's; the parking of
  * what they refuse is request.c's.
  */
 #include <errno.h>
@@ -132,10 +133,27 @@ int tq_qos_check(const struct vs_target_qos *q, unsigned id, char *why, size_t w
 	return 0;
 }
 
-void tq_qos_apply(struct vs_controller *c, unsigned id, const struct vs_target_qos *q)
+int tq_ctrl_qos_check(const struct vs_target_qos *q, const char *name, char *why, size_t whylen)
 {
 	struct qos_limits l;
-	struct qos_set *s = &c->qos[id];
+	char cause[128];
+
+	if (!q)
+		return 0;
+	to_limits(q, &l);
+	if (qos_limits_check(&l, cause, sizeof(cause)))
+		return tq_err(why, whylen, -EINVAL, "controller %s: QoS: %s", name, cause);
+	return 0;
+}
+
+void tq_qos_apply(struct vs_controller *c, unsigned id, const struct vs_target_qos *q)
+{
+	tq_qos_apply_set(c, &c->qos[id], q);
+}
+
+void tq_qos_apply_set(struct vs_controller *c, struct qos_set *s, const struct vs_target_qos *q)
+{
+	struct qos_limits l;
 
 	if (q)
 		to_limits(q, &l);
@@ -159,6 +177,32 @@ void tq_qos_info(struct vs_controller *c, unsigned id, struct vs_target_qos *q)
 
 	qos_get_limits(&c->qos[id], &l);
 	from_limits(&l, q);
+}
+
+void tq_ctrl_qos_info(struct vs_controller *c, struct vs_target_qos *q)
+{
+	struct qos_limits l;
+
+	qos_get_limits(&c->qos_all, &l);
+	from_limits(&l, q);
+}
+
+int tq_ctrl_qos_set(struct vs_controller *c, const struct vs_target_qos *q, char *why,
+		    size_t whylen)
+{
+	char s[256];
+	int rc;
+
+	if (why && whylen)
+		*why = 0;
+	if (!q)
+		return tq_err(why, whylen, -EINVAL, "no limits given");
+	if ((rc = tq_ctrl_qos_check(q, c->name, why, whylen)))
+		return rc;
+	tq_qos_apply_set(c, &c->qos_all, q);
+	vs_target_qos_format(q, s, sizeof(s));
+	VS_INFO(EVENT, "controller %s: QoS over all its LUNs %s", c->name, s);
+	return 0;
 }
 
 int tq_qos_set(struct vs_controller *c, unsigned id, const struct vs_target_qos *q, char *why,

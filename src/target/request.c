@@ -342,20 +342,21 @@ static void req_exec(struct tq *q, struct treq *r)
 	}
 }
 
-/* ---- QoS: parking what is over its LUN's limit ------------------------------------------ */
-/* Whether r waits for its LUN's QoS (then it is parked, at the tail).  Only reads and
- * writes are limited: a TEST UNIT READY or a flush slowed down helps nobody. */
+/* ---- QoS: parking what is over its LUN's or its controller's limit ---------------------- */
+/* Whether r waits for QoS (then it is parked, at the tail).  Only reads and writes are
+ * limited: a TEST UNIT READY or a flush slowed down helps nobody. */
 static bool req_park(struct tq *q, struct treq *r)
 {
-	struct qos_set *set;
+	struct qos_set *sets[2];
 	enum ts_kind k;
 	uint64_t now, when = 0;
 
 	r->qos_dir = QOS_DIRS;
 	if (__builtin_expect(r->lun >= VS_TARGET_MAX_LUNS, 0))
 		return false;
-	set = &q->c->qos[r->lun];
-	if (__builtin_expect(!qos_limited(set), 1))
+	sets[0] = &q->c->qos[r->lun];
+	sets[1] = &q->c->qos_all;
+	if (__builtin_expect(!qos_limited(sets[0]) && !qos_limited(sets[1]), 1))
 		return false;
 	k = ts_kind_of(r->hdr.cdb);
 	if (k != TS_READ && k != TS_WRITE)
@@ -365,9 +366,10 @@ static bool req_park(struct tq *q, struct treq *r)
 	now = vs_mono_ns();
 	/* Behind its LUN's parked ones without asking: its order is kept. */
 	if (!q->parked_lun[r->lun] &&
-	    qos_admit(&set, 1, (enum qos_dir)r->qos_dir, r->qos_bytes, now, &when))
+	    qos_admit(sets, 2, (enum qos_dir)r->qos_dir, r->qos_bytes, now, &when))
 		return false;
 	r->t_park = now;
+	r->qos_held = (uint8_t)(qos_limited(sets[0]) | qos_limited(sets[1]) << 1);
 	r->park_next = NULL;
 	if (q->park_tail)
 		q->park_tail->park_next = r;
@@ -388,7 +390,7 @@ void tq_park_release(struct tq *q, uint64_t now, bool all)
 	struct treq **link = &q->park_head, *r, *prev = NULL;
 
 	while ((r = *link)) {
-		struct qos_set *set = &q->c->qos[r->lun];
+		struct qos_set *sets[2] = {&q->c->qos[r->lun], &q->c->qos_all};
 		uint64_t bit = 1ull << (r->lun % 64);
 		uint8_t resp;
 
@@ -398,7 +400,7 @@ void tq_park_release(struct tq *q, uint64_t now, bool all)
 		if (!resp && !all) {
 			/* one refusal per LUN and pass: its later ones stay behind it */
 			if ((blocked[r->lun / 64] & bit) ||
-			    !qos_admit(&set, 1, (enum qos_dir)r->qos_dir, r->qos_bytes, now,
+			    !qos_admit(sets, 2, (enum qos_dir)r->qos_dir, r->qos_bytes, now,
 				       &when)) {
 				if (!(blocked[r->lun / 64] & bit) && (!next || when < next))
 					next = when;
@@ -412,7 +414,11 @@ void tq_park_release(struct tq *q, uint64_t now, bool all)
 		if (q->park_tail == r)
 			q->park_tail = prev;
 		q->parked_lun[r->lun]--;
-		qos_account(set, now > r->t_park ? now - r->t_park : 0);
+		/* the wait is counted for each of the LUN and the controller that had limits
+		 * when it was parked (either may have held it) */
+		for (unsigned i = 0; i < 2; i++)
+			if (r->qos_held & (1u << i))
+				qos_account(sets[i], now > r->t_park ? now - r->t_park : 0);
 		if (resp)
 			req_done(&r->cmd); /* answered with the TMF's response, never run */
 		else

@@ -264,6 +264,10 @@ unsigned vs_target_controller_list(struct vs_target *t, struct vs_target_control
 			i->connected = __atomic_load_n(&c->ev_live, __ATOMIC_RELAXED);
 			i->peer_pid = __atomic_load_n(&c->peer_pid, __ATOMIC_RELAXED);
 			i->connections = __atomic_load_n(&c->connections, __ATOMIC_RELAXED);
+			tq_ctrl_qos_info(c, &i->qos);
+			i->throttled = __atomic_load_n(&c->qos_all.throttled, __ATOMIC_RELAXED);
+			i->throttled_ns =
+			    __atomic_load_n(&c->qos_all.throttled_ns, __ATOMIC_RELAXED);
 		}
 		n++;
 	}
@@ -320,6 +324,19 @@ int vs_target_qos_set(struct vs_target *t, const char *ctrl, unsigned id,
 	if (rc)
 		return rc;
 	rc = tq_qos_set(c, id, q, why, whylen);
+	ctrl_put(c);
+	return rc;
+}
+
+int vs_target_controller_qos_set(struct vs_target *t, const char *ctrl,
+				 const struct vs_target_qos *q, char *why, size_t whylen)
+{
+	struct vs_controller *c;
+	int rc = ctrl_get(t, ctrl, &c, why, whylen);
+
+	if (rc)
+		return rc;
+	rc = tq_ctrl_qos_set(c, q, why, whylen);
 	ctrl_put(c);
 	return rc;
 }
@@ -431,7 +448,8 @@ static unsigned config_controllers(const struct vs_target_config *cfg,
 					     .socket_path = cfg->socket_path,
 					     .num_queues = cfg->num_queues,
 					     .nluns = cfg->nluns,
-					     .luns = cfg->luns};
+					     .luns = cfg->luns,
+					     .qos = cfg->qos};
 	return (cfg->socket_path || cfg->nluns ? 1 : 0) + cfg->ncontrollers;
 }
 

@@ -144,6 +144,7 @@ struct treq {
 	uint64_t t_park;	  /* when parked, monotonic ns */
 	uint64_t qos_bytes;	  /* what QoS charges it: its data buffer's bytes */
 	uint8_t qos_dir;	  /* enum qos_dir, QOS_DIRS: not limited (not a read or write) */
+	uint8_t qos_held;	  /* parked while limits were set: LUN's (1), controller's (2) */
 	uint64_t tag;		  /* le-decoded virtio tag: what TMFs match */
 	uint64_t seq;		  /* the queue's track_seq when tracked (under q->lock) */
 	unsigned lun;
@@ -329,8 +330,10 @@ struct vs_controller {
 	struct ts_lun *ts_base[VS_TARGET_MAX_LUNS];
 	uint64_t ts_gen[VS_TARGET_MAX_LUNS]; /* times each LUN was cleared (added): marks */
 
-	/* QoS limits per LUN (qos.c), checked by every worker that pops a request of it */
+	/* QoS limits per LUN (qos.c), checked by every worker that pops a request of it, and
+	 * over all its LUNs together (qos_all): a request goes when both let it */
 	struct qos_set qos[VS_TARGET_MAX_LUNS];
+	struct qos_set qos_all;
 
 	/* a TMF waiting for marked requests to complete */
 	pthread_mutex_t tmf_lock;
@@ -447,11 +450,17 @@ int tq_lun_open(struct vs_controller *c, const struct vs_target_lun *l, char *wh
 
 /* qos_lun.c: a LUN's limits, given as the user does (NULL: unlimited) */
 int tq_qos_check(const struct vs_target_qos *q, unsigned id, char *why, size_t whylen);
+/* ... and the controller's over all its LUNs (set: c->qos_all, or c->qos[id]) */
+int tq_ctrl_qos_check(const struct vs_target_qos *q, const char *name, char *why, size_t whylen);
+void tq_qos_apply_set(struct vs_controller *c, struct qos_set *s, const struct vs_target_qos *q);
+int tq_ctrl_qos_set(struct vs_controller *c, const struct vs_target_qos *q, char *why,
+		    size_t whylen);
 /* Any thread: from now on (parked requests are looked at again). */
 void tq_qos_apply(struct vs_controller *c, unsigned id, const struct vs_target_qos *q);
 /* Unlimited, counters 0: a LUN added or removed. */
 void tq_qos_reset(struct vs_controller *c, unsigned id);
 void tq_qos_info(struct vs_controller *c, unsigned id, struct vs_target_qos *q);
+void tq_ctrl_qos_info(struct vs_controller *c, struct vs_target_qos *q);
 
 /* events.c */
 void tq_events_init(struct vs_controller *c);

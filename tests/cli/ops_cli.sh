@@ -551,12 +551,19 @@ config_sighup_reload() {
 }
 
 # Controllers: two from the file, one added and one removed over the socket with
-# --config-autosave (each in the file when its reply comes), a SIGHUP that adds one and
-# removes another, and a restart from the file that brings back the same controllers with
-# their LUNs.
+# --config-autosave (each in the file when its reply comes), a controller's limits over all
+# its LUNs set over the socket (saved) and in the file (reloaded), a SIGHUP that adds one
+# and removes another, and a restart from the file that brings back the same controllers
+# with their LUNs and limits.
 ctrl_names() {
 	rpc_ok --json controller_list
 	python3 -c 'import json,sys; print(" ".join(c["name"] for c in json.load(open(sys.argv[1]))["result"]))' "$work/out"
+}
+# ctrl_iops NAME N: controller NAME's limit over all its LUNs is N IOPS.
+ctrl_iops() {
+	rpc_ok --json controller_list
+	python3 -c 'import json,sys; c=[c for c in json.load(open(sys.argv[1]))["result"] if c["name"] == sys.argv[2]][0]; assert c["qos"]["iops"] == int(sys.argv[3]), c' \
+		"$work/out" "$1" "$2" || fail "controller $1's limits: $(cat "$work/out")"
 }
 config_controllers() {
 	local f=$work/target.json
@@ -564,7 +571,7 @@ config_controllers() {
 		{ "rpc": "$work/rpc.sock",
 		  "controllers": [
 		    { "name": "vm1", "socket": "$work/vm1.sock", "luns": [ { "id": 0, "spec": "ram=1M" } ] },
-		    { "name": "vm2", "socket": "$work/vm2.sock", "queues": 2,
+		    { "name": "vm2", "socket": "$work/vm2.sock", "queues": 2, "qos": "iops=2000",
 		      "luns": [ { "id": 0, "spec": "null=1M" }, { "id": 4, "spec": "ram=2M", "qos": "iops=300" } ] }
 		  ]
 		}
@@ -573,6 +580,9 @@ config_controllers() {
 	wait_socket "$work/rpc.sock"
 	[[ -S $work/vm1.sock && -S $work/vm2.sock ]] || fail "the controllers' sockets are not there"
 	[[ $(ctrl_names) == "vm1 vm2" ]] || fail "controllers at start: $(ctrl_names)"
+	ctrl_iops vm2 2000
+	rpc_ok qos_set controller=vm2 id=all iops=1500
+	grep -q '"qos": "iops=1500"' "$f" || fail "qos_set id=all not saved: $(cat "$f")"
 	rpc_ok controller_add name=vm3 socket="$work/vm3.sock" 'luns=[{"id":1,"spec":"ram=1M"}]'
 	grep -q '"name": "vm3"' "$f" || fail "controller_add not saved: $(cat "$f")"
 	rpc_ok controller_remove name=vm1
@@ -589,8 +599,9 @@ config_controllers() {
 		d["controllers"].append({"name": "vm5", "socket": sys.argv[2], "luns": [{"id": 0, "spec": "ram=1M"}]})
 		json.dump(d, open(sys.argv[1], "w"), indent=2)
 	PY
+	sed -i 's/"iops=1500"/"iops=1200"/' "$f"
 	kill -HUP "$last"
-	wait_log "reload: $f: removed controller vm3, added controller vm5 ($work/vm5.sock)"
+	wait_log "reload: $f: removed controller vm3, controller vm2's QoS, added controller vm5 ($work/vm5.sock)"
 	[[ $(ctrl_names) == "vm2 vm5" ]] || fail "after the reload: $(ctrl_names)"
 	stop_target "$last"
 	start_target t2 --config "$f"
@@ -599,6 +610,7 @@ config_controllers() {
 	rpc_ok --json lun_list controller=vm2
 	python3 -c 'import json,sys; l=json.load(open(sys.argv[1]))["result"]; assert [x["id"] for x in l] == [0, 4] and l[1]["qos"]["iops"] == 300, l' \
 		"$work/out" || fail "vm2's LUNs after the restart: $(cat "$work/out")"
+	ctrl_iops vm2 1200
 	stop_target "$last"
 }
 

@@ -409,6 +409,150 @@ static void test_qos_set(void **state)
 	fx_close(x);
 }
 
+/* ---- controllers ----------------------------------------------------------------------- */
+
+static unsigned controller_count(int fd)
+{
+	json_t *list = call_ok(fd, "controller_list", "{}");
+	unsigned n = (unsigned)json_array_size(list);
+
+	json_decref(list);
+	return n;
+}
+
+/* controller_add, controller_remove, controller_list and the controller param: every bad
+ * call refused with what was wrong before anything changes (no controller added, no socket
+ * left behind); a good one serves at once, with its limits; removal takes its socket. */
+static void test_controller_methods(void **state)
+{
+	struct fx *x = fx_open("0:ram=1M", NULL);
+	int fd = rpc_connect(x->rpc);
+	char params[1024], vm2[128], longp[200];
+	struct vs_ini_opts o;
+	struct vs_ini *ini;
+	struct stat st;
+	json_t *r;
+
+	(void)state;
+	snprintf(vm2, sizeof(vm2), "%s/vm2.sock", x->t.tg.dir);
+	memset(longp, 'a', sizeof(longp) - 1);
+	longp[sizeof(longp) - 1] = 0;
+#define ADD(extra)                                                                                 \
+	(snprintf(                                                                                 \
+	     params, sizeof(params),                                                               \
+	     "{\"name\":\"vm2\",\"socket\":\"%s\",\"luns\":[{\"id\":0,\"spec\":\"ram=1M\"}]%s}",   \
+	     vm2, extra),                                                                          \
+	 req("controller_add", params))
+	expect_error(fd, req("controller_add", "{\"socket\":\"/tmp/x.sock\"}"), -32602,
+		     "missing param 'name'", NULL);
+	expect_error(fd, req("controller_add", "{\"name\":\"vm2\"}"), -32602,
+		     "missing param 'socket'", NULL);
+	expect_error(fd, ADD(",\"queues\":0"), -32602, "param 'queues': 1..16", NULL);
+	expect_error(fd, ADD(",\"queues\":17"), -32602, "param 'queues'", NULL);
+	expect_error(fd, ADD(",\"colour\":1"), -32602, "controller_add takes no param 'colour'",
+		     NULL);
+	expect_error(fd, ADD(",\"qos\":\"iops=fast\""), -32602, "param 'qos'", NULL);
+	expect_error(fd, ADD(",\"qos\":\"burst_iops=5\""), -32602, "param 'qos'", NULL);
+	snprintf(params, sizeof(params), "{\"name\":\"vm2\",\"socket\":\"%s\",\"luns\":[]}", vm2);
+	expect_error(fd, req("controller_add", params), -32602, "param 'luns'", NULL);
+	snprintf(params, sizeof(params),
+		 "{\"name\":\"vm2\",\"socket\":\"%s\",\"luns\":[{\"id\":0,\"spec\":\"ram=1M\","
+		 "\"colour\":1}]}",
+		 vm2);
+	expect_error(fd, req("controller_add", params), -32602, "colour", NULL);
+	snprintf(
+	    params, sizeof(params),
+	    "{\"name\":\"vm2\",\"socket\":\"%s/%s\",\"luns\":[{\"id\":0,\"spec\":\"ram=1M\"}]}",
+	    x->t.tg.dir, longp);
+	expect_error(fd, req("controller_add", params), -32602, "param 'socket': at most", NULL);
+	/* the target's refusals */
+	snprintf(params, sizeof(params),
+		 "{\"name\":\"vm/2\",\"socket\":\"%s\",\"luns\":[{\"id\":0,\"spec\":\"ram=1M\"}]}",
+		 vm2);
+	expect_error(fd, req("controller_add", params), -32000, "controller name", "EINVAL");
+	snprintf(params, sizeof(params),
+		 "{\"name\":\"default\",\"socket\":\"%s\",\"luns\":[{\"id\":0,\"spec\":"
+		 "\"ram=1M\"}]}",
+		 vm2);
+	expect_error(fd, req("controller_add", params), -32000, "default", "EEXIST");
+	snprintf(params, sizeof(params),
+		 "{\"name\":\"vm2\",\"socket\":\"%s\",\"luns\":[{\"id\":0,\"spec\":\"ram=1M\"}]}",
+		 x->t.tg.sock);
+	expect_error(fd, req("controller_add", params), -32000, "", "EEXIST");
+	snprintf(params, sizeof(params),
+		 "{\"name\":\"vm2\",\"socket\":\"%s\",\"luns\":[{\"id\":0,\"spec\":"
+		 "\"file=/nonexistent/img\"}]}",
+		 vm2);
+	expect_error(fd, req("controller_add", params), -32000, "/nonexistent/img", "ENOENT");
+	snprintf(params, sizeof(params),
+		 "{\"name\":\"vm2\",\"socket\":\"/nonexistent/dir/vm2.sock\",\"luns\":[{\"id\":0,"
+		 "\"spec\":\"ram=1M\"}]}");
+	expect_error(fd, req("controller_add", params), -32000, "/nonexistent/dir/vm2.sock",
+		     "ENOENT");
+	/* none of them added anything or left a socket */
+	assert_int_equal(controller_count(fd), 1);
+	assert_int_equal(stat(vm2, &st), -1);
+
+	/* a good one: listed, served, with its limits over its LUNs */
+	r = call_ok(fd, "controller_add",
+		    (snprintf(params, sizeof(params),
+			      "{\"name\":\"vm2\",\"socket\":\"%s\",\"queues\":2,"
+			      "\"luns\":[{\"id\":3,\"spec\":\"ram=1M\"}],"
+			      "\"qos\":\"iops=5000\"}",
+			      vm2),
+		     params));
+	assert_string_equal(json_string_value(json_object_get(r, "name")), "vm2");
+	assert_int_equal(json_integer_value(json_object_get(r, "queues")), 2);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(r, "qos"), "iops")),
+			 5000);
+	json_decref(r);
+	assert_int_equal(controller_count(fd), 2);
+	o = (struct vs_ini_opts){.queues = 2, .data_mem = 1u << 20, .socket = vm2};
+	assert_int_equal(vs_ini_open(&ini, &o), 0);
+	assert_int_equal(vs_ini_lun_count(ini), 1);
+	vs_ini_close(ini);
+
+	/* with two, the LUN methods need the controller */
+	expect_error(fd, req("lun_list", "{}"), -32602, "missing param 'controller'", NULL);
+	expect_error(fd, req("lun_list", "{\"controller\":\"vm9\"}"), -32000, "no controller 'vm9'",
+		     "ENOENT");
+	expect_error(fd, req("lun_list", "{\"controller\":7}"), -32602, "param 'controller'", NULL);
+	r = call_ok(fd, "lun_list", "{\"controller\":\"vm2\"}");
+	assert_int_equal(json_array_size(r), 1);
+	assert_int_equal(json_integer_value(json_object_get(json_array_get(r, 0), "id")), 3);
+	json_decref(r);
+
+	/* qos_set id=all: the controller's limits */
+	r = call_ok(fd, "qos_set", "{\"controller\":\"vm2\",\"id\":\"all\",\"iops\":50}");
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(r, "qos"), "iops")),
+			 50);
+	json_decref(r);
+	expect_error(fd, req("qos_set", "{\"controller\":\"vm2\",\"id\":\"every\",\"iops\":5}"),
+		     -32602, "param 'id': expected a LUN number in 0..255 or \"all\"", NULL);
+	expect_error(fd, req("qos_set", "{\"controller\":\"vm2\",\"id\":\"all\",\"burst_iops\":5}"),
+		     -32000, "controller vm2: QoS", "EINVAL");
+	r = call_ok(fd, "controller_list", "{}");
+	assert_int_equal(json_integer_value(
+			     json_object_get(json_object_get(json_array_get(r, 1), "qos"), "iops")),
+			 50);
+	json_decref(r);
+
+	/* removal */
+	expect_error(fd, req("controller_remove", "{}"), -32602, "missing param 'name'", NULL);
+	expect_error(fd, req("controller_remove", "{\"name\":\"vm9\"}"), -32000, "vm9", "ENOENT");
+	expect_error(fd, req("controller_remove", "{\"name\":\"vm2\",\"force\":true}"), -32602,
+		     "controller_remove takes no param 'force'", NULL);
+	json_decref(call_ok(fd, "controller_remove", "{\"name\":\"vm2\"}"));
+	assert_int_equal(controller_count(fd), 1);
+	assert_int_equal(stat(vm2, &st), -1);
+	/* the one left serves, and the param is optional again */
+	json_decref(call_ok(fd, "lun_list", "{}"));
+	io_roundtrip(x, 0, 0, 8, 11);
+#undef ADD
+	close(fd);
+	fx_close(x);
+}
+
 /* ---- LUNs ------------------------------------------------------------------------------ */
 
 /* lun_add, lun_resize and lun_remove change what lun_list says and what the initiator
@@ -1384,6 +1528,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_errors),
 	    cmocka_unit_test(test_qos_set),
+	    cmocka_unit_test(test_controller_methods),
 	    cmocka_unit_test(test_lun_lifecycle),
 	    cmocka_unit_test(test_stats_match),
 	    cmocka_unit_test(test_long_line),

@@ -64,6 +64,8 @@ static void test_qos_mistakes(void **state)
 	    {"0:iopz=5", "'iopz=5': expected"},
 	    {"0:bps=5Q", "'5Q' is not a size"},
 	    {"0:write_iops=1099511627777", "write iops limit or burst above"},
+	    {"some:iops=5", "'some' is not a LUN number 0..255 or all"},
+	    {"all:burst_bps=5", "total bps burst without a total bps limit"},
 	};
 	char err[1024];
 
@@ -76,6 +78,18 @@ static void test_qos_mistakes(void **state)
 		if (!strstr(err, cases[i][1]))
 			fail_msg("--qos %s: wanted '%s', got: %s", cases[i][0], cases[i][1], err);
 	}
+}
+
+/* A controller's limits over its LUNs given twice: exit status 2. */
+static void test_qos_all_twice(void **state)
+{
+	char *args[] = {"vioscope", "target",	  "--socket", "/tmp/x",	    "--lun", "0:ram=1M",
+			"--qos",    "all:iops=5", "--qos",    "all:iops=6", NULL};
+	char err[1024];
+
+	(void)state;
+	assert_int_equal(run(args, err, sizeof(err)), 2);
+	assert_non_null(strstr(err, "--qos: all given twice for a controller"));
 }
 
 /* A missing image file: exit status 3 (could not run), and the message names the file. */
@@ -199,6 +213,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_unknown_option),
 	    cmocka_unit_test(test_duplicate_lun),
 	    cmocka_unit_test(test_qos_mistakes),
+	    cmocka_unit_test(test_qos_all_twice),
 	    cmocka_unit_test(test_missing_file),
 	    cmocka_unit_test(test_size_not_block_multiple),
 	    cmocka_unit_test(test_test_option_needs_testing),

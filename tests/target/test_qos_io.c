@@ -256,6 +256,109 @@ static void test_qos_set_takes_effect(void **state)
 	fx_close(x);
 }
 
+/* The controller's limit over all its LUNs: 200 IOPS shared by two LUNs driven at once
+ * (each unlimited alone) is 200 in all, each getting a part of it. */
+static void test_controller_limit_holds(void **state)
+{
+	struct fx *x = fx_open(false);
+	uint64_t end = now_ms() + DEADLINE_MS, t0 = 0, c0 = 0, t1, c1;
+	struct vs_target_controller_info ci;
+	struct vs_target_qos q;
+	struct stream s[2];
+	char why[256];
+	double got;
+
+	(void)state;
+	memset(&q, 0, sizeof(q));
+	q.iops[VS_QOS_TOTAL] = 200;
+	q.burst_iops[VS_QOS_TOTAL] = 100;
+	assert_int_equal(vs_target_controller_qos_set(x->t, NULL, &q, why, sizeof(why)), 0);
+	stream_init(x, &s[0], 0);
+	stream_init(x, &s[1], 1);
+	for (;;) {
+		vs_ini_poll(x->q, 64);
+		stream_turn(x, &s[0]);
+		stream_turn(x, &s[1]);
+		if (!t0 && s[0].done + s[1].done >= 200) { /* past the burst */
+			c0 = lun_stats(x, 0).reads + lun_stats(x, 1).reads;
+			t0 = vs_mono_ns();
+		}
+		if (t0 && vs_mono_ns() - t0 >= 4000000000)
+			break;
+		assert_true(now_ms() < end);
+	}
+	t1 = vs_mono_ns();
+	c1 = lun_stats(x, 0).reads + lun_stats(x, 1).reads;
+	got = (double)(c1 - c0) * 1e9 / (double)(t1 - t0);
+	assert_rate(got, 200);
+	print_message("LUN 0: %llu reads, LUN 1: %llu\n", (unsigned long long)s[0].done,
+		      (unsigned long long)s[1].done);
+	assert_true(s[0].done > 100 && s[1].done > 100);
+	/* counted for the controller, not for the LUNs (they have no limits of their own) */
+	assert_int_equal(vs_target_controller_list(x->t, &ci, 1), 1);
+	assert_true(ci.throttled > 0 && ci.throttled_ns > 0);
+	assert_int_equal(ci.qos.iops[VS_QOS_TOTAL], 200);
+	assert_int_equal(lun_stats(x, 0).throttled, 0);
+	memset(&q, 0, sizeof(q)); /* the last ones need not wait */
+	assert_int_equal(vs_target_controller_qos_set(x->t, NULL, &q, why, sizeof(why)), 0);
+	stream_drain(x, &s[0]);
+	stream_drain(x, &s[1]);
+	fx_close(x);
+}
+
+/* Both limits apply: a LUN limited to 2 IOPS under a controller limit of 10,000 still
+ * goes at 2 (its 20th read takes 10 s), while its unlimited neighbour goes on. */
+static void test_lun_limit_under_controller_limit(void **state)
+{
+	struct fx *x = fx_open(false);
+	uint64_t end = now_ms() + DEADLINE_MS;
+	struct vs_target_qos q;
+	struct stream s[2];
+	char why[256];
+
+	(void)state;
+	memset(&q, 0, sizeof(q));
+	q.iops[VS_QOS_TOTAL] = 10000;
+	assert_int_equal(vs_target_controller_qos_set(x->t, NULL, &q, why, sizeof(why)), 0);
+	qos_set(x, 0, 2, 0);
+	stream_init(x, &s[0], 0);
+	stream_init(x, &s[1], 1);
+	while (s[1].done < 1000) {
+		vs_ini_poll(x->q, 64);
+		stream_turn(x, &s[0]);
+		stream_turn(x, &s[1]);
+		assert_true(s[0].done < 20);
+		assert_true(now_ms() < end);
+	}
+	stream_drain(x, &s[1]);
+	qos_set(x, 0, 0, 0);
+	stream_drain(x, &s[0]);
+	fx_close(x);
+}
+
+/* A controller limit refused leaves the one set before. */
+static void test_controller_limit_refused(void **state)
+{
+	struct fx *x = fx_open(false);
+	struct vs_target_controller_info ci;
+	struct vs_target_qos q;
+	char why[256];
+
+	(void)state;
+	memset(&q, 0, sizeof(q));
+	q.iops[VS_QOS_TOTAL] = 500;
+	assert_int_equal(vs_target_controller_qos_set(x->t, NULL, &q, why, sizeof(why)), 0);
+	q.iops[VS_QOS_TOTAL] = VS_TARGET_QOS_MAX + 1;
+	assert_int_equal(vs_target_controller_qos_set(x->t, NULL, &q, why, sizeof(why)), -EINVAL);
+	print_message("refused: %s\n", why);
+	assert_non_null(strstr(why, "controller"));
+	assert_int_equal(vs_target_controller_qos_set(x->t, "nosuch", &q, why, sizeof(why)),
+			 -ENOENT);
+	assert_int_equal(vs_target_controller_list(x->t, &ci, 1), 1);
+	assert_int_equal(ci.qos.iops[VS_QOS_TOTAL], 500);
+	fx_close(x);
+}
+
 /* Four reads at a byte a second: the first goes (a full bucket takes any one request),
  * three are parked; wait until the target holds them. */
 static void park_three(struct fx *x, struct waiter *w, uint8_t *buf)
@@ -362,6 +465,9 @@ int main(void)
 	    cmocka_unit_test(test_unlimit_releases_parked),
 	    cmocka_unit_test(test_tmf_answers_parked),
 	    cmocka_unit_test(test_stop_runs_parked),
+	    cmocka_unit_test(test_controller_limit_holds),
+	    cmocka_unit_test(test_lun_limit_under_controller_limit),
+	    cmocka_unit_test(test_controller_limit_refused),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
