@@ -499,6 +499,82 @@ fail:
 	return rc;
 }
 
+/* What c's queues have taken so far, and whether any has requests in flight or runs. */
+static uint64_t ctrl_activity(struct vs_controller *c, bool *busy, bool *running)
+{
+	uint64_t seen = 0;
+
+	*busy = *running = false;
+	for (unsigned i = 0; i < TQ_MAX; i++) {
+		struct tq *q = &c->q[i];
+
+		pthread_mutex_lock(&q->lock);
+		seen += q->track_seq;
+		*busy |= __atomic_load_n(&q->inflight, __ATOMIC_RELAXED) != 0;
+		*running |= __atomic_load_n(&q->running, __ATOMIC_RELAXED);
+		pthread_mutex_unlock(&q->lock);
+	}
+	return seen;
+}
+
+int ctrl_unplug(struct vs_controller *c, char *why, size_t whylen)
+{
+	/* After the events, the driver removes its disks and sends a last command or two as
+	 * it does (sd's SYNCHRONIZE CACHE): each must be answered (LUN NOT SUPPORTED), or the
+	 * guest's removal waits for it forever.  So the controller is served until its
+	 * frontend goes or stops its rings (the VM's device unplugged or reset), or its
+	 * queues have been idle for UNPLUG_QUIET_NS with every event taken; at most
+	 * UNPLUG_GRACE_MS (or the worker timeout): a guest that does not take part must not
+	 * hold the removal up. */
+	enum { UNPLUG_GRACE_MS = 5000 };
+	const uint64_t UNPLUG_QUIET_NS = 1000000000;
+	uint64_t grace_ms =
+	    c->worker_timeout_ms < UNPLUG_GRACE_MS ? c->worker_timeout_ms : UNPLUG_GRACE_MS;
+	uint64_t now = vs_mono_ns(), end = now + grace_ms * 1000000, quiet_since = now, last;
+	unsigned removed = 0;
+	bool busy, running;
+	char err[256];
+	int rc, first = 0;
+
+	for (unsigned id = 0; id < VS_TARGET_MAX_LUNS; id++) {
+		enum tq_lun_state st;
+
+		pthread_mutex_lock(&c->luns_lock);
+		st = c->lun_state[id];
+		pthread_mutex_unlock(&c->luns_lock);
+		if (st != TQ_LUN_PRESENT && st != TQ_LUN_RESIZING)
+			continue;
+		if ((rc = tq_lun_remove(c, id, err, sizeof(err)))) {
+			tq_log(c, "removing: %s", err);
+			if (!first)
+				first = tq_err(why, whylen, rc, "%s", err);
+		}
+		removed++; /* told the driver even when its flush failed */
+	}
+	last = ctrl_activity(c, &busy, &running);
+	while (removed && __atomic_load_n(&c->ev_live, __ATOMIC_RELAXED) && running) {
+		struct timespec tick = {0, 20000000};
+		uint64_t seen;
+
+		if ((now = vs_mono_ns()) >= end) {
+			tq_log(c,
+			       "removing: its frontend still used it %llu ms after its LUNs were "
+			       "removed; closing the socket",
+			       (unsigned long long)grace_ms);
+			break;
+		}
+		seen = ctrl_activity(c, &busy, &running);
+		if (seen != last || busy) {
+			last = seen;
+			quiet_since = now;
+		} else if (!tq_events_waiting(c) && now - quiet_since >= UNPLUG_QUIET_NS) {
+			break;
+		}
+		nanosleep(&tick, NULL); /* a management call's bounded wait, not the I/O path */
+	}
+	return first;
+}
+
 static void *ctrl_main(void *arg)
 {
 	struct vs_controller *c = arg;

@@ -207,7 +207,8 @@ int vs_target_controller_add(struct vs_target *t, const struct vs_target_control
 int vs_target_controller_remove(struct vs_target *t, const char *name, char *why, size_t whylen)
 {
 	struct vs_controller *c;
-	int rc;
+	char err[256];
+	int rc, rc2;
 
 	if (why && whylen)
 		*why = 0;
@@ -226,13 +227,17 @@ int vs_target_controller_remove(struct vs_target *t, const char *name, char *why
 	while (c->users)
 		pthread_cond_wait(&t->ctrl_cond, &t->ctrl_lock);
 	pthread_mutex_unlock(&t->ctrl_lock);
-	/* Its socket closes and its frontend's queues stop (in-flight requests complete);
-	 * then its backends are flushed and closed. */
+	/* The guest sees its disks go (events), each after its requests in flight completed
+	 * and its backend was flushed and closed; then the socket closes and the frontend's
+	 * queues stop (what it sent meanwhile completes, LUN NOT SUPPORTED). */
+	if ((rc = ctrl_unplug(c, err, sizeof(err))))
+		vs_fail(why, whylen, rc, "controller %s removed; %s", name, err);
 	ctrl_unlink(c);
-	rc = ctrl_destroy(c);
-	if (rc)
+	if ((rc2 = ctrl_destroy(c)) && !rc) {
+		rc = rc2;
 		vs_fail(why, whylen, rc, "controller %s removed; its flush failed: %s", name,
 			strerror(-rc));
+	}
 	VS_INFO(EVENT, "controller %s removed at run time", name);
 	return rc;
 }

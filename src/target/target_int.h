@@ -587,6 +587,12 @@ int ctrl_start(struct vs_controller *c, char *why, size_t whylen);
 /* Stop serving (its frontend's queues stop, in-flight requests complete), flush, free.
  * The first flush error. */
 int ctrl_destroy(struct vs_controller *c);
+/* Before a removal at run time: every LUN removed as lun_remove removes one (its requests
+ * in flight complete, flushed, the driver told), then the controller still served (a bounded
+ * time) while the driver takes the events and removes its disks, so that the guest sees
+ * them go as on a hot-unplug.  The first
+ * LUN's removal error (logged, and the rest still removed), 0. */
+int ctrl_unplug(struct vs_controller *c, char *why, size_t whylen);
 /* The request worker that takes q now: the one with the fewest queues (under ctrl_lock). */
 struct worker *ctrl_pick_worker(struct vs_target *t);
 void ctrl_unpick_worker(struct vs_target *t, struct worker *w);

@@ -10,7 +10,10 @@
 #   VIOSCOPE-HP: GROW    host: lun_resize to 64 MiB    guest: /sys/block/sdX/size grows, fio verify
 #                                                      past the old end
 #   VIOSCOPE-HP: REMOVE  host: lun_remove id=1         guest: the disk goes away
+#   VIOSCOPE-HP: UNPLUG  host: controller_remove vm-b  guest: the second HBA's disk goes away
 # then the background fio must have passed every run, and have kept running all along.
+# The second controller (vm-b, a vhost-user-scsi-pci device of its own, served by the same
+# target) has a LUN 0 of B_MIB, verified with fio at the start.
 #
 # Markers: VIOSCOPE-HP: <request> for the host; VIOSCOPE-STEP: PASS/FAIL <step>; VIOSCOPE-TEST.
 # Exit status 0 only if every step passed.
@@ -19,6 +22,8 @@ VENDOR=${VIOSCOPE_VENDOR:-VIOSCOPE}
 WAIT_S=${VIOSCOPE_HP_WAIT:-60}    # deadline for each change to reach the guest
 ADD_MIB=32                        # keep in sync with hotplug.sh
 GROW_MIB=64
+LUN0_MIB=64                       # keep in sync with hotplug.sh
+B_MIB=48
 
 passed=0
 failed=0
@@ -102,27 +107,41 @@ fio_verify() {
 
 # shellcheck disable=SC2317 # the conditions below are called through wait_until
 # --- LUN 0 --------------------------------------------------------------------------------------
+# Each controller's LUN 0, told apart by size (each on a virtio_scsi host of its own).
+sectors_of() { cat "$1/block/"*/size 2>/dev/null || echo 0; }
 lun0=
+lunb=
 for d in /sys/bus/scsi/devices/*:*:*:0; do
 	[ -f "$d/vendor" ] || continue
-	[ "$(sed 's/[[:space:]]*$//' "$d/vendor")" = "$VENDOR" ] && lun0=$d
+	[ "$(sed 's/[[:space:]]*$//' "$d/vendor")" = "$VENDOR" ] || continue
+	case $(sectors_of "$d") in
+	$((LUN0_MIB * 2048))) lun0=$d ;;
+	$((B_MIB * 2048))) lunb=$d ;;
+	esac
 done
-if [ -z "$lun0" ]; then
-	fail discover "no LUN 0 with vendor '$VENDOR'"
+if [ -z "$lun0" ] || [ -z "$lunb" ]; then
+	fail discover "no LUN 0 of ${LUN0_MIB} MiB and of ${B_MIB} MiB with vendor '$VENDOR'"
 	finish
 fi
 hctl0=${lun0##*/}
+hctlb=${lunb##*/}
+if [ "${hctl0%%:*}" = "${hctlb%%:*}" ]; then
+	fail discover "both controllers' disks are on SCSI host ${hctl0%%:*}"
+	finish
+fi
 lun1=/sys/bus/scsi/devices/${hctl0%:*}:1
 if [ -e "$lun1" ]; then
 	fail discover "LUN 1 is there before it was added"
 	finish
 fi
 sd0=/dev/$(ls "$lun0/block")
-echo "LUN 0: $hctl0 $sd0"
+sdb=$(ls "$lunb/block")
+echo "LUN 0: $hctl0 $sd0; controller vm-b's LUN 0: $hctlb /dev/$sdb"
 engine=io_uring
 fio --name=probe --filename="$sd0" --ioengine=io_uring --direct=1 --rw=read --bs=4k --size=4k \
 	>"$out" 2>&1 || engine=libaio
 pass discover
+fio_verify controllers.fio-b --filename="/dev/$sdb" --size=16M
 
 # Background: verified random writes on LUN 0, run after run, until told to stop.
 (
@@ -166,6 +185,21 @@ echo "VIOSCOPE-HP: REMOVE"
 gone() { [ ! -e "$lun1" ] && [ ! -e "/sys/block/$sd1" ]; }
 wait_until hotplug.gone "LUN 1 (${lun1##*/}, $sd1) going away" gone
 bg_alive hotplug.gone
+
+# --- the second controller goes away ------------------------------------------------------------
+echo "VIOSCOPE-HP: UNPLUG"
+b_gone() { [ ! -e "$lunb" ] && [ ! -e "/sys/block/$sdb" ]; }
+wait_until controllers.unplug "controller vm-b's disk ($hctlb, $sdb) going away" b_gone
+bg_alive controllers.unplug
+# Its device has no back-end any more: the guest lets it go as after QEMU's device_del (the
+# PCI function removed: the driver's remove resets the device), in the background, with the
+# deadline of any step.
+hostb_dev=$(readlink -f "/sys/class/scsi_host/host${hctlb%%:*}/device")
+pcib=${hostb_dev%/virtio*}
+echo "controller vm-b's HBA: $hostb_dev (PCI function $pcib)"
+(echo 1 >"$pcib/remove") &
+pci_gone() { [ ! -e "$pcib" ]; }
+wait_until controllers.detach "controller vm-b's PCI function ($pcib) removed" pci_gone
 
 # --- the background fio kept going and found nothing wrong --------------------------------------
 touch /tmp/bg.stop

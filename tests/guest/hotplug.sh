@@ -2,7 +2,10 @@
 # The hot-plug guest test, host side (ctest guest.hotplug): a real Linux guest (Debian 6.1 under
 # QEMU TCG) on `vioscope target --rpc`, whose LUNs this script adds, grows and removes through the
 # management socket with `vioscope rpc` while the guest (hotplug-test.sh) keeps fio running on
-# LUN 0 and waits, with deadlines, for each change to show up by itself.
+# LUN 0 and waits, with deadlines, for each change to show up by itself.  The target has two
+# controllers, each a vhost-user-scsi-pci device of the one guest: `default` (LUN 0, the LUNs
+# added) and `vm-b` (its own LUN 0, of another size), which the guest verifies with fio and
+# which is then removed at run time (controller_remove: the guest sees its disk go).
 #
 # usage: tests/guest/hotplug.sh [BUILD_DIR]
 # Exit status: 0 passed, 1 failed, 77 skipped (no vioscope binary).
@@ -18,6 +21,7 @@ timeout_s=${VIOSCOPE_GUEST_TIMEOUT:-300}
 qemu=${VIOSCOPE_QEMU:-qemu-system-x86_64}
 QUEUES=2
 LUN0_MIB=64
+B_MIB=48   # controller vm-b's LUN 0; keep in sync with hotplug-test.sh
 ADD_MIB=32 # keep in sync with hotplug-test.sh
 GROW_MIB=64
 
@@ -79,23 +83,26 @@ cp "$here/hotplug-test.sh" "$work/extra/hotplug-test.sh"
 (cd "$work/extra" && echo hotplug-test.sh | cpio -o -H newc --quiet -R 0:0) >"$work/extra.cpio"
 cat "$work/extra.cpio" "$GUEST_INITRD" >"$work/initrd"
 
-# The target: LUN 0 in RAM (the background fio's), LUN 1 comes later as a file.
+# The target: LUN 0 in RAM (the background fio's), LUN 1 comes later as a file; controller vm-b
+# with its LUN 0 in RAM.
 truncate -s "${ADD_MIB}M" "$work/lun1.img"
 sock=$work/vhost-user-scsi.sock
+sock_b=$work/vm-b.sock
 "$vioscope_bin" target --socket "$sock" --lun "0:ram=${LUN0_MIB}M" --queues "$QUEUES" \
-	--rpc "$rpc_sock" >"$work/target.log" 2>&1 &
+	--rpc "$rpc_sock" --controller "vm-b:socket=$sock_b" --lun "0:ram=${B_MIB}M" \
+	>"$work/target.log" 2>&1 &
 target_pid=$!
 for _ in $(seq 100); do
-	[[ -S $sock && -S $rpc_sock ]] && break
+	[[ -S $sock && -S $sock_b && -S $rpc_sock ]] && break
 	sleep 0.1
 done
-if [[ ! -S $sock || ! -S $rpc_sock ]]; then
+if [[ ! -S $sock || ! -S $sock_b || ! -S $rpc_sock ]]; then
 	cat "$work/target.log" >&2
 	echo "guest-hotplug: error: the target did not listen within 10 s" >&2
 	exit 1
 fi
 
-append="console=ttyS0 quiet panic=-1 vioscope.vendor=VIOSCOPE vioscope.disks=1"
+append="console=ttyS0 quiet panic=-1 vioscope.vendor=VIOSCOPE vioscope.disks=2 ${VIOSCOPE_GUEST_APPEND:-}"
 append+=" vioscope.test=/hotplug-test.sh vioscope.timeout=$((timeout_s - 30))"
 : >"$guest_log"
 if [[ -n ${VIOSCOPE_GUEST_VERBOSE:-} ]]; then
@@ -109,6 +116,7 @@ timeout --kill-after=10 "$timeout_s" "$qemu" -accel tcg -m 1024 -smp 2 -nographi
 	-object memory-backend-memfd,id=mem,size=1024M,share=on -machine memory-backend=mem \
 	-chardev "socket,id=c0,path=$sock" \
 	-device "vhost-user-scsi-pci,chardev=c0,num_queues=$QUEUES" \
+	-chardev "socket,id=c1,path=$sock_b" -device "vhost-user-scsi-pci,chardev=c1,num_queues=1" \
 	</dev/null >"$work/qemu.out" 2>&1 &
 qemu_pid=$!
 
@@ -133,12 +141,15 @@ act() {
 		return 1
 	fi
 }
-if act ADD lun_add id=1 "spec=file=$work/lun1.img" &&
-	act GROW lun_resize id=1 size=${GROW_MIB}M; then
-	act REMOVE lun_remove id=1 || true
+# With two controllers, the LUN methods name theirs.
+if act ADD lun_add controller=default id=1 "spec=file=$work/lun1.img" &&
+	act GROW lun_resize controller=default id=1 size=${GROW_MIB}M &&
+	act REMOVE lun_remove controller=default id=1; then
+	act UNPLUG controller_remove name=vm-b || true
 fi
 # Statistics while the guest still runs: LUN 0 carried the background fio.
-rpc --table stats >"$work/stats.txt" || problems+=("vioscope rpc stats failed")
+rpc --table stats controller=default >"$work/stats.txt" || problems+=("vioscope rpc stats failed")
+rpc --json controller_list >"$work/controllers.json" || problems+=("vioscope rpc controller_list failed")
 cat "$work/stats.txt"
 qemu_rc=0
 wait "$qemu_pid" || qemu_rc=$?
@@ -158,8 +169,13 @@ while read -r line; do
 	problems+=("guest: $line")
 done < <(grep '^VIOSCOPE-[A-Z]*: FAIL' "$clean" || true)
 steps=$(grep -c '^VIOSCOPE-STEP: PASS' "$clean" || true)
-# discover, appear, fio, grow, fio-grown, gone, background
-((steps == 7)) || problems+=("expected 7 passed steps, saw $steps")
+# discover, fio-b, appear, fio, grow, fio-grown, gone, unplug, detach, background
+((steps == 10)) || problems+=("expected 10 passed steps, saw $steps")
+# vm-b is gone, default still there with its frontend
+python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["result"]; assert [c["name"] for c in r] == ["default"] and r[0]["connected"], r' \
+	"$work/controllers.json" 2>/dev/null || problems+=("controller_list after the removal: $(cat "$work/controllers.json")")
+grep -q "controller vm-b: connection 1: a frontend connected" "$work/target.log" ||
+	problems+=("no connection line of controller vm-b in the target's log")
 # The LUN rows of the table (up to its blank line): LUN 0 counted reads and writes (fio wrote
 # and verified), and the removed LUN 1 is not listed.
 sed '/^$/q' "$work/stats.txt" >"$work/stats.luns"
@@ -196,4 +212,4 @@ if ((${#problems[@]})); then
 	log "FAIL"
 	exit 1
 fi
-log "PASS: $steps guest steps; LUN 1 appeared, grew and went away under fio on LUN 0"
+log "PASS: $steps guest steps; LUN 1 appeared, grew and went away under fio on LUN 0; controller vm-b served, then removed"
