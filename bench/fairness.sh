@@ -6,6 +6,10 @@
 #   J = (sum x)^2 / (N * sum x^2)      (1: all equal; 1/N: one gets everything)
 # and the total against one controller alone on the same target shape (W workers), in
 # rounds interleaved (alone, together, alone, ...), medians and spread.
+# Every controller is measured over the same window: the target's own counts (`rpc stats`
+# of each controller) once every initiator says it is measuring, and SECONDS later (each
+# initiator's own figure would cover its own window, offset by its start: one that starts
+# first runs a while with fewer neighbours).
 #
 #   bench/fairness.sh [BUILD_DIR] [CONTROLLERS] [WORKERS] [SECONDS] [ROUNDS]
 #   (default: build 8 2 10 3)
@@ -32,32 +36,49 @@ start_target() {
 	for ((i = 0; i < $1; i++)); do
 		args+=(--controller "c$i:socket=$work/c$i.sock" --lun 0:ram=256M)
 	done
-	"$exe" target --workers "$workers" "${args[@]}" 2>"$work/target.log" &
+	"$exe" target --workers "$workers" --rpc "$work/rpc.sock" "${args[@]}" 2>"$work/target.log" &
 	pid=$!
 	for ((i = 0; i < $1; i++)); do
 		for _ in $(seq 200); do [[ -S "$work/c$i.sock" ]] && break; sleep 0.05; done
 		[[ -S "$work/c$i.sock" ]] || { cat "$work/target.log" >&2; exit 1; }
 	done
+	for _ in $(seq 200); do [[ -S "$work/rpc.sock" ]] && break; sleep 0.05; done
 }
 stop_target() {
 	kill "$pid"
 	wait "$pid" || true
 	pid=
 }
-# drive K: K initiators at once, one per controller; their IOPS on one line.
-drive() {
-	local i pids=()
+# counts K: each controller's requests answered so far and the time, "N:T" on one line.
+counts() {
+	local i
 	for ((i = 0; i < $1; i++)); do
-		"$exe" bench --socket "$work/c$i.sock" --profile rnd4k-q32t1 --time "$secs" \
-			--interrupt --json --no-progress >"$work/b$i.json" &
-		pids+=($!)
-	done
-	wait "${pids[@]}"
-	for ((i = 0; i < $1; i++)); do
-		python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["results"][0]["iops"], end=" ")' \
-			"$work/b$i.json"
+		"$exe" rpc --socket "$work/rpc.sock" --json stats controller="c$i" >"$work/s.json"
+		python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["result"]; print("%d:%d" % (sum(l["reads"] + l["writes"] for l in r["luns"]), r["time_ns"]), end=" ")' \
+			"$work/s.json"
 	done
 	echo
+}
+# drive K: K initiators at once, one per controller; their IOPS over one window on one line.
+drive() {
+	local i pids=() c0 c1
+	for ((i = 0; i < $1; i++)); do
+		"$exe" bench --socket "$work/c$i.sock" --profile rnd4k-q32t1 --time "$((secs + 10))" \
+			--interrupt --json >"$work/b$i.json" 2>"$work/b$i.err" &
+		pids+=($!)
+	done
+	for ((i = 0; i < $1; i++)); do
+		for _ in $(seq 600); do grep -q measuring "$work/b$i.err" && break; sleep 0.05; done
+		grep -q measuring "$work/b$i.err" || { cat "$work/b$i.err" >&2; exit 1; }
+	done
+	c0=$(counts "$1")
+	sleep "$secs"
+	c1=$(counts "$1")
+	wait "${pids[@]}"
+	python3 -c '
+import sys
+a, b = sys.argv[1].split(), sys.argv[2].split()
+print(" ".join("%.1f" % ((int(y.split(":")[0]) - int(x.split(":")[0])) * 1e9 / (int(y.split(":")[1]) - int(x.split(":")[1]))) for x, y in zip(a, b)))' "$c0" "$c1"
 }
 
 echo "fairness: $n controllers x RND4K Q32T1 (interrupt) on $workers workers, $secs s, $rounds rounds" \

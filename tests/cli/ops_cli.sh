@@ -611,6 +611,9 @@ config_controllers() {
 	python3 -c 'import json,sys; l=json.load(open(sys.argv[1]))["result"]; assert [x["id"] for x in l] == [0, 4] and l[1]["qos"]["iops"] == 300, l' \
 		"$work/out" || fail "vm2's LUNs after the restart: $(cat "$work/out")"
 	ctrl_iops vm2 1200
+	# and served: the initiator finds LUN 4 (its second) behind vm2's socket and verifies it
+	run "$V" check verify --socket "$work/vm2.sock" --queues 2 --lun 1 --destroy-data --writes 50 --time 60
+	[[ $rc == 0 ]] || fail "check verify on vm2 after the restart: $rc $(cat "$work/err")"
 	stop_target "$last"
 }
 
