@@ -49,21 +49,33 @@ stop_target() {
 	wait "$pid" || true
 	pid=
 }
-# counts K: each controller's requests answered so far and the time, "N:T" on one line.
+# counts K: each controller's requests answered so far and the time, "N:T" on one line: one
+# JSON-RPC batch of K `stats` calls, so that the K readings are taken together (K calls of
+# `vioscope rpc` would take seconds on a loaded machine, and the last ones could come after
+# their initiators ended).
 counts() {
-	local i
-	for ((i = 0; i < $1; i++)); do
-		"$exe" rpc --socket "$work/rpc.sock" --json stats controller="c$i" >"$work/s.json"
-		python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["result"]; print("%d:%d" % (sum(l["reads"] + l["writes"] for l in r["luns"]), r["time_ns"]), end=" ")' \
-			"$work/s.json"
-	done
-	echo
+	python3 - "$work/rpc.sock" "$1" <<-'PY'
+		import json, socket, sys
+		path, k = sys.argv[1], int(sys.argv[2])
+		s = socket.socket(socket.AF_UNIX)
+		s.connect(path)
+		batch = [{"jsonrpc": "2.0", "id": i, "method": "stats", "params": {"controller": "c%d" % i}} for i in range(k)]
+		s.sendall(json.dumps(batch).encode() + b"\n")
+		buf = b""
+		while not buf.endswith(b"\n"):
+		    chunk = s.recv(1 << 20)
+		    if not chunk:
+		        sys.exit("the target closed the management socket")
+		    buf += chunk
+		out = {r["id"]: r["result"] for r in json.loads(buf)}
+		print(" ".join("%d:%d" % (sum(l["reads"] + l["writes"] for l in out[i]["luns"]), out[i]["time_ns"]) for i in range(k)))
+	PY
 }
 # drive K: K initiators at once, one per controller; their IOPS over one window on one line.
 drive() {
 	local i pids=() c0 c1
 	for ((i = 0; i < $1; i++)); do
-		"$exe" bench --socket "$work/c$i.sock" --profile rnd4k-q32t1 --time "$((secs + 10))" \
+		"$exe" bench --socket "$work/c$i.sock" --profile rnd4k-q32t1 --time "$((secs + 30))" \
 			--interrupt --json >"$work/b$i.json" 2>"$work/b$i.err" &
 		pids+=($!)
 	done
@@ -74,6 +86,11 @@ drive() {
 	c0=$(counts "$1")
 	sleep "$secs"
 	c1=$(counts "$1")
+	# every initiator was still running at the second reading, or the window is not theirs
+	for ((i = 0; i < $1; i++)); do
+		kill -0 "${pids[$i]}" 2>/dev/null ||
+			{ echo "initiator $i ended before the window did: a longer --time is needed" >&2; exit 1; }
+	done
 	wait "${pids[@]}"
 	python3 -c '
 import sys

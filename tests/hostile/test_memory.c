@@ -252,7 +252,7 @@ static void run_batch(struct sess *s, uint8_t op, bool split)
 	}
 	change_table(s, split); /* waits for the in-flight requests to complete first */
 	for (unsigned n = 0; n < INFLIGHT; n++) {
-		struct fe_cmd c;
+		struct fe_cmd c = {0}; /* fe_result reads its in/in_len: none here */
 		uint16_t head;
 		uint32_t len;
 
