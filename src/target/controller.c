@@ -619,7 +619,7 @@ int ctrl_destroy(struct vs_controller *c)
 	if (!c)
 		return 0;
 	if (c->thread_started) {
-		c->stop = 1;
+		__atomic_store_n(&c->stop, 1, __ATOMIC_RELAXED); /* read by its serving thread */
 		vs_vhost_server_wake(c->vs);
 		pthread_join(c->thread, NULL);
 		c->thread_started = false;
