@@ -641,7 +641,7 @@ int vs_target_run(struct vs_target *t, volatile sig_atomic_t *stop)
 	int rc = 0;
 
 	/* The controllers serve on their own threads; this one waits for the end. */
-	while (!*stop && !rc) {
+	while (!__atomic_load_n(stop, __ATOMIC_RELAXED) && !rc) { /* set by a signal or a thread */
 		struct pollfd p = {.fd = t->run_fd, .events = POLLIN};
 		uint64_t v;
 
