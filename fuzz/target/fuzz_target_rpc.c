@@ -37,6 +37,7 @@
  * flight when it came (to see what a seed or a finding does).
  */
 #include <stdarg.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -363,14 +364,21 @@ static void send_line(struct fz_session *s, struct vs_rpc *rpc, const char *line
 	cur.resp = NULL;
 }
 
-/* No LUN of the target has a spec the filter refuses (a lun_add that slipped past it). */
+/* No LUN of any controller has a spec the filter refuses (a lun_add or controller_add that
+ * slipped past it). */
 static void check_specs(struct vs_target *t)
 {
-	for (unsigned id = 0; id < VS_TARGET_MAX_LUNS; id++)
-		if (t->spec[id] && !fz_spec_allowed(&files, t->spec[id])) {
-			fprintf(stderr, "fuzz_target_rpc: LUN %u holds '%s'\n", id, t->spec[id]);
-			broken("a LUN whose spec the filter refuses (after the last line sent)");
-		}
+	pthread_mutex_lock(&t->ctrl_lock);
+	for (struct vs_controller *c = t->ctrls; c; c = c->next)
+		for (unsigned id = 0; id < VS_TARGET_MAX_LUNS; id++)
+			if (c->spec[id] && !fz_spec_allowed(&files, c->spec[id])) {
+				fprintf(stderr,
+					"fuzz_target_rpc: controller %s LUN %u holds '%s'\n",
+					c->name, id, c->spec[id]);
+				broken("a LUN whose spec the filter refuses (after the last line "
+				       "sent)");
+			}
+	pthread_mutex_unlock(&t->ctrl_lock);
 }
 
 /* One management operation (op 0x38-0x3f); returns the bytes it took. */

@@ -161,7 +161,7 @@ void fz_session_end(struct fz_session *s)
 
 	vs_vhost_dev_free(s->d);
 	for (unsigned i = 0; i < TQ_MAX; i++)
-		if (s->t->q[i].running || s->t->q[i].inflight)
+		if (s->t->ctrls->q[i].running || s->t->ctrls->q[i].inflight)
 			__builtin_trap();
 	vs_target_destroy(s->t);
 
