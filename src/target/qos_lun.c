@@ -120,28 +120,31 @@ void vs_target_qos_format(const struct vs_target_qos *q, char *buf, size_t len)
 		snprintf(buf, len, "none");
 }
 
-int tq_qos_check(const struct vs_target_qos *q, unsigned id, char *why, size_t whylen)
+/* What is wrong with q's limits (cause), or 0 when nothing is (or there are none). */
+static int limits_wrong(const struct vs_target_qos *q, char *cause, size_t len)
 {
 	struct qos_limits l;
-	char cause[128];
 
 	if (!q)
 		return 0;
 	to_limits(q, &l);
-	if (qos_limits_check(&l, cause, sizeof(cause)))
+	return qos_limits_check(&l, cause, len);
+}
+
+int tq_qos_check(const struct vs_target_qos *q, unsigned id, char *why, size_t whylen)
+{
+	char cause[128];
+
+	if (limits_wrong(q, cause, sizeof(cause)))
 		return tq_err(why, whylen, -EINVAL, "LUN %u: QoS: %s", id, cause);
 	return 0;
 }
 
 int tq_ctrl_qos_check(const struct vs_target_qos *q, const char *name, char *why, size_t whylen)
 {
-	struct qos_limits l;
 	char cause[128];
 
-	if (!q)
-		return 0;
-	to_limits(q, &l);
-	if (qos_limits_check(&l, cause, sizeof(cause)))
+	if (limits_wrong(q, cause, sizeof(cause)))
 		return tq_err(why, whylen, -EINVAL, "controller %s: QoS: %s", name, cause);
 	return 0;
 }
