@@ -74,10 +74,11 @@ enum vs_vhost_request {
 
 /* Feature bits (virtio feature word) the layer itself cares about. */
 #define VS_VHOST_F_PROTOCOL_FEATURES 30 /* vhost-user reuse of the reserved bit 30 */
-#define VS_VHOST_F_LOG_ALL	     26 /* dirty logging: not offered */
+#define VS_VHOST_F_LOG_ALL	     26 /* log writes to guest memory (live migration) */
 
 /* Protocol feature bits. */
 #define VS_VHOST_PROTOCOL_F_MQ			0
+#define VS_VHOST_PROTOCOL_F_LOG_SHMFD		1
 #define VS_VHOST_PROTOCOL_F_REPLY_ACK		3
 #define VS_VHOST_PROTOCOL_F_CONFIG		9
 #define VS_VHOST_PROTOCOL_F_RESET_DEVICE	13
@@ -90,12 +91,14 @@ struct vs_vhost_vring_state {
 
 struct vs_vhost_vring_addr {
 	uint32_t index;
-	uint32_t flags;		 /* bit 0: log used ring writes (not supported) */
+	uint32_t flags;		 /* VS_VHOST_VRING_F_LOG: log the used ring's writes */
 	uint64_t desc_user_addr; /* frontend user addresses, translated via the region uva */
 	uint64_t used_user_addr;
 	uint64_t avail_user_addr;
 	uint64_t log_guest_addr;
 };
+
+#define VS_VHOST_VRING_F_LOG 0x1u /* vring addr flags: log_guest_addr is the used ring's gpa */
 
 struct vs_vhost_mem_region {
 	uint64_t guest_phys_addr;

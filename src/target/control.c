@@ -247,6 +247,7 @@ static inline int ctl_pop_one(void *opaque)
 			 strerror(-rc));
 	} else {
 		len = ctl_one(q, e);
+		vs_vq_dev_log_written(&q->vq, e, len);
 	}
 	vs_vq_dev_push(&q->vq, e->head, len);
 	tq_notify(q);

@@ -90,6 +90,7 @@ static int op_queue_start(void *opaque, unsigned idx, const struct vs_vhost_vrin
 		return rc;
 	}
 	q->vq.qid = idx;
+	vs_vq_dev_set_log(&q->vq, vr->log, vr->log_used_gpa);
 	q->mem = vr->mem;
 	q->kick_fd = vr->kick_fd;
 	q->call_fd = vr->call_fd;

@@ -128,6 +128,7 @@ static int event_deliver_one(void *opaque)
 	}
 	event_take(q->c, &ev);
 	vs_iov_from_buf(e->in, e->in_num, 0, &ev, sizeof(ev));
+	vs_vq_dev_log_written(&q->vq, e, sizeof(ev));
 	vs_vq_dev_push(&q->vq, e->head, sizeof(ev));
 	VS_INFO(EVENT, "event %#x lun %u reason %#x delivered (head %u)", vs_le32(ev.event),
 		ev.lun[3], vs_le32(ev.reason), e->head);

@@ -169,6 +169,7 @@ static void req_push(struct tq *q, struct vs_vq_elem *e, const struct vs_virtio_
 	size_t n = vs_iov_from_buf(e->in, e->in_num, 0, resp, RESP_HDR);
 
 	/* Callers checked in_len >= RESP_HDR; data_len <= in_len - RESP_HDR. */
+	vs_vq_dev_log_written(&q->vq, e, RESP_HDR);
 	vs_vq_dev_fill(&q->vq, e->head, (uint32_t)(n + data_len));
 	q->unsignalled = true;
 }

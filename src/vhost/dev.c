@@ -111,11 +111,24 @@ static int ring_start(struct vs_vhost_dev *d, unsigned idx, char *why, size_t wh
 	    .event_idx = !!(d->features & VS_VIRTIO_BIT(VS_VIRTIO_F_EVENT_IDX)),
 	    .features = d->features,
 	    .mem = &d->mem,
+	    .log = vs_vhost_log_active(d) ? &d->log : NULL,
+	    .log_used_gpa = VS_LOG_NONE,
 	};
 	int rc = ring_translate(d, v, &vr, why, whylen);
 
 	if (rc)
 		return rc;
+	if (vr.log && (v->addr.flags & VS_VHOST_VRING_F_LOG)) {
+		struct vs_mem used = {0};
+		/* The used ring's pages must have their bits, as guest memory's must. */
+		if (vs_mem_add(&used, v->addr.log_guest_addr, vs_vring_used_bytes(v->num), 0,
+			       vr.used) ||
+		    !vs_vhost_log_covers(&d->log, &used))
+			return FAIL(-EINVAL, "ring %u: its used ring's log address %#llx lies "
+					     "beyond the dirty log",
+				    idx, (unsigned long long)v->addr.log_guest_addr);
+		vr.log_used_gpa = v->addr.log_guest_addr;
+	}
 	if (d->ops.queue_start && (rc = d->ops.queue_start(d->opaque, idx, &vr))) {
 		/* Timed out: the user cannot tell whether the ring runs now. */
 		if (rc == -ETIMEDOUT)
@@ -212,6 +225,7 @@ static void rings_reset(struct vs_vhost_dev *d)
 void vs_vhost_dev_reset(struct vs_vhost_dev *d)
 {
 	rings_reset(d);
+	vs_vhost_log_unmap(d);
 	vs_vhost_mem_unmap_all(d);
 	d->owner = false;
 	d->features = 0;
@@ -236,7 +250,10 @@ struct vs_vhost_dev *vs_vhost_dev_new(unsigned max_queues, uint64_t device_featu
 	}
 	d->max_queues = max_queues;
 	d->fault.wake_fd = -1;
-	d->offered_features = device_features | (1ull << VS_VHOST_F_PROTOCOL_FEATURES);
+	d->offered_features = device_features | (1ull << VS_VHOST_F_PROTOCOL_FEATURES) |
+			      (1ull << VS_VHOST_F_LOG_ALL);
+	d->log.mem = &d->mem;
+	d->log_map.guard = -1;
 	if (ops)
 		d->ops = *ops;
 	d->opaque = opaque;
@@ -283,8 +300,15 @@ bool vs_vhost_dev_fault(const struct vs_vhost_dev *d, char *why, size_t whylen)
 			return true;
 		}
 	}
-	snprintf(why, whylen, "guest memory vanished under the device (a fault at %p)",
-		 (void *)addr);
+	if (d->log_map.base && addr >= (uintptr_t)d->log_map.base &&
+	    addr - (uintptr_t)d->log_map.base < d->log_map.len)
+		snprintf(why, whylen,
+			 "the dirty log vanished under the device (a fault %#llx bytes into "
+			 "it): the frontend shrank its log file",
+			 (unsigned long long)(addr - (uintptr_t)d->log_map.base));
+	else
+		snprintf(why, whylen, "guest memory vanished under the device (a fault at %p)",
+			 (void *)addr);
 	return true;
 }
 
@@ -302,9 +326,18 @@ const char *vs_vhost_dev_last_error(const struct vs_vhost_dev *d)
 
 static int set_features_exec(struct vs_vhost_dev *d, uint64_t f, char *why, size_t whylen)
 {
+	uint64_t log_all = 1ull << VS_VHOST_F_LOG_ALL;
+
 	if (f & ~d->offered_features)
 		return FAIL(-EINVAL, "features %#llx were not offered",
 			    (unsigned long long)(f & ~d->offered_features));
+	/* Logging turned on or off (a migration starts or ends): the running rings take the
+	 * new setting by a restart. */
+	if (((f ^ d->features) & log_all) && vs_vhost_rings_stop(d))
+		return FAIL(-EIO, "a queue could not be stopped to switch dirty logging");
+	if ((f ^ d->features) & log_all)
+		VS_INFO(VHOST, "dirty logging %s%s", (f & log_all) ? "on" : "off",
+			(f & log_all) && !d->log.bits ? " (no log yet: SET_LOG_BASE)" : "");
 	d->features = f;
 	VS_INFO(VHOST, "features acked %#llx (protocol features %s)", (unsigned long long)f,
 		proto_negotiated(d) ? "on" : "off");
@@ -334,19 +367,44 @@ static int set_vring_num_exec(struct vs_vhost_dev *d, const struct vs_vhost_vrin
 	return 0;
 }
 
+/* A started ring's addresses stay; only its logging may change (vhost-user.rst: logging of
+ * the used ring starts and stops by SET_VRING_ADDR with VHOST_VRING_F_LOG).  Restarts it. */
+static int set_vring_log_exec(struct vs_vhost_dev *d, struct vs_vhost_ring *v,
+			      const struct vs_vhost_vring_addr *a, char *why, size_t whylen)
+{
+	if (a->desc_user_addr != v->addr.desc_user_addr ||
+	    a->avail_user_addr != v->addr.avail_user_addr ||
+	    a->used_user_addr != v->addr.used_user_addr)
+		return FAIL(-EBUSY, "ring %u is started: its addresses cannot change", a->index);
+	if (v->running && ring_stop(d, a->index))
+		return FAIL(-EIO, "ring %u could not be stopped", a->index);
+	v->addr = *a;
+	VS_INFO(VHOST, "queue %u: used ring logging %s (gpa %#llx)", a->index,
+		(a->flags & VS_VHOST_VRING_F_LOG) ? "on" : "off",
+		(unsigned long long)a->log_guest_addr);
+	return ring_update(d, a->index, why, whylen);
+}
+
 static int set_vring_addr_exec(struct vs_vhost_dev *d, const struct vs_vhost_vring_addr *a,
 			       char *why, size_t whylen)
 {
-	struct vs_vhost_ring *v = ring_stopped(d, a->index, why, whylen);
+	struct vs_vhost_ring *v = ring_get(d, a->index, why, whylen);
 	struct vs_vhost_ring tmp;
 	struct vs_vhost_vring vr;
 	int rc;
 
 	if (!v)
-		return a->index < d->max_queues ? -EBUSY : -EINVAL;
-	if (a->flags)
-		return FAIL(-EINVAL, "ring %u flags %#x: used-ring logging is not supported",
-			    a->index, a->flags);
+		return -EINVAL;
+	if (a->flags & ~VS_VHOST_VRING_F_LOG)
+		return FAIL(-EINVAL, "ring %u flags %#x: unknown flags", a->index, a->flags);
+	if ((a->flags & VS_VHOST_VRING_F_LOG) &&
+	    a->log_guest_addr > UINT64_MAX - vs_vring_used_bytes(VS_VRING_MAX_SIZE))
+		return FAIL(-EINVAL, "ring %u log address %#llx wraps", a->index,
+			    (unsigned long long)a->log_guest_addr);
+	if (v->started && v->addr_set)
+		return set_vring_log_exec(d, v, a, why, whylen);
+	if (!(v = ring_stopped(d, a->index, why, whylen)))
+		return -EBUSY;
 	if (!d->mem.nregions)
 		return FAIL(-EINVAL, "ring %u addresses before any memory table", a->index);
 	tmp = *v;
@@ -523,6 +581,7 @@ static bool has_reply(uint32_t request)
 	case VS_VHOST_GET_INFLIGHT_FD:
 	case VS_VHOST_GET_MAX_MEM_SLOTS:
 	case VS_VHOST_GET_STATUS:
+	case VS_VHOST_SET_LOG_BASE: /* QEMU waits for an empty reply once the log is mapped */
 		return true;
 	default:
 		return false;
@@ -567,6 +626,8 @@ static int dispatch(struct vs_vhost_dev *d, struct vs_vhost_msg *msg, struct vs_
 		return vs_vhost_add_mem_reg_exec(d, msg, why, whylen);
 	case VS_VHOST_REM_MEM_REG:
 		return vs_vhost_rem_mem_reg_exec(d, msg, why, whylen);
+	case VS_VHOST_SET_LOG_BASE:
+		return vs_vhost_set_log_base_exec(d, msg, why, whylen);
 	case VS_VHOST_SET_VRING_NUM:
 		return set_vring_num_exec(d, &msg->payload.state, why, whylen);
 	case VS_VHOST_SET_VRING_ADDR:
@@ -588,7 +649,7 @@ static int dispatch(struct vs_vhost_dev *d, struct vs_vhost_msg *msg, struct vs_
 		reply->size = 0;
 		VS_WARNING(VHOST, "GET_CONFIG not supported: empty reply");
 		return 0;
-	default: /* SET_CONFIG, logging, inflight, slave channel, status: not offered */
+	default: /* SET_CONFIG, SET_LOG_FD, inflight, slave channel, status: not offered */
 		return FAIL(-ENOTSUP, "%s is not supported", vs_vhost_request_name(msg->request));
 	}
 }

@@ -35,9 +35,7 @@ static bool memory_fs(int fd, const char **name)
 	return *name != NULL;
 }
 
-/* Map one region of fd.  The file must be a memory file that really holds
- * [mmap_offset, mmap_offset + size) now; the guard covers it shrinking later. */
-static int map_region(struct vs_vhost_dev *d, const struct vs_vhost_mem_region *r, int fd,
+int vs_vhost_map_file(struct vs_vhost_dev *d, const struct vs_vhost_mem_region *r, int fd,
 		      struct vs_vhost_map *map, uint8_t **host, char *why, size_t whylen)
 {
 	uint64_t align = (uint64_t)sysconf(_SC_PAGESIZE), start, lead;
@@ -92,7 +90,7 @@ static int map_region(struct vs_vhost_dev *d, const struct vs_vhost_mem_region *
 	return 0;
 }
 
-static void unmap(struct vs_vhost_map *m)
+void vs_vhost_unmap_file(struct vs_vhost_map *m)
 {
 	if (!m->base)
 		return;
@@ -106,7 +104,7 @@ void vs_vhost_mem_unmap_all(struct vs_vhost_dev *d)
 	if (d->wedged)
 		return; /* a queue may still run on it: leave it mapped */
 	for (unsigned i = 0; i < VS_MEM_MAX_REGIONS; i++)
-		unmap(&d->maps[i]);
+		vs_vhost_unmap_file(&d->maps[i]);
 	vs_mem_reset(&d->mem);
 	__atomic_store_n(&d->fault.addr, 0, __ATOMIC_RELAXED);
 }
@@ -119,13 +117,21 @@ static int commit(struct vs_vhost_dev *d, const struct vs_mem *nm, struct vs_vho
 		  unsigned first_new, struct vs_vhost_map *drop, unsigned ndrop, char *why,
 		  size_t whylen)
 {
+	/* While migrating, a page we write beyond the log would never be copied: the frontend
+	 * grows the log before it grows memory (QEMU's vhost_commit). */
+	if (vs_vhost_log_active(d) && !vs_vhost_log_covers(&d->log, nm)) {
+		for (unsigned i = first_new; i < nm->nregions; i++)
+			vs_vhost_unmap_file(&nmaps[i]);
+		return FAIL(-EINVAL, "the new memory map reaches beyond the dirty log (%#llx bytes)",
+			    (unsigned long long)d->log.bytes);
+	}
 	if (vs_vhost_rings_stop(d)) {
 		for (unsigned i = first_new; i < nm->nregions; i++)
-			unmap(&nmaps[i]);
+			vs_vhost_unmap_file(&nmaps[i]);
 		return FAIL(-EIO, "a queue could not be stopped: the memory map stays");
 	}
 	for (unsigned i = 0; i < ndrop; i++)
-		unmap(&drop[i]);
+		vs_vhost_unmap_file(&drop[i]);
 	d->mem = *nm;
 	memset(d->maps, 0, sizeof(d->maps));
 	memcpy(d->maps, nmaps, sizeof(d->maps[0]) * nm->nregions);
@@ -151,11 +157,11 @@ static int add_region(struct vs_vhost_dev *d, struct vs_mem *nm, struct vs_vhost
 
 	if (nm->nregions >= VS_MEM_MAX_REGIONS)
 		return FAIL(-ENOSPC, "more than %u regions", VS_MEM_MAX_REGIONS);
-	if ((rc = map_region(d, r, fd, &map, &host, why, whylen)))
+	if ((rc = vs_vhost_map_file(d, r, fd, &map, &host, why, whylen)))
 		return rc;
 	rc = vs_mem_add(nm, r->guest_phys_addr, r->memory_size, r->userspace_addr, host);
 	if (rc) {
-		unmap(&map);
+		vs_vhost_unmap_file(&map);
 		return FAIL(rc, "region gpa %#llx size %#llx uva %#llx overlaps another",
 			    (unsigned long long)r->guest_phys_addr,
 			    (unsigned long long)r->memory_size,
@@ -184,7 +190,7 @@ int vs_vhost_set_mem_table_exec(struct vs_vhost_dev *d, struct vs_vhost_msg *msg
 	}
 	if (rc) {
 		for (unsigned i = 0; i < nm.nregions; i++)
-			unmap(&nmaps[i]);
+			vs_vhost_unmap_file(&nmaps[i]);
 		return rc;
 	}
 	/* The fds are closed by the caller: the mappings hold the memory. */

@@ -19,9 +19,10 @@
 #include "vhost/vhost_msg.h"
 #include "virtio/virtio.h" /* struct vs_mem */
 
-/* What the device side offers: MQ, REPLY_ACK, RESET_DEVICE, CONFIGURE_MEM_SLOTS. */
+/* What the device side offers: MQ, LOG_SHMFD, REPLY_ACK, RESET_DEVICE, CONFIGURE_MEM_SLOTS. */
 #define VS_VHOST_DEV_PROTOCOL_FEATURES                                                             \
-	((1ull << VS_VHOST_PROTOCOL_F_MQ) | (1ull << VS_VHOST_PROTOCOL_F_REPLY_ACK) |              \
+	((1ull << VS_VHOST_PROTOCOL_F_MQ) | (1ull << VS_VHOST_PROTOCOL_F_LOG_SHMFD) |              \
+	 (1ull << VS_VHOST_PROTOCOL_F_REPLY_ACK) |                                                 \
 	 (1ull << VS_VHOST_PROTOCOL_F_RESET_DEVICE) |                                              \
 	 (1ull << VS_VHOST_PROTOCOL_F_CONFIGURE_MEM_SLOTS))
 
@@ -39,6 +40,11 @@ struct vs_vhost_vring {
 	bool event_idx;		  /* VS_VIRTIO_F_EVENT_IDX negotiated */
 	uint64_t features;	  /* negotiated virtio features */
 	const struct vs_mem *mem; /* guest memory map, stable while the queue runs */
+	/* While the frontend migrates the guest: the log to mark every write to guest memory in
+	 * (vs_vq_dev_set_log), else NULL; the used ring's guest address, or VS_LOG_NONE when
+	 * its writes are not to be logged.  Stable while the queue runs. */
+	struct vs_dirty_log *log;
+	uint64_t log_used_gpa;
 };
 
 /* Callbacks from the back-end into its user; all run on the serve() thread and any may

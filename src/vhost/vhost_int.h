@@ -44,6 +44,8 @@ struct vs_vhost_dev {
 	struct vs_vhost_ring *rings; /* max_queues */
 	struct vs_map_fault fault;   /* on guest memory (wake_fd: the server's wake-up eventfd) */
 	char last_error[VS_VHOST_WHY_LEN]; /* why the last request failed */
+	struct vs_dirty_log log;	   /* log.bits NULL: no SET_LOG_BASE yet */
+	struct vs_vhost_map log_map;	   /* our mapping behind log.bits */
 
 	/* A queue_stop() or call_fd_changed() failed: a user thread may still touch guest
 	 * memory and the rings' fds, so they are never unmapped or closed again. */
@@ -62,5 +64,19 @@ int vs_vhost_add_mem_reg_exec(struct vs_vhost_dev *d, struct vs_vhost_msg *msg, 
 int vs_vhost_rem_mem_reg_exec(struct vs_vhost_dev *d, struct vs_vhost_msg *msg, char *why,
 			      size_t whylen);
 void vs_vhost_mem_unmap_all(struct vs_vhost_dev *d);
+/* Map [mmap_offset, mmap_offset + memory_size) of fd, a memory file (tmpfs, hugetlbfs) that
+ * holds it now, into *map (*host: the start), guarded against the file shrinking later. */
+int vs_vhost_map_file(struct vs_vhost_dev *d, const struct vs_vhost_mem_region *r, int fd,
+		      struct vs_vhost_map *map, uint8_t **host, char *why, size_t whylen);
+void vs_vhost_unmap_file(struct vs_vhost_map *m);
+
+/* log.c: dirty logging for live migration. */
+int vs_vhost_set_log_base_exec(struct vs_vhost_dev *d, struct vs_vhost_msg *msg, char *why,
+			       size_t whylen);
+/* The frontend asked for logging (VHOST_F_LOG_ALL) and gave a log: rings log their writes. */
+bool vs_vhost_log_active(const struct vs_vhost_dev *d);
+/* The log has a bit for every page of m. */
+bool vs_vhost_log_covers(const struct vs_dirty_log *log, const struct vs_mem *m);
+void vs_vhost_log_unmap(struct vs_vhost_dev *d);
 
 #endif /* VS_VHOST_INT_H */

@@ -53,6 +53,24 @@ void *vs_mem_uva(const struct vs_mem *m, uint64_t uva, uint64_t len);
 int vs_mem_gpa_iov(const struct vs_mem *m, uint64_t gpa, uint64_t len, struct iovec *iov,
 		   int max_iov);
 
+/* ---- dirty-page log (live migration) ------------------------------------------------------ */
+#define VS_LOG_PAGE 4096u
+#define VS_LOG_NONE UINT64_MAX /* no guest address: the used ring is not logged */
+
+/* The frontend's log of the guest pages we wrote while it migrates the guest (dirty_log.c):
+ * one bit per VS_LOG_PAGE of guest-physical memory, set atomically. */
+struct vs_dirty_log {
+	uint8_t *bits;		  /* shared with the frontend */
+	uint64_t bytes;		  /* the log covers bytes * 8 pages */
+	const struct vs_mem *mem; /* to turn host pointers back into guest addresses */
+	bool skip_data_in;	  /* test only (VIOSCOPE_TEST_SKIP_DATA_IN_LOG): data-in unlogged */
+	uint64_t outside;	  /* writes that could not be marked (atomic): beyond the log */
+};
+/* Mark the pages of [gpa, gpa + len) written. */
+void vs_dirty_log_gpa(struct vs_dirty_log *l, uint64_t gpa, uint64_t len);
+/* Mark the pages behind the first limit bytes of iovecs into l->mem (SIZE_MAX: all). */
+void vs_dirty_log_iov(struct vs_dirty_log *l, const struct iovec *iov, unsigned n, size_t limit);
+
 /* ---- device-side split virtqueue (the target) -------------------------------------------- */
 #define VS_VQ_MAX_SEGS	      258		   /* per direction: 256 data + header + response */
 #define VS_VQ_MAX_INDIRECT    1024		   /* entries in one indirect table (fixed cap) */
@@ -74,6 +92,8 @@ struct vs_vq_dev {
 	bool notify_enabled;	   /* see vs_vq_dev_set_notification() */
 	bool broken;		   /* ring structure is corrupt: no further pops */
 	const char *broken_reason; /* static string, set with broken */
+	struct vs_dirty_log *log;  /* NULL unless the frontend is migrating the guest */
+	uint64_t log_used_gpa;	   /* the used ring's guest address, or VS_LOG_NONE */
 };
 
 /* One popped chain.  out[] is device-readable, in[] device-writable, in chain order.  A
@@ -91,6 +111,22 @@ struct vs_vq_elem {
  * -EINVAL on a bad size, NULL or misaligned pointer. */
 int vs_vq_dev_init(struct vs_vq_dev *vq, unsigned size, void *desc, void *avail, void *used,
 		   bool event_idx, bool indirect, uint16_t last_avail_idx);
+/* Log this ring's writes to guest memory into log (NULL: stop); used_gpa: where the used ring
+ * is, or VS_LOG_NONE when its writes are not to be logged.  Set while the ring is not served. */
+void vs_vq_dev_set_log(struct vs_vq_dev *vq, struct vs_dirty_log *log, uint64_t used_gpa);
+void vs_vq_dev__log_written(struct vs_vq_dev *vq, const struct vs_vq_elem *e, size_t hdr);
+void vs_vq_dev__log_used(struct vs_vq_dev *vq);
+/* The device wrote (some of) e's writable buffers: while logging, mark them all (a read that
+ * failed half-way wrote part of its data too).  Call before the chain is filled into the used
+ * ring.  hdr: the bytes of response header, the only ones a test-only switch still logs.  Off
+ * the migration, one predictable branch. */
+static inline void vs_vq_dev_log_written(struct vs_vq_dev *vq, const struct vs_vq_elem *e,
+					 size_t hdr)
+{
+	if (__builtin_expect(vq->log != NULL, 0))
+		vs_vq_dev__log_written(vq, e, hdr);
+}
+
 /* Pop the next chain.  Returns:
  *   0        elem is a valid chain.
  *   -EAGAIN  nothing available.

@@ -43,6 +43,7 @@ int vs_vq_dev_init(struct vs_vq_dev *vq, unsigned size, void *desc, void *avail,
 	vq->shadow_avail_idx = last_avail_idx;
 	vq->used_idx = vs_le16(ring_read(&vq->used->idx));
 	vq->notify_enabled = true;
+	vq->log_used_gpa = VS_LOG_NONE;
 	VS_INFO(QUEUE, "vq init: size %u last_avail %u used %u event_idx %d indirect %d", size,
 		last_avail_idx, vq->used_idx, event_idx, indirect);
 	return 0;
@@ -259,6 +260,9 @@ void vs_vq_dev_flush(struct vs_vq_dev *vq)
 {
 	/* Release: the driver that sees the new idx sees the entries written before it. */
 	ring_write_release(&vq->used->idx, vs_le16(vq->used_idx));
+	/* The entries, the index and any avail_event written since the last flush. */
+	if (__builtin_expect(vq->log != NULL, 0))
+		vs_vq_dev__log_used(vq);
 }
 
 void vs_vq_dev_push(struct vs_vq_dev *vq, uint16_t head, uint32_t len)
@@ -297,6 +301,8 @@ void vs_vq_dev_set_notification(struct vs_vq_dev *vq, bool enable)
 	} else {
 		ring_write(&vq->used->flags, vs_le16(enable ? 0 : VS_VRING_USED_F_NO_NOTIFY));
 	}
+	if (__builtin_expect(vq->log != NULL, 0))
+		vs_vq_dev__log_used(vq);
 	/* The caller re-checks avail->idx next: order that read after our write. */
 	if (enable)
 		ring_mb();
