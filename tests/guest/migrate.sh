@@ -117,11 +117,12 @@ declare -A qpid=() # QEMU number -> pid (of its `timeout` wrapper)
 target_a=
 target_b=
 tail_pid=
+qmp_pid=
 # shellcheck disable=SC2317 # called by the traps
 cleanup() {
 	local rc=$? pid
 	trap - EXIT INT TERM
-	local pids=("${qpid[@]}" "$target_a" "$target_b")
+	local pids=("$qmp_pid" "${qpid[@]}" "$target_a" "$target_b")
 	[[ -z $tail_pid ]] || kill -TERM "$tail_pid" 2>/dev/null || true
 	for pid in "${pids[@]}"; do
 		[[ -z $pid ]] || kill -TERM "$pid" 2>/dev/null || true
@@ -448,9 +449,16 @@ while ((${#problems[@]} == 0 && done_mig < n_mig)); do
 	r0=$(last_round "$cur")
 	log "migration $m ($dir): QEMU $cur -> QEMU $next, guest in fio round $((${r0:-0} + 1))," \
 		"max-bandwidth ${bw_mib} MiB/s and downtime-limit 1 ms for $min_passes dirty syncs"
+	# In the background (the client itself, not a subshell: cleanup stops it by its pid): a
+	# signal's trap runs at once, not when the migration ends.
+	python3 "$work/qmp.py" "$work/qmp-$cur.sock" "${qpid[$cur]}" "$MIGRATE_S" migrate "$uri" \
+		"$bw_mib" "$min_passes" "$RELAX_DOWNTIME_MS" "$RELAX_BW_MIB" \
+		>"$work/migrate-$m.out" 2>"$work/migrate-$m.err" &
+	qmp_pid=$!
 	mig_rc=0
-	fig=$(qmp "$cur" "$MIGRATE_S" migrate "$uri" "$bw_mib" "$min_passes" "$RELAX_DOWNTIME_MS" \
-		"$RELAX_BW_MIB" 2>"$work/migrate-$m.err") || mig_rc=$?
+	wait "$qmp_pid" || mig_rc=$?
+	qmp_pid=
+	fig=$(cat "$work/migrate-$m.out")
 	cat "$work/migrate-$m.err"
 	if ((mig_rc == 3)); then
 		refused=$(cat "$work/migrate-$m.err")
