@@ -135,9 +135,12 @@ static const struct vs_cli_opt target_opts[] = {
 
 static const struct vs_cli_section target_sections[] = {
     {"Backends",
-     "  file=PATH[,ro][,direct]  an image file or a block device, through io_uring; ro:\n"
+     "  file=PATH[,ro][,direct][,shared]\n"
+     "                           an image file or a block device, through io_uring; ro:\n"
      "                           read-only, direct: O_DIRECT. Locked as QEMU locks its\n"
-     "                           images: a second writer (a target, a LUN, QEMU) is refused\n"
+     "                           images: a second writer (a target, a LUN, QEMU) is refused;\n"
+     "                           shared: writers that all say shared coexist (a live\n"
+     "                           migration's source and destination on one host)\n"
      "  ram=SIZE                 anonymous memory; the RAM LUNs of a target together may\n"
      "                           not pass the machine's RAM and swap\n"
      "  null=SIZE                reads zeros, discards writes (for benchmarks)\n"

@@ -48,7 +48,7 @@ void vs_target_qos_format(const struct vs_target_qos *q, char *buf, size_t len);
 
 struct vs_target_lun {
 	unsigned id; /* 0..VS_TARGET_MAX_LUNS-1 */
-	/* backend spec: "file=PATH[,ro][,direct]", "ram=SIZE", "null=SIZE",
+	/* backend spec: "file=PATH[,ro][,direct][,shared]", "ram=SIZE", "null=SIZE",
 	 * "rbd=POOL/IMAGE[,conf=PATH][,id=USER][,ro][,timeout=SECONDS]" */
 	const char *spec;
 	const struct vs_target_qos *qos; /* NULL: unlimited */

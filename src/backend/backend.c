@@ -90,15 +90,14 @@ enum be_kind { KIND_FILE, KIND_RAM, KIND_NULL, KIND_RBD };
 static int spec_kind(const char *spec, enum be_kind *kind, const char **args, char *why,
 		     size_t whylen)
 {
-	static const char usage[] =
-	    "use file=PATH[,ro][,direct], ram=SIZE, null=SIZE or rbd=POOL/IMAGE[,conf=PATH]"
-	    "[,id=USER][,ro][,timeout=SECONDS]";
+	static const char usage[] = "use file=PATH[,ro][,direct][,shared], ram=SIZE, null=SIZE or "
+				    "rbd=POOL/IMAGE[,conf=PATH][,id=USER][,ro][,timeout=SECONDS]";
 	static const struct {
 		const char *name;
 		enum be_kind kind;
 		const char *needs;
 	} kinds[] = {
-	    {"file", KIND_FILE, "a path (file=PATH[,ro][,direct])"},
+	    {"file", KIND_FILE, "a path (file=PATH[,ro][,direct][,shared])"},
 	    {"ram", KIND_RAM, "a size (ram=SIZE, e.g. ram=1G)"},
 	    {"null", KIND_NULL, "a size (null=SIZE, e.g. null=1G)"},
 	    {"rbd", KIND_RBD, "an image (rbd=POOL/IMAGE[,conf=PATH][,id=USER][,ro][,timeout=S])"},

@@ -100,7 +100,7 @@ enum vs_io_wait {
 };
 int vs_io_ctx_set_wait(struct vs_io_ctx *ctx, enum vs_io_wait how);
 
-/* Open a backend from a spec: "file=PATH[,ro][,direct]", "ram=SIZE", "null=SIZE",
+/* Open a backend from a spec: "file=PATH[,ro][,direct][,shared]", "ram=SIZE", "null=SIZE",
  * "rbd=POOL/IMAGE[,conf=PATH][,id=USER][,ro][,timeout=SECONDS]" (see rbd.c).
  * SIZE takes K/M/G/T suffixes (powers of 1024).  On error returns -errno and, when
  * why is not NULL, a message saying what was wrong.

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * file=PATH[,ro][,direct]: a regular file or a block device through io_uring.
+ * file=PATH[,ro][,direct][,shared]: a regular file or a block device through io_uring.
  *
  * Data goes straight between the kernel and the caller's iovecs.  With O_DIRECT, a
  * bio whose buffers do not meet the memory alignment goes through a bounce buffer,
@@ -23,6 +23,13 @@
  * to the open file, so two LUNs of one process conflict as two processes do, and they go
  * away with the fd, a crash included.  Advisory: a program that takes no lock is not
  * stopped.
+ *
+ * `shared` (QEMU's share-rw=on) is for users that take turns on one image, e.g. the
+ * source and the destination target of a live migration on one host (the source writes
+ * until the switchover, then the destination): a read-write LUN then takes the shared
+ * lock too, so several `shared` openers (and read-only ones) coexist, while an exclusive
+ * writer (read-write without `shared`) is still refused next to them, and they next to it.
+ * Who writes when is then the users' business.
  *
  * On tmpfs (buffered), reads and writes are done synchronously: tmpfs cannot read
  * without blocking (RWF_NOWAIT is refused), so io_uring would hand every one of them
@@ -257,8 +264,12 @@ static void file_identity(struct vs_backend *be, int fd)
 	memcpy(be->identity + 5, real, (size_t)n + 1);
 }
 
-static int file_parse(const char *args, char *path, size_t pathlen, bool *ro, bool *direct,
-		      char *why, size_t whylen)
+struct file_opts {
+	bool ro, direct, shared;
+};
+
+static int file_parse(const char *args, char *path, size_t pathlen, struct file_opts *fo, char *why,
+		      size_t whylen)
 {
 	const char *comma = strchr(args, ',');
 	size_t n = comma ? (size_t)(comma - args) : strlen(args), olen;
@@ -272,12 +283,15 @@ static int file_parse(const char *args, char *path, size_t pathlen, bool *ro, bo
 	path[n] = '\0';
 	while (vs_be_next_opt(&comma, &opt, &olen)) {
 		if (olen == 2 && !strncmp(opt, "ro", 2)) {
-			*ro = true;
+			fo->ro = true;
 		} else if (olen == 6 && !strncmp(opt, "direct", 6)) {
-			*direct = true;
+			fo->direct = true;
+		} else if (olen == 6 && !strncmp(opt, "shared", 6)) {
+			fo->shared = true;
 		} else {
-			snprintf(why, whylen, "file=%s: unknown option '%.*s' (use ro, direct)",
-				 args, (int)olen, opt);
+			snprintf(why, whylen,
+				 "file=%s: unknown option '%.*s' (use ro, direct, shared)", args,
+				 (int)olen, opt);
 			return -EINVAL;
 		}
 	}
@@ -289,12 +303,15 @@ static int file_parse(const char *args, char *path, size_t pathlen, bool *ro, bo
  * only then): a conflict is retried this long before it is reported. */
 #define FILE_LOCK_WAIT_NS (2 * 1000000000ull)
 
-/* The image's lock (see the top of this file): 0, or -EBUSY with why set when another
- * holds one that conflicts.  A file system without OFD locks (-EINVAL, -ENOLCK,
- * -EOPNOTSUPP) is served unlocked, as QEMU does, and the trace says so. */
-static int file_lock(int fd, bool ro, const char *args, const char *path, char *why, size_t whylen)
+/* The image's lock (see the top of this file): shared when read-only or `shared`, else
+ * exclusive.  0, or -EBUSY with why set when another holds one that conflicts.  A file
+ * system without OFD locks (-EINVAL, -ENOLCK, -EOPNOTSUPP) is served unlocked, as QEMU
+ * does, and the trace says so. */
+static int file_lock(int fd, const struct file_opts *fo, const char *args, const char *path,
+		     char *why, size_t whylen)
 {
-	struct flock fl = {.l_type = ro ? F_RDLCK : F_WRLCK, .l_whence = SEEK_SET};
+	bool sh = fo->ro || fo->shared;
+	struct flock fl = {.l_type = sh ? F_RDLCK : F_WRLCK, .l_whence = SEEK_SET};
 	uint64_t give_up = vs_mono_ns() + FILE_LOCK_WAIT_NS;
 
 	while (fcntl(fd, F_OFD_SETLK, &fl) < 0) {
@@ -309,9 +326,10 @@ static int file_lock(int fd, bool ro, const char *args, const char *path, char *
 				 "target, QEMU) holds a lock on it, and %s (failed to get the %s "
 				 "lock)",
 				 args, path,
-				 ro ? "is writing it"
-				    : "two users writing one image would corrupt it",
-				 ro ? "shared" : "write");
+				 fo->shared ? "is writing it without `shared`"
+				 : fo->ro   ? "is writing it"
+					    : "two users writing one image would corrupt it",
+				 sh ? "shared" : "write");
 			return -EBUSY;
 		}
 		nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
@@ -322,13 +340,13 @@ static int file_lock(int fd, bool ro, const char *args, const char *path, char *
 int vs_be_file_check(const char *args, char *why, size_t whylen)
 {
 	char path[4096], dummy[1];
-	bool ro = false, direct = false;
+	struct file_opts fo = {0};
 
 	if (!why) {
 		why = dummy;
 		whylen = sizeof(dummy);
 	}
-	return file_parse(args, path, sizeof(path), &ro, &direct, why, whylen);
+	return file_parse(args, path, sizeof(path), &fo, why, whylen);
 }
 
 /* Open path as the backend's storage: O_NONBLOCK, so that a FIFO (or a device that waits
@@ -380,7 +398,8 @@ int vs_be_file_open(struct vs_backend *be, const char *args, const struct vs_bac
 		    char *why, size_t whylen)
 {
 	char path[4096], dummy[1], again[32];
-	bool ro = false, direct = false;
+	struct file_opts fo = {0};
+	bool ro, direct;
 	struct stat st;
 	int flags, fd = -1, rc;
 
@@ -388,9 +407,11 @@ int vs_be_file_open(struct vs_backend *be, const char *args, const struct vs_bac
 		why = dummy;
 		whylen = sizeof(dummy);
 	}
-	rc = file_parse(args, path, sizeof(path), &ro, &direct, why, whylen);
+	rc = file_parse(args, path, sizeof(path), &fo, why, whylen);
 	if (rc < 0)
 		goto out_err;
+	ro = fo.ro;
+	direct = fo.direct;
 	be->ops = &file_ops;
 	be->durable = true;
 	be->ro = ro;
@@ -400,7 +421,7 @@ int vs_be_file_open(struct vs_backend *be, const char *args, const struct vs_bac
 				    whylen)) < 0)
 		goto out_err;
 	be->file.fd = fd;
-	if ((rc = file_lock(fd, ro, args, path, why, whylen)) < 0)
+	if ((rc = file_lock(fd, &fo, args, path, why, whylen)) < 0)
 		goto out_err;
 	if (o && o->root)
 		file_identity(be, fd); /* the spec's path is relative to the root, not to us */

@@ -308,6 +308,52 @@ static void test_file_ctx_full_eagain(void **state)
 	close_pair(be, ctx);
 }
 
+/* `shared` (read-write under a shared lock, for a migration's source and destination on one
+ * image): shared openers coexist and both write; an exclusive writer next to them is refused,
+ * and so is a shared opener next to an exclusive one (-EBUSY, after the 2 s retry). */
+static void test_shared_lock(void **state)
+{
+	struct vs_backend *a, *b, *x;
+	struct vs_io_ctx *ctx;
+	char path[512], spec[600], shared[600], err[256], buf[4096], back[4096];
+
+	(void)state;
+	make_file(tmpdir, "shared", FSZ, path, sizeof(path));
+	snprintf(spec, sizeof(spec), "file=%s", path);
+	snprintf(shared, sizeof(shared), "file=%s,shared", path);
+
+	/* Two shared openers succeed, both read-write; what one writes the other reads. */
+	assert_int_equal(vs_backend_open(&a, shared, err, sizeof(err)), 0);
+	assert_int_equal(vs_backend_open(&b, shared, err, sizeof(err)), 0);
+	assert_false(vs_backend_read_only(a));
+	assert_false(vs_backend_read_only(b));
+	assert_int_equal(vs_io_ctx_create(&ctx, 4), 0);
+	fill_pattern(buf, sizeof(buf), 77);
+	assert_int_equal(run_rw(a, ctx, VS_BIO_WRITE, 8192, buf, sizeof(buf), true), 0);
+	assert_int_equal(run_rw(b, ctx, VS_BIO_READ, 8192, back, sizeof(back), false), 0);
+	assert_memory_equal(buf, back, sizeof(buf));
+	/* An exclusive writer is refused while shared openers hold the image. */
+	err[0] = '\0';
+	assert_int_equal(vs_backend_open(&x, spec, err, sizeof(err)), -EBUSY);
+	assert_non_null(strstr(err, "failed to get the write lock"));
+	vs_backend_close(b);
+	assert_int_equal(vs_backend_open(&x, spec, err, sizeof(err)), -EBUSY);
+	vs_io_ctx_destroy(ctx);
+	vs_backend_close(a);
+
+	/* Exclusive first: a shared opener is refused, and says why. */
+	assert_int_equal(vs_backend_open(&x, spec, err, sizeof(err)), 0);
+	err[0] = '\0';
+	assert_int_equal(vs_backend_open(&a, shared, err, sizeof(err)), -EBUSY);
+	assert_non_null(strstr(err, "is writing it without `shared`"));
+	assert_non_null(strstr(err, "failed to get the shared lock"));
+	vs_backend_close(x);
+
+	/* Once the exclusive one is gone, shared openers get in again. */
+	assert_int_equal(vs_backend_open(&a, shared, err, sizeof(err)), 0);
+	vs_backend_close(a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -319,6 +365,7 @@ int main(void)
 	    cmocka_unit_test(test_out_of_range),
 	    cmocka_unit_test(test_direct_aligned_and_misaligned),
 	    cmocka_unit_test(test_file_ctx_full_eagain),
+	    cmocka_unit_test(test_shared_lock),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -111,9 +111,12 @@ static void test_file_specs(void **state)
 	expect_open(spec, "file", 1 << 20, false);
 	snprintf(spec, sizeof(spec), "file=%s,ro", path);
 	expect_open(spec, "file", 1 << 20, true);
+	snprintf(spec, sizeof(spec), "file=%s,shared", path);
+	expect_open(spec, "file", 1 << 20, false);
 
 	snprintf(spec, sizeof(spec), "file=%s,rw", path);
-	assert_non_null(strstr(expect_fail(spec, -EINVAL), "unknown option 'rw'"));
+	assert_non_null(
+	    strstr(expect_fail(spec, -EINVAL), "unknown option 'rw' (use ro, direct, shared)"));
 	snprintf(spec, sizeof(spec), "file=%s,ro,", path);
 	expect_fail(spec, -EINVAL);
 	assert_non_null(strstr(expect_fail("file=", -EINVAL), "missing path"));

@@ -220,6 +220,15 @@ image_locked_between_targets() {
 	wait_socket "$work/r2.sock"
 	stop_target "$last"
 	stop_target "$r1"
+	# `shared` writers (a migration's source and destination) share; an exclusive one does not.
+	start_target s1 --socket "$work/s1.sock" --lun "0:file=$img,shared"
+	local s1=$last
+	wait_socket "$work/s1.sock"
+	start_target s2 --socket "$work/s2.sock" --lun "0:file=$img,shared"
+	wait_socket "$work/s2.sock"
+	expect 3 "is in use.*failed to get the write lock" "$V" target --socket "$work/b.sock" --lun "0:file=$img"
+	stop_target "$last"
+	stop_target "$s1"
 }
 
 image_locked_between_luns() {
