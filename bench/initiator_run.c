@@ -292,6 +292,7 @@ int bench_run_initiator(const struct bench_opts *o, const struct bench_profile *
 	    .queue_size = 256,
 	    .data_mem = (size_t)p->threads * p->depth * p->block + (16u << 20),
 	    .interrupt = interrupt,
+	    .dirty_log = o->dirty_log,
 	};
 	struct vs_ini *ini;
 	if (vs_interrupted())

@@ -61,6 +61,7 @@ struct bench_opts {
 	double seconds;
 	bool interrupt;	      /* --interrupt: completion threads instead of polling */
 	bool initiator_poll;  /* --initiator-poll: poll even where bench would not */
+	bool dirty_log;	      /* --dirty-log: the target logs its writes (a migration's cost) */
 	bool target_poll;     /* embedded target busy-polls (--poll) */
 	int adaptive_poll_us; /* embedded target's --adaptive-poll, or -1: its default */
 	double idle_seconds;  /* after each profile, stay connected this long, idle */

@@ -45,7 +45,7 @@ static void usage(FILE *f)
 	      "                      [--rw read|write] [--time S] [--queues N] [--seed N]\n"
 	      "                      [--interrupt | --initiator-poll] [--poll] [--fio] [--json]\n"
 	      "                      [--no-progress] [--record DIR]\n"
-	      "                      [--adaptive-poll US] [--idle S]\n"
+	      "                      [--adaptive-poll US] [--idle S] [--dirty-log]\n"
 	      "       vioscope bench --flavours [--rounds N] [--time S] [--target ...] [--json]\n"
 	      "                      [--svg FILE]\n"
 	      "       vioscope bench trace ...   (cost of one trace event: `bench trace --help`)\n"
@@ -65,6 +65,8 @@ static void usage(FILE *f)
 	      "processes want the CPUs: a starved poller is said in the result (see\n"
 	      "docs/PERFORMANCE.md).  Each run prints the CPU time per request of the initiator,\n"
 	      "the embedded target and fio.\n"
+	      "--dirty-log: the initiator asks the target to log its writes, as a frontend\n"
+	      "migrating its guest does (the cost of a live migration's log phase).\n"
 	      "--idle S: after each profile stay connected S seconds with nothing in flight\n"
 	      "and print the share of a CPU the embedded target used meanwhile.\n"
 	      "--record DIR: both processes' traces recorded into DIR (made when missing; one\n"
@@ -365,27 +367,18 @@ static int cmd_bench(int argc, char **argv)
 {
 	if (argc >= 2 && !strcmp(argv[1], "trace"))
 		return cmd_bench_trace(argc - 1, argv + 1);
-	static const struct option opts[] = {{"socket", required_argument, 0, 's'},
-					     {"target", required_argument, 0, 't'},
-					     {"profile", required_argument, 0, 'p'},
-					     {"rw", required_argument, 0, 'w'},
-					     {"time", required_argument, 0, 'T'},
-					     {"queues", required_argument, 0, 'q'},
-					     {"interrupt", no_argument, 0, 'i'},
-					     {"initiator-poll", no_argument, 0, 'N'},
-					     {"json", no_argument, 0, 'j'},
-					     {"no-progress", no_argument, 0, 'P'},
-					     {"fio", no_argument, 0, 'f'},
-					     {"flavours", no_argument, 0, 'F'},
-					     {"rounds", required_argument, 0, 'r'},
-					     {"record", required_argument, 0, 'R'},
-					     {"help", no_argument, 0, 'h'},
-					     {"poll", no_argument, 0, 'o'},
-					     {"svg", required_argument, 0, 'S'},
-					     {"adaptive-poll", required_argument, 0, 'a'},
-					     {"idle", required_argument, 0, 'I'},
-					     {"seed", required_argument, 0, 'x'},
-					     {0, 0, 0, 0}};
+	static const struct option opts[] = {
+	    {"socket", required_argument, 0, 's'},  {"target", required_argument, 0, 't'},
+	    {"profile", required_argument, 0, 'p'}, {"rw", required_argument, 0, 'w'},
+	    {"time", required_argument, 0, 'T'},    {"queues", required_argument, 0, 'q'},
+	    {"interrupt", no_argument, 0, 'i'},	    {"initiator-poll", no_argument, 0, 'N'},
+	    {"json", no_argument, 0, 'j'},	    {"no-progress", no_argument, 0, 'P'},
+	    {"fio", no_argument, 0, 'f'},	    {"flavours", no_argument, 0, 'F'},
+	    {"rounds", required_argument, 0, 'r'},  {"record", required_argument, 0, 'R'},
+	    {"help", no_argument, 0, 'h'},	    {"poll", no_argument, 0, 'o'},
+	    {"svg", required_argument, 0, 'S'},	    {"adaptive-poll", required_argument, 0, 'a'},
+	    {"idle", required_argument, 0, 'I'},    {"seed", required_argument, 0, 'x'},
+	    {"dirty-log", no_argument, 0, 'D'},	    {0, 0, 0, 0}};
 	/* Progress redraws one line: only on a terminal. */
 	struct bench_opts o = {
 	    .seconds = 5, .progress = isatty(STDERR_FILENO), .adaptive_poll_us = -1, .seed = 1};
@@ -397,7 +390,8 @@ static int cmd_bench(int argc, char **argv)
 	uint64_t v;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "s:t:p:w:T:q:iNjPfFr:R:S:a:I:x:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "s:t:p:w:T:q:iNjPfFr:R:S:a:I:x:Dh", opts, NULL)) !=
+	       -1) {
 		switch (c) {
 		case 's':
 			o.socket = optarg;
@@ -448,6 +442,9 @@ static int cmd_bench(int argc, char **argv)
 			break;
 		case 'N':
 			o.initiator_poll = true;
+			break;
+		case 'D':
+			o.dirty_log = true;
 			break;
 		case 'o':
 			o.target_poll = true;

@@ -42,6 +42,10 @@ struct vs_ini_opts {
 	 * indices may shift when a LUN goes away: look LUNs up again by their number. */
 	void (*luns_changed)(void *arg);
 	void *luns_changed_arg;
+	/* Act as a frontend migrating its guest would: share a dirty log (one bit per 4 KiB of
+	 * the shared memory), ask for VHOST_F_LOG_ALL and the used rings' logging, so that the
+	 * target marks every page it writes (what a live migration costs the target). */
+	bool dirty_log;
 	bool test_drop_flushes; /* test only: a FLUSH sends TEST UNIT READY instead and
 				   "succeeds" (a driver that loses flushes, for the crash-state
 				   checker to catch) */

@@ -124,6 +124,8 @@ struct vs_ini {
 
 	/* the shared region: gpa = offset, uva = our address */
 	int memfd;
+	int log_fd; /* opts.dirty_log: the dirty log's memory file (-1: none) */
+	uint64_t log_bytes;
 	uint8_t *base;
 	size_t size, data_off, alloc_next;
 	pthread_mutex_t alloc_lock;

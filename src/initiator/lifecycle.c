@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -86,6 +87,16 @@ int ini_negotiate(struct vs_ini *ini)
 			return rc;
 		}
 		ini->proto_features = proto & WANT_PROTOCOL;
+		if (ini->opts.dirty_log) {
+			if (!has(proto, VS_VHOST_PROTOCOL_F_LOG_SHMFD) ||
+			    !has(ini->dev_features, VS_VHOST_F_LOG_ALL)) {
+				VS_ERROR(FEATURES, "negotiate: the target offers no dirty logging "
+						   "(LOG_SHMFD and LOG_ALL)");
+				return -EOPNOTSUPP;
+			}
+			ini->proto_features |= 1ull << VS_VHOST_PROTOCOL_F_LOG_SHMFD;
+			ini->features |= 1ull << VS_VHOST_F_LOG_ALL;
+		}
 		if ((rc = vs_vhost_drv_set_protocol_features(&ini->vhost, ini->proto_features))) {
 			VS_ERROR(FEATURES, "negotiate: SET_PROTOCOL_FEATURES %#llx failed: %s",
 				 (unsigned long long)ini->proto_features, strerror(-rc));
@@ -208,9 +219,10 @@ static int ring_setup(struct vs_ini *ini, struct ini_vq *v, bool want_call, bool
 		return rc;
 	}
 	if ((rc = vs_vhost_drv_set_vring_num(f, v->idx, v->size)) ||
-	    (rc = vs_vhost_drv_set_vring_addr(f, v->idx, (uint64_t)(uintptr_t)v->vq.desc,
-					      (uint64_t)(uintptr_t)v->vq.avail,
-					      (uint64_t)(uintptr_t)v->vq.used)) ||
+	    (rc = vs_vhost_drv_set_vring_addr_log(
+		 f, v->idx, (uint64_t)(uintptr_t)v->vq.desc, (uint64_t)(uintptr_t)v->vq.avail,
+		 (uint64_t)(uintptr_t)v->vq.used,
+		 ini->log_fd >= 0 ? (uint64_t)((uint8_t *)v->vq.used - ini->base) : VS_LOG_NONE)) ||
 	    (rc = vs_vhost_drv_set_vring_base(f, v->idx, 0)) ||
 	    (rc = vs_vhost_drv_set_vring_call(f, v->idx, v->call_fd)) ||
 	    (rc = vs_vhost_drv_set_vring_kick(f, v->idx, v->kick_fd))) {
@@ -219,6 +231,30 @@ static int ring_setup(struct vs_ini *ini, struct ini_vq *v, bool want_call, bool
 	}
 	VS_INFO(QUEUE, "queue %u: size %u desc %p avail %p used %p kick %d call %d", v->idx,
 		v->size, v->vq.desc, v->vq.avail, v->vq.used, v->kick_fd, v->call_fd);
+	return 0;
+}
+
+/* The dirty log, made once (kept across reconnections): a bit per page of the shared
+ * region, in 8-byte words as QEMU sizes it. */
+static int setup_dirty_log(struct vs_ini *ini)
+{
+	int rc;
+
+	if (ini->log_fd < 0) {
+		ini->log_bytes = (ini->size / VS_LOG_PAGE / 64 + 1) * 8;
+		ini->log_fd = memfd_create("vioscope-dirty-log", MFD_CLOEXEC);
+		if (ini->log_fd < 0 || ftruncate(ini->log_fd, (off_t)ini->log_bytes) < 0) {
+			rc = -errno;
+			VS_ERROR(MEMORY, "setup: dirty log: %s", strerror(errno));
+			return rc;
+		}
+	}
+	if ((rc = vs_vhost_drv_set_log_base(&ini->vhost, ini->log_fd, ini->log_bytes))) {
+		VS_ERROR(MEMORY, "setup: SET_LOG_BASE refused: %s", strerror(-rc));
+		return rc;
+	}
+	VS_INFO(MEMORY, "setup: dirty log of %llu bytes shared: the target logs its writes",
+		(unsigned long long)ini->log_bytes);
 	return 0;
 }
 
@@ -238,6 +274,8 @@ int ini_setup_queues(struct vs_ini *ini)
 		return rc;
 	}
 	VS_INFO(MEMORY, "setup: memory table sent: gpa 0, %zu bytes, uva %p", ini->size, ini->base);
+	if (ini->opts.dirty_log && (rc = setup_dirty_log(ini)))
+		return rc;
 	pthread_mutex_lock(&ini->ctl_lock);
 	rc = ring_setup(ini, &ini->ctl, true, true);
 	pthread_mutex_unlock(&ini->ctl_lock);
@@ -371,7 +409,7 @@ int vs_ini_open(struct vs_ini **out, const struct vs_ini_opts *opts)
 	ini = calloc(1, sizeof(*ini));
 	if (!ini)
 		return -ENOMEM;
-	ini->memfd = ini->wake_fd = ini->sync_fd = ini->vhost.sock = -1;
+	ini->memfd = ini->wake_fd = ini->sync_fd = ini->vhost.sock = ini->log_fd = -1;
 	pthread_mutex_init(&ini->conn_lock, NULL);
 	pthread_mutex_init(&ini->alloc_lock, NULL);
 	pthread_mutex_init(&ini->ctl_lock, NULL);

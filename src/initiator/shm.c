@@ -149,8 +149,10 @@ void ini_shm_destroy(struct vs_ini *ini)
 		munmap(ini->base, ini->size);
 	if (ini->memfd >= 0)
 		close(ini->memfd);
+	if (ini->log_fd >= 0)
+		close(ini->log_fd);
 	ini->base = NULL;
-	ini->memfd = -1;
+	ini->memfd = ini->log_fd = -1;
 }
 
 void *vs_ini_alloc(struct vs_ini *ini, size_t size, size_t align)

@@ -124,8 +124,9 @@ static int ring_start(struct vs_vhost_dev *d, unsigned idx, char *why, size_t wh
 		if (vs_mem_add(&used, v->addr.log_guest_addr, vs_vring_used_bytes(v->num), 0,
 			       vr.used) ||
 		    !vs_vhost_log_covers(&d->log, &used))
-			return FAIL(-EINVAL, "ring %u: its used ring's log address %#llx lies "
-					     "beyond the dirty log",
+			return FAIL(-EINVAL,
+				    "ring %u: its used ring's log address %#llx lies "
+				    "beyond the dirty log",
 				    idx, (unsigned long long)v->addr.log_guest_addr);
 		vr.log_used_gpa = v->addr.log_guest_addr;
 	}
@@ -250,8 +251,8 @@ struct vs_vhost_dev *vs_vhost_dev_new(unsigned max_queues, uint64_t device_featu
 	}
 	d->max_queues = max_queues;
 	d->fault.wake_fd = -1;
-	d->offered_features = device_features | (1ull << VS_VHOST_F_PROTOCOL_FEATURES) |
-			      (1ull << VS_VHOST_F_LOG_ALL);
+	d->offered_features =
+	    device_features | (1ull << VS_VHOST_F_PROTOCOL_FEATURES) | (1ull << VS_VHOST_F_LOG_ALL);
 	d->log.mem = &d->mem;
 	d->log_map.guard = -1;
 	if (ops)

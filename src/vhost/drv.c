@@ -215,6 +215,12 @@ int vs_vhost_drv_set_vring_num(struct vs_vhost_drv *f, unsigned idx, unsigned nu
 int vs_vhost_drv_set_vring_addr(struct vs_vhost_drv *f, unsigned idx, uint64_t desc, uint64_t avail,
 				uint64_t used)
 {
+	return vs_vhost_drv_set_vring_addr_log(f, idx, desc, avail, used, VS_LOG_NONE);
+}
+
+int vs_vhost_drv_set_vring_addr_log(struct vs_vhost_drv *f, unsigned idx, uint64_t desc,
+				    uint64_t avail, uint64_t used, uint64_t used_gpa)
+{
 	struct vs_vhost_msg m;
 
 	msg_init(&m, VS_VHOST_SET_VRING_ADDR, sizeof(m.payload.addr));
@@ -222,7 +228,26 @@ int vs_vhost_drv_set_vring_addr(struct vs_vhost_drv *f, unsigned idx, uint64_t d
 	m.payload.addr.desc_user_addr = desc;
 	m.payload.addr.avail_user_addr = avail;
 	m.payload.addr.used_user_addr = used;
+	if (used_gpa != VS_LOG_NONE) {
+		m.payload.addr.flags = VS_VHOST_VRING_F_LOG;
+		m.payload.addr.log_guest_addr = used_gpa;
+	}
 	return request(f, &m);
+}
+
+int vs_vhost_drv_set_log_base(struct vs_vhost_drv *f, int fd, uint64_t size)
+{
+	struct vs_vhost_msg m, reply;
+	int rc;
+
+	msg_init(&m, VS_VHOST_SET_LOG_BASE, sizeof(m.payload.log));
+	m.payload.log.mmap_size = size;
+	m.fds[0] = fd;
+	m.nfds = 1;
+	if ((rc = send_msg(f, &m)))
+		return rc;
+	/* Always answered, empty, once the log is mapped (as QEMU expects). */
+	return recv_reply(f, VS_VHOST_SET_LOG_BASE, 0, &reply);
 }
 
 int vs_vhost_drv_set_vring_base(struct vs_vhost_drv *f, unsigned idx, uint16_t base)

@@ -122,7 +122,8 @@ static int commit(struct vs_vhost_dev *d, const struct vs_mem *nm, struct vs_vho
 	if (vs_vhost_log_active(d) && !vs_vhost_log_covers(&d->log, nm)) {
 		for (unsigned i = first_new; i < nm->nregions; i++)
 			vs_vhost_unmap_file(&nmaps[i]);
-		return FAIL(-EINVAL, "the new memory map reaches beyond the dirty log (%#llx bytes)",
+		return FAIL(-EINVAL,
+			    "the new memory map reaches beyond the dirty log (%#llx bytes)",
 			    (unsigned long long)d->log.bytes);
 	}
 	if (vs_vhost_rings_stop(d)) {

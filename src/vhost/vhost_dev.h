@@ -22,8 +22,7 @@
 /* What the device side offers: MQ, LOG_SHMFD, REPLY_ACK, RESET_DEVICE, CONFIGURE_MEM_SLOTS. */
 #define VS_VHOST_DEV_PROTOCOL_FEATURES                                                             \
 	((1ull << VS_VHOST_PROTOCOL_F_MQ) | (1ull << VS_VHOST_PROTOCOL_F_LOG_SHMFD) |              \
-	 (1ull << VS_VHOST_PROTOCOL_F_REPLY_ACK) |                                                 \
-	 (1ull << VS_VHOST_PROTOCOL_F_RESET_DEVICE) |                                              \
+	 (1ull << VS_VHOST_PROTOCOL_F_REPLY_ACK) | (1ull << VS_VHOST_PROTOCOL_F_RESET_DEVICE) |    \
 	 (1ull << VS_VHOST_PROTOCOL_F_CONFIGURE_MEM_SLOTS))
 
 /* What a queue_start() gets: everything a worker needs to run one split ring. */

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "proto/vhost_proto.h"
+#include "virtio/virtio.h" /* VS_LOG_NONE */
 
 struct vs_vhost_drv {
 	int sock;
@@ -35,6 +36,11 @@ int vs_vhost_drv_set_mem_table(struct vs_vhost_drv *f, const struct vs_vhost_mem
 int vs_vhost_drv_set_vring_num(struct vs_vhost_drv *f, unsigned idx, unsigned num);
 int vs_vhost_drv_set_vring_addr(struct vs_vhost_drv *f, unsigned idx, uint64_t desc, uint64_t avail,
 				uint64_t used);
+/* The same, logging the used ring's writes at guest address used_gpa (VS_LOG_NONE: not). */
+int vs_vhost_drv_set_vring_addr_log(struct vs_vhost_drv *f, unsigned idx, uint64_t desc,
+				    uint64_t avail, uint64_t used, uint64_t used_gpa);
+/* SET_LOG_BASE (LOG_SHMFD): the dirty log is size bytes of the memory file fd. */
+int vs_vhost_drv_set_log_base(struct vs_vhost_drv *f, int fd, uint64_t size);
 int vs_vhost_drv_set_vring_base(struct vs_vhost_drv *f, unsigned idx, uint16_t base);
 int vs_vhost_drv_get_vring_base(struct vs_vhost_drv *f, unsigned idx, uint16_t *base);
 /* fd < 0 sends the NOFD flag. */

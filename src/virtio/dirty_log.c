@@ -79,5 +79,6 @@ void vs_vq_dev_set_log(struct vs_vq_dev *vq, struct vs_dirty_log *log, uint64_t 
 	vq->log_used_gpa = log ? used_gpa : VS_LOG_NONE;
 	if (log)
 		VS_INFO(QUEUE, "vq %u: dirty logging on (used ring at gpa %#llx%s)", vq->qid,
-			(unsigned long long)used_gpa, used_gpa == VS_LOG_NONE ? ": not logged" : "");
+			(unsigned long long)used_gpa,
+			used_gpa == VS_LOG_NONE ? ": not logged" : "");
 }

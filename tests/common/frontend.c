@@ -129,7 +129,8 @@ int fe_setup(struct fe *fe, const struct fe_opts *o)
 	    (rc = vs_vhost_drv_get_protocol_features(&fe->drv, &proto)) ||
 	    (rc = vs_vhost_drv_set_protocol_features(
 		 &fe->drv, proto & ((1ull << VS_VHOST_PROTOCOL_F_MQ) |
-				    (1ull << VS_VHOST_PROTOCOL_F_REPLY_ACK)))) ||
+				    (1ull << VS_VHOST_PROTOCOL_F_REPLY_ACK) |
+				    (o->log_shmfd ? 1ull << VS_VHOST_PROTOCOL_F_LOG_SHMFD : 0)))) ||
 	    (rc = vs_vhost_drv_get_queue_num(&fe->drv, &nq)))
 		return rc;
 	if (nq < o->nq || o->nq > FE_MAXQ)

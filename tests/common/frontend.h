@@ -78,6 +78,7 @@ struct fe_opts {
 	bool hotplug;		 /* negotiate VIRTIO_SCSI_F_HOTPLUG (events of LUN changes) */
 	bool err_fds;		 /* give every ring an error eventfd (SET_VRING_ERR) */
 	bool no_rings;		 /* negotiate and send the memory table only */
+	bool log_shmfd;		 /* ack VHOST_USER_PROTOCOL_F_LOG_SHMFD (dirty logging) */
 };
 
 /* A frontend that is not connected (fe_close does nothing to it). */

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/stat.h>
+
 #include "hostile.h"
 
 const char *vioscope;
@@ -38,8 +40,15 @@ static const char *const bystander_args[] = {"--controller", "bystander:socket=%
 					     "--lun", "0:ram=16M"};
 #define BYSTANDER_READS 32
 
+static bool path_exists(void *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0;
+}
+
 int sess_start(struct sess *s, const char *const *args, const struct fe_opts *o)
 {
+	char by_sock[160];
 	const unsigned nby = sizeof(bystander_args) / sizeof(bystander_args[0]);
 	struct target_opts to = {.file_size = 64 << 20};
 	unsigned n = 0;
@@ -56,6 +65,14 @@ int sess_start(struct sess *s, const char *const *args, const struct fe_opts *o)
 	if ((rc = gmem_init(&s->g)) || (rc = target_init(&s->p, "hostile", vioscope)) ||
 	    (rc = target_start(&s->p, &to)))
 		return rc;
+	/* target_start waited for the first controller's socket; the bystander's comes after it
+	 * (tests that count the target's fds start counting once every controller listens). */
+	snprintf(by_sock, sizeof(by_sock), "%s/bystander.sock", s->p.dir);
+	if (!wait_until(path_exists, by_sock, FE_WAIT_MS)) {
+		fprintf(stderr, "the bystander controller's socket %s never appeared\n", by_sock);
+		target_log_dump(&s->p);
+		return -ETIMEDOUT;
+	}
 	if (o && (rc = fe_open(&s->fe, s->p.sock, &s->g, o))) {
 		fprintf(stderr, "frontend set-up failed: %s\n", strerror(-rc));
 		target_log_dump(&s->p);

@@ -293,7 +293,7 @@ static const struct bad_msg bad_msgs[] = {
     {"SET_VRING_KICK: 2 fds", VS_VHOST_SET_VRING_KICK, 2, FD_EVENT, ring2},
     {"SET_VRING_CALL: ring 300", VS_VHOST_SET_VRING_CALL, 1, FD_EVENT, ring_300},
     {"SET_VRING_ERR: a pipe", VS_VHOST_SET_VRING_ERR, 1, FD_PIPE, ring2},
-    {"SET_LOG_BASE (not offered)", VS_VHOST_SET_LOG_BASE, 1, FD_MEMFD, log_base},
+    {"SET_LOG_BASE: LOG_SHMFD not negotiated", VS_VHOST_SET_LOG_BASE, 1, FD_MEMFD, log_base},
     {"SET_LOG_FD (not offered)", VS_VHOST_SET_LOG_FD, 1, FD_EVENT, empty},
     {"SET_SLAVE_REQ_FD (not offered)", VS_VHOST_SET_SLAVE_REQ_FD, 1, FD_NULL, empty},
     {"SET_INFLIGHT_FD (not offered)", VS_VHOST_SET_INFLIGHT_FD, 1, FD_MEMFD, inflight},

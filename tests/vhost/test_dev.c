@@ -35,6 +35,7 @@
 #define RING(q)	     (0xc0000 + (q)*0x4000) /* desc, avail at +0x1000, used at +0x2000 */
 #define DEV_FEATURES (VS_VIRTIO_BIT(VS_VIRTIO_F_VERSION_1) | VS_VIRTIO_BIT(VS_VIRTIO_F_EVENT_IDX))
 #define PROTO_BIT    (1ull << VS_VHOST_F_PROTOCOL_FEATURES)
+#define LOG_ALL_BIT  (1ull << VS_VHOST_F_LOG_ALL) /* the layer offers dirty logging */
 
 struct rec {
 	pthread_mutex_t lock;
@@ -227,7 +228,7 @@ static void negotiate(struct fixture *fx, uint64_t protocol, bool ack_proto_bit)
 	uint64_t v;
 
 	assert_int_equal(vs_vhost_drv_get_features(&fx->f, &v), 0);
-	assert_int_equal(v, DEV_FEATURES | PROTO_BIT);
+	assert_int_equal(v, DEV_FEATURES | PROTO_BIT | LOG_ALL_BIT);
 	assert_int_equal(vs_vhost_drv_get_protocol_features(&fx->f, &v), 0);
 	assert_int_equal(v, VS_VHOST_DEV_PROTOCOL_FEATURES);
 	assert_int_equal(vs_vhost_drv_set_protocol_features(&fx->f, protocol), 0);
@@ -510,7 +511,7 @@ static void test_malformed_message_closes_connection(void **state)
 	vs_vhost_drv_close(&fx->f);
 	assert_int_equal(vs_vhost_drv_connect(&fx->f, fx->path), 0);
 	assert_int_equal(vs_vhost_drv_get_features(&fx->f, &v), 0);
-	assert_int_equal(v, DEV_FEATURES | PROTO_BIT);
+	assert_int_equal(v, DEV_FEATURES | PROTO_BIT | LOG_ALL_BIT);
 }
 
 /* Scenario: the same malformed message with NEED_REPLY gets an error status and the
@@ -617,7 +618,7 @@ static void test_handle_without_socket(void **state)
 	assert_non_null(d);
 	assert_int_equal(vs_vhost_dev_handle(d, &m, &reply), 1);
 	assert_int_equal(reply.flags, VS_VHOST_VERSION | VS_VHOST_FLAG_REPLY);
-	assert_int_equal(reply.payload.u64, 1 | PROTO_BIT);
+	assert_int_equal(reply.payload.u64, 1 | PROTO_BIT | LOG_ALL_BIT);
 	m.size = 8; /* GET_FEATURES takes no payload */
 	assert_int_equal(vs_vhost_dev_handle(d, &m, &reply), -EBADMSG);
 	m = (struct vs_vhost_msg){.request = VS_VHOST_SET_VRING_NUM, .flags = 1, .size = 8};
