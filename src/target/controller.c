@@ -177,6 +177,21 @@ static void warn_if_manager(struct vs_controller *c)
 		}
 }
 
+/* A migration's start and end, for the operator (the log's size says the guest's). */
+static void op_logging(void *opaque, bool on, uint64_t log_bytes)
+{
+	struct vs_controller *c = opaque;
+
+	if (on)
+		tq_note(c,
+			"live migration: dirty logging on (a log of %llu bytes: guest memory up "
+			"to %llu MiB)",
+			(unsigned long long)log_bytes,
+			(unsigned long long)(log_bytes * 8 * VS_LOG_PAGE >> 20));
+	else
+		tq_note(c, "live migration: dirty logging off");
+}
+
 static void op_connected(void *opaque)
 {
 	struct vs_controller *c = opaque;
@@ -229,6 +244,7 @@ const struct vs_vhost_dev_ops vs_controller__ops = {
     .queue_stop = op_queue_stop,
     .mem_changed = op_mem_changed,
     .call_fd_changed = op_call_fd_changed,
+    .logging = op_logging,
     .connected = op_connected,
     .disconnected = op_disconnected,
 };

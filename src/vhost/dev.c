@@ -328,6 +328,7 @@ const char *vs_vhost_dev_last_error(const struct vs_vhost_dev *d)
 static int set_features_exec(struct vs_vhost_dev *d, uint64_t f, char *why, size_t whylen)
 {
 	uint64_t log_all = 1ull << VS_VHOST_F_LOG_ALL;
+	bool was;
 
 	if (f & ~d->offered_features)
 		return FAIL(-EINVAL, "features %#llx were not offered",
@@ -339,7 +340,9 @@ static int set_features_exec(struct vs_vhost_dev *d, uint64_t f, char *why, size
 	if ((f ^ d->features) & log_all)
 		VS_INFO(VHOST, "dirty logging %s%s", (f & log_all) ? "on" : "off",
 			(f & log_all) && !d->log.bits ? " (no log yet: SET_LOG_BASE)" : "");
+	was = vs_vhost_log_active(d);
 	d->features = f;
+	vs_vhost_log_changed(d, was);
 	VS_INFO(VHOST, "features acked %#llx (protocol features %s)", (unsigned long long)f,
 		proto_negotiated(d) ? "on" : "off");
 	/* Without PROTOCOL_FEATURES rings count as enabled: that may start some. */

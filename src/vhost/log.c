@@ -31,6 +31,14 @@ bool vs_vhost_log_active(const struct vs_vhost_dev *d)
 	return (d->features & (1ull << VS_VHOST_F_LOG_ALL)) && d->log.bits;
 }
 
+void vs_vhost_log_changed(struct vs_vhost_dev *d, bool was)
+{
+	bool now = vs_vhost_log_active(d);
+
+	if (now != was && d->ops.logging)
+		d->ops.logging(d->opaque, now, d->log.bytes);
+}
+
 /* The log's bytes needed for guest memory that ends at gpa_end. */
 static uint64_t log_bytes_for(uint64_t gpa_end)
 {
@@ -67,7 +75,7 @@ int vs_vhost_set_log_base_exec(struct vs_vhost_dev *d, struct vs_vhost_msg *msg,
 	struct vs_vhost_mem_region r = {.memory_size = l->mmap_size, .mmap_offset = l->mmap_offset};
 	struct vs_dirty_log nlog = {.mem = &d->mem};
 	struct vs_vhost_map nmap = {.guard = -1}, old;
-	bool restart;
+	bool restart, was;
 	uint8_t *host;
 	int rc;
 
@@ -101,6 +109,7 @@ int vs_vhost_set_log_base_exec(struct vs_vhost_dev *d, struct vs_vhost_msg *msg,
 		vs_vhost_unmap_file(&nmap);
 		return FAIL(-EIO, "a queue could not be stopped: the log stays");
 	}
+	was = vs_vhost_log_active(d);
 	old = d->log_map;
 	if (d->log.outside)
 		VS_WARNING(VHOST, "dirty log: %llu write(s) could not be logged",
@@ -111,5 +120,6 @@ int vs_vhost_set_log_base_exec(struct vs_vhost_dev *d, struct vs_vhost_msg *msg,
 	VS_INFO(VHOST, "dirty log: %#llx bytes at offset %#llx (guest memory up to %#llx)",
 		(unsigned long long)l->mmap_size, (unsigned long long)l->mmap_offset,
 		(unsigned long long)(l->mmap_size * 8 * VS_LOG_PAGE));
+	vs_vhost_log_changed(d, was);
 	return restart ? vs_vhost_rings_update(d, why, whylen) : 0;
 }

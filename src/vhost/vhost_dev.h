@@ -65,6 +65,8 @@ struct vs_vhost_dev_ops {
 	 * returning 0; the old fd is closed after.  -errno: not switched (wedged, as above).
 	 * NULL: the layer stops and restarts the ring. */
 	int (*call_fd_changed)(void *opaque, unsigned idx, int call_fd);
+	/* Dirty logging (a live migration) started (log_bytes: the log's size) or ended. */
+	void (*logging)(void *opaque, bool on, uint64_t log_bytes);
 	void (*connected)(void *opaque);
 	/* The frontend went away (why NULL) or was dropped (why says why); every queue has
 	 * been stopped, memory unmapped. */

@@ -75,6 +75,8 @@ int vs_vhost_set_log_base_exec(struct vs_vhost_dev *d, struct vs_vhost_msg *msg,
 			       size_t whylen);
 /* The frontend asked for logging (VHOST_F_LOG_ALL) and gave a log: rings log their writes. */
 bool vs_vhost_log_active(const struct vs_vhost_dev *d);
+/* Tell the user when logging started or ended (was: active before the change). */
+void vs_vhost_log_changed(struct vs_vhost_dev *d, bool was);
 /* The log has a bit for every page of m. */
 bool vs_vhost_log_covers(const struct vs_dirty_log *log, const struct vs_mem *m);
 void vs_vhost_log_unmap(struct vs_vhost_dev *d);

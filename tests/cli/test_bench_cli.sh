@@ -196,6 +196,19 @@ PY
 	done
 	nothing_left
 	;;
+bench_dirty_log)
+	# --dirty-log: the initiator shares a dirty log as a migrating QEMU does; the embedded
+	# target says logging started, once per connection, and every request still completes.
+	VIOSCOPE_BENCH_TARGET_LOG=1 expect 0 log "$bin" bench --target ram=64M --profile rnd4k-q4t1 \
+		--time 0.5 --dirty-log --json --no-progress
+	said log "live migration: dirty logging on"
+	python3 - "$work/log.out" <<'PY' || fail "log: no requests completed while logging"
+import json, sys
+r = json.load(open(sys.argv[1]))["results"][0]
+assert r["iops"] > 0 and r.get("errors", 0) == 0, r
+PY
+	nothing_left
+	;;
 bench_record_dir)
 	# --record DIR holds one run: a second run into it is refused (3), not mixed in; a
 	# recording that could not start never says "no trace event lost".
