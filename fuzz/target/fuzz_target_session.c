@@ -7,21 +7,29 @@
  * worker commands and passes run here, in order, so an input always does the same).
  * One-message fuzzing misses what only a sequence reaches: a memory table changed under
  * running rings, a ring restarted at a new base, a TMF for requests still in flight, memory
- * that shrinks between two passes.
+ * that shrinks between two passes, dirty logging switched on and off under running rings
+ * (live migration: SET_LOG_BASE, VHOST_F_LOG_ALL, VHOST_VRING_F_LOG) and a log file that
+ * shrinks under them.
  *
  * Input:
  *   [u16 le n][n bytes]   guest memory from offset 0 (FZ_MEM_SIZE bytes, the rest zeros)
  *   then operations, each one byte op and its operands:
  *     0x00-0x3f  a vhost-user message: [fd byte][12-byte header][payload of header.size];
  *                fd byte: low 4 bits how many fds, bit 6 eventfds, else bit 7 dups of the
- *                guest memfd, else /dev/null (the same as fuzz/vhost/fuzz_vhost_msg.c)
+ *                guest memfd, else bit 5 dups of the dirty log file (a second memfd,
+ *                FZ_LOG_SIZE bytes at each input's start), else /dev/null (bits 6-7 as in
+ *                fuzz/vhost/fuzz_vhost_msg.c)
  *     0x40-0x7f  kick queue op & 7 and run passes until the target is quiet
  *     0x80-0xbf  write guest memory: [u16 le offset][u8 len][len bytes]
  *     0xc0-0xdf  shrink the guest memory file to ((op & 0x1f) << 12) bytes (the target's
  *                guard must turn its next access there into a dropped session)
- *     0xe0-0xff  run passes (completions)
- * What ends a session, and what must hold when the input ends: session.c (the harness
- * shared with fuzz_target_rpc.c, which adds the management socket's methods to these).
+ *     0xe0-0xef  run passes (completions)
+ *     0xf0-0xff  set the dirty log file's size to fz_log_sizes[op & 0xf] (session.c: 0 to
+ *                1 MiB; smaller than a log in force, the target's guard must turn its next
+ *                mark there into a dropped session)
+ * What ends a session, what must hold when the input ends, and what the target must have
+ * marked in a dirty log: session.c (the harness shared with fuzz_target_rpc.c, which adds
+ * the management socket's methods to these).
  */
 #include <stddef.h>
 #include <stdint.h>

@@ -4,9 +4,11 @@ fuzz_target_rpc into fuzz/corpus/target_rpc/.
 
 An input: [u16 n][n bytes of guest memory] then operations (fuzz_target_session.c):
 a vhost-user message (op 0x00, then [fd byte][request u32][flags u32][size u32][payload];
-fd byte: low 4 bits = fd count, bit 6 = eventfds, bit 7 = dups of the guest memfd),
-a kick (0x40 | queue), a guest memory write (0x80, u16 offset, u8 len, bytes), a shrink
-of the guest memory file (0xc0 | 4 KiB units), passes (0xe0).
+fd byte: low 4 bits = fd count, bit 6 = eventfds, bit 7 = dups of the guest memfd, bit 5
+= dups of the dirty log file), a kick (0x40 | queue), a guest memory write (0x80, u16
+offset, u8 len, bytes), a shrink of the guest memory file (0xc0 | 4 KiB units), passes
+(0xe0), the dirty log file's size (0xf0 | index into LOG_SIZES, session.c's fz_log_sizes;
+4096 bytes at the start of an input).
 fuzz_target_rpc adds: a kick with one pass only (0x30 | queue: what it pops stays in
 flight), a request (0x38 + method, form, dictionary indexes), a batch (0x3e), a raw line
 (0x3f, u16 length, bytes); the indexes below name entries of its dictionaries.
@@ -24,7 +26,8 @@ UVA = 0x7f0000000000
 MEM = 256 << 10
 QSIZE = 16
 NEXT, WRITE = 1, 2
-EVT, MEMFD = 0x40, 0x80
+EVT, MEMFD, LOGFD = 0x40, 0x80, 0x20
+NEED_REPLY = 8
 
 
 def msg(req, payload=b"", nfds=0, flags=1):
@@ -63,9 +66,49 @@ def ring_setup(q):
             msg(13, u64(q), 1 | EVT) + msg(12, u64(q), 1 | EVT) + msg(18, state(q, 1)))
 
 
+FEATURES = (1 << 32) | (1 << 28) | (1 << 29) | (1 << 30)
 SETUP = (msg(1) + msg(15) + msg(16, u64(0x9)) + msg(17) + msg(3) +
-         msg(2, u64((1 << 32) | (1 << 28) | (1 << 29) | (1 << 30))) + mem_table() +
+         msg(2, u64(FEATURES)) + mem_table() +
          b"".join(ring_setup(q) for q in range(4)))
+
+# ---- dirty logging (live migration) -----------------------------------------------------
+LOG_ALL = 1 << 26
+LOG_SHMFD = 1 << 1
+# session.c's fz_log_sizes, by index: keep these in step with the C array.
+LOG_SIZES = [0, 1, 4, 8, 64, 4095, 4096, 4097, 8192, 12288, 16384, 32768, 65536, 65544,
+             262144, 1 << 20]
+# One bit per 4 KiB page in u64 words, as QEMU sizes it: 256 KiB of guest memory, 8 bytes.
+LOG_BYTES = 8
+# SETUP with LOG_SHMFD acked (MQ, LOG_SHMFD, REPLY_ACK).
+LOG_SETUP = (msg(1) + msg(15) + msg(16, u64(0x9 | LOG_SHMFD)) + msg(17) + msg(3) +
+             msg(2, u64(FEATURES)) + mem_table() +
+             b"".join(ring_setup(q) for q in range(4)))
+
+
+def log_base(size=LOG_BYTES, offset=0, fd=1 | LOGFD, flags=1):
+    """SET_LOG_BASE: the log is [offset, offset + size) of the file fd (the log file)."""
+    return msg(6, struct.pack("<QQ", size, offset), fd, flags)
+
+
+def log_file(size):
+    return bytes([0xf0 | LOG_SIZES.index(size)])
+
+
+def vring_addr(q, log=False, log_gpa=None, desc_shift=0, flags=1):
+    """SET_VRING_ADDR of ring q at its usual place; with VHOST_VRING_F_LOG, log_gpa (by
+    default the used ring's own guest address, as QEMU sends it)."""
+    base = ring_base(q)
+    if log_gpa is None:
+        log_gpa = base + 0x140
+    return msg(9, struct.pack("<IIQQQQ", q, 1 if log else 0, UVA + base + desc_shift,
+                              UVA + base + 0x140, UVA + base + 0x100, log_gpa), flags=flags)
+
+
+def logging(on, rings=range(4), features=FEATURES):
+    """Logging on or off as QEMU's vhost_dev_set_log does it: SET_FEATURES with or without
+    LOG_ALL, then every ring's address with or without VHOST_VRING_F_LOG."""
+    return (msg(2, u64(features | (LOG_ALL if on else 0))) +
+            b"".join(vring_addr(q, on) for q in rings))
 
 
 class Guest:
@@ -209,8 +252,118 @@ def poke():
     return g.image() + SETUP + rewrite + kick(2) + PUMP
 
 
+def log_read():
+    """A WRITE of a pattern, then a valid log, logging on, and a READ of it (into zeros: its
+    data page, its response's and the used ring's change and must be marked), an INQUIRY
+    and an event buffer; logging off and a READ again."""
+    g = Guest()
+    g.scsi(2, 0, rw10(0x2a, 8, 1), out=b"\x5a" * 512)
+    head = g.image() + LOG_SETUP + kick(2) + PUMP
+    g.scsi(2, 1, rw10(0x28, 8, 1), in_len=512)
+    g.scsi(3, 2, bytes([0x12, 0, 0, 0, 96, 0]), in_len=96)
+    g.scsi(2, 3, rw10(0x28, 8, 2), in_len=1024)
+    io1 = g.flush() + kick(2) + kick(3) + PUMP
+    g.scsi(3, 4, rw10(0x28, 8, 1), in_len=512)
+    io2 = g.flush() + kick(3) + PUMP
+    return head + log_base() + logging(True) + io1 + logging(False) + io2
+
+
+def log_used_elsewhere():
+    """Logging on with ring 2's used ring not logged and ring 3's logged at another guest
+    address (the frontend's word); LOG_ALL before any log (the rings start without one and
+    restart when it comes), a log at an odd offset of a bigger file."""
+    g = Guest()
+    g.scsi(2, 0, rw10(0x2a, 16, 1), out=b"\xa5" * 512)
+    g.scsi(3, 1, rw10(0x2a, 17, 1), out=b"\x3c" * 512)
+    head = g.image() + LOG_SETUP + kick(2) + kick(3) + PUMP
+    g.scsi(2, 2, rw10(0x28, 16, 1), in_len=512)
+    g.scsi(3, 3, rw10(0x28, 17, 1), in_len=512)
+    io = g.flush() + kick(2) + kick(3) + PUMP
+    on = (msg(2, u64(FEATURES | LOG_ALL)) + vring_addr(0, True) + vring_addr(1, True) +
+          vring_addr(2, False) + vring_addr(3, True, 0x20000))
+    return head + on + log_file(8192) + log_base(LOG_BYTES, 4093) + io
+
+
+def log_refused():
+    """Logs the target must not take, each answered (NEED_REPLY: the session goes on):
+    before LOG_SHMFD, too small for guest memory, zero bytes, larger than its file, at an
+    offset that wraps, without an fd, with /dev/null, in an empty file; the guest memory
+    file as the log (taken: a memory file); then one without NEED_REPLY (the session ends)
+    and a valid one in a new session, with I/O."""
+    g = Guest()
+    g.scsi(2, 0, rw10(0x28, 0, 1), in_len=512)
+    nr = 1 | NEED_REPLY
+    bad = (log_base(4, flags=nr) + log_base(0, flags=nr) + log_base(LOG_BYTES, 4090, flags=nr) +
+           log_base(4097, flags=nr) + log_base(LOG_BYTES, (1 << 64) - 4, flags=nr) +
+           log_base(1 << 38, flags=nr) + log_base(fd=0, flags=nr) + log_base(fd=1, flags=nr) +
+           log_file(0) + log_base(flags=nr) + log_file(4096) + log_base(fd=1 | MEMFD, flags=nr))
+    return (g.image() + SETUP + log_base(flags=nr) + msg(16, u64(0x9 | LOG_SHMFD)) + bad +
+            logging(True) + kick(2) + PUMP + log_base(4) + LOG_SETUP + log_base() +
+            logging(True) + kick(2) + PUMP)
+
+
+def log_shrunk():
+    """Logging on, a READ; then the log file shrunk under the target (to nothing: the next
+    completion's mark faults, the session ends); again in a new session with the log a page
+    into an 8 KiB file shrunk to its first page; then a session with I/O after."""
+    g = Guest()
+    g.scsi(2, 0, rw10(0x28, 1, 1), in_len=512)
+    head = g.image() + LOG_SETUP + log_base() + logging(True) + kick(2) + PUMP
+    g.scsi(2, 1, rw10(0x28, 2, 1), in_len=512)
+    io1 = g.flush()
+    g.scsi(2, 2, rw10(0x28, 3, 1), in_len=512)
+    io2 = g.flush()
+    g.scsi(3, 3, rw10(0x28, 4, 1), in_len=512)
+    io3 = g.flush()
+    return (head + io1 + log_file(0) + kick(2) + PUMP + log_file(8192) + LOG_SETUP +
+            log_base(LOG_BYTES, 4096) + logging(True) + log_file(4096) + io2 + kick(2) + PUMP +
+            log_file(4096) + LOG_SETUP + log_base() + logging(True) + io3 + kick(3) + PUMP)
+
+
+def log_toggle():
+    """Logging switched on and off under running rings with requests between, a second log
+    replacing the first while logging, SET_VRING_ADDR with VHOST_VRING_F_LOG on a started
+    ring at a log address beyond the log (it does not start), with new addresses (refused:
+    started), on a stopped ring (the refusals with NEED_REPLY: the session goes on); a memory
+    table beyond the log while logging (refused: the session ends)."""
+    g = Guest(0x6000, trim=True)
+    for s in range(6):
+        g.scsi(2 + s % 2, s, rw10(0x2a, s, 1), out=bytes([s + 1]) * 512)
+    head = g.image() + LOG_SETUP + kick(2) + kick(3) + PUMP + log_base()
+    out = head
+    for i in range(3):
+        g.scsi(2 + i % 2, 6 + i, rw10(0x28, i, 1), in_len=512)
+        out += logging(True) + g.flush() + kick(2 + i % 2) + logging(False) + PUMP
+    g.scsi(2, 9, rw10(0x28, 5, 1), in_len=512)
+    out += (logging(True) + log_file(8192) + log_base(16, 4096) + g.flush() + kick(2) + PUMP +
+            vring_addr(3, True, 1 << 40, flags=1 | NEED_REPLY) +
+            vring_addr(2, True, desc_shift=0x10, flags=1 | NEED_REPLY) +
+            msg(11, state(3, 0)) + vring_addr(3, True) + msg(10, state(3, 0)) +
+            msg(12, u64(3), 1 | EVT) + mem_table(MEM, 0) + kick(3) + PUMP)
+    return out + msg(5, struct.pack("<II", 1, 0) + struct.pack("<QQQQ", 1 << 30, MEM, UVA, 0),
+                     1 | MEMFD) + PUMP
+
+
+def log_stale():
+    """A log sized for 128 KiB of guest memory, logging off; memory grows to 256 KiB (taken:
+    no logging); logging on with the log as it is: a READ into the pages beyond the log."""
+    g = Guest()
+    g.scsi(2, 0, rw10(0x2a, 8, 1), out=b"\x77" * 512)
+    half = mem_table(MEM // 2)
+    head = (g.image() + msg(1) + msg(15) + msg(16, u64(0x9 | LOG_SHMFD)) + msg(3) +
+            msg(2, u64(FEATURES)) + half + b"".join(ring_setup(q) for q in range(4)) +
+            log_base(4) + kick(2) + PUMP + mem_table())
+    g.chain(2, [(slot(1), 51, False), (slot(1) + 0x40, 108, True), (0x30000, 512, True)])
+    g.put(slot(1), bytes([1, 0, 0x40, 0, 0, 0, 0, 0]) + struct.pack("<QBBB", 0, 0, 0, 0) +
+          rw10(0x28, 8, 1).ljust(32, b"\0"))
+    return head + logging(True) + g.flush() + kick(2) + PUMP
+
+
 session_seeds = {"io": io(), "tmf": tmf(), "remap": remap(), "shrink": shrink(),
-                 "restart": restart(), "bad_chains": bad_chains(), "poke": poke()}
+                 "restart": restart(), "bad_chains": bad_chains(), "poke": poke(),
+                 "log_read": log_read(), "log_used_elsewhere": log_used_elsewhere(),
+                 "log_refused": log_refused(), "log_shrunk": log_shrunk(),
+                 "log_toggle": log_toggle(), "log_stale": log_stale()}
 
 # ---- fuzz_target_rpc --------------------------------------------------------------------
 # Its dictionaries (fuzz_target_rpc.c), by index: keep these in step with the C arrays.

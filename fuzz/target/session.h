@@ -14,14 +14,39 @@
 
 #define FZ_MEM_SIZE (256u << 10) /* guest memory: one region at guest address 0 */
 #define FZ_NQ	    (VS_VIRTIO_SCSI_VQ_REQ0 + 2)
+#define FZ_LOG_SIZE 4096u /* the dirty log file's size at the start of each input */
+
+/* What the harness knows of the dirty log in force, and the check of what logging promises
+ * (session.c, "Dirty logging"): while a log of the fuzzer's log file is on, every guest page
+ * the target changes is marked in it. */
+struct fz_log {
+	bool mine;	    /* the log in force is the log file's [off, off + size) */
+	uint64_t off, size; /* as SET_LOG_BASE gave them */
+	bool aliased;	    /* the log file was handed over in another message (guest memory?) */
+	bool mem_shrunk;    /* the guest memory file was shrunk: regions may fault when read */
+	/* An open check: guest memory as it was, the log cleared, since the window opened. */
+	bool open;
+	struct vs_mem_region region; /* the one region of guest memory */
+	uint64_t outside;	     /* the log's count of writes it could not mark, then */
+	const uint8_t *bits;	     /* the device's mapping of the log, then */
+	struct fz_log_ring {
+		const void *used; /* a running queue's used ring (NULL: not running) */
+		unsigned size;
+		uint64_t log_gpa; /* where its writes are marked (VS_LOG_NONE: nowhere) */
+	} rings[TQ_MAX];
+};
 
 struct fz_session {
 	struct vs_target *t;
 	struct vs_vhost_dev *d;
 	int first_free_fd; /* the lowest free fd before the input: free again after it */
+	struct fz_log log;
 };
 
-/* Once per process (LLVMFuzzerInitialize): the guest memory file. */
+/* The dirty log file's sizes of op 0xf0-0xff. */
+extern const uint64_t fz_log_sizes[16];
+
+/* Once per process (LLVMFuzzerInitialize): the guest memory file and the dirty log file. */
 void fz_session_init(void);
 
 /* The input's leading guest memory image ([u16 le n][n bytes], the rest zeros); returns the
@@ -32,10 +57,14 @@ size_t fz_session_begin(struct fz_session *s, const struct vs_target_config *cfg
 
 /* One guest-side operation at data[0] (size >= 1), in fuzz_target_session.c's encoding:
  *   0x00-0x3f  a vhost-user message: [fd byte][12-byte header][payload of header.size]
+ *              (fd byte: low 4 bits the fd count; bit 6 eventfds, else bit 7 dups of the
+ *              guest memory file, else bit 5 dups of the dirty log file, else /dev/null)
  *   0x40-0x7f  kick queue op & 7 and run passes until the target is quiet
  *   0x80-0xbf  write guest memory: [u16 le offset][u8 len][len bytes]
  *   0xc0-0xdf  shrink the guest memory file to ((op & 0x1f) << 12) bytes
- *   0xe0-0xff  run passes
+ *   0xe0-0xef  run passes
+ *   0xf0-0xff  set the dirty log file's size to fz_log_sizes[op & 0xf] (a shrink under a log
+ *              in force: the target's guard must turn its next mark into a dropped session)
  * Returns the bytes it took (at least 1, at most size).  A failed session is ended, as the
  * server ends it, before it returns. */
 size_t fz_session_op(struct fz_session *s, const uint8_t *data, size_t size);
@@ -44,7 +73,8 @@ size_t fz_session_op(struct fz_session *s, const uint8_t *data, size_t size);
 void fz_session_kick(struct fz_session *s, unsigned q, unsigned passes);
 
 /* What the server does when the session failed (tq_fail, a memory fault): the device is
- * reset and a new session starts.  Call after anything that may have failed it. */
+ * reset and a new session starts.  Call after anything that may have failed it.  Then the
+ * dirty log's check, once nothing is in flight (traps if a written page is not marked). */
 void fz_session_check(struct fz_session *s);
 
 /* The end of the input: the connection ends (every queue stops, every request completes:

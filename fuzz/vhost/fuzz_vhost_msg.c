@@ -6,7 +6,8 @@
  * The fd byte's low 4 bits give how many fds ride along (0..15; more than 8 is a framing
  * error); bits 6-7 pick their kind: bit 6 an eventfd (what kick, call and err fds must
  * be), else bit 7 a dup of a 1 MiB memfd (so memory tables can map and rings can start),
- * else /dev/null (which must be refused).  Every chunk is parsed; valid
+ * else /dev/null (which must be refused); the memfd is the dirty log too (SET_LOG_BASE).
+ * Every chunk is parsed; valid
  * ones go through vs_vhost_dev_handle(), invalid ones through _reject().  A dropped
  * "connection" resets the session, as the server does.  Started rings are touched end to
  * end, so a translation that escapes the mapping crashes; fd leaks trap.
@@ -42,6 +43,18 @@ static int fz_start(void *opaque, unsigned idx, const struct vs_vhost_vring *vr)
 	touch(vr->desc, vs_vring_desc_bytes(vr->size));
 	touch(vr->avail, vs_vring_avail_bytes(vr->size));
 	touch(vr->used, vs_vring_used_bytes(vr->size));
+	/* Dirty logging: the whole log is mapped, and a used ring's log address has its bits. */
+	if (vr->log) {
+		if (!vr->log->bits || !vr->log->bytes || vr->log->mem != vr->mem)
+			__builtin_trap();
+		touch(vr->log->bits, vr->log->bytes);
+		if (vr->log_used_gpa != VS_LOG_NONE &&
+		    (vr->log_used_gpa + vs_vring_used_bytes(vr->size) - 1) / VS_LOG_PAGE / 8 >=
+			vr->log->bytes)
+			__builtin_trap();
+	} else if (vr->log_used_gpa != VS_LOG_NONE) {
+		__builtin_trap();
+	}
 	return idx == 3 ? -EIO : 0; /* one queue refuses to start: exercise that path */
 }
 

@@ -49,7 +49,27 @@ slots = (msg(16, u64(0x8009)) + msg(2, u64(1 << 32)) + msg(36) +
          msg(37, u64(0) + region(0xc0000, 0x40000, UVA + 0xc0000, 0xc0000), 1 | MEM) +
          ring(0) + msg(38, u64(0) + region(0, 0xa0000, UVA, 0)) +
          msg(38, u64(0) + region(0xc0000, 0x40000, UVA + 0xc0000, 0xc0000)))
+# Dirty logging: LOG_SHMFD acked, a log in the memfd's last page (256 pages of guest memory:
+# 32 bytes), LOG_ALL, the rings' addresses with VHOST_VRING_F_LOG (their used rings' guest
+# addresses), one beyond the log; the log replaced at another offset while logging.
+def log_addr(i, base, log_gpa):
+    return struct.pack("<IIQQQQ", i, 1, base, base + 0x2000, base + 0x1000, log_gpa)
+
+
+def log_base(size, off):
+    return bytes([1 | MEM]) + struct.pack("<III", 6, 1, 16) + struct.pack("<QQ", size, off)
+
+
+logging = (msg(1) + msg(15) + msg(16, u64(0x800b)) + msg(17) + msg(3) +
+           msg(2, u64((1 << 32) | (1 << 30) | (1 << 29))) +
+           bytes([2 | MEM]) + struct.pack("<III", 5, 1, len(mem2)) + mem2 +
+           ring(0) + ring(1) + log_base(32, 0xff000) +
+           msg(2, u64((1 << 32) | (1 << 30) | (1 << 29) | (1 << 26))) +
+           msg(9, log_addr(0, UVA + 0xc0000, 0xc2000)) +
+           msg(9, log_addr(1, UVA + 0xc4000, 1 << 40)) +
+           log_base(64, 0xfe000) + msg(2, u64((1 << 32) | (1 << 30) | (1 << 29))))
 seeds = {
+    "logging": logging,
     "qemu_sequence": qemu,
     "mem_slots": slots,
     "get_features": msg(1),
