@@ -5,6 +5,7 @@
 #
 #   [A_ARGS=...] [B_ARGS=...] bench/ab-pairs.sh PAIRS A_VIOSCOPE B_VIOSCOPE [extra bench arguments]
 #
+# MODE: the completion modes (default "--poll --initiator-poll"; MODE="": bench's defaults).
 # A_ARGS / B_ARGS: bench arguments for one side only (one build against itself with and
 # without an option: A_ARGS=--dirty-log, the cost of a live migration's log phase).
 set -euo pipefail
@@ -17,8 +18,11 @@ trap 'rm -f "$out"' EXIT
 iops() {
 	# --initiator-poll: the mode this file's figures were measured in (the default until
 	# issue 24)
-	timeout 60 "$1" bench --target ram=1G --profile rnd4k-q32t1 --time 3 --poll --json \
-		--initiator-poll --no-progress "${@:2}" | python3 -c 'import json,sys; print(json.load(sys.stdin)["results"][0]["iops"])'
+	# MODE="" : the target's event mode and completions by interrupt (bench's defaults:
+	# what a loaded machine wants)
+	# shellcheck disable=SC2086 # MODE is a list of options
+	timeout 60 "$1" bench --target ram=1G --profile rnd4k-q32t1 --time 3 ${MODE---poll --initiator-poll} \
+		--json --no-progress "${@:2}" | python3 -c 'import json,sys; print(json.load(sys.stdin)["results"][0]["iops"])'
 }
 # One unmeasured pair first: the first run after a quiet spell is slow whichever build it is.
 iops "$a" "${a_args[@]}" "$@" >/dev/null

@@ -14,7 +14,8 @@
 # cancel out, so a loaded machine (fewer requests) gives the same figure.  One request in
 # flight keeps both sides' batching the same from run to run, so the figures compare
 # builds and flavours to a fraction of a percent.  KEEP=1 keeps the callgrind files;
-# TARGET_ARGS="--adaptive-poll 0" (say) adds options to the target's command line.
+# TARGET_ARGS="--adaptive-poll 0" (say) adds options to the target's command line,
+# BENCH_ARGS (say --dirty-log: the target logging as during a migration) to bench's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -44,7 +45,7 @@ run_pair() { # run_pair TAG SECONDS
 	[[ -S "$sock" ]] || { echo "the target did not start:" >&2; cat "$work/target-$1.log" >&2; exit 1; }
 	valgrind --tool=callgrind --callgrind-out-file="$work/driver-$1.out" \
 		"$exe" bench --socket "$sock" --profile rnd4k-q1t1 --time "$2" --json --no-progress \
-		--initiator-poll >"$work/bench-$1.json" 2>"$work/driver-$1.log"
+		--initiator-poll ${BENCH_ARGS:-} >"$work/bench-$1.json" 2>"$work/driver-$1.log"
 	kill -TERM "$tpid"
 	wait "$tpid" 2>/dev/null || true
 	tpid=""

@@ -28,7 +28,12 @@
 
 bool vs_vhost_log_active(const struct vs_vhost_dev *d)
 {
-	return (d->features & (1ull << VS_VHOST_F_LOG_ALL)) && d->log.bits;
+	/* A log installed earlier that guest memory has outgrown since (it grew while logging
+	 * was off) is not used: the rings log nothing until the frontend sends a log that
+	 * covers it, rather than losing the pages beyond (found by fuzz target_session,
+	 * corpus log_stale). */
+	return (d->features & (1ull << VS_VHOST_F_LOG_ALL)) && d->log.bits &&
+	       vs_vhost_log_covers(&d->log, &d->mem);
 }
 
 void vs_vhost_log_changed(struct vs_vhost_dev *d, bool was)
