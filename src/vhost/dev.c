@@ -119,11 +119,9 @@ static int ring_start(struct vs_vhost_dev *d, unsigned idx, char *why, size_t wh
 	if (rc)
 		return rc;
 	if (vr.log && (v->addr.flags & VS_VHOST_VRING_F_LOG)) {
-		struct vs_mem used = {0};
 		/* The used ring's pages must have their bits, as guest memory's must. */
-		if (vs_mem_add(&used, v->addr.log_guest_addr, vs_vring_used_bytes(v->num), 0,
-			       vr.used) ||
-		    !vs_vhost_log_covers(&d->log, &used))
+		if (!vs_vhost_log_covers_range(&d->log, v->addr.log_guest_addr,
+					       vs_vring_used_bytes(v->num)))
 			return FAIL(-EINVAL,
 				    "ring %u: its used ring's log address %#llx lies "
 				    "beyond the dirty log",
@@ -335,11 +333,12 @@ static int set_features_exec(struct vs_vhost_dev *d, uint64_t f, char *why, size
 			    (unsigned long long)(f & ~d->offered_features));
 	/* Logging turned on or off (a migration starts or ends): the running rings take the
 	 * new setting by a restart. */
-	if (((f ^ d->features) & log_all) && vs_vhost_rings_stop(d))
-		return FAIL(-EIO, "a queue could not be stopped to switch dirty logging");
-	if ((f ^ d->features) & log_all)
+	if ((f ^ d->features) & log_all) {
+		if (vs_vhost_rings_stop(d))
+			return FAIL(-EIO, "a queue could not be stopped to switch dirty logging");
 		VS_INFO(VHOST, "dirty logging %s%s", (f & log_all) ? "on" : "off",
 			(f & log_all) && !d->log.bits ? " (no log yet: SET_LOG_BASE)" : "");
+	}
 	was = vs_vhost_log_active(d);
 	d->features = f;
 	vs_vhost_log_changed(d, was);

@@ -51,14 +51,16 @@ static uint64_t log_bytes_for(uint64_t gpa_end)
 	return pages / 8 + !!(pages % 8);
 }
 
+bool vs_vhost_log_covers_range(const struct vs_dirty_log *log, uint64_t gpa, uint64_t len)
+{
+	return gpa <= UINT64_MAX - len && log_bytes_for(gpa + len) <= log->bytes;
+}
+
 bool vs_vhost_log_covers(const struct vs_dirty_log *log, const struct vs_mem *m)
 {
-	for (unsigned i = 0; i < m->nregions; i++) {
-		const struct vs_mem_region *r = &m->regions[i];
-		/* vs_mem_add refused a region whose end wraps. */
-		if (log_bytes_for(r->gpa + r->size) > log->bytes)
+	for (unsigned i = 0; i < m->nregions; i++)
+		if (!vs_vhost_log_covers_range(log, m->regions[i].gpa, m->regions[i].size))
 			return false;
-	}
 	return true;
 }
 
@@ -79,7 +81,7 @@ int vs_vhost_set_log_base_exec(struct vs_vhost_dev *d, struct vs_vhost_msg *msg,
 	const struct vs_vhost_log *l = &msg->payload.log;
 	struct vs_vhost_mem_region r = {.memory_size = l->mmap_size, .mmap_offset = l->mmap_offset};
 	struct vs_dirty_log nlog = {.mem = &d->mem};
-	struct vs_vhost_map nmap = {.guard = -1}, old;
+	struct vs_vhost_map nmap = {.guard = -1};
 	bool restart, was;
 	uint8_t *host;
 	int rc;
@@ -115,13 +117,9 @@ int vs_vhost_set_log_base_exec(struct vs_vhost_dev *d, struct vs_vhost_msg *msg,
 		return FAIL(-EIO, "a queue could not be stopped: the log stays");
 	}
 	was = vs_vhost_log_active(d);
-	old = d->log_map;
-	if (d->log.outside)
-		VS_WARNING(VHOST, "dirty log: %llu write(s) could not be logged",
-			   (unsigned long long)d->log.outside);
+	vs_vhost_log_unmap(d);
 	d->log = nlog;
 	d->log_map = nmap;
-	vs_vhost_unmap_file(&old);
 	VS_INFO(VHOST, "dirty log: %#llx bytes at offset %#llx (guest memory up to %#llx)",
 		(unsigned long long)l->mmap_size, (unsigned long long)l->mmap_offset,
 		(unsigned long long)(l->mmap_size * 8 * VS_LOG_PAGE));

@@ -77,8 +77,9 @@ int vs_vhost_set_log_base_exec(struct vs_vhost_dev *d, struct vs_vhost_msg *msg,
 bool vs_vhost_log_active(const struct vs_vhost_dev *d);
 /* Tell the user when logging started or ended (was: active before the change). */
 void vs_vhost_log_changed(struct vs_vhost_dev *d, bool was);
-/* The log has a bit for every page of m. */
+/* The log has a bit for every page of m, of [gpa, gpa + len). */
 bool vs_vhost_log_covers(const struct vs_dirty_log *log, const struct vs_mem *m);
+bool vs_vhost_log_covers_range(const struct vs_dirty_log *log, uint64_t gpa, uint64_t len);
 void vs_vhost_log_unmap(struct vs_vhost_dev *d);
 
 #endif /* VS_VHOST_INT_H */

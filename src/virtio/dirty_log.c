@@ -29,11 +29,6 @@ static bool log_range(struct vs_dirty_log *l, uint64_t gpa, uint64_t len)
 	return true;
 }
 
-void vs_dirty_log_gpa(struct vs_dirty_log *l, uint64_t gpa, uint64_t len)
-{
-	log_range(l, gpa, len);
-}
-
 /* A host pointer into guest memory back to its guest address (iovecs never cross regions:
  * vs_mem_gpa_iov splits them). */
 static void log_host(struct vs_dirty_log *l, const uint8_t *p, size_t len)
@@ -51,7 +46,8 @@ static void log_host(struct vs_dirty_log *l, const uint8_t *p, size_t len)
 	__atomic_fetch_add(&l->outside, 1, __ATOMIC_RELAXED);
 }
 
-void vs_dirty_log_iov(struct vs_dirty_log *l, const struct iovec *iov, unsigned n, size_t limit)
+/* Mark the pages behind the first limit bytes of iovecs into l->mem. */
+static void log_iov(struct vs_dirty_log *l, const struct iovec *iov, unsigned n, size_t limit)
 {
 	for (unsigned i = 0; i < n && limit; i++) {
 		size_t len = iov[i].iov_len < limit ? iov[i].iov_len : limit;
@@ -70,7 +66,7 @@ void vs_vq_dev__log_used(struct vs_vq_dev *vq)
 
 void vs_vq_dev__log_written(struct vs_vq_dev *vq, const struct vs_vq_elem *e, size_t hdr)
 {
-	vs_dirty_log_iov(vq->log, e->in, e->in_num, vq->log->skip_data_in ? hdr : SIZE_MAX);
+	log_iov(vq->log, e->in, e->in_num, vq->log->skip_data_in ? hdr : SIZE_MAX);
 }
 
 void vs_vq_dev_set_log(struct vs_vq_dev *vq, struct vs_dirty_log *log, uint64_t used_gpa)

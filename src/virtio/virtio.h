@@ -66,10 +66,6 @@ struct vs_dirty_log {
 	bool skip_data_in;	  /* test only (VIOSCOPE_TEST_SKIP_DATA_IN_LOG): data-in unlogged */
 	uint64_t outside;	  /* writes that could not be marked (atomic): beyond the log */
 };
-/* Mark the pages of [gpa, gpa + len) written. */
-void vs_dirty_log_gpa(struct vs_dirty_log *l, uint64_t gpa, uint64_t len);
-/* Mark the pages behind the first limit bytes of iovecs into l->mem (SIZE_MAX: all). */
-void vs_dirty_log_iov(struct vs_dirty_log *l, const struct iovec *iov, unsigned n, size_t limit);
 
 /* ---- device-side split virtqueue (the target) -------------------------------------------- */
 #define VS_VQ_MAX_SEGS	      258		   /* per direction: 256 data + header + response */

@@ -117,6 +117,14 @@ static void read_16k(struct sess *s, uint64_t off)
 	assert_int_equal(c.resp.status, 0);
 }
 
+/* A session whose frontend shared a whole log (a bit for every page of guest memory). */
+static void start_with_log(struct sess *s, struct log *l)
+{
+	log_make(l, LOG_BYTES);
+	assert_int_equal(sess_start(s, ram_lun, &logging_rings), 0);
+	assert_int_equal(set_log_base(s, l->fd, l->bytes, 0), 0);
+}
+
 /* Scenario: logging on, one READ of 16 KiB: its 4 data pages, its response's page and the
  * used ring's page are marked, and nothing else; logging off, another READ marks nothing. */
 static void read_marks_its_data_response_and_used_ring(void **state)
@@ -124,9 +132,7 @@ static void read_marks_its_data_response_and_used_ring(void **state)
 	struct sess *s = *state;
 	struct log l;
 
-	log_make(&l, LOG_BYTES);
-	assert_int_equal(sess_start(s, ram_lun, &logging_rings), 0);
-	assert_int_equal(set_log_base(s, l.fd, l.bytes, 0), 0);
+	start_with_log(s, &l);
 	set_logging(s, true);
 	read_16k(s, 0);
 	for (unsigned i = 0; i < 4; i++)
@@ -220,9 +226,7 @@ static void log_shrunk_under_the_target_ends_the_session(void **state)
 	struct sess *s = *state;
 	struct log l;
 
-	log_make(&l, LOG_BYTES);
-	assert_int_equal(sess_start(s, ram_lun, &logging_rings), 0);
-	assert_int_equal(set_log_base(s, l.fd, l.bytes, 0), 0);
+	start_with_log(s, &l);
 	set_logging(s, true);
 	read_16k(s, 0);
 	assert_int_equal(ftruncate(l.fd, 0), 0);
@@ -247,9 +251,7 @@ static void logging_toggled_on_a_running_ring(void **state)
 	struct sess *s = *state;
 	struct log l;
 
-	log_make(&l, LOG_BYTES);
-	assert_int_equal(sess_start(s, ram_lun, &logging_rings), 0);
-	assert_int_equal(set_log_base(s, l.fd, l.bytes, 0), 0);
+	start_with_log(s, &l);
 	for (int i = 0; i < 20; i++) {
 		set_logging(s, true);
 		assert_int_equal(fe_read_ok(&s->fe, REQ0, (uint32_t)i), 0);
