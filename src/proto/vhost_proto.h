@@ -81,6 +81,7 @@ enum vs_vhost_request {
 #define VS_VHOST_PROTOCOL_F_LOG_SHMFD		1
 #define VS_VHOST_PROTOCOL_F_REPLY_ACK		3
 #define VS_VHOST_PROTOCOL_F_CONFIG		9
+#define VS_VHOST_PROTOCOL_F_INFLIGHT_SHMFD	12
 #define VS_VHOST_PROTOCOL_F_RESET_DEVICE	13
 #define VS_VHOST_PROTOCOL_F_CONFIGURE_MEM_SLOTS 15
 /* ---- wire payloads ---------------------------------------------------------------------- */
@@ -130,6 +131,34 @@ struct vs_vhost_inflight {
 	uint16_t queue_size;
 	uint32_t padding; /* QEMU's struct is 24 bytes with its tail padding */
 };
+
+/* The in-flight region of one split ring (vhost-user.rst, "Inflight I/O tracking"): the
+ * back-end records, in memory the frontend keeps (GET_INFLIGHT_FD), which heads it took from the
+ * avail ring and has not yet put in the used ring, so that a back-end restarted after a crash
+ * can finish them (the frontend hands the region back with SET_INFLIGHT_FD).  One region per
+ * ring, VS_VHOST_INFLIGHT_RING_BYTES(queue_size) apart. */
+struct vs_vhost_inflight_desc {
+	uint8_t inflight; /* 1: taken, not yet used (head descriptors only) */
+	uint8_t padding[5];
+	uint16_t next;	  /* the last batch of used heads, as a list from last_batch_head */
+	uint64_t counter; /* the order heads were taken in */
+};
+
+struct vs_vhost_inflight_split {
+	uint64_t features; /* 0 */
+	uint16_t version;  /* VS_VHOST_INFLIGHT_VERSION; 0: a fresh region */
+	uint16_t desc_num; /* the ring's size */
+	uint16_t last_batch_head;
+	uint16_t used_idx; /* used->idx once the last batch's flags were cleared */
+	struct vs_vhost_inflight_desc desc[];
+};
+
+#define VS_VHOST_INFLIGHT_VERSION 1
+/* One ring's region, 64-byte aligned (the cache line libvhost-user aligns them to). */
+#define VS_VHOST_INFLIGHT_RING_BYTES(qsize)                                                        \
+	((sizeof(struct vs_vhost_inflight_split) +                                                 \
+	  (uint64_t)(qsize) * sizeof(struct vs_vhost_inflight_desc) + 63) &                        \
+	 ~(uint64_t)63)
 
 struct vs_vhost_config {
 	uint32_t offset;

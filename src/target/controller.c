@@ -91,6 +91,17 @@ static int op_queue_start(void *opaque, unsigned idx, const struct vs_vhost_vrin
 	}
 	q->vq.qid = idx;
 	vs_vq_dev_set_log(&q->vq, vr->log, vr->log_used_gpa);
+	if (vr->inflight) {
+		char why[160];
+		/* Before any worker sees the ring: the requests a crashed predecessor took and
+		 * never answered come out of the next pops. */
+		rc = vs_vq_dev_set_inflight(&q->vq, vr->inflight, vr->inflight_scratch, why,
+					    sizeof(why));
+		if (rc) {
+			VS_ERROR(QUEUE, "queue %u: %s", idx, why);
+			return rc;
+		}
+	}
 	q->mem = vr->mem;
 	q->kick_fd = vr->kick_fd;
 	q->call_fd = vr->call_fd;

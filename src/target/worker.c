@@ -228,11 +228,13 @@ static bool cmd_run(struct worker *w)
 		break;
 	case WCMD_CALLFD:
 		VS_INFO(NOTIFY, "queue %u call fd %d -> %d%s", q->idx, q->call_fd, arg,
-			q->missed_signal && arg >= 0 ? " (signalled: one was due)" : "");
+			arg >= 0 ? " (signalled once)" : "");
 		q->call_fd = arg;
-		/* QEMU sets call fds after starting rings: an interrupt due meanwhile is
-		 * sent now (a spurious one is harmless, a lost one hangs the driver). */
-		if (q->missed_signal && arg >= 0) {
+		/* QEMU sets call fds after starting rings (after a reconnect too): an
+		 * interrupt due meanwhile, or one sent on the old fd just before the swap, is
+		 * sent again on the new one (a spurious one costs the driver a look at its used
+		 * ring, a lost one hangs it; libvhost-user does the same). */
+		if (arg >= 0) {
 			q->missed_signal = false;
 			if ((rc = fe_signal(arg)))
 				fe_signal_failed(q, &q->call_fd, "call", rc);

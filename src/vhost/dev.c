@@ -116,7 +116,7 @@ static int ring_start(struct vs_vhost_dev *d, unsigned idx, char *why, size_t wh
 	};
 	int rc = ring_translate(d, v, &vr, why, whylen);
 
-	if (rc)
+	if (rc || (rc = vs_vhost_inflight_ring(d, idx, v->num, &vr, why, whylen)))
 		return rc;
 	if (vr.log && (v->addr.flags & VS_VHOST_VRING_F_LOG)) {
 		/* The used ring's pages must have their bits, as guest memory's must. */
@@ -225,6 +225,7 @@ void vs_vhost_dev_reset(struct vs_vhost_dev *d)
 {
 	rings_reset(d);
 	vs_vhost_log_unmap(d);
+	vs_vhost_inflight_unmap(d);
 	vs_vhost_mem_unmap_all(d);
 	d->owner = false;
 	d->features = 0;
@@ -253,6 +254,8 @@ struct vs_vhost_dev *vs_vhost_dev_new(unsigned max_queues, uint64_t device_featu
 	    device_features | (1ull << VS_VHOST_F_PROTOCOL_FEATURES) | (1ull << VS_VHOST_F_LOG_ALL);
 	d->log.mem = &d->mem;
 	d->log_map.guard = -1;
+	d->inflight_map.guard = -1;
+	d->inflight_fd = -1;
 	if (ops)
 		d->ops = *ops;
 	d->opaque = opaque;
@@ -631,6 +634,10 @@ static int dispatch(struct vs_vhost_dev *d, struct vs_vhost_msg *msg, struct vs_
 		return vs_vhost_rem_mem_reg_exec(d, msg, why, whylen);
 	case VS_VHOST_SET_LOG_BASE:
 		return vs_vhost_set_log_base_exec(d, msg, why, whylen);
+	case VS_VHOST_GET_INFLIGHT_FD:
+		return vs_vhost_get_inflight_fd_exec(d, msg, reply, why, whylen);
+	case VS_VHOST_SET_INFLIGHT_FD:
+		return vs_vhost_set_inflight_fd_exec(d, msg, why, whylen);
 	case VS_VHOST_SET_VRING_NUM:
 		return set_vring_num_exec(d, &msg->payload.state, why, whylen);
 	case VS_VHOST_SET_VRING_ADDR:
@@ -652,7 +659,7 @@ static int dispatch(struct vs_vhost_dev *d, struct vs_vhost_msg *msg, struct vs_
 		reply->size = 0;
 		VS_WARNING(VHOST, "GET_CONFIG not supported: empty reply");
 		return 0;
-	default: /* SET_CONFIG, SET_LOG_FD, inflight, slave channel, status: not offered */
+	default: /* SET_CONFIG, SET_LOG_FD, slave channel, status: not offered */
 		return FAIL(-ENOTSUP, "%s is not supported", vs_vhost_request_name(msg->request));
 	}
 }

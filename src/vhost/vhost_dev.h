@@ -19,10 +19,12 @@
 #include "vhost/vhost_msg.h"
 #include "virtio/virtio.h" /* struct vs_mem */
 
-/* What the device side offers: MQ, LOG_SHMFD, REPLY_ACK, RESET_DEVICE, CONFIGURE_MEM_SLOTS. */
+/* What the device side offers: MQ, LOG_SHMFD, REPLY_ACK, INFLIGHT_SHMFD, RESET_DEVICE,
+ * CONFIGURE_MEM_SLOTS. */
 #define VS_VHOST_DEV_PROTOCOL_FEATURES                                                             \
 	((1ull << VS_VHOST_PROTOCOL_F_MQ) | (1ull << VS_VHOST_PROTOCOL_F_LOG_SHMFD) |              \
-	 (1ull << VS_VHOST_PROTOCOL_F_REPLY_ACK) | (1ull << VS_VHOST_PROTOCOL_F_RESET_DEVICE) |    \
+	 (1ull << VS_VHOST_PROTOCOL_F_REPLY_ACK) | (1ull << VS_VHOST_PROTOCOL_F_INFLIGHT_SHMFD) |  \
+	 (1ull << VS_VHOST_PROTOCOL_F_RESET_DEVICE) |                                              \
 	 (1ull << VS_VHOST_PROTOCOL_F_CONFIGURE_MEM_SLOTS))
 
 /* What a queue_start() gets: everything a worker needs to run one split ring. */
@@ -44,6 +46,11 @@ struct vs_vhost_vring {
 	 * its writes are not to be logged.  Stable while the queue runs. */
 	struct vs_dirty_log *log;
 	uint64_t log_used_gpa;
+	/* The frontend keeps an in-flight region (INFLIGHT_SHMFD): this ring's part, and a copy
+	 * of size entries for vs_vq_dev_set_inflight(); NULL when it keeps none.  Stable while
+	 * the queue runs. */
+	struct vs_vhost_inflight_split *inflight;
+	struct vs_inflight_entry *inflight_scratch;
 };
 
 /* Callbacks from the back-end into its user; all run on the serve() thread and any may

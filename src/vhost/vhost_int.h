@@ -46,6 +46,12 @@ struct vs_vhost_dev {
 	char last_error[VS_VHOST_WHY_LEN]; /* why the last request failed */
 	struct vs_dirty_log log;	   /* log.bits NULL: no SET_LOG_BASE yet */
 	struct vs_vhost_map log_map;	   /* our mapping behind log.bits */
+	/* In-flight tracking (inflight.c): the region, a part per ring; NULL: none. */
+	uint8_t *inflight;
+	struct vs_vhost_map inflight_map;
+	int inflight_fd;			    /* the memfd we made (GET_INFLIGHT_FD), or -1 */
+	struct vs_inflight_entry *inflight_scratch; /* queues * qsize: each ring's copy */
+	uint16_t inflight_queues, inflight_qsize;
 
 	/* A queue_stop() or call_fd_changed() failed: a user thread may still touch guest
 	 * memory and the rings' fds, so they are never unmapped or closed again. */
@@ -81,5 +87,16 @@ void vs_vhost_log_changed(struct vs_vhost_dev *d, bool was);
 bool vs_vhost_log_covers(const struct vs_dirty_log *log, const struct vs_mem *m);
 bool vs_vhost_log_covers_range(const struct vs_dirty_log *log, uint64_t gpa, uint64_t len);
 void vs_vhost_log_unmap(struct vs_vhost_dev *d);
+
+/* inflight.c: in-flight tracking for a restart after a crash. */
+int vs_vhost_get_inflight_fd_exec(struct vs_vhost_dev *d, struct vs_vhost_msg *msg,
+				  struct vs_vhost_msg *reply, char *why, size_t whylen);
+int vs_vhost_set_inflight_fd_exec(struct vs_vhost_dev *d, struct vs_vhost_msg *msg, char *why,
+				  size_t whylen);
+/* Ring idx's part of the region into vr (left NULL when the ring is not tracked); refused
+ * when the ring is larger than the region's parts. */
+int vs_vhost_inflight_ring(struct vs_vhost_dev *d, unsigned idx, uint32_t num,
+			   struct vs_vhost_vring *vr, char *why, size_t whylen);
+void vs_vhost_inflight_unmap(struct vs_vhost_dev *d);
 
 #endif /* VS_VHOST_INT_H */

@@ -19,6 +19,7 @@
 
 #include <vioscope/trace.h>
 
+#include "proto/vhost_proto.h" /* the in-flight region's layout */
 #include "proto/virtio_proto.h"
 
 #include "util/util.h" /* vs_iov_to_buf() and friends for the iovecs popped here */
@@ -90,6 +91,19 @@ struct vs_vq_dev {
 	const char *broken_reason; /* static string, set with broken */
 	struct vs_dirty_log *log;  /* NULL unless the frontend is migrating the guest */
 	uint64_t log_used_gpa;	   /* the used ring's guest address, or VS_LOG_NONE */
+	/* In-flight tracking (vs_vq_dev_set_inflight), NULL when the frontend keeps no region. */
+	struct vs_vhost_inflight_split *inflight; /* shared with the frontend */
+	uint64_t inflight_counter;		  /* the next head's order number */
+	uint16_t inflight_batch_head;		  /* our copy of last_batch_head */
+	uint16_t inflight_used_idx;		  /* our copy of the region's used_idx */
+	const struct vs_inflight_entry *resubmit; /* taken before a restart, oldest first */
+	unsigned resubmit_num, resubmit_next;	  /* entries; the next to give out */
+};
+
+/* One request a restarted device found in flight (vs_vq_dev_set_inflight). */
+struct vs_inflight_entry {
+	uint64_t counter;
+	uint16_t head;
 };
 
 /* One popped chain.  out[] is device-readable, in[] device-writable, in chain order.  A
@@ -122,6 +136,22 @@ static inline void vs_vq_dev_log_written(struct vs_vq_dev *vq, const struct vs_v
 	if (__builtin_expect(vq->log != NULL, 0))
 		vs_vq_dev__log_written(vq, e, hdr);
 }
+
+/* Track what this ring takes and returns in the frontend's in-flight region (vhost-user's
+ * INFLIGHT_SHMFD), and first recover from it: after init (last_avail_idx from SET_VRING_BASE),
+ * before the ring is served.  A fresh region (version 0) is laid out for this ring.  Otherwise
+ * the requests the region shows taken and never used are given out again by the next pops,
+ * oldest first, exactly once, before anything new, and the ring resumes at used->idx plus their
+ * number (what a device that crashed had consumed).  The region comes from the frontend: it is
+ * read once into scratch (size entries, the caller's, kept until the ring stops) and refused
+ * (-EPROTO, why says why) when it cannot be true: another ring size or version, a last batch
+ * longer than the ring or through a head beyond it, more in flight than the ring holds.
+ * Off the tracking, pop/fill/flush pay one predictable branch each. */
+int vs_vq_dev_set_inflight(struct vs_vq_dev *vq, struct vs_vhost_inflight_split *region,
+			   struct vs_inflight_entry *scratch, char *why, size_t whylen);
+void vs_vq_dev__inflight_take(struct vs_vq_dev *vq, uint16_t head);
+void vs_vq_dev__inflight_fill(struct vs_vq_dev *vq, uint16_t head);
+void vs_vq_dev__inflight_flush(struct vs_vq_dev *vq);
 
 /* Pop the next chain.  Returns:
  *   0        elem is a valid chain.

@@ -74,7 +74,8 @@ unsigned vs_vq_dev_avail_count(struct vs_vq_dev *vq)
 {
 	if (vq->broken || vq_load_avail(vq))
 		return 0;
-	return (uint16_t)(vq->shadow_avail_idx - vq->last_avail_idx);
+	return (uint16_t)(vq->shadow_avail_idx - vq->last_avail_idx) +
+	       (vq->resubmit_num - vq->resubmit_next);
 }
 
 /* Where and why a chain failed, for one trace line. */
@@ -195,6 +196,13 @@ int vs_vq_dev_pop(struct vs_vq_dev *vq, const struct vs_mem *mem, struct vs_vq_e
 
 	if (__builtin_expect(vq->broken, 0))
 		return -EIO;
+	if (__builtin_expect(vq->inflight != NULL, 0) && vq->resubmit_next < vq->resubmit_num) {
+		/* Taken by the device before a restart (still marked in flight): first. */
+		head = vq->resubmit[vq->resubmit_next++].head;
+		VS_INFO(QUEUE, "vq %u head %u resubmitted (taken before the restart)", vq->qid,
+			head);
+		goto map;
+	}
 	if (vq->shadow_avail_idx == vq->last_avail_idx) {
 		if (vq_load_avail(vq))
 			return -EIO;
@@ -211,7 +219,10 @@ int vs_vq_dev_pop(struct vs_vq_dev *vq, const struct vs_mem *mem, struct vs_vq_e
 	vq->last_avail_idx++;
 	if (vq->event_idx && vq->notify_enabled)
 		ring_write(vq_avail_event(vq), vs_le16(vq->last_avail_idx));
+	if (__builtin_expect(vq->inflight != NULL, 0))
+		vs_vq_dev__inflight_take(vq, head);
 
+map:
 	elem->head = head;
 	elem->bad = false;
 	elem->out_num = elem->in_num = 0;
@@ -244,6 +255,8 @@ static inline bool vq_fill(struct vs_vq_dev *vq, uint16_t head, uint32_t len)
 			 vq->size);
 		return false;
 	}
+	if (__builtin_expect(vq->inflight != NULL, 0))
+		vs_vq_dev__inflight_fill(vq, head);
 	ring_write(&u->id, vs_le32(head));
 	ring_write(&u->len, vs_le32(len));
 	vq->used_idx++;
@@ -263,6 +276,8 @@ void vs_vq_dev_flush(struct vs_vq_dev *vq)
 	/* The entries, the index and any avail_event written since the last flush. */
 	if (__builtin_expect(vq->log != NULL, 0))
 		vs_vq_dev__log_used(vq);
+	if (__builtin_expect(vq->inflight != NULL, 0))
+		vs_vq_dev__inflight_flush(vq);
 }
 
 void vs_vq_dev_push(struct vs_vq_dev *vq, uint16_t head, uint32_t len)
