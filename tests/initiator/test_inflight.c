@@ -59,7 +59,8 @@ struct fake {
 	/* set by the test */
 	bool offer_inflight; /* for the next connection */
 	bool hold_tur;
-	bool crash; /* close the connection at the next turn */
+	bool crash;  /* close the connection at the next turn */
+	int bad_get; /* GET_INFLIGHT_FD reply: 1 without its fd, 2 larger than its file */
 	/* the device */
 	uint8_t *mem;
 	size_t mem_size;
@@ -207,7 +208,9 @@ static int handle(struct fake *f)
 		m.payload.inflight.mmap_size = f->inflight_size;
 		m.payload.inflight.mmap_offset = 0;
 		m.fds[0] = f->inflight_fd;
-		m.nfds = 1;
+		m.nfds = f->bad_get == 1 ? 0 : 1;
+		if (f->bad_get == 2)
+			m.payload.inflight.mmap_size = 2 * f->inflight_size;
 		reply(f, &m, sizeof(m.payload.inflight));
 		m.nfds = 0; /* ours: not closed below */
 		break;
@@ -418,7 +421,7 @@ static bool wait_connections(struct vs_ini *ini, unsigned n)
 	return vs_ini_connections(ini) >= n;
 }
 
-static struct vs_ini *open_ini(struct fake *f)
+static struct vs_ini *open_ini(struct fake *f, bool interrupt)
 {
 	struct vs_ini_opts o = {.socket = f->path,
 				.queues = 1,
@@ -426,6 +429,7 @@ static struct vs_ini *open_ini(struct fake *f)
 				.data_mem = 1 << 20,
 				.reconnect = true,
 				.keep_inflight = true,
+				.interrupt = interrupt,
 				.timeout_ms = 5000};
 	struct vs_ini *ini = NULL;
 
@@ -448,14 +452,13 @@ static void hold_and_crash(struct fake *f, struct vs_ini *ini, struct io_state *
 	pthread_mutex_unlock(&f->lock);
 }
 
-static void test_kept_across_restart(void **state)
+static void kept_across_restart(bool interrupt)
 {
 	struct fake *f = fake_start(true);
-	struct vs_ini *ini = open_ini(f);
+	struct vs_ini *ini = open_ini(f, interrupt);
 	struct io_state s, s2;
 	uint16_t used_at_crash;
 
-	(void)state;
 	pthread_mutex_lock(&f->lock);
 	assert_int_equal(f->gets, 1); /* first connection: the region asked for */
 	assert_int_equal(f->sets, 0);
@@ -491,10 +494,23 @@ static void test_kept_across_restart(void **state)
 	fake_stop(f);
 }
 
+static void test_kept_across_restart(void **state)
+{
+	(void)state;
+	kept_across_restart(false);
+}
+
+/* The same with completion threads: the resubmitted request's callback from the thread. */
+static void test_kept_across_restart_interrupt(void **state)
+{
+	(void)state;
+	kept_across_restart(true);
+}
+
 static void test_fails_without_feature_on_restart(void **state)
 {
 	struct fake *f = fake_start(true);
-	struct vs_ini *ini = open_ini(f);
+	struct vs_ini *ini = open_ini(f, false);
 	struct io_state s, s2;
 	uint16_t used_at_crash;
 
@@ -517,11 +533,40 @@ static void test_fails_without_feature_on_restart(void **state)
 	fake_stop(f);
 }
 
+/* A GET_INFLIGHT_FD reply without its fd, or with a region beyond its file: the connection
+ * is refused (open fails with -EPROTO), no region is used. */
+static void test_bad_get_reply_refused(void **state)
+{
+	struct vs_ini_opts o = {.socket = NULL,
+				.queues = 1,
+				.queue_size = 64,
+				.data_mem = 1 << 20,
+				.reconnect = true,
+				.keep_inflight = true,
+				.timeout_ms = 2000};
+
+	(void)state;
+	for (int mode = 1; mode <= 2; mode++) {
+		struct fake *f = fake_start(true);
+		struct vs_ini *ini = NULL;
+
+		pthread_mutex_lock(&f->lock);
+		f->bad_get = mode;
+		pthread_mutex_unlock(&f->lock);
+		o.socket = f->path;
+		assert_int_equal(vs_ini_open(&ini, &o), -EPROTO);
+		assert_null(ini);
+		fake_stop(f);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_kept_across_restart),
+	    cmocka_unit_test(test_kept_across_restart_interrupt),
 	    cmocka_unit_test(test_fails_without_feature_on_restart),
+	    cmocka_unit_test(test_bad_get_reply_refused),
 	};
 
 	if (argc > 1)
