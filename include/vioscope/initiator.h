@@ -46,6 +46,16 @@ struct vs_ini_opts {
 	 * the shared memory), ask for VHOST_F_LOG_ALL and the used rings' logging, so that the
 	 * target marks every page it writes (what a live migration costs the target). */
 	bool dirty_log;
+	/* With reconnect: requests in flight when the target goes away stay in flight and
+	 * complete once a restarted target resubmits them, when the target offers
+	 * VHOST_USER_PROTOCOL_F_INFLIGHT_SHMFD (the initiator asks for its in-flight region at
+	 * the first connection and hands it to every later one, resuming the rings where they
+	 * were).  Without that feature, or when the driver itself resets the connection (a
+	 * broken ring, a task management timeout), they fail with -ENOTCONN as without the
+	 * option.  Submissions while the target is away still fail with -ENOTCONN; the
+	 * callbacks of kept requests run after the reconnection; vs_ini_close fails whatever is
+	 * still kept with -ENOTCONN. */
+	bool keep_inflight;
 	bool test_drop_flushes; /* test only: a FLUSH sends TEST UNIT READY instead and
 				   "succeeds" (a driver that loses flushes, for the crash-state
 				   checker to catch) */

@@ -48,7 +48,7 @@ static int tmf_exec(struct vs_ini *ini, uint32_t subtype, const uint8_t lun[8], 
 	uint64_t deadline = vs_mono_ns() + (uint64_t)ini->opts.timeout_ms * 1000000ull, one = 1;
 	uint8_t *resp = ini->base + ini->tmf_gpa + TMF_RESP_OFF;
 	uint32_t len = 0;
-	uint16_t head;
+	uint16_t head, mine;
 	bool kick;
 	int rc;
 
@@ -68,10 +68,17 @@ static int tmf_exec(struct vs_ini *ini, uint32_t subtype, const uint8_t lun[8], 
 	}
 	if (kick && write(ini->ctl.kick_fd, &one, sizeof(one)) != sizeof(one))
 		ini_schedule_reset(ini, "control queue kick failed");
+	mine = head;
 	for (;;) {
 		pthread_mutex_lock(&ini->ctl_lock);
 		rc = vs_vq_drv_get_used(&ini->ctl.vq, &head, &len);
 		pthread_mutex_unlock(&ini->ctl_lock);
+		if (!rc && head != mine) {
+			/* An earlier TMF given up on (the target went away), answered by a
+			 * target that resumed the ring (keep_inflight): not ours. */
+			VS_WARNING(TMF, "%u{tmf}: a stale answer (head %u) skipped", subtype, head);
+			continue;
+		}
 		if (rc != -EAGAIN)
 			break;
 		if ((rc = ini_wait_fd(ini, ini->ctl.call_fd, 100000)) < 0) {
@@ -343,12 +350,18 @@ static void drain(int fd)
 		VS_ERROR(GENERAL, "eventfd %d read: %s", fd, strerror(errno));
 }
 
-static void lose_connection(struct vs_ini *ini, const char *why)
+/* may_keep: the target went away (its requests may stay in flight for the next one to
+ * resume), rather than the driver resetting it. */
+static void lose_connection(struct vs_ini *ini, const char *why, bool may_keep)
 {
 	VS_WARNING(INIT, "target %s: %s", ini->socket_path, why);
-	ini_fail_all(ini, -ENOTCONN, why); /* first, without waiting for conn_lock */
+	/* First, without waiting for conn_lock: fail them, or hold them (keep_inflight). */
+	if (may_keep && ini_may_keep_inflight(ini))
+		ini_hold_queues(ini);
+	else
+		ini_fail_all(ini, -ENOTCONN, why);
 	pthread_mutex_lock(&ini->conn_lock);
-	ini_drop_connection(ini);
+	ini_drop_connection(ini, may_keep);
 	pthread_mutex_unlock(&ini->conn_lock);
 }
 
@@ -366,7 +379,7 @@ static void *ctl_thread(void *arg)
 		};
 
 		if (atomic_exchange(&ini->reset_wanted, false) && atomic_load(&ini->connected)) {
-			lose_connection(ini, "reset by the driver");
+			lose_connection(ini, "reset by the driver", false);
 			continue;
 		}
 		if (!atomic_load(&ini->connected)) {
@@ -399,7 +412,7 @@ static void *ctl_thread(void *arg)
 		if (p[0].revents)
 			drain(ini->wake_fd);
 		if (p[1].revents) {
-			lose_connection(ini, "the connection closed");
+			lose_connection(ini, "the connection closed", true);
 			continue;
 		}
 		if (p[2].revents) {

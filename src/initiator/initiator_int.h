@@ -126,6 +126,14 @@ struct vs_ini {
 	int memfd;
 	int log_fd; /* opts.dirty_log: the dirty log's memory file (-1: none) */
 	uint64_t log_bytes;
+	/* opts.keep_inflight: the target's in-flight region (GET_INFLIGHT_FD), kept for the
+	 * initiator's life and handed to every later connection (SET_INFLIGHT_FD) */
+	int inflight_fd; /* -1: none yet */
+	uint64_t inflight_size, inflight_offset;
+	uint16_t inflight_queues, inflight_qsize;
+	/* Disconnected with the requests in flight kept: the rings hold what the last target
+	 * saw (conn_lock).  resume: this connection sets them up again as they are. */
+	bool keep_rings, resume;
 	uint8_t *base;
 	size_t size, data_off, alloc_next;
 	pthread_mutex_t alloc_lock;
@@ -176,12 +184,19 @@ void ini_shm_destroy(struct vs_ini *ini);
 int ini_initialize(struct vs_ini *ini);
 int ini_negotiate(struct vs_ini *ini);
 int ini_settle_config(struct vs_ini *ini, bool first);
+int ini_setup_inflight(struct vs_ini *ini);
 int ini_setup_queues(struct vs_ini *ini);
 int ini_mark_ready(struct vs_ini *ini);
 /* ... then ini_scan_luns (scan.c).  All of the above after the first open (conn_lock held). */
 int ini_reconnect(struct vs_ini *ini);
-/* Close the socket after a failure (conn_lock held). */
-void ini_drop_connection(struct vs_ini *ini);
+/* Close the socket after a failure (conn_lock held).  may_keep: the target went away (not a
+ * reset the driver wants): with keep_inflight and INFLIGHT_SHMFD negotiated, the requests
+ * in flight stay in flight for the next target to resume; otherwise they fail. */
+void ini_drop_connection(struct vs_ini *ini, bool may_keep);
+/* Whether a target going away now keeps the requests in flight (see ini_drop_connection). */
+bool ini_may_keep_inflight(const struct vs_ini *ini);
+/* Stop the queues without failing what they hold (submissions get -ENOTCONN). */
+void ini_hold_queues(struct vs_ini *ini);
 
 /* complete.c */
 void ini_fail_all(struct vs_ini *ini, int result, const char *why);

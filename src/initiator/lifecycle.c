@@ -6,11 +6,16 @@
  *   initialise      connect to the socket, SET_OWNER
  *   negotiate       device features & ours, protocol features, SET_FEATURES
  *   settle_config   queue count (GET_QUEUE_NUM), limits (GET_CONFIG when offered)
+ *   setup_inflight  keep_inflight: GET_INFLIGHT_FD once, SET_INFLIGHT_FD on reconnections
  *   setup_queues    SET_MEM_TABLE (one region), per ring NUM/ADDR/BASE/CALL/KICK
  *   mark_ready      enable the rings (DRIVER_OK), post the event buffers
  *   scan_luns       REPORT LUNS, INQUIRY, READ CAPACITY(16), VPD B2 (scan.c)
  *
- * A reconnection runs them all again over the same memory region.
+ * A reconnection runs them all again over the same memory region.  With keep_inflight and a
+ * target that takes the in-flight region (INFLIGHT_SHMFD), a reconnection after the target
+ * went away resumes the rings as they are (base: the used index; what the old target took
+ * and did not complete, the new one resubmits from the region) instead of failing the
+ * requests in flight and starting the rings afresh.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -87,6 +92,8 @@ int ini_negotiate(struct vs_ini *ini)
 			return rc;
 		}
 		ini->proto_features = proto & WANT_PROTOCOL;
+		if (ini->opts.keep_inflight)
+			ini->proto_features |= proto & (1ull << VS_VHOST_PROTOCOL_F_INFLIGHT_SHMFD);
 		if (ini->opts.dirty_log) {
 			if (!has(proto, VS_VHOST_PROTOCOL_F_LOG_SHMFD) ||
 			    !has(ini->dev_features, VS_VHOST_F_LOG_ALL)) {
@@ -113,13 +120,15 @@ int ini_negotiate(struct vs_ini *ini)
 	}
 	VS_INFO(FEATURES,
 		"negotiate: device %#llx, driver %#llx, negotiated %#llx; protocol "
-		"offered %#llx, acked %#llx (event_idx %d indirect %d hotplug %d change %d)",
+		"offered %#llx, acked %#llx (event_idx %d indirect %d hotplug %d change %d "
+		"inflight %d)",
 		(unsigned long long)ini->dev_features, (unsigned long long)WANT_FEATURES,
 		(unsigned long long)ini->features, (unsigned long long)proto,
 		(unsigned long long)ini->proto_features, has(ini->features, VS_VIRTIO_F_EVENT_IDX),
 		has(ini->features, VS_VIRTIO_F_INDIRECT_DESC),
 		has(ini->features, VS_VIRTIO_SCSI_F_HOTPLUG),
-		has(ini->features, VS_VIRTIO_SCSI_F_CHANGE));
+		has(ini->features, VS_VIRTIO_SCSI_F_CHANGE),
+		has(ini->proto_features, VS_VHOST_PROTOCOL_F_INFLIGHT_SHMFD));
 	return 0;
 }
 
@@ -201,17 +210,26 @@ static int new_eventfd(int *fd, bool nonblock)
 	return *fd < 0 ? -errno : 0;
 }
 
-/* One ring: private state fresh, then NUM, ADDR, BASE, CALL, KICK (the kick starts it). */
+/* One ring: private state fresh (or, resuming, kept as it is), then NUM, ADDR, BASE, CALL,
+ * KICK (the kick starts it).  A resumed ring starts at its used index, as QEMU restarts a
+ * ring after a back-end crash: what the old back-end took and never used, the new one
+ * resubmits from the in-flight region. */
 static int ring_setup(struct vs_ini *ini, struct ini_vq *v, bool want_call, bool nonblock)
 {
 	struct vs_vhost_drv *f = &ini->vhost;
+	uint16_t base = 0;
 	int rc;
 
-	vs_vq_drv_destroy(&v->vq);
-	rc = vs_vq_drv_init(&v->vq, v->size, v->ring, has(ini->features, VS_VIRTIO_F_EVENT_IDX),
-			    has(ini->features, VS_VIRTIO_F_INDIRECT_DESC));
-	if (rc)
-		return rc;
+	if (ini->resume) {
+		base = vs_vq_drv_used_idx(v->vq.used);
+	} else {
+		vs_vq_drv_destroy(&v->vq);
+		rc = vs_vq_drv_init(&v->vq, v->size, v->ring,
+				    has(ini->features, VS_VIRTIO_F_EVENT_IDX),
+				    has(ini->features, VS_VIRTIO_F_INDIRECT_DESC));
+		if (rc)
+			return rc;
+	}
 	v->vq.qid = v->idx;
 	if ((rc = new_eventfd(&v->kick_fd, true)) ||
 	    (want_call && (rc = new_eventfd(&v->call_fd, nonblock)))) {
@@ -223,14 +241,15 @@ static int ring_setup(struct vs_ini *ini, struct ini_vq *v, bool want_call, bool
 		 f, v->idx, (uint64_t)(uintptr_t)v->vq.desc, (uint64_t)(uintptr_t)v->vq.avail,
 		 (uint64_t)(uintptr_t)v->vq.used,
 		 ini->log_fd >= 0 ? (uint64_t)((uint8_t *)v->vq.used - ini->base) : VS_LOG_NONE)) ||
-	    (rc = vs_vhost_drv_set_vring_base(f, v->idx, 0)) ||
+	    (rc = vs_vhost_drv_set_vring_base(f, v->idx, base)) ||
 	    (rc = vs_vhost_drv_set_vring_call(f, v->idx, v->call_fd)) ||
 	    (rc = vs_vhost_drv_set_vring_kick(f, v->idx, v->kick_fd))) {
 		VS_ERROR(QUEUE, "queue %u: ring set-up refused: %s", v->idx, strerror(-rc));
 		return rc;
 	}
-	VS_INFO(QUEUE, "queue %u: size %u desc %p avail %p used %p kick %d call %d", v->idx,
-		v->size, v->vq.desc, v->vq.avail, v->vq.used, v->kick_fd, v->call_fd);
+	VS_INFO(QUEUE, "queue %u: size %u desc %p avail %p used %p kick %d call %d%s %u", v->idx,
+		v->size, v->vq.desc, v->vq.avail, v->vq.used, v->kick_fd, v->call_fd,
+		ini->resume ? ", resumed at used idx" : ", base", base);
 	return 0;
 }
 
@@ -283,7 +302,7 @@ int ini_setup_queues(struct vs_ini *ini)
 		return rc;
 	pthread_mutex_lock(&ini->evt_lock);
 	rc = ring_setup(ini, &ini->evt, true, true);
-	if (!rc)
+	if (!rc && !ini->resume) /* resumed: the buffers posted are still posted */
 		rc = ini_post_events(ini);
 	pthread_mutex_unlock(&ini->evt_lock);
 	if (rc)
@@ -293,9 +312,10 @@ int ini_setup_queues(struct vs_ini *ini)
 
 		pthread_mutex_lock(&q->lock);
 		__atomic_store_n(&q->ready, false, __ATOMIC_RELAXED);
-		ini_queue_reset_slots(q);
+		if (!ini->resume)
+			ini_queue_reset_slots(q);
 		rc = ring_setup(ini, &q->v, ini->opts.interrupt, false);
-		if (!rc && !ini->opts.interrupt)
+		if (!rc && !ini->opts.interrupt && !ini->resume)
 			vs_vq_drv_enable_cb(&q->v.vq, false); /* polled: no interrupts */
 		if (!rc)
 			__atomic_store_n(&q->used, q->v.vq.used, __ATOMIC_RELAXED);
@@ -329,18 +349,109 @@ int ini_mark_ready(struct vs_ini *ini)
 		pthread_mutex_lock(&ini->q[i].lock);
 		__atomic_store_n(&ini->q[i].ready, true, __ATOMIC_RELAXED);
 		pthread_mutex_unlock(&ini->q[i].lock);
+		/* Resumed: requests the old target never took are in the ring, unannounced. */
+		if (ini->resume)
+			ini_kick(&ini->q[i]);
+	}
+	if (ini->resume) {
+		ini->resume = ini->keep_rings = false;
+		VS_INFO(INIT, "ready: %u rings resumed with their requests in flight", n);
+		return 0;
 	}
 	VS_INFO(INIT, "ready: %u rings enabled (driver OK)", n);
 	return 0;
 }
 
-void ini_drop_connection(struct vs_ini *ini)
+bool ini_may_keep_inflight(const struct vs_ini *ini)
+{
+	return ini->opts.keep_inflight && ini->opts.reconnect && ini->inflight_fd >= 0 &&
+	       has(ini->proto_features, VS_VHOST_PROTOCOL_F_INFLIGHT_SHMFD);
+}
+
+void ini_hold_queues(struct vs_ini *ini)
+{
+	for (unsigned i = 0; ini->q && i < ini->nqueues; i++) {
+		struct vs_ini_queue *q = &ini->q[i];
+
+		if (!q->ini)
+			continue;
+		pthread_mutex_lock(&q->lock);
+		__atomic_store_n(&q->ready, false, __ATOMIC_RELAXED);
+		pthread_mutex_unlock(&q->lock);
+	}
+}
+
+void ini_drop_connection(struct vs_ini *ini, bool may_keep)
 {
 	atomic_store(&ini->connected, false);
-	ini_fail_all(ini, -ENOTCONN, "connection dropped");
+	ini->resume = false;
+	/* Kept already (a reconnection attempt failed), or kept now: the target went away
+	 * from rings that are whole, and the next one can take the region. */
+	if (may_keep && (ini->keep_rings || ini_may_keep_inflight(ini))) {
+		if (!ini->keep_rings)
+			VS_INFO(INIT, "requests in flight kept for the next target to resume");
+		ini->keep_rings = true;
+		ini_hold_queues(ini);
+	} else {
+		ini->keep_rings = false;
+		ini_fail_all(ini, -ENOTCONN, "connection dropped");
+	}
 	if (ini->vhost.sock >= 0)
 		VS_INFO(INIT, "closing the connection to %s", ini->socket_path);
 	vs_vhost_drv_close(&ini->vhost);
+}
+
+/* keep_inflight: the in-flight region.  The first connection that negotiates the feature
+ * asks for it (GET_INFLIGHT_FD: every ring, as many descriptors as the largest); later ones
+ * are handed it (SET_INFLIGHT_FD) before any ring is set up.  Decides whether this
+ * connection resumes the rings kept from the last one. */
+int ini_setup_inflight(struct vs_ini *ini)
+{
+	uint16_t nq = (uint16_t)(VS_VIRTIO_SCSI_VQ_REQ0 + ini->nqueues);
+	uint16_t qs = (uint16_t)(ini->queue_size > INI_AUX_QSIZE ? ini->queue_size : INI_AUX_QSIZE);
+	bool on = has(ini->proto_features, VS_VHOST_PROTOCOL_F_INFLIGHT_SHMFD);
+	int rc = 0;
+
+	if (on && ini->inflight_fd >= 0) {
+		rc = vs_vhost_drv_set_inflight_fd(&ini->vhost, ini->inflight_fd, ini->inflight_size,
+						  ini->inflight_offset, ini->inflight_queues,
+						  ini->inflight_qsize);
+		if (!rc) {
+			VS_INFO(INIT,
+				"inflight: region handed over again (%llu bytes, %u queues of %u)",
+				(unsigned long long)ini->inflight_size, ini->inflight_queues,
+				ini->inflight_qsize);
+		} else if (rc == -EIO) {
+			/* Refused: what it held is lost to this target; start over with a new one.
+			 */
+			VS_WARNING(INIT,
+				   "inflight: SET_INFLIGHT_FD refused: asking for a new region");
+			close(ini->inflight_fd);
+			ini->inflight_fd = -1;
+			on = false;
+			rc = 0;
+		} else {
+			VS_ERROR(INIT, "inflight: SET_INFLIGHT_FD failed: %s", strerror(-rc));
+			return rc;
+		}
+	}
+	if (has(ini->proto_features, VS_VHOST_PROTOCOL_F_INFLIGHT_SHMFD) && ini->inflight_fd < 0) {
+		rc = vs_vhost_drv_get_inflight_fd(&ini->vhost, nq, qs, &ini->inflight_fd,
+						  &ini->inflight_size, &ini->inflight_offset);
+		if (rc) {
+			VS_ERROR(INIT, "inflight: GET_INFLIGHT_FD failed: %s", strerror(-rc));
+			return rc;
+		}
+		ini->inflight_queues = nq;
+		ini->inflight_qsize = qs;
+	}
+	ini->resume = on && ini->keep_rings;
+	if (ini->keep_rings && !ini->resume) {
+		ini->keep_rings = false;
+		ini_fail_all(ini, -ENOTCONN,
+			     "the new target resumes no requests (no INFLIGHT_SHMFD)");
+	}
+	return 0;
 }
 
 static int connect_steps(struct vs_ini *ini, bool first)
@@ -351,6 +462,8 @@ static int connect_steps(struct vs_ini *ini, bool first)
 	    (rc = ini_settle_config(ini, first)))
 		return rc;
 	if (first && (rc = ini_shm_create(ini)))
+		return rc;
+	if ((rc = ini_setup_inflight(ini)))
 		return rc;
 	if ((rc = ini_setup_queues(ini)) || (rc = ini_mark_ready(ini)))
 		return rc;
@@ -363,9 +476,10 @@ int ini_reconnect(struct vs_ini *ini)
 {
 	int rc;
 
-	ini_fail_all(ini, -ENOTCONN, "reconnecting");
+	if (!ini->keep_rings)
+		ini_fail_all(ini, -ENOTCONN, "reconnecting");
 	if ((rc = connect_steps(ini, false))) {
-		ini_drop_connection(ini);
+		ini_drop_connection(ini, true);
 		return rc;
 	}
 	atomic_fetch_add(&ini->connections, 1);
@@ -410,6 +524,7 @@ int vs_ini_open(struct vs_ini **out, const struct vs_ini_opts *opts)
 	if (!ini)
 		return -ENOMEM;
 	ini->memfd = ini->wake_fd = ini->sync_fd = ini->vhost.sock = ini->log_fd = -1;
+	ini->inflight_fd = -1;
 	pthread_mutex_init(&ini->conn_lock, NULL);
 	pthread_mutex_init(&ini->alloc_lock, NULL);
 	pthread_mutex_init(&ini->ctl_lock, NULL);
@@ -432,10 +547,11 @@ int vs_ini_open(struct vs_ini **out, const struct vs_ini_opts *opts)
 	}
 	VS_INFO(INIT,
 		"open %s: queues %u size %u seg_max %u max_sectors %u data %zu bytes, %s, "
-		"reconnect %d",
+		"reconnect %d keep_inflight %d",
 		ini->socket_path, ini->opts.queues, ini->opts.queue_size, ini->opts.seg_max,
 		ini->opts.max_sectors, ini->opts.data_mem,
-		ini->opts.interrupt ? "interrupt" : "poll", ini->opts.reconnect);
+		ini->opts.interrupt ? "interrupt" : "poll", ini->opts.reconnect,
+		ini->opts.keep_inflight);
 	pthread_mutex_lock(&ini->conn_lock);
 	rc = connect_steps(ini, true);
 	if (!rc) {
@@ -473,7 +589,7 @@ void vs_ini_close(struct vs_ini *ini)
 		for (unsigned i = 0; i < ini->nqueues; i++)
 			vs_ini_poll(&ini->q[i], ~0u);
 	}
-	ini_drop_connection(ini);
+	ini_drop_connection(ini, false); /* closing: nothing stays in flight */
 	pthread_mutex_unlock(&ini->conn_lock);
 	for (unsigned i = 0; ini->q && i < ini->nqueues; i++)
 		if (ini->q[i].submitted)
@@ -488,6 +604,8 @@ void vs_ini_close(struct vs_ini *ini)
 		if (v->call_fd >= 0)
 			close(v->call_fd);
 	}
+	if (ini->inflight_fd >= 0)
+		close(ini->inflight_fd);
 	if (ini->wake_fd >= 0)
 		close(ini->wake_fd);
 	if (ini->sync_fd >= 0)

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -323,4 +324,146 @@ int vs_vhost_drv_get_config(struct vs_vhost_drv *f, void *buf, uint32_t len)
 	}
 	memcpy(buf, reply.payload.config.region, len);
 	return 0;
+}
+
+/* The reply to GET_INFLIGHT_FD carries an fd, which the codec's reply path closes: read this
+ * one frame here, keeping its single fd.  0 (*fd >= 0) or -errno (no fd left open). */
+static int recv_reply_fd(struct vs_vhost_drv *f, uint32_t request, uint32_t size,
+			 struct vs_vhost_msg *reply, int *fd)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * VS_VHOST_MAX_FDS)];
+		struct cmsghdr align;
+	} ctl;
+	uint8_t hdr[VS_VHOST_HDR_SIZE];
+	struct iovec iov = {.iov_base = hdr, .iov_len = sizeof(hdr)};
+	struct msghdr mh = {.msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = ctl.buf,
+			    .msg_controllen = sizeof(ctl.buf)};
+	size_t got = 0, want;
+	ssize_t n;
+	int rc = -EPROTO;
+
+	*fd = -1;
+	do {
+		n = recvmsg(f->sock, &mh, MSG_CMSG_CLOEXEC);
+	} while (n < 0 && errno == EINTR);
+	if (n <= 0) {
+		rc = n < 0 ? -errno : -ECONNRESET;
+		VS_ERROR(VHOST, "driver: no reply to %u{vhost_msg}: %s", request, strerror(-rc));
+		return rc;
+	}
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+		unsigned cnt;
+
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		cnt = (unsigned)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+		for (unsigned i = 0; i < cnt; i++) {
+			int x;
+
+			memcpy(&x, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			if (*fd < 0)
+				*fd = x;
+			else
+				close(x); /* one fd expected: never leak the rest */
+		}
+	}
+	got = (size_t)n;
+	while (got < sizeof(hdr)) {
+		n = read(f->sock, hdr + got, sizeof(hdr) - got);
+		if (n <= 0)
+			goto fail;
+		got += (size_t)n;
+	}
+	memcpy(&reply->request, hdr, 4);
+	memcpy(&reply->flags, hdr + 4, 4);
+	memcpy(&reply->size, hdr + 8, 4);
+	reply->nfds = 0;
+	if (reply->size > VS_VHOST_MAX_PAYLOAD)
+		goto fail;
+	for (got = 0, want = reply->size; got < want; got += (size_t)n) {
+		n = read(f->sock, reply->payload.bytes + got, want - got);
+		if (n <= 0)
+			goto fail;
+	}
+	if ((reply->flags & VS_VHOST_VERSION_MASK) != VS_VHOST_VERSION ||
+	    !(reply->flags & VS_VHOST_FLAG_REPLY) || reply->request != request ||
+	    reply->size != size) {
+		VS_ERROR(VHOST,
+			 "driver: reply %u{vhost_msg} flags %#x size %u to %u{vhost_msg}, expected "
+			 "size %u",
+			 reply->request, reply->flags, reply->size, request, size);
+		goto fail;
+	}
+	return 0;
+fail:
+	if (rc == -EPROTO && n < 0)
+		rc = -errno;
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+	VS_ERROR(VHOST, "driver: bad reply to %u{vhost_msg} (%d)", request, rc);
+	return rc;
+}
+
+int vs_vhost_drv_get_inflight_fd(struct vs_vhost_drv *f, uint16_t num_queues, uint16_t queue_size,
+				 int *fd, uint64_t *mmap_size, uint64_t *mmap_offset)
+{
+	struct vs_vhost_msg m, reply;
+	struct stat st = {0};
+	const struct vs_vhost_inflight *in = &reply.payload.inflight;
+	int rc;
+
+	*fd = -1;
+	if (!num_queues || !queue_size)
+		return -EINVAL;
+	msg_init(&m, VS_VHOST_GET_INFLIGHT_FD, sizeof(m.payload.inflight));
+	m.payload.inflight.num_queues = num_queues;
+	m.payload.inflight.queue_size = queue_size;
+	if ((rc = send_msg(f, &m)) || (rc = recv_reply_fd(f, VS_VHOST_GET_INFLIGHT_FD,
+							  sizeof(m.payload.inflight), &reply, fd)))
+		return rc;
+	/* The region must be there, non-empty, and inside the file we were given. */
+	if (*fd < 0) {
+		VS_ERROR(VHOST, "driver: GET_INFLIGHT_FD reply without an fd");
+		return -EPROTO;
+	}
+	if (!in->mmap_size || in->mmap_size > VS_VHOST_INFLIGHT_MAX ||
+	    in->mmap_offset > VS_VHOST_INFLIGHT_MAX || fstat(*fd, &st) < 0 ||
+	    (uint64_t)st.st_size < in->mmap_offset + in->mmap_size) {
+		VS_ERROR(VHOST,
+			 "driver: GET_INFLIGHT_FD: region of %llu bytes at offset %llu (file of "
+			 "%lld bytes): not usable",
+			 (unsigned long long)in->mmap_size, (unsigned long long)in->mmap_offset,
+			 (long long)st.st_size);
+		close(*fd);
+		*fd = -1;
+		return -EPROTO;
+	}
+	*mmap_size = in->mmap_size;
+	*mmap_offset = in->mmap_offset;
+	VS_INFO(VHOST,
+		"driver: in-flight region: fd %d, %llu bytes at offset %llu (%u queues of %u)", *fd,
+		(unsigned long long)*mmap_size, (unsigned long long)*mmap_offset, num_queues,
+		queue_size);
+	return 0;
+}
+
+int vs_vhost_drv_set_inflight_fd(struct vs_vhost_drv *f, int fd, uint64_t mmap_size,
+				 uint64_t mmap_offset, uint16_t num_queues, uint16_t queue_size)
+{
+	struct vs_vhost_msg m;
+
+	if (fd < 0 || !mmap_size || !num_queues || !queue_size)
+		return -EINVAL;
+	msg_init(&m, VS_VHOST_SET_INFLIGHT_FD, sizeof(m.payload.inflight));
+	m.payload.inflight.mmap_size = mmap_size;
+	m.payload.inflight.mmap_offset = mmap_offset;
+	m.payload.inflight.num_queues = num_queues;
+	m.payload.inflight.queue_size = queue_size;
+	m.fds[0] = fd;
+	m.nfds = 1;
+	return request(f, &m);
 }

@@ -52,4 +52,18 @@ int vs_vhost_drv_set_vring_enable(struct vs_vhost_drv *f, unsigned idx, bool ena
 /* GET_CONFIG: len bytes of the device's config space into buf (needs PROTOCOL_F_CONFIG). */
 int vs_vhost_drv_get_config(struct vs_vhost_drv *f, void *buf, uint32_t len);
 
+/* In-flight I/O tracking (PROTOCOL_F_INFLIGHT_SHMFD).  GET_INFLIGHT_FD: the device's shared
+ * region for num_queues rings of up to queue_size descriptors: *fd (ours to close) holds
+ * *mmap_size bytes at *mmap_offset; -EPROTO when the reply has no fd or a region the file
+ * does not hold.  SET_INFLIGHT_FD hands that region to a (restarted) device before its
+ * rings are set up. */
+#ifndef VS_VHOST_PROTOCOL_F_INFLIGHT_SHMFD
+#define VS_VHOST_PROTOCOL_F_INFLIGHT_SHMFD 12
+#endif
+#define VS_VHOST_INFLIGHT_MAX (1ull << 30) /* larger regions are refused as insane */
+int vs_vhost_drv_get_inflight_fd(struct vs_vhost_drv *f, uint16_t num_queues, uint16_t queue_size,
+				 int *fd, uint64_t *mmap_size, uint64_t *mmap_offset);
+int vs_vhost_drv_set_inflight_fd(struct vs_vhost_drv *f, int fd, uint64_t mmap_size,
+				 uint64_t mmap_offset, uint16_t num_queues, uint16_t queue_size);
+
 #endif /* VS_VHOST_DRV_H */
