@@ -68,7 +68,10 @@ fi
 mkdir -p "$dir"
 
 # --- 1. the backports source --------------------------------------------------------------------------
-command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null || die "not a Debian system (no apt-get/dpkg-deb)"
+if ! command -v apt-get >/dev/null || ! command -v dpkg-deb >/dev/null; then
+	die "not a Debian system (no apt-get/dpkg-deb)"
+fi
+# shellcheck source=/dev/null
 codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
 [[ -n $codename ]] || die "no VERSION_CODENAME in /etc/os-release"
 suite=${VIOSCOPE_QEMU10_SUITE:-$codename-backports}
@@ -217,7 +220,7 @@ for deb in "$debs"/*.deb; do
 done
 rm -rf "$root"
 mv "$root.new" "$root"
-ls "$debs"/*.deb | sed 's|.*/||' >"$dir/packages.txt"
+(cd "$debs" && printf '%s\n' *.deb) >"$dir/packages.txt"
 
 # --- 4. the wrapper, and ldd ----------------------------------------------------------------------------
 multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-gnu)
