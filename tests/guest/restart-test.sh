@@ -19,7 +19,8 @@
 #   5. kernel-log: no line of the kernel log from the SCSI layer or virtio_scsi telling of an
 #      error, an abort, a reset or a timeout (a back-end restart must be invisible to the guest).
 # A watcher in the background prints every such kernel log line as it appears
-# ("VIOSCOPE-DMESG: <line>"), so the host sees them even if I/O hangs.
+# ("VIOSCOPE-DMESG: <line>"), so the host sees them even if I/O hangs, and every 20 s a
+# heartbeat with LUN 0's requests in flight ("VIOSCOPE-RST: ALIVE ...").
 # Without the done signal within vioscope.rst_s seconds (guest clock, default 600), the rounds
 # step fails.
 #
@@ -125,16 +126,23 @@ pass fill "($(grep -E 'WRITE:' "$out" | sed 's/^ *//'))"
 # Lines of the SCSI layer (sd, scsi, virtio_scsi, the block layer's I/O errors) that tell of an
 # error, an abort, a reset or a timeout. Those logged so far (boot, fill) are printed as
 # VIOSCOPE-DMESG-BOOT and do not count; every later one is printed as VIOSCOPE-DMESG at once.
+# Also virtio's own complaints about the rings ("id N is not a head!", "... out of range",
+# a broken virtqueue): what a back-end that completes a request twice or a wrong one causes.
 scsi_trouble() {
-	dmesg | grep -E '(^|[] ])(sd|scsi|virtio_scsi|blk_update_request|I/O error)' |
-		grep -Ei 'abort|reset|I/O error|timing out|timed out|FAILED Result|offlined|hostbyte=|tag#[0-9]+ (cmd|abort)'
+	dmesg | grep -E '(^|[] ])(sd|scsi|virtio_scsi|virtio|blk_update_request|I/O error)' |
+		grep -Ei 'abort|reset|I/O error|timing out|timed out|FAILED Result|offlined|hostbyte=|tag#[0-9]+ (cmd|abort)|not a head|out of range|broken|unexpected'
 }
 scsi_trouble >/tmp/trouble.0
 base=$(wc -l </tmp/trouble.0)
 sed 's/^/VIOSCOPE-DMESG-BOOT: /' /tmp/trouble.0
 (
 	seen=$base
+	beat=0
 	while :; do
+		# Every 20 s a heartbeat: the guest runs, and what LUN 0 has in flight (reads writes).
+		beat=$((beat + 1))
+		[ $((beat % 20)) -ne 0 ] ||
+			echo "VIOSCOPE-RST: ALIVE uptime $(now)s, ${sd0#/dev/} in flight $(tr -s ' ' <"/sys/block/${sd0#/dev/}/inflight" 2>/dev/null)"
 		scsi_trouble >/tmp/trouble.now
 		n=$(wc -l </tmp/trouble.now)
 		if [ "$n" -gt "$seen" ]; then

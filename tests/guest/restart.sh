@@ -105,7 +105,9 @@ if ! [[ $qver =~ version\ ([0-9]+)\. ]] || ((BASH_REMATCH[1] < 9)); then
 	skip "'$qemu' is not QEMU 9 or later ($qver): no vhost-user-scsi reconnection"
 fi
 # The reconnect option's name: reconnect-ms since QEMU 9.2 (reconnect, in seconds, before).
-if "$qemu" -chardev socket,help 2>&1 | grep -q 'reconnect-ms='; then
+# (Its help in a variable first: grep -q closing the pipe early fails the pipeline under pipefail.)
+chardev_help=$("$qemu" -chardev socket,help 2>&1) || true
+if [[ $chardev_help == *reconnect-ms=* ]]; then
 	reconnect_opt="reconnect-ms=$reconnect_ms"
 else
 	reconnect_opt="reconnect=$(((reconnect_ms + 999) / 1000))"
@@ -168,8 +170,12 @@ cp "$here/restart-test.sh" "$work/extra/restart-test.sh"
 cat "$work/extra.cpio" "$GUEST_INITRD" >"$work/initrd"
 
 # --- the target -------------------------------------------------------------------------------------
-target_env=()
-[[ -z ${VIOSCOPE_RESTART_TRACE:-} ]] || target_env=("VIOSCOPE_TRACE=$VIOSCOPE_RESTART_TRACE")
+# Every target's trace file (its flight record) in the work dir, kept after its exit: a killed
+# one's would otherwise stay in /dev/shm (70 MiB each). `vioscope trace dump FILE -o OUT` and
+# `vioscope trace decode OUT` read them (VIOSCOPE_GUEST_KEEP=1 keeps them).
+mkdir -p "$work/trace"
+target_env=("VIOSCOPE_TRACE_DIR=$work/trace" VIOSCOPE_TRACE_KEEP=1)
+[[ -z ${VIOSCOPE_RESTART_TRACE:-} ]] || target_env+=("VIOSCOPE_TRACE=$VIOSCOPE_RESTART_TRACE")
 n_targets=0
 # start_target: target number n_targets+1 on $sock, its log in target-N.log; sets target_pid.
 start_target() {
@@ -203,7 +209,7 @@ qemu_out=$work/qemu.out
 log "booting the guest on $qver ($qemu), chardev $reconnect_opt, kernel $GUEST_KVER"
 timeout --kill-after=10 "$timeout_s" "$qemu" -accel tcg -m "${RAM_KIB}K" -smp "$SMP" \
 	-nographic -no-reboot -monitor none -nic none -vga none \
-	-serial "file:$console_log" \
+	-serial "file:$console_log" -qmp "unix:$work/qmp.sock,server=on,wait=off" \
 	-kernel "$GUEST_KERNEL" -initrd "$work/initrd" -append "$append" \
 	-object "memory-backend-memfd,id=mem,size=${RAM_KIB}K,share=on" -machine memory-backend=mem \
 	-chardev "socket,id=c0,path=$sock,$reconnect_opt" \
@@ -333,8 +339,33 @@ if ((${#problems[@]} == 0)); then
 	((wc == 0)) || problems+=("the guest did not finish within ${FINAL_S}s of the done signal")
 	gone "$qemu_pid" 30 || true
 fi
-# QEMU goes now if it still runs (the console is complete once it is gone).
+# QEMU goes now if it still runs (the console is complete once it is gone). On a failure, first
+# whether its main loop still answers QMP (a QEMU stuck in a vhost-user exchange does not).
 if kill -0 "$qemu_pid" 2>/dev/null; then
+	if ((${#problems[@]})); then
+		qmp_said=$(python3 - "$work/qmp.sock" <<'PYEOF' 2>&1
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.settimeout(5)
+try:
+    s.connect(sys.argv[1])
+    f = s.makefile("rwb")
+    f.readline()
+    for cmd in ("qmp_capabilities", "query-status"):
+        f.write(json.dumps({"execute": cmd}).encode() + b"\n")
+        f.flush()
+        while True:
+            r = json.loads(f.readline())
+            if "event" not in r:
+                break
+    print("QEMU answers QMP: query-status", json.dumps(r.get("return", r)))
+except Exception as e:
+    print(f"QEMU does not answer QMP within 5 s ({e!r}): its main loop is stuck")
+PYEOF
+		) || true
+		log "$qmp_said"
+		problems+=("at the end: $qmp_said")
+	fi
 	kill -TERM "$qemu_pid" 2>/dev/null || true
 	gone "$qemu_pid" 15 || kill -KILL "$qemu_pid" 2>/dev/null || true
 fi
