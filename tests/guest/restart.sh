@@ -18,9 +18,13 @@
 # its stderr meanwhile. After the last one, the done signal (`VIOSCOPE-RESTART-DONE` written at
 # the start of CTL), the guest's final verify and its kernel-log check, `VIOSCOPE-GUEST: PASS`.
 #
-# Until the target implements VHOST_USER_PROTOCOL_F_INFLIGHT_SHMFD, requests in flight at a kill
-# are lost (QEMU has no in-flight region to resubmit them from): the guest's SCSI layer times
-# them out, aborts and resets, and this test fails.
+# Until the target implements VHOST_USER_PROTOCOL_F_INFLIGHT_SHMFD, QEMU (which then sends no
+# GET_INFLIGHT_FD) restarts each ring at its used index ("vhost VQ n ring restore failed" on its
+# stderr, as it cannot ask the dead back-end): requests completed out of order before the kill
+# are done again and others lost, and this test fails. A lost request does not show in the
+# guest's kernel log (virtio_scsi's eh_timed_out resets the timer: no abort, no reset): the
+# guest's I/O just stops, which the round deadline (ROUND_S) catches; the heartbeat lines
+# (`VIOSCOPE-RST: ALIVE ..., sda in flight R W`) show what is stuck.
 #
 # Exit status: 0 passed, 1 failed, 77 skipped (no vioscope binary, no QEMU 10 to be had).
 #
