@@ -101,6 +101,11 @@ static int op_queue_start(void *opaque, unsigned idx, const struct vs_vhost_vrin
 			VS_ERROR(QUEUE, "queue %u: %s", idx, why);
 			return rc;
 		}
+		if (q->vq.resubmit_num)
+			tq_note(c,
+				"queue %u: %u request(s) taken before a restart and never "
+				"answered: resubmitted",
+				idx, q->vq.resubmit_num);
 	}
 	q->mem = vr->mem;
 	q->kick_fd = vr->kick_fd;

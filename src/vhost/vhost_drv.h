@@ -57,9 +57,6 @@ int vs_vhost_drv_get_config(struct vs_vhost_drv *f, void *buf, uint32_t len);
  * *mmap_size bytes at *mmap_offset; -EPROTO when the reply has no fd or a region the file
  * does not hold.  SET_INFLIGHT_FD hands that region to a (restarted) device before its
  * rings are set up. */
-#ifndef VS_VHOST_PROTOCOL_F_INFLIGHT_SHMFD
-#define VS_VHOST_PROTOCOL_F_INFLIGHT_SHMFD 12
-#endif
 #define VS_VHOST_INFLIGHT_MAX (1ull << 30) /* larger regions are refused as insane */
 int vs_vhost_drv_get_inflight_fd(struct vs_vhost_drv *f, uint16_t num_queues, uint16_t queue_size,
 				 int *fd, uint64_t *mmap_size, uint64_t *mmap_offset);
