@@ -293,6 +293,9 @@ int bench_run_initiator(const struct bench_opts *o, const struct bench_profile *
 	    .data_mem = (size_t)p->threads * p->depth * p->block + (16u << 20),
 	    .interrupt = interrupt,
 	    .dirty_log = o->dirty_log,
+	    /* its requests kept across a target restart: reconnecting is part of it */
+	    .reconnect = o->keep_inflight,
+	    .keep_inflight = o->keep_inflight,
 	};
 	struct vs_ini *ini;
 	if (vs_interrupted())

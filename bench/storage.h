@@ -62,6 +62,7 @@ struct bench_opts {
 	bool interrupt;	      /* --interrupt: completion threads instead of polling */
 	bool initiator_poll;  /* --initiator-poll: poll even where bench would not */
 	bool dirty_log;	      /* --dirty-log: the target logs its writes (a migration's cost) */
+	bool keep_inflight;   /* --keep-inflight: an in-flight region shared with the target */
 	bool target_poll;     /* embedded target busy-polls (--poll) */
 	int adaptive_poll_us; /* embedded target's --adaptive-poll, or -1: its default */
 	double idle_seconds;  /* after each profile, stay connected this long, idle */

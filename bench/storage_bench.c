@@ -46,6 +46,7 @@ static void usage(FILE *f)
 	      "                      [--interrupt | --initiator-poll] [--poll] [--fio] [--json]\n"
 	      "                      [--no-progress] [--record DIR]\n"
 	      "                      [--adaptive-poll US] [--idle S] [--dirty-log]\n"
+	      "                      [--keep-inflight]\n"
 	      "       vioscope bench --flavours [--rounds N] [--time S] [--target ...] [--json]\n"
 	      "                      [--svg FILE]\n"
 	      "       vioscope bench trace ...   (cost of one trace event: `bench trace --help`)\n"
@@ -67,6 +68,10 @@ static void usage(FILE *f)
 	      "the embedded target and fio.\n"
 	      "--dirty-log: the initiator asks the target to log its writes, as a frontend\n"
 	      "migrating its guest does (the cost of a live migration's log phase).\n"
+	      "--keep-inflight: the initiator shares an in-flight region with the target\n"
+	      "(vhost-user INFLIGHT_SHMFD, as QEMU does to survive a backend restart) and\n"
+	      "reconnects when it goes away: the target marks each request it takes and\n"
+	      "clears each it answers (the cost of in-flight tracking).\n"
 	      "--idle S: after each profile stay connected S seconds with nothing in flight\n"
 	      "and print the share of a CPU the embedded target used meanwhile.\n"
 	      "--record DIR: both processes' traces recorded into DIR (made when missing; one\n"
@@ -368,17 +373,30 @@ static int cmd_bench(int argc, char **argv)
 	if (argc >= 2 && !strcmp(argv[1], "trace"))
 		return cmd_bench_trace(argc - 1, argv + 1);
 	static const struct option opts[] = {
-	    {"socket", required_argument, 0, 's'},  {"target", required_argument, 0, 't'},
-	    {"profile", required_argument, 0, 'p'}, {"rw", required_argument, 0, 'w'},
-	    {"time", required_argument, 0, 'T'},    {"queues", required_argument, 0, 'q'},
-	    {"interrupt", no_argument, 0, 'i'},	    {"initiator-poll", no_argument, 0, 'N'},
-	    {"json", no_argument, 0, 'j'},	    {"no-progress", no_argument, 0, 'P'},
-	    {"fio", no_argument, 0, 'f'},	    {"flavours", no_argument, 0, 'F'},
-	    {"rounds", required_argument, 0, 'r'},  {"record", required_argument, 0, 'R'},
-	    {"help", no_argument, 0, 'h'},	    {"poll", no_argument, 0, 'o'},
-	    {"svg", required_argument, 0, 'S'},	    {"adaptive-poll", required_argument, 0, 'a'},
-	    {"idle", required_argument, 0, 'I'},    {"seed", required_argument, 0, 'x'},
-	    {"dirty-log", no_argument, 0, 'D'},	    {0, 0, 0, 0}};
+	    {"socket", required_argument, 0, 's'},
+	    {"target", required_argument, 0, 't'},
+	    {"profile", required_argument, 0, 'p'},
+	    {"rw", required_argument, 0, 'w'},
+	    {"time", required_argument, 0, 'T'},
+	    {"queues", required_argument, 0, 'q'},
+	    {"interrupt", no_argument, 0, 'i'},
+	    {"initiator-poll", no_argument, 0, 'N'},
+	    {"json", no_argument, 0, 'j'},
+	    {"no-progress", no_argument, 0, 'P'},
+	    {"fio", no_argument, 0, 'f'},
+	    {"flavours", no_argument, 0, 'F'},
+	    {"rounds", required_argument, 0, 'r'},
+	    {"record", required_argument, 0, 'R'},
+	    {"help", no_argument, 0, 'h'},
+	    {"poll", no_argument, 0, 'o'},
+	    {"svg", required_argument, 0, 'S'},
+	    {"adaptive-poll", required_argument, 0, 'a'},
+	    {"idle", required_argument, 0, 'I'},
+	    {"seed", required_argument, 0, 'x'},
+	    {"dirty-log", no_argument, 0, 'D'},
+	    {"keep-inflight", no_argument, 0, 'K'},
+	    {0, 0, 0, 0},
+	};
 	/* Progress redraws one line: only on a terminal. */
 	struct bench_opts o = {
 	    .seconds = 5, .progress = isatty(STDERR_FILENO), .adaptive_poll_us = -1, .seed = 1};
@@ -390,7 +408,7 @@ static int cmd_bench(int argc, char **argv)
 	uint64_t v;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "s:t:p:w:T:q:iNjPfFr:R:S:a:I:x:Dh", opts, NULL)) !=
+	while ((c = getopt_long(argc, argv, "s:t:p:w:T:q:iNjPfFr:R:S:a:I:x:DKh", opts, NULL)) !=
 	       -1) {
 		switch (c) {
 		case 's':
@@ -445,6 +463,9 @@ static int cmd_bench(int argc, char **argv)
 			break;
 		case 'D':
 			o.dirty_log = true;
+			break;
+		case 'K':
+			o.keep_inflight = true;
 			break;
 		case 'o':
 			o.target_poll = true;

@@ -209,6 +209,29 @@ assert r["iops"] > 0 and r.get("errors", 0) == 0, r
 PY
 	nothing_left
 	;;
+bench_keep_inflight)
+	# --keep-inflight: the initiator asks the embedded target for an in-flight region
+	# (GET_INFLIGHT_FD) as QEMU does to survive a backend restart (one ring each: control,
+	# event, the request queue), and the request ring lays it out as it starts: said in the
+	# target's trace (recorded: its stderr says nothing of it), and every request still
+	# completes.  Without the option, no region.
+	expect 0 keep "$bin" bench --target ram=64M --profile rnd4k-q4t1 --time 0.5 \
+		--keep-inflight --json --no-progress --record "$work/keep"
+	python3 - "$work/keep.out" <<'PY' || fail "keep: no requests completed with --keep-inflight"
+import json, sys
+r = json.load(open(sys.argv[1]))["results"][0]
+assert r["iops"] > 0 and r.get("errors", 0) == 0, r
+PY
+	expect 0 keep-trace "$bin" trace decode "$work"/keep/*.vst
+	said keep-trace "in-flight region made: 3 queues"
+	said keep-trace "vq 2 in-flight region: fresh, laid out for 256 entries"
+	expect 0 plain "$bin" bench --target ram=64M --profile rnd4k-q4t1 --time 0.2 --json \
+		--no-progress --record "$work/plain"
+	expect 0 plain-trace "$bin" trace decode "$work"/plain/*.vst
+	! grep -q "in-flight region" "$work/plain-trace.out" ||
+		fail "plain: an in-flight region without --keep-inflight"
+	nothing_left
+	;;
 bench_record_dir)
 	# --record DIR holds one run: a second run into it is refused (3), not mixed in; a
 	# recording that could not start never says "no trace event lost".
