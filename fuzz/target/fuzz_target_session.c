@@ -9,7 +9,9 @@
  * running rings, a ring restarted at a new base, a TMF for requests still in flight, memory
  * that shrinks between two passes, dirty logging switched on and off under running rings
  * (live migration: SET_LOG_BASE, VHOST_F_LOG_ALL, VHOST_VRING_F_LOG) and a log file that
- * shrinks under them.
+ * shrinks under them, in-flight regions (INFLIGHT_SHMFD: GET_INFLIGHT_FD, SET_INFLIGHT_FD
+ * of a region whose contents the input writes, rings started on it, the region shrunk under
+ * them; inflight_check.c checks what a ring started on a region resubmits and pops).
  *
  * Input:
  *   [u16 le n][n bytes]   guest memory from offset 0 (FZ_MEM_SIZE bytes, the rest zeros)
@@ -17,9 +19,14 @@
  *     0x00-0x3f  a vhost-user message: [fd byte][12-byte header][payload of header.size];
  *                fd byte: low 4 bits how many fds, bit 6 eventfds, else bit 7 dups of the
  *                guest memfd, else bit 5 dups of the dirty log file (a second memfd,
- *                FZ_LOG_SIZE bytes at each input's start), else /dev/null (bits 6-7 as in
- *                fuzz/vhost/fuzz_vhost_msg.c)
- *     0x40-0x7f  kick queue op & 7 and run passes until the target is quiet
+ *                FZ_LOG_SIZE bytes at each input's start), else bit 4 dups of the in-flight
+ *                file in use (a third memfd, FZ_INFL_SIZE bytes of zeroes at each input's
+ *                start, or the region the last GET_INFLIGHT_FD made), else /dev/null (bits
+ *                6-7 as in fuzz/vhost/fuzz_vhost_msg.c)
+ *     0x40-0x77  kick queue op & 7 and run passes until the target is quiet (also 0x7d-0x7f)
+ *     0x78-0x7c  the in-flight file in use: raw bytes, a ring's header (version, desc_num,
+ *                last_batch_head, used_idx), one descriptor's entry (mark, next, counter),
+ *                its size (shrinking it under the target), or the other file (session.h)
  *     0x80-0xbf  write guest memory: [u16 le offset][u8 len][len bytes]
  *     0xc0-0xdf  shrink the guest memory file to ((op & 0x1f) << 12) bytes (the target's
  *                guard must turn its next access there into a dropped session)

@@ -8,7 +8,8 @@ fd byte: low 4 bits = fd count, bit 6 = eventfds, bit 7 = dups of the guest memf
 = dups of the dirty log file), a kick (0x40 | queue), a guest memory write (0x80, u16
 offset, u8 len, bytes), a shrink of the guest memory file (0xc0 | 4 KiB units), passes
 (0xe0), the dirty log file's size (0xf0 | index into LOG_SIZES, session.c's fz_log_sizes;
-4096 bytes at the start of an input).
+4096 bytes at the start of an input); the in-flight file (0x78-0x7c: bytes, a ring's
+header, a descriptor's entry, its size, the other file; fd kind bit 4 = dups of it).
 fuzz_target_rpc adds: a kick with one pass only (0x30 | queue: what it pops stays in
 flight), a request (0x38 + method, form, dictionary indexes), a batch (0x3e), a raw line
 (0x3f, u16 length, bytes); the indexes below name entries of its dictionaries.
@@ -359,11 +360,130 @@ def log_stale():
     return head + logging(True) + g.flush() + kick(2) + PUMP
 
 
+# ---- in-flight tracking (INFLIGHT_SHMFD) ----------------------------------------------------
+INFLIGHT_SHMFD = 1 << 12
+INFL = 0x10  # fd kind: the in-flight file in use (own memfd, or GET_INFLIGHT_FD's region)
+# session.c's fz_infl_sizes, by index: keep these in step with the C array.
+RING_BYTES16 = (16 + 16 * 16 + 63) & ~63
+INFL_SIZES = [0, 64, RING_BYTES16, 4 * RING_BYTES16, 4096, 8192, 16384, 65536]
+
+
+def inflight(nq=4, qsize=16, size=None, offset=0):
+    if size is None:
+        size = nq * ((16 + 16 * qsize + 63) & ~63)
+    return struct.pack("<QQHHI", size, offset, nq, qsize, 0)
+
+
+def get_inflight(nq=4, qsize=16, flags=1):
+    return msg(31, inflight(nq, qsize, 0), 0, flags)
+
+
+def set_inflight(nq=4, qsize=16, size=None, offset=0, fd=1 | INFL, flags=1):
+    return msg(32, inflight(nq, qsize, size, offset), fd, flags)
+
+
+def infl_header(q, version=1, desc_num=16, last_batch=0, used=0, qlog=4):
+    return b"\x79" + bytes([q, qlog]) + struct.pack("<HHHH", version, desc_num, last_batch, used)
+
+
+def infl_desc(q, head, mark=1, nxt=0, counter=0, qlog=4):
+    return b"\x7a" + bytes([q, qlog]) + struct.pack("<HBHH", head, mark, nxt, counter)
+
+
+def infl_size(size):
+    return b"\x7b" + bytes([INFL_SIZES.index(size)])
+
+
+INFL_OTHER = b"\x7c"
+
+
+def infl_setup(region=b""):
+    """SETUP with INFLIGHT_SHMFD acked (MQ, REPLY_ACK, INFLIGHT_SHMFD) and region (GET or SET
+    of an in-flight region) before the rings, as QEMU sends it."""
+    return (msg(1) + msg(15) + msg(16, u64(0x9 | INFLIGHT_SHMFD)) + msg(17) + msg(3) + region +
+            msg(2, u64(FEATURES)) + mem_table() + b"".join(ring_setup(q) for q in range(4)))
+
+
+def inflight_get():
+    """GET_INFLIGHT_FD's region for 4 rings of 16, rings laid out on it, READs answered; then
+    ring 2 stopped with a READ in flight (GET_VRING_BASE) and a new session handing the same
+    region back (SET_INFLIGHT_FD of GET's fd): nothing in flight, it starts at its used
+    index."""
+    g = Guest()
+    g.scsi(2, 0, rw10(0x28, 0, 1), in_len=512)
+    g.scsi(3, 1, rw10(0x28, 1, 1), in_len=512)
+    head = g.image() + infl_setup(get_inflight()) + kick(2) + kick(3) + PUMP
+    g.scsi(2, 2, rw10(0x28, 2, 1), in_len=512)
+    io = g.flush() + kick(2)
+    return (head + io + msg(11, state(2, 0)) + msg(34) + infl_setup(set_inflight()) + kick(2) +
+            PUMP)
+
+
+def inflight_resubmit():
+    """A target killed with two READs of ring 2 taken (heads 0 and 3 marked in flight, in the
+    order they were taken) and a third made available: the frontend's region handed to a new
+    one resubmits heads 0 and 3 first and then takes the third from the avail ring; then the
+    same with the last batch not yet cleared (the region's used index lags by one, its batch
+    list through head 0)."""
+    g = Guest()
+    for s in range(3):
+        g.scsi(2, s, rw10(0x28, s, 1), in_len=512)
+    region = (infl_header(2) + infl_desc(2, 0, counter=5) + infl_desc(2, 3, counter=6) +
+              infl_header(0) + infl_header(1) + infl_header(3))
+    first = g.image() + region + infl_setup(set_inflight()) + kick(2) + PUMP
+    lag = (infl_size(16384) + infl_size(0) + infl_size(16384) + infl_header(2, used=0xffff) +
+           infl_desc(2, 0, counter=1) + infl_desc(2, 3, counter=2) + infl_desc(2, 6, counter=3))
+    return first + lag + msg(34) + infl_setup(set_inflight()) + kick(2) + PUMP
+
+
+def inflight_lies():
+    """Regions the target must refuse: SET_INFLIGHT_FD without an fd, of /dev/null, smaller
+    than its rings need, at an offset that wraps, for no queues and rings of 3; GET before
+    INFLIGHT_SHMFD, of shapes it cannot have; then regions whose ring 2 part lies (version
+    2, desc_num 8, a mark of 7, two marked with nothing available, a last batch through head
+    99), each in a session of its own (the enable refused with NEED_REPLY: the session goes
+    on), with I/O on ring 3; a SET while rings run."""
+    g = Guest()
+    g.scsi(3, 0, rw10(0x28, 0, 1), in_len=512)
+    nr = 1 | NEED_REPLY
+    out = g.image() + get_inflight(flags=nr)
+    out += msg(1) + msg(15) + msg(16, u64(0x9 | INFLIGHT_SHMFD)) + msg(17) + msg(3)
+    out += (set_inflight(fd=0, flags=nr) + set_inflight(fd=1, flags=nr) +
+            set_inflight(size=64, flags=nr) + set_inflight(offset=(1 << 64) - 8, flags=nr) +
+            set_inflight(nq=0, flags=nr) + set_inflight(qsize=3, flags=nr) +
+            get_inflight(0, flags=nr) + get_inflight(9, flags=nr) + get_inflight(4, 3, flags=nr))
+    for lie in (infl_header(2, version=2), infl_header(2, desc_num=8),
+                infl_header(2) + infl_desc(2, 1, mark=7),
+                infl_header(2) + infl_desc(2, 0) + infl_desc(2, 5),
+                infl_header(2, last_batch=99, used=0xffff) + infl_desc(2, 0)):
+        out += (infl_size(0) + infl_size(16384) + lie + msg(34) +
+                infl_setup(set_inflight()) + msg(18, state(2, 1), 0, nr) + kick(3) + PUMP)
+    return out + set_inflight(flags=nr) + kick(3) + PUMP
+
+
+def inflight_shrunk():
+    """The frontend's own region (not sealed) shrunk under running rings: to a header, and to
+    nothing (the next mark faults: the session ends); the sealed region GET made cannot
+    shrink; then a session with I/O after."""
+    g = Guest()
+    g.scsi(2, 0, rw10(0x28, 0, 1), in_len=512)
+    head = g.image() + infl_setup(set_inflight()) + kick(2) + PUMP
+    g.scsi(2, 1, rw10(0x28, 1, 1), in_len=512)
+    io1 = g.flush()
+    g.scsi(2, 2, rw10(0x28, 2, 1), in_len=512)
+    io2 = g.flush()
+    return (head + infl_size(64) + io1 + kick(2) + PUMP + msg(34) + infl_size(16384) +
+            infl_setup(get_inflight()) + infl_size(0) + io2 + kick(2) + PUMP + INFL_OTHER +
+            infl_size(0) + SETUP + kick(2) + PUMP)
+
+
 session_seeds = {"io": io(), "tmf": tmf(), "remap": remap(), "shrink": shrink(),
                  "restart": restart(), "bad_chains": bad_chains(), "poke": poke(),
                  "log_read": log_read(), "log_used_elsewhere": log_used_elsewhere(),
                  "log_refused": log_refused(), "log_shrunk": log_shrunk(),
-                 "log_toggle": log_toggle(), "log_stale": log_stale()}
+                 "log_toggle": log_toggle(), "log_stale": log_stale(),
+                 "inflight_get": inflight_get(), "inflight_resubmit": inflight_resubmit(),
+                 "inflight_lies": inflight_lies(), "inflight_shrunk": inflight_shrunk()}
 
 # ---- fuzz_target_rpc --------------------------------------------------------------------
 # Its dictionaries (fuzz_target_rpc.c), by index: keep these in step with the C arrays.

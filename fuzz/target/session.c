@@ -29,6 +29,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "session.h"
@@ -36,8 +37,9 @@
 
 #define MAX_PUMPS 16
 
-static int memfd = -1, logfd = -1;
+static int memfd = -1, logfd = -1, inflfd = -1;
 static uint64_t logfd_size; /* the log file's size now */
+struct vs_vhost_dev *fz_current_dev;
 
 /* The log file sizes op 0xf0-0xff picks (the log for 256 KiB of guest memory at gpa 0 is 8
  * bytes; a page more or less; beyond 64 KiB the stray-write check reads the log only). */
@@ -45,6 +47,14 @@ static uint64_t logfd_size; /* the log file's size now */
 const uint64_t fz_log_sizes[16] = {
 	0, 1, 4, 8, 64, 4095, 4096, 4097,			/* 0-7 */
 	8192, 12288, 16384, 32768, 65536, 65544, 262144, 1u << 20,	/* 8-15 */
+};
+/* clang-format on */
+/* The in-flight file's sizes op 0x7b picks: none, a header, one and FZ_NQ rings of 16 (the
+ * seeds' rings), a page or more. */
+/* clang-format off */
+const uint64_t fz_infl_sizes[8] = {
+	0, 64, VS_VHOST_INFLIGHT_RING_BYTES(16), FZ_NQ * VS_VHOST_INFLIGHT_RING_BYTES(16),
+	4096, 8192, FZ_INFL_SIZE, 65536,
 };
 /* clang-format on */
 #define LOG_FILE_MAX (1u << 20)
@@ -58,8 +68,110 @@ void fz_session_init(void)
 {
 	memfd = memfd_create("fuzz-guest", MFD_CLOEXEC);
 	logfd = memfd_create("fuzz-dirty-log", MFD_CLOEXEC);
-	if (memfd < 0 || logfd < 0)
+	inflfd = memfd_create("fuzz-inflight", MFD_CLOEXEC);
+	if (memfd < 0 || logfd < 0 || inflfd < 0)
 		__builtin_trap();
+}
+
+/* ---- In-flight regions (op 0x78-0x7c, fd kind 0x10, GET_INFLIGHT_FD's reply) ----------- */
+
+/* The in-flight file ops act on: the frontend's own, or the region GET_INFLIGHT_FD made. */
+static int infl_cur(const struct fz_session *s)
+{
+	return s->infl.use_get && s->infl.get_fd >= 0 ? s->infl.get_fd : inflfd;
+}
+
+/* A GET_INFLIGHT_FD the device answered: the reply carries the device's own memfd (the
+ * server sends it and keeps it), exactly the region's size, sealed against shrinking and
+ * growing; from now on the input's in-flight ops use it. */
+static void infl_got(struct fz_session *s, const struct vs_vhost_msg *msg,
+		     const struct vs_vhost_msg *reply)
+{
+	const struct vs_vhost_inflight *in = &reply->payload.inflight;
+	struct stat st;
+	int seals;
+
+	if (reply->nfds != 1 || reply->fds[0] != s->d->inflight_fd || reply->size != sizeof(*in) ||
+	    in->mmap_offset != 0 || in->num_queues != msg->payload.inflight.num_queues ||
+	    in->queue_size != msg->payload.inflight.queue_size ||
+	    in->mmap_size !=
+		(uint64_t)in->num_queues * VS_VHOST_INFLIGHT_RING_BYTES(in->queue_size) ||
+	    fstat(reply->fds[0], &st) < 0 || (uint64_t)st.st_size != in->mmap_size)
+		__builtin_trap();
+	seals = fcntl(reply->fds[0], F_GET_SEALS);
+	if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW))
+		__builtin_trap();
+	if (s->infl.get_fd >= 0)
+		close(s->infl.get_fd);
+	s->infl.get_fd = dup(reply->fds[0]);
+	if (s->infl.get_fd < 0)
+		__builtin_trap();
+	s->infl.use_get = true;
+}
+
+/* Where ring q's part of a region of rings of 2^qlog entries starts, and its entry head. */
+static uint64_t infl_part(uint8_t q, uint8_t qlog)
+{
+	return (uint64_t)(q & 7) * VS_VHOST_INFLIGHT_RING_BYTES(1u << (qlog % 16));
+}
+
+static size_t infl_op(struct fz_session *s, const uint8_t *data, size_t size)
+{
+	int fd = infl_cur(s);
+	uint8_t buf[16];
+
+	switch (data[0]) {
+	case 0x78: {
+		if (size < 4)
+			return size;
+		uint16_t off = (uint16_t)(data[1] | data[2] << 8);
+		uint8_t len = data[3];
+		if (size - 4 < len)
+			len = (uint8_t)(size - 4);
+		/* A sealed region cannot grow: a write beyond its end fails, as it may. */
+		(void)!pwrite(fd, data + 4, len, off);
+		return 4 + (size_t)len;
+	}
+	case 0x79: {
+		struct vs_vhost_inflight_split h = {0};
+		if (size < 11)
+			return size;
+		memcpy(&h.version, data + 3, 2);
+		memcpy(&h.desc_num, data + 5, 2);
+		memcpy(&h.last_batch_head, data + 7, 2);
+		memcpy(&h.used_idx, data + 9, 2);
+		memcpy(buf, &h, sizeof(h));
+		(void)!pwrite(fd, buf, sizeof(h), (off_t)infl_part(data[1], data[2]));
+		return 11;
+	}
+	case 0x7a: {
+		struct vs_vhost_inflight_desc e = {0};
+		uint16_t head, counter;
+		uint32_t qs;
+		if (size < 10)
+			return size;
+		qs = 1u << (data[2] % 16);
+		memcpy(&head, data + 3, 2);
+		e.inflight = data[5];
+		memcpy(&e.next, data + 6, 2);
+		memcpy(&counter, data + 8, 2);
+		e.counter = counter;
+		(void)!pwrite(fd, &e, sizeof(e),
+			      (off_t)(infl_part(data[1], data[2]) +
+				      sizeof(struct vs_vhost_inflight_split) +
+				      (uint64_t)(head % qs) * sizeof(e)));
+		return 10;
+	}
+	case 0x7b:
+		if (size < 2)
+			return size;
+		/* Shrinking a mapped region: the target's guard must end the session. */
+		(void)!ftruncate(fd, (off_t)fz_infl_sizes[data[1] & 7]);
+		return 2;
+	default:
+		s->infl.use_get = !s->infl.use_get;
+		return 1;
+	}
 }
 
 static void log_file_size(uint64_t size)
@@ -307,7 +419,7 @@ static size_t message(struct fz_session *s, const uint8_t *p, size_t left)
 	struct vs_vhost_msg msg, reply;
 	unsigned nfds;
 	uint32_t psize, request;
-	bool log_kind;
+	bool log_kind, infl_kind;
 	char why[VS_VHOST_WHY_LEN];
 	int fds[16], rc;
 	size_t len;
@@ -316,6 +428,7 @@ static size_t message(struct fz_session *s, const uint8_t *p, size_t left)
 		return 0;
 	nfds = p[0] & 0x0f;
 	log_kind = !(p[0] & 0xc0) && (p[0] & 0x20);
+	infl_kind = !(p[0] & 0xe0) && (p[0] & 0x10);
 	memcpy(&request, p + 1, 4);
 	memcpy(&psize, p + 1 + 8, 4);
 	len = left - 1 - VS_VHOST_HDR_SIZE < psize ? left - 1 : VS_VHOST_HDR_SIZE + psize;
@@ -323,6 +436,7 @@ static size_t message(struct fz_session *s, const uint8_t *p, size_t left)
 		fds[i] = (p[0] & 0x40)	 ? eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)
 			 : (p[0] & 0x80) ? dup(memfd)
 			 : (p[0] & 0x20) ? dup(logfd)
+			 : (p[0] & 0x10) ? dup(infl_cur(s))
 					 : open("/dev/null", O_RDWR | O_CLOEXEC);
 		if (fds[i] < 0)
 			__builtin_trap();
@@ -330,6 +444,11 @@ static size_t message(struct fz_session *s, const uint8_t *p, size_t left)
 	/* The log file as guest memory (or anything else): its bytes are no longer the log's
 	 * alone, and the check gives up on this input. */
 	if (nfds && log_kind && request != VS_VHOST_SET_LOG_BASE)
+		s->log.aliased = true;
+	/* Likewise an in-flight file as anything but a region, and guest memory as a region (the
+	 * target's marks would be writes to guest memory no log shows). */
+	if (nfds && ((infl_kind && request != VS_VHOST_SET_INFLIGHT_FD) ||
+		     (!(p[0] & 0x40) && (p[0] & 0x80) && request == VS_VHOST_SET_INFLIGHT_FD)))
 		s->log.aliased = true;
 	rc = vs_vhost_msg_parse(p + 1, len, fds, nfds, &msg, why, sizeof(why));
 	if (rc) {
@@ -349,6 +468,10 @@ static size_t message(struct fz_session *s, const uint8_t *p, size_t left)
 		}
 	} else {
 		rc = vs_vhost_dev_handle(s->d, &msg, &reply); /* consumes the fds */
+		/* The one reply with an fd: the device's region, kept by it (the server sends it
+		 * without closing it). */
+		if (rc == 1 && msg.request == VS_VHOST_GET_INFLIGHT_FD && reply.nfds)
+			infl_got(s, &msg, &reply), reply.nfds = 0;
 	}
 	if (rc == 1 && (reply.size > VS_VHOST_MAX_PAYLOAD || reply.nfds))
 		__builtin_trap();
@@ -374,6 +497,11 @@ size_t fz_session_begin(struct fz_session *s, const struct vs_target_config *cfg
 	log_file_size(0); /* an earlier input's marks are gone */
 	log_file_size(FZ_LOG_SIZE);
 	memset(&s->log, 0, sizeof(s->log));
+	/* The in-flight file: zeroes (a fresh region) of FZ_INFL_SIZE bytes. */
+	if (ftruncate(inflfd, 0) < 0 || ftruncate(inflfd, FZ_INFL_SIZE) < 0)
+		__builtin_trap();
+	s->infl.get_fd = -1;
+	s->infl.use_get = false;
 	log_verbose = getenv("FUZZ_LOG_VERBOSE") != NULL;
 
 	if (vs_target__create_manual(&s->t, cfg))
@@ -383,6 +511,7 @@ size_t fz_session_begin(struct fz_session *s, const struct vs_target_config *cfg
 	if (!s->d)
 		__builtin_trap();
 	vs_controller__ops.connected(vs_target__controller(s->t));
+	fz_current_dev = s->d;
 	return 2 + n;
 }
 
@@ -392,10 +521,12 @@ size_t fz_session_op(struct fz_session *s, const uint8_t *data, size_t size)
 	size_t used = 1;
 
 	/* What the guest writes, and the device's settings, are outside the log's check. */
-	if (op < 0x40 || (op >= 0x80 && op < 0xe0) || op >= 0xf0)
+	if (op < 0x40 || (op >= 0x78 && op <= 0x7c) || (op >= 0x80 && op < 0xe0) || op >= 0xf0)
 		s->log.open = false;
 	if (op < 0x40) {
 		used += message(s, data + 1, size - 1);
+	} else if (op >= 0x78 && op <= 0x7c) {
+		used = infl_op(s, data, size);
 	} else if (op < 0x80) {
 		fz_session_kick(s, op & 7, MAX_PUMPS);
 	} else if (op < 0xc0) {
@@ -426,6 +557,9 @@ void fz_session_end(struct fz_session *s)
 	int fd;
 
 	vs_vhost_dev_free(s->d);
+	fz_current_dev = NULL;
+	if (s->infl.get_fd >= 0)
+		close(s->infl.get_fd);
 	for (unsigned i = 0; i < TQ_MAX; i++)
 		if (s->t->ctrls->q[i].running || s->t->ctrls->q[i].inflight)
 			__builtin_trap();
