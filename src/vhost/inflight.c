@@ -143,6 +143,12 @@ int vs_vhost_set_inflight_fd_exec(struct vs_vhost_dev *d, struct vs_vhost_msg *m
 			    "need %#llx",
 			    (unsigned long long)in->mmap_size, (unsigned long long)in->mmap_offset,
 			    in->num_queues, in->queue_size, (unsigned long long)size);
+	/* Its counters are u64s and its marks are stored atomically: at an offset that breaks
+	 * their alignment every access would be a misaligned one (QEMU sends offset 0). */
+	if (in->mmap_offset % _Alignof(struct vs_vhost_inflight_split))
+		return FAIL(-EINVAL, "in-flight region at offset %#llx: not %zu-byte aligned",
+			    (unsigned long long)in->mmap_offset,
+			    _Alignof(struct vs_vhost_inflight_split));
 	/* A memory file that holds the region now, guarded against shrinking later. */
 	if ((rc = vs_vhost_map_file(d, &r, msg->fds[0], &map, &host, why, whylen)))
 		return rc;

@@ -453,9 +453,10 @@ static void get_makes_a_sealed_region_that_tracks_requests(void **state)
 /* ---- SET_INFLIGHT_FD refused ---------------------------------------------------------------- */
 
 /* Scenario: regions the target must not map: none attached, a pipe, a file on a disk, a
- * memfd smaller than NQ rings need (by its size and by its file), an offset that wraps, no
- * queues, rings of 3.  Each refused: with NEED_REPLY a status of 1 (the session goes on),
- * without it the session ends with the reason in the log; no fd is kept. */
+ * memfd smaller than NQ rings need (by its size and by its file), an offset that wraps or
+ * misaligns the region's u64 counters, no queues, rings of 3.  Each refused: with
+ * NEED_REPLY a status of 1 (the session goes on), without it the session ends with the
+ * reason in the log; no fd is kept. */
 static void set_of_unusable_regions_is_refused(void **state)
 {
 	struct sess *s = *state;
@@ -486,6 +487,7 @@ static void set_of_unusable_regions_is_refused(void **state)
 		    {3, REGION - 64, 0, NQ, QSIZE, "3 queues of 128 entries need"},
 		    {4, REGION, 0, NQ, QSIZE, "SET_INFLIGHT_FD failed: "},
 		    {3, REGION, UINT64_MAX - 64, NQ, QSIZE, "3 queues of 128 entries need"},
+		    {3, REGION, 4, NQ, QSIZE, "at offset 0x4: not 8-byte aligned"},
 		    {3, REGION, 0, 0, QSIZE, "SET_INFLIGHT_FD for 0 queues"},
 		    {3, REGION, 0, NQ, 3, "SET_INFLIGHT_FD for rings of 3 entries"},
 		};
