@@ -98,7 +98,8 @@ static int op_queue_start(void *opaque, unsigned idx, const struct vs_vhost_vrin
 		rc = vs_vq_dev_set_inflight(&q->vq, vr->inflight, vr->inflight_scratch, why,
 					    sizeof(why));
 		if (rc) {
-			VS_ERROR(QUEUE, "queue %u: %s", idx, why);
+			/* The operator's line: a frontend handing back a region that lies. */
+			tq_log(c, "queue %u not started: %s", idx, why);
 			return rc;
 		}
 		if (q->vq.resubmit_num)

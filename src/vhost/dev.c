@@ -308,6 +308,12 @@ bool vs_vhost_dev_fault(const struct vs_vhost_dev *d, char *why, size_t whylen)
 			 "the dirty log vanished under the device (a fault %#llx bytes into "
 			 "it): the frontend shrank its log file",
 			 (unsigned long long)(addr - (uintptr_t)d->log_map.base));
+	else if (d->inflight_map.base && addr >= (uintptr_t)d->inflight_map.base &&
+		 addr - (uintptr_t)d->inflight_map.base < d->inflight_map.len)
+		snprintf(why, whylen,
+			 "the in-flight region vanished under the device (a fault %#llx bytes "
+			 "into it): the frontend shrank its file",
+			 (unsigned long long)(addr - (uintptr_t)d->inflight_map.base));
 	else
 		snprintf(why, whylen, "guest memory vanished under the device (a fault at %p)",
 			 (void *)addr);

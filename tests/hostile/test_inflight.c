@@ -573,8 +573,8 @@ static void region_lie(struct region *r, uint16_t version, uint16_t desc_num, co
  * mark of 7, more heads in flight than the driver made available): the region is taken
  * (only a ring can check its part), but the request ring does not start: its enable is
  * refused (-EPROTO; without NEED_REPLY the session ends saying so; the part's own reason,
- * `why` below, goes to the target's trace only); the region is left as it was, nothing is
- * resubmitted or answered on that ring, the control ring (its part fresh) runs, and the
+ * `why` below, is the target's log line "queue 2 not started: ..."); the region is left as it was,
+ * nothing is resubmitted or answered on that ring, the control ring (its part fresh) runs, and the
  * next session (and the bystander) is served. */
 static void set_of_lying_regions_keeps_the_ring_stopped(void **state)
 {
@@ -584,7 +584,7 @@ static void set_of_lying_regions_keeps_the_ring_stopped(void **state)
 		uint16_t version, desc_num;
 		const uint8_t *marks;
 		unsigned n;
-		const char *why; /* the trace's reason (VS_ERROR QUEUE) */
+		const char *why; /* the reason in the target's log */
 	} lies[] = {
 	    {2, QSIZE, NULL, 0, "in-flight region of vq 2: version 2 for 128 entries"},
 	    {1, 64, NULL, 0,
@@ -612,6 +612,8 @@ static void set_of_lying_regions_keeps_the_ring_stopped(void **state)
 		cdb10(c.cdb, 0x28, 0, 1, 1);
 		assert_int_equal(fe_post(&s->fe, REQ0, 0, &c, &head), 0);
 		assert_int_equal(fe_wait_used(&s->fe, REQ0, &h, &len, QUIET_MS), -ETIMEDOUT);
+		/* The operator reads why (the region's lie), not only the refusal. */
+		assert_true(target_log_wait(&s->p, lies[i].why, FE_WAIT_MS));
 		/* The control ring runs (an ABORT TASK of no task: complete, no unit attention). */
 		{
 			uint8_t resp = 0xee;
@@ -659,10 +661,9 @@ static void region_shrunk_under_the_target_ends_the_session(void **state)
 	assert_int_equal(ftruncate(r.fd, 0), 0);
 	cdb10(c.cdb, 0x28, 0, 2, 1);
 	assert_int_equal(fe_post(&s->fe, REQ0, 1, &c, &head), 0);
-	/* The reason names guest memory ("guest memory vanished under the device (a fault at
-	 * ADDR)"): vs_vhost_dev_fault does not tell the in-flight region's mapping apart yet. */
+	/* The reason names the region, not guest memory. */
 	if (!fe_dropped(&s->fe, FE_WAIT_MS) ||
-	    !target_log_wait(&s->p, "vanished under the device", FE_WAIT_MS)) {
+	    !target_log_wait(&s->p, "the in-flight region vanished under the device", FE_WAIT_MS)) {
 		target_log_dump(&s->p);
 		fail_msg("the session was not dropped for the shrunk in-flight region");
 	}
